@@ -1,0 +1,76 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SpacePhase is where a Space is in its life.
+type SpacePhase string
+
+const (
+	// SpacePhaseInitializing means the space is being set up and is not yet usable.
+	SpacePhaseInitializing SpacePhase = "Initializing"
+	// SpacePhaseReady means the space serves requests.
+	SpacePhaseReady SpacePhase = "Ready"
+	// SpacePhaseTerminating means the Space was deleted and its contents are being removed.
+	SpacePhaseTerminating SpacePhase = "Terminating"
+)
+
+// SpaceFinalizer holds a deleted Space until everything stored in it is gone.
+const SpaceFinalizer = "tenancy.kubestellar.io/space-contents"
+
+// SpaceConditionReady is the condition type that is True once the space serves requests.
+const SpaceConditionReady = "Ready"
+
+// Space is a logical cluster hosted by the server, addressed as /spaces/NAME.
+//
+// +genclient
+// +genclient:nonNamespaced
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=sp,categories=kubestellar
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Space struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec SpaceSpec `json:"spec,omitempty"`
+	// +optional
+	Status SpaceStatus `json:"status,omitempty"`
+}
+
+// SpaceSpec is what the user asks of a Space.
+type SpaceSpec struct {
+	// Type is a free-form label for what the space is used for
+	// (for example "wds", "inventory", "mailbox"); it does not change how
+	// the space is served.
+	// +optional
+	Type string `json:"type,omitempty"`
+}
+
+// SpaceStatus is what the server reports about a Space.
+type SpaceStatus struct {
+	// Phase is Initializing, Ready or Terminating.
+	// +optional
+	Phase SpacePhase `json:"phase,omitempty"`
+	// URL is the path of the space on this server, relative to its base URL.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// Conditions of the space.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// SpaceList is a list of Spaces.
+//
+// +kubebuilder:object:root=true
+type SpaceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Space `json:"items"`
+}
