@@ -1,0 +1,63 @@
+package spaces
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+const (
+	// Root is the space that requests without a /spaces/NAME prefix address.
+	// It holds the Space objects.
+	Root = "root"
+	// Wildcard addresses every space at once, for list and watch only.
+	Wildcard = "*"
+	// PathPrefix starts the path of every space but root.
+	PathPrefix = "/spaces/"
+	// Annotation is set on every stored object and names its space.
+	Annotation = "kubestellar.io/space"
+)
+
+type contextKey struct{}
+
+// WithSpace returns a context that addresses the named space.
+func WithSpace(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, contextKey{}, name)
+}
+
+// FromContext returns the space a context addresses, and whether one was set.
+func FromContext(ctx context.Context) (string, bool) {
+	name, ok := ctx.Value(contextKey{}).(string)
+	return name, ok && name != ""
+}
+
+// SpaceOrRoot returns the space a context addresses, or Root when none was set
+// (calls from inside the server that did not come through the handler chain).
+func SpaceOrRoot(ctx context.Context) string {
+	if name, ok := FromContext(ctx); ok {
+		return name
+	}
+	return Root
+}
+
+// ValidateName returns what is wrong with a space name, if anything. Space
+// names are DNS-1123 labels, so they cannot contain dots or slashes and never
+// collide with storage key segments of other kinds.
+func ValidateName(name string) error {
+	if name == Wildcard {
+		return fmt.Errorf("%q is reserved for the wildcard space", name)
+	}
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return fmt.Errorf("invalid space name %q: %s", name, errs[0])
+	}
+	return nil
+}
+
+// URLPath returns the path prefix under which a space is served ("" for root).
+func URLPath(name string) string {
+	if name == Root || name == "" {
+		return ""
+	}
+	return PathPrefix + name
+}

@@ -1,0 +1,134 @@
+package spaces
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/klog/v2"
+
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+)
+
+// WithSpacePath strips a /spaces/NAME prefix from the request path and puts
+// NAME into the request context; a request without the prefix addresses the
+// root space. It must be the outermost filter so that everything inside sees
+// an ordinary Kubernetes path.
+func WithSpacePath(handler http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		name, rest, err := splitPath(req.URL.Path)
+		if err != nil {
+			writeStatus(w, apierrors.NewBadRequest(err.Error()))
+			return
+		}
+		if name != Root {
+			req = req.Clone(WithSpace(req.Context(), name))
+			req.URL.Path = rest
+			if req.URL.RawPath != "" {
+				_, rawRest, err := splitPath(req.URL.RawPath)
+				if err != nil {
+					writeStatus(w, apierrors.NewBadRequest(err.Error()))
+					return
+				}
+				req.URL.RawPath = rawRest
+			}
+			req.RequestURI = req.URL.RequestURI()
+		} else {
+			req = req.WithContext(WithSpace(req.Context(), Root))
+		}
+		handler.ServeHTTP(w, req)
+	})
+}
+
+// splitPath returns the space a path addresses and the path inside it.
+func splitPath(path string) (space, rest string, err error) {
+	if !strings.HasPrefix(path, PathPrefix) {
+		if path == strings.TrimSuffix(PathPrefix, "/") {
+			return "", "", fmt.Errorf("missing space name: use %sNAME/...", PathPrefix)
+		}
+		return Root, path, nil
+	}
+	name, rest, _ := strings.Cut(strings.TrimPrefix(path, PathPrefix), "/")
+	if name != Wildcard {
+		if err := ValidateName(name); err != nil {
+			return "", "", err
+		}
+	}
+	return name, "/" + rest, nil
+}
+
+// Lookup tells whether a space exists and in which phase it is.
+type Lookup interface {
+	// SpacePhase returns the phase of the named space, and found=false when
+	// there is no such space. An error means the answer is not known yet.
+	SpacePhase(name string) (phase tenancyv1alpha1.SpacePhase, found bool, err error)
+}
+
+// WithSpaceAdmission refuses requests for spaces that do not exist, writes to
+// spaces being deleted, and anything but list and watch through the
+// wildcard. It runs after authentication and authorization, so that callers
+// without access learn nothing about which spaces exist.
+func WithSpaceAdmission(handler http.Handler, spaces Lookup) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		ctx := req.Context()
+		name := SpaceOrRoot(ctx)
+		info, _ := genericapirequest.RequestInfoFrom(ctx)
+		if err := admit(name, info, spaces); err != nil {
+			klog.FromContext(ctx).V(4).Info("refused request for space", "space", name, "path", req.URL.Path, "reason", err.Error())
+			writeStatus(w, err)
+			return
+		}
+		handler.ServeHTTP(w, req)
+	})
+}
+
+func admit(name string, info *genericapirequest.RequestInfo, spaces Lookup) *apierrors.StatusError {
+	if name == Root {
+		return nil
+	}
+	if name == Wildcard {
+		if info == nil || !info.IsResourceRequest {
+			if info != nil && info.Verb != "get" {
+				return apierrors.NewBadRequest("the wildcard space is read-only")
+			}
+			return nil
+		}
+		if info.Verb != "list" && info.Verb != "watch" {
+			return apierrors.NewBadRequest(fmt.Sprintf("the wildcard space allows only list and watch, not %s", info.Verb))
+		}
+		if info.Namespace != "" {
+			return apierrors.NewBadRequest("the wildcard space lists across all namespaces only; drop the namespace from the path")
+		}
+		return nil
+	}
+	phase, found, err := spaces.SpacePhase(name)
+	if err != nil {
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("space %q: %v", name, err))
+	}
+	if !found {
+		return apierrors.NewNotFound(tenancyv1alpha1.Resource("spaces"), name)
+	}
+	if phase == tenancyv1alpha1.SpacePhaseTerminating && info != nil && isWrite(info.Verb) && info.Verb != "delete" && info.Verb != "deletecollection" {
+		return apierrors.NewForbidden(tenancyv1alpha1.Resource("spaces"), name, fmt.Errorf("space %q is being deleted and takes no new content", name))
+	}
+	return nil
+}
+
+func isWrite(verb string) bool {
+	switch verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return true
+	}
+	return false
+}
+
+func writeStatus(w http.ResponseWriter, err *apierrors.StatusError) {
+	s := err.Status()
+	s.Kind, s.APIVersion = "Status", "v1"
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(int(s.Code))
+	_ = json.NewEncoder(w).Encode(s)
+}

@@ -1,0 +1,146 @@
+// Package namespacecontroller deletes the contents of Terminating
+// namespaces in every space, then finalizes them, as Kubernetes' namespace
+// controller does in one cluster. It watches namespaces across all spaces
+// through the wildcard space.
+package namespacecontroller
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// ControllerName names the controller in logs and its queue.
+const ControllerName = "namespace"
+
+// Clients gives the controller its view of one space.
+type Clients interface {
+	Kube(space string) (kubernetes.Interface, error)
+	Dynamic(space string) (dynamic.Interface, error)
+}
+
+// Controller finalizes deleted namespaces.
+type Controller struct {
+	queue      workqueue.TypedRateLimitingInterface[string]
+	controller cache.Controller
+	r          *reconciler
+}
+
+// New returns a controller. wildcard lists and watches namespaces of all
+// spaces; disco lists the resources to empty a namespace of.
+func New(wildcard kubernetes.Interface, disco discovery.DiscoveryInterface, clients Clients) *Controller {
+	c := &Controller{queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName})}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtimeObject, error) {
+			return wildcard.CoreV1().Namespaces().List(ctx, o)
+		},
+		WatchFuncWithContext: wildcard.CoreV1().Namespaces().Watch,
+	}
+	_, c.controller = spaces.NewInformer(lw, &corev1.Namespace{}, 0, cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+	})
+	c.r = &reconciler{
+		getNamespace: func(ctx context.Context, space, name string) (*corev1.Namespace, error) {
+			client, err := clients.Kube(space)
+			if err != nil {
+				return nil, err
+			}
+			return client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		},
+		finalize: func(ctx context.Context, space string, ns *corev1.Namespace) error {
+			client, err := clients.Kube(space)
+			if err != nil {
+				return err
+			}
+			_, err = client.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{})
+			return err
+		},
+		resources: func() ([]*metav1.APIResourceList, error) {
+			lists, err := disco.ServerPreferredNamespacedResources()
+			if discovery.IsGroupDiscoveryFailedError(err) {
+				// Empty what can be found; the rest is retried.
+				return lists, nil
+			}
+			return lists, err
+		},
+		dynamic: clients.Dynamic,
+	}
+	return c
+}
+
+func (c *Controller) enqueue(obj any) {
+	ns, ok := obj.(*corev1.Namespace)
+	if !ok || ns.DeletionTimestamp == nil {
+		return
+	}
+	key, err := spaces.KeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	c.queue.Add(key)
+}
+
+// Run processes namespaces until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
+	ctx = klog.NewContext(ctx, logger)
+	logger.Info("starting controller")
+	defer logger.Info("stopped controller")
+	go c.controller.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), c.controller.HasSynced) {
+		return
+	}
+	for range workers {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	<-ctx.Done()
+}
+
+// HasSynced reports whether the controller has seen every namespace.
+func (c *Controller) HasSynced() bool { return c.controller.HasSynced() }
+
+func (c *Controller) worker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	space, _, name, err := spaces.SplitKey(key)
+	if err != nil {
+		utilruntime.HandleError(err)
+		c.queue.Forget(key)
+		return true
+	}
+	logger := klog.FromContext(ctx).WithValues("space", space, "namespace", name)
+	ctx = klog.NewContext(ctx, logger)
+	if err := c.r.reconcile(ctx, space, name); err != nil {
+		logger.V(2).Info("namespace not finalized yet, will retry", "reason", err.Error())
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}

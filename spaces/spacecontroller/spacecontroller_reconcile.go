@@ -1,0 +1,118 @@
+package spacecontroller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// InitialNamespaces exist in every new space, as in a new Kubernetes cluster.
+var InitialNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
+
+var updateOptions = metav1.UpdateOptions{FieldManager: "kubestellar-space-controller"}
+
+// reconciler is the logic of the controller; its dependencies are function
+// fields so that tests can stub them.
+type reconciler struct {
+	updateSpace     func(ctx context.Context, s *tenancyv1alpha1.Space) error
+	updateStatus    func(ctx context.Context, s *tenancyv1alpha1.Space) error
+	ensureNamespace func(ctx context.Context, space, namespace string) error
+	purge           func(ctx context.Context, space string) (int, error)
+}
+
+func (r *reconciler) reconcile(ctx context.Context, s *tenancyv1alpha1.Space) error {
+	if s.DeletionTimestamp != nil {
+		return r.terminate(ctx, s)
+	}
+	if !slices.Contains(s.Finalizers, tenancyv1alpha1.SpaceFinalizer) {
+		s = s.DeepCopy()
+		s.Finalizers = append(s.Finalizers, tenancyv1alpha1.SpaceFinalizer)
+		return r.updateSpace(ctx, s)
+	}
+	if s.Status.Phase == tenancyv1alpha1.SpacePhaseReady {
+		return nil
+	}
+	for _, ns := range InitialNamespaces {
+		if err := r.ensureNamespace(ctx, s.Name, ns); err != nil {
+			return fmt.Errorf("creating namespace %s: %w", ns, err)
+		}
+	}
+	s = s.DeepCopy()
+	s.Status.Phase = tenancyv1alpha1.SpacePhaseReady
+	s.Status.URL = spaces.URLPath(s.Name)
+	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
+		Type: tenancyv1alpha1.SpaceConditionReady, Status: metav1.ConditionTrue, Reason: "Initialized",
+		Message: "the space serves requests", ObservedGeneration: s.Generation,
+	})
+	if err := r.updateStatus(ctx, s); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).Info("space is ready")
+	return nil
+}
+
+// terminate removes everything stored in a deleted space, then its finalizer.
+func (r *reconciler) terminate(ctx context.Context, s *tenancyv1alpha1.Space) error {
+	if !slices.Contains(s.Finalizers, tenancyv1alpha1.SpaceFinalizer) {
+		return nil
+	}
+	if s.Status.Phase != tenancyv1alpha1.SpacePhaseTerminating {
+		s = s.DeepCopy()
+		s.Status.Phase = tenancyv1alpha1.SpacePhaseTerminating
+		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
+			Type: tenancyv1alpha1.SpaceConditionReady, Status: metav1.ConditionFalse, Reason: "Terminating",
+			Message: "the space is being deleted", ObservedGeneration: s.Generation,
+		})
+		// The phase closes the space to new content before it is emptied.
+		return r.updateStatus(ctx, s)
+	}
+	total := 0
+	for {
+		n, err := r.purge(ctx, s.Name)
+		if err != nil {
+			return err
+		}
+		total += n
+		if n == 0 {
+			break
+		}
+	}
+	s = s.DeepCopy()
+	s.Finalizers = slices.DeleteFunc(s.Finalizers, func(f string) bool { return f == tenancyv1alpha1.SpaceFinalizer })
+	if err := r.updateSpace(ctx, s); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).Info("space deleted", "objectsRemoved", total)
+	return nil
+}
+
+func ensureNamespace(ctx context.Context, client kubernetes.Interface, name string) error {
+	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+func toUnstructured(s *tenancyv1alpha1.Space) *unstructured.Unstructured {
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(s)
+	if err != nil {
+		panic(fmt.Sprintf("converting a Space to unstructured cannot fail: %v", err))
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetAPIVersion(tenancyv1alpha1.SchemeGroupVersion.String())
+	u.SetKind("Space")
+	return u
+}

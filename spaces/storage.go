@@ -1,0 +1,124 @@
+package spaces
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/storage"
+)
+
+// Decorate wraps the storage of one resource so that it is partitioned by
+// space. resourcePrefix is the prefix every key of the resource starts with
+// (for example "/core/configmaps"); keys are rewritten from
+// <resourcePrefix>/<rest> to <resourcePrefix>/<space>/<rest>, with the space
+// taken from the request context, and every object written is annotated with
+// its space so that wildcard lists and watches can tell where items belong.
+func Decorate(s storage.Interface, resourcePrefix string) storage.Interface {
+	return &spaceStorage{Interface: s, resourcePrefix: strings.TrimSuffix(resourcePrefix, "/")}
+}
+
+type spaceStorage struct {
+	storage.Interface
+	resourcePrefix string
+}
+
+var _ storage.Interface = &spaceStorage{}
+
+// spaceKey maps a key of the undecorated layout into the space of ctx.
+// Only whole-resource list and watch may use the wildcard space.
+func (s *spaceStorage) spaceKey(ctx context.Context, key string, wildcardOK bool) (string, string, error) {
+	rest, ok := strings.CutPrefix(key, s.resourcePrefix)
+	if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
+		return "", "", apierrors.NewInternalError(fmt.Errorf("storage key %q is outside resource prefix %q", key, s.resourcePrefix))
+	}
+	space := SpaceOrRoot(ctx)
+	if space == Wildcard {
+		if !wildcardOK || strings.Trim(rest, "/") != "" {
+			return "", "", apierrors.NewBadRequest("the wildcard space allows only list and watch across all namespaces")
+		}
+		return key, space, nil
+	}
+	return s.resourcePrefix + "/" + space + rest, space, nil
+}
+
+func setSpace(obj runtime.Object, space string) error {
+	accessor, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	annotations := accessor.GetAnnotations()
+	if annotations[Annotation] == space {
+		return nil
+	}
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[Annotation] = space
+	accessor.SetAnnotations(annotations)
+	return nil
+}
+
+func (s *spaceStorage) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
+	key, space, err := s.spaceKey(ctx, key, false)
+	if err != nil {
+		return err
+	}
+	if err := setSpace(obj, space); err != nil {
+		return err
+	}
+	return s.Interface.Create(ctx, key, obj, out, ttl)
+}
+
+func (s *spaceStorage) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
+	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
+	key, _, err := s.spaceKey(ctx, key, false)
+	if err != nil {
+		return err
+	}
+	return s.Interface.Delete(ctx, key, out, preconditions, validateDeletion, cachedExistingObject, opts)
+}
+
+func (s *spaceStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
+	key, _, err := s.spaceKey(ctx, key, opts.Recursive)
+	if err != nil {
+		return nil, err
+	}
+	return s.Interface.Watch(ctx, key, opts)
+}
+
+func (s *spaceStorage) Get(ctx context.Context, key string, opts storage.GetOptions, objPtr runtime.Object) error {
+	key, _, err := s.spaceKey(ctx, key, false)
+	if err != nil {
+		return err
+	}
+	return s.Interface.Get(ctx, key, opts, objPtr)
+}
+
+func (s *spaceStorage) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
+	key, _, err := s.spaceKey(ctx, key, opts.Recursive)
+	if err != nil {
+		return err
+	}
+	return s.Interface.GetList(ctx, key, opts, listObj)
+}
+
+func (s *spaceStorage) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,
+	preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
+	key, space, err := s.spaceKey(ctx, key, false)
+	if err != nil {
+		return err
+	}
+	stamped := func(input runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
+		obj, ttl, err := tryUpdate(input, res)
+		if err != nil {
+			return obj, ttl, err
+		}
+		return obj, ttl, setSpace(obj, space)
+	}
+	return s.Interface.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, stamped, cachedExistingObject)
+}
