@@ -1,0 +1,55 @@
+// Package admission holds the server's admission checks: the namespace
+// lifecycle (content needs an existing, non-terminating namespace in its
+// space) and the placement of Space objects (only in the root space).
+package admission
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// New returns the admission checks. namespaces reads Namespaces of the space
+// in the request context.
+func New(namespaces rest.Getter) admission.Interface {
+	return &plugin{Handler: admission.NewHandler(admission.Create), namespaces: namespaces}
+}
+
+type plugin struct {
+	*admission.Handler
+	namespaces rest.Getter
+}
+
+var _ admission.ValidationInterface = &plugin{}
+
+func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	space := spaces.SpaceOrRoot(ctx)
+	if a.GetResource().GroupResource() == tenancyv1alpha1.Resource("spaces") && a.GetSubresource() == "" && space != spaces.Root {
+		return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(),
+			fmt.Errorf("spaces are created in the root space, not in space %q", space))
+	}
+	namespace := a.GetNamespace()
+	if namespace == "" || a.GetKind().GroupKind() == corev1.SchemeGroupVersion.WithKind("Namespace").GroupKind() {
+		return nil
+	}
+	obj, err := p.namespaces.Get(ctx, namespace, &metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return apierrors.NewNotFound(corev1.Resource("namespaces"), namespace)
+	}
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if ns, ok := obj.(*corev1.Namespace); ok && ns.Status.Phase == corev1.NamespaceTerminating {
+		return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(),
+			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", namespace))
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+// Package auth holds the server's authentication and authorization.
+//
+// Identity is carried by bearer tokens only, never client certificates, so it
+// survives TLS-terminating load balancers. The admin token lives in the data
+// directory (0600), as k3s keeps its server token; the authenticator keeps
+// only its SHA-256. Authorization is space-aware: it sees the space of the
+// request in its context, so tokens can later be limited to some spaces.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/kubestellar/kubestellar/embedded/certs"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+const (
+	// AdminUser is the name of the identity the admin token carries.
+	AdminUser = "kubestellar-admin"
+	// AdminTokenFile is the admin token's file in the data directory.
+	AdminTokenFile = "admin.token"
+)
+
+// EnsureAdminToken returns the admin token stored in dataDir, creating it on
+// first start.
+func EnsureAdminToken(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, AdminTokenFile)
+	data, err := os.ReadFile(path)
+	if err == nil {
+		token := strings.TrimSpace(string(data))
+		if token == "" {
+			return "", fmt.Errorf("%s is empty: remove it to have a new admin token made", path)
+		}
+		return token, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	token, err := NewSecret()
+	if err != nil {
+		return "", err
+	}
+	return token, certs.WriteFileAtomic(path, []byte(token+"\n"), 0o600)
+}
+
+// NewSecret returns 32 random bytes, URL-safe base64 encoded.
+func NewSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// Tokens authenticates static bearer tokens, comparing their hashes in
+// constant time.
+type Tokens struct {
+	entries []tokenEntry
+}
+
+type tokenEntry struct {
+	hash [32]byte
+	user *user.DefaultInfo
+}
+
+// Add lets token authenticate as u.
+func (t *Tokens) Add(token string, u *user.DefaultInfo) {
+	t.entries = append(t.entries, tokenEntry{hash: sha256.Sum256([]byte(token)), user: u})
+}
+
+// AuthenticateToken implements authenticator.Token.
+func (t *Tokens) AuthenticateToken(_ context.Context, token string) (*authenticator.Response, bool, error) {
+	hash := sha256.Sum256([]byte(token))
+	for _, e := range t.entries {
+		if subtle.ConstantTimeCompare(hash[:], e.hash[:]) == 1 {
+			return &authenticator.Response{User: e.user}, true, nil
+		}
+	}
+	return nil, false, nil
+}
+
+// AdminInfo is the identity of the admin token.
+func AdminInfo() *user.DefaultInfo {
+	return &user.DefaultInfo{Name: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}}
+}
+
+// PublicPaths may be read without a token: health probes of load balancers
+// and service managers, and the version.
+var PublicPaths = []string{"/healthz", "/livez", "/readyz", "/version"}
+
+func isPublic(path string) bool {
+	for _, p := range PublicPaths {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// NewRequestAuthenticator authenticates bearer tokens with tokens, and lets
+// requests without credentials for PublicPaths through as anonymous.
+func NewRequestAuthenticator(tokens authenticator.Token) authenticator.Request {
+	bearer := bearertoken.New(tokens)
+	return authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
+		resp, ok, err := bearer.AuthenticateRequest(req)
+		if ok || err != nil {
+			return resp, ok, err
+		}
+		if req.Method == http.MethodGet && req.Header.Get("Authorization") == "" && isPublic(req.URL.Path) {
+			return &authenticator.Response{User: &user.DefaultInfo{
+				Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}}, true, nil
+		}
+		return nil, false, nil
+	})
+}
+
+// Authorizer decides who may do what in which space. Members of
+// system:masters (the admin token, the server's loopback client) may do
+// everything everywhere; anyone may read PublicPaths; everything else is
+// denied with a reason naming the space.
+type Authorizer struct{}
+
+var (
+	_ authorizer.Authorizer   = Authorizer{}
+	_ authorizer.RuleResolver = Authorizer{}
+)
+
+// Authorize implements authorizer.Authorizer.
+func (Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	u := a.GetUser()
+	if u != nil && slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) {
+		return authorizer.DecisionAllow, "", nil
+	}
+	if !a.IsResourceRequest() && a.GetVerb() == "get" && isPublic(a.GetPath()) {
+		return authorizer.DecisionAllow, "", nil
+	}
+	name := "<anonymous>"
+	if u != nil {
+		name = u.GetName()
+	}
+	return authorizer.DecisionDeny, fmt.Sprintf("user %q has no access to space %q", name, spaces.SpaceOrRoot(ctx)), nil
+}
+
+// RulesFor implements authorizer.RuleResolver, for kubectl auth can-i --list.
+func (Authorizer) RulesFor(_ context.Context, u user.Info, _ string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
+	if slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) {
+		return []authorizer.ResourceRuleInfo{&authorizer.DefaultResourceRuleInfo{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}},
+			[]authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}}, false, nil
+	}
+	return nil, []authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"get"}, NonResourceURLs: PublicPaths}}, false, nil
+}

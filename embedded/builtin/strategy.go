@@ -1,0 +1,250 @@
+package builtin
+
+import (
+	"context"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/storage/names"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+)
+
+// strategy is the create, update and delete strategy every built-in kind
+// shares. Kind-specific behaviour is limited to the hooks in prepare and
+// validate below; everything else is what the generic API server does.
+type strategy struct {
+	runtime.ObjectTyper
+	names.NameGenerator
+	kind Kind
+	// status is true for the strategy of the status subresource.
+	status bool
+}
+
+func newStrategy(typer runtime.ObjectTyper, kind Kind) *strategy {
+	return &strategy{ObjectTyper: typer, NameGenerator: names.SimpleNameGenerator, kind: kind}
+}
+
+func (s *strategy) statusStrategy() *strategy {
+	c := *s
+	c.status = true
+	return &c
+}
+
+func (s *strategy) NamespaceScoped() bool          { return s.kind.Namespaced }
+func (s *strategy) AllowCreateOnUpdate() bool      { return false }
+func (s *strategy) AllowUnconditionalUpdate() bool { return true }
+func (s *strategy) Canonicalize(runtime.Object)    {}
+
+func (s *strategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
+func (s *strategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
+	return nil
+}
+
+// GetResetFields says which fields each endpoint ignores: the main resource
+// does not write status, the status subresource writes only status.
+func (s *strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	if !hasStatus(s.kind) {
+		return nil
+	}
+	version := fieldpath.APIVersion(s.kind.GroupVersion().String())
+	if s.status {
+		return map[fieldpath.APIVersion]*fieldpath.Set{version: fieldpath.NewSet(
+			fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("metadata", "labels"), fieldpath.MakePathOrDie("metadata", "annotations"))}
+	}
+	return map[fieldpath.APIVersion]*fieldpath.Set{version: fieldpath.NewSet(fieldpath.MakePathOrDie("status"))}
+}
+
+func (s *strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+	if hasStatus(s.kind) {
+		// As in Kubernetes, status is written only through the status subresource.
+		zeroField(obj, "Status")
+	}
+	if hasField(obj, "Spec") {
+		setGeneration(obj, 1)
+	}
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		foldStringData(o)
+	case *corev1.Namespace:
+		o.Status.Phase = corev1.NamespaceActive
+		if len(o.Spec.Finalizers) == 0 {
+			o.Spec.Finalizers = []corev1.FinalizerName{corev1.FinalizerKubernetes}
+		}
+	}
+}
+
+func (s *strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	if s.status {
+		// Keep everything of the stored object but its status and the
+		// bookkeeping the request machinery computed for this write.
+		newMeta, _ := meta.Accessor(obj)
+		managedFields, resourceVersion := newMeta.GetManagedFields(), newMeta.GetResourceVersion()
+		status := reflect.ValueOf(obj).Elem().FieldByName("Status")
+		kept := old.DeepCopyObject()
+		reflect.ValueOf(kept).Elem().FieldByName("Status").Set(status)
+		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(kept).Elem())
+		newMeta, _ = meta.Accessor(obj)
+		newMeta.SetManagedFields(managedFields)
+		newMeta.SetResourceVersion(resourceVersion)
+		return
+	}
+	if hasStatus(s.kind) {
+		copyField(obj, old, "Status")
+	}
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		foldStringData(o)
+	case *corev1.Namespace:
+		oldNS := old.(*corev1.Namespace)
+		o.Spec.Finalizers = oldNS.Spec.Finalizers
+		o.Status = oldNS.Status
+	}
+	if hasField(obj, "Spec") {
+		oldMeta, _ := meta.Accessor(old)
+		generation := oldMeta.GetGeneration()
+		if !equalIgnoringMeta(obj, old) {
+			generation++
+		}
+		setGeneration(obj, generation)
+	}
+}
+
+func (s *strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
+	accessor, err := meta.Accessor(obj)
+	if err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("metadata"), err)}
+	}
+	errs := apimachineryvalidation.ValidateObjectMetaAccessor(accessor, s.kind.Namespaced, s.nameValidator(), field.NewPath("metadata"))
+	return append(errs, validateKind(obj)...)
+}
+
+func (s *strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+	newMeta, err := meta.Accessor(obj)
+	if err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("metadata"), err)}
+	}
+	oldMeta, err := meta.Accessor(old)
+	if err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("metadata"), err)}
+	}
+	errs := apimachineryvalidation.ValidateObjectMetaAccessorUpdate(newMeta, oldMeta, field.NewPath("metadata"))
+	return append(errs, validateKind(obj)...)
+}
+
+func (s *strategy) nameValidator() apimachineryvalidation.ValidateNameFunc {
+	switch s.kind.Group {
+	case "rbac.authorization.k8s.io":
+		return func(name string, prefix bool) []string { return path.ValidatePathSegmentName(name, prefix) }
+	}
+	switch s.kind.Resource {
+	case "namespaces":
+		return apimachineryvalidation.ValidateNamespaceName
+	case "services":
+		return apimachineryvalidation.NameIsDNS1035Label
+	}
+	return apimachineryvalidation.NameIsDNSSubdomain
+}
+
+// validateKind holds the little semantic validation that matters for
+// describing workloads: keys that could never be materialized at the edge.
+func validateKind(obj runtime.Object) field.ErrorList {
+	var errs field.ErrorList
+	checkKeys := func(fld *field.Path, keys []string) {
+		for _, key := range keys {
+			for _, msg := range validation.IsConfigMapKey(key) {
+				errs = append(errs, field.Invalid(fld.Key(key), key, msg))
+			}
+		}
+	}
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		checkKeys(field.NewPath("data"), keysOf(o.Data))
+		checkKeys(field.NewPath("binaryData"), keysOf(o.BinaryData))
+		for key := range o.Data {
+			if _, dup := o.BinaryData[key]; dup {
+				errs = append(errs, field.Invalid(field.NewPath("data").Key(key), key, "duplicate of key present in binaryData"))
+			}
+		}
+	case *corev1.Secret:
+		checkKeys(field.NewPath("data"), keysOf(o.Data))
+	}
+	return errs
+}
+
+func keysOf[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for key := range m {
+		out = append(out, key)
+	}
+	return out
+}
+
+// foldStringData moves stringData into data, as the Kubernetes API does, so
+// that the plain-text field is never stored.
+func foldStringData(secret *corev1.Secret) {
+	if len(secret.StringData) == 0 {
+		secret.StringData = nil
+		return
+	}
+	if secret.Data == nil {
+		secret.Data = map[string][]byte{}
+	}
+	for key, value := range secret.StringData {
+		secret.Data[key] = []byte(value)
+	}
+	secret.StringData = nil
+}
+
+func hasStatus(kind Kind) bool { return statusKinds[kind.Kind] }
+
+// statusKinds are the kinds whose type has a status that the status
+// subresource serves.
+var statusKinds = map[string]bool{
+	"Namespace": true, "Service": true, "PersistentVolumeClaim": true, "Pod": true,
+	"ReplicationController": true, "ResourceQuota": true,
+	"Deployment": true, "StatefulSet": true, "DaemonSet": true, "ReplicaSet": true,
+	"Job": true, "CronJob": true, "HorizontalPodAutoscaler": true,
+	"Ingress": true, "PodDisruptionBudget": true, "ValidatingAdmissionPolicy": true,
+}
+
+func hasField(obj runtime.Object, name string) bool {
+	v := reflect.ValueOf(obj)
+	return v.Kind() == reflect.Pointer && v.Elem().Kind() == reflect.Struct && v.Elem().FieldByName(name).IsValid()
+}
+
+func zeroField(obj runtime.Object, name string) {
+	f := reflect.ValueOf(obj).Elem().FieldByName(name)
+	f.Set(reflect.Zero(f.Type()))
+}
+
+func copyField(dst, src runtime.Object, name string) {
+	reflect.ValueOf(dst).Elem().FieldByName(name).Set(reflect.ValueOf(src).Elem().FieldByName(name))
+}
+
+func setGeneration(obj runtime.Object, generation int64) {
+	if accessor, err := meta.Accessor(obj); err == nil {
+		accessor.SetGeneration(generation)
+	}
+}
+
+// equalIgnoringMeta reports whether two objects differ only in metadata and
+// status, which do not count as a new generation.
+func equalIgnoringMeta(a, b runtime.Object) bool {
+	av, bv := reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem()
+	for i := 0; i < av.NumField(); i++ {
+		switch av.Type().Field(i).Name {
+		case "TypeMeta", "ObjectMeta", "Status":
+			continue
+		}
+		if !reflect.DeepEqual(av.Field(i).Interface(), bv.Field(i).Interface()) {
+			return false
+		}
+	}
+	return true
+}

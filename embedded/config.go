@@ -1,0 +1,199 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	serverstorage "k8s.io/apiserver/pkg/server/storage"
+	"k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/component-base/compatibility"
+	"k8s.io/klog/v2"
+
+	"github.com/kubestellar/kubestellar/embedded/admission"
+	"github.com/kubestellar/kubestellar/embedded/auth"
+	"github.com/kubestellar/kubestellar/embedded/builtin"
+	"github.com/kubestellar/kubestellar/embedded/certs"
+	"github.com/kubestellar/kubestellar/embedded/openapi"
+	"github.com/kubestellar/kubestellar/embedded/storage"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// KubernetesVersion is the Kubernetes API version the server emulates.
+const KubernetesVersion = "1.36"
+
+// Config is everything the server is built from. NewConfig has side
+// effects on the data directory (certificates, tokens) and starts the
+// datastore; Server.Run stops it.
+type Config struct {
+	Options    *CompletedOptions
+	CA         *certs.CA
+	AdminToken string
+	Datastore  *storage.Datastore
+
+	core       *genericapiserver.RecommendedConfig
+	extensions *apiextensionsapiserver.Config
+	legacy     *genericapiserver.APIGroupInfo
+	groups     []*genericapiserver.APIGroupInfo
+	spaces     *spaceLookup
+}
+
+// PKIDir is where certificates and keys are kept inside the data directory.
+func PKIDir(dataDir string) string { return filepath.Join(dataDir, "pki") }
+
+// NewConfig prepares the data directory and the datastore and configures
+// the API servers.
+func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) {
+	logger := klog.FromContext(ctx)
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating --data-dir: %w", err)
+	}
+	ca, err := certs.EnsureCA(PKIDir(o.DataDir), "kubestellar-ca")
+	if err != nil {
+		return nil, fmt.Errorf("certificate authority: %w", err)
+	}
+	certFile, keyFile, err := certs.EnsureServingCert(PKIDir(o.DataDir), ca, servingHosts(o))
+	if err != nil {
+		return nil, fmt.Errorf("serving certificate: %w", err)
+	}
+	adminToken, err := auth.EnsureAdminToken(o.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("admin token: %w", err)
+	}
+
+	ds, err := storage.Start(ctx, o.DatastoreEndpoint, o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			ds.Stop()
+		}
+	}()
+
+	scheme, err := builtin.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	codecs := serializer.NewCodecFactory(scheme)
+	c := &Config{Options: o, CA: ca, AdminToken: adminToken, Datastore: ds, spaces: &spaceLookup{}}
+
+	core := genericapiserver.NewRecommendedConfig(codecs)
+	serving := genericoptions.NewSecureServingOptions().WithLoopback()
+	serving.BindAddress = net.ParseIP(o.BindAddress)
+	serving.BindPort = o.Port
+	serving.ServerCert.CertKey = genericoptions.CertKey{CertFile: certFile, KeyFile: keyFile}
+	if err := serving.ApplyTo(&core.SecureServing, &core.LoopbackClientConfig); err != nil {
+		return nil, fmt.Errorf("serving on %s:%d: %w", o.BindAddress, o.Port, err)
+	}
+	tokens := &auth.Tokens{}
+	tokens.Add(adminToken, auth.AdminInfo())
+	core.Authentication.Authenticator = auth.NewRequestAuthenticator(tokens)
+	core.Authorization.Authorizer = auth.Authorizer{}
+	core.RuleResolver = auth.Authorizer{}
+	core.EffectiveVersion = compatibility.NewEffectiveVersionFromString(KubernetesVersion, "", "")
+	core.ExternalAddress = net.JoinHostPort(o.AdvertiseAddress, strconv.Itoa(o.Port))
+	namer := openapinamer.NewDefinitionNamer(scheme, apiextensionsapiserver.Scheme)
+	core.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
+	core.OpenAPIConfig.Info.Title = "kubestellar"
+	core.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
+	core.OpenAPIV3Config.Info.Title = "kubestellar"
+	core.AggregatedDiscoveryGroupManager = aggregated.NewResourceManager("apis")
+	core.RESTOptionsGetter = storage.RESTOptionsGetter{Endpoints: ds.Endpoints, SpaceScoped: true, Codec: builtinCodec(codecs)}
+	core.BuildHandlerChainFunc = func(apiHandler http.Handler, gc *genericapiserver.Config) http.Handler {
+		inner := spaces.WithSpaceAdmission(apiHandler, c.spaces)
+		return spaces.WithSpacePath(genericapiserver.DefaultBuildHandlerChain(inner, gc))
+	}
+
+	var namespaces rest.Getter
+	c.legacy, c.groups, namespaces, err = builtin.APIGroups(scheme, codecs, core.RESTOptionsGetter)
+	if err != nil {
+		return nil, err
+	}
+	core.AdmissionControl = admission.New(namespaces)
+	c.core = core
+
+	// The apiextensions server shares the core configuration (serving,
+	// authentication, admission, discovery) but stores CRDs globally and
+	// custom resources per space.
+	extGeneric := *core
+	extGeneric.Config.PostStartHooks = map[string]genericapiserver.PostStartHookConfigEntry{}
+	extGeneric.Config.RESTOptionsGetter = storage.RESTOptionsGetter{Endpoints: ds.Endpoints, Codec: apiextensionsCodec}
+	extGeneric.Config.MergedResourceConfig = apiextensionsapiserver.DefaultAPIResourceConfigSource()
+	c.extensions = &apiextensionsapiserver.Config{
+		GenericConfig: &extGeneric,
+		ExtraConfig: apiextensionsapiserver.ExtraConfig{
+			CRDRESTOptionsGetter: storage.RESTOptionsGetter{Endpoints: ds.Endpoints, SpaceScoped: true, Codec: customResourceCodec},
+			MasterCount:          1,
+			ServiceResolver:      webhook.NewDefaultServiceResolver(),
+			AuthResolverWrapper:  webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, core.LoopbackClientConfig, nil),
+		},
+	}
+	logger.V(2).Info("configured server", "dataDir", o.DataDir, "advertiseAddress", o.AdvertiseAddress, "port", o.Port)
+	return c, nil
+}
+
+// servingHosts are the names the serving certificate covers.
+func servingHosts(o *CompletedOptions) []string {
+	hosts := []string{"127.0.0.1", "::1", "localhost", o.AdvertiseAddress, o.KubeconfigHost}
+	if ip := net.ParseIP(o.BindAddress); ip != nil && !ip.IsUnspecified() {
+		hosts = append(hosts, o.BindAddress)
+	}
+	if name, err := os.Hostname(); err == nil && name != "" {
+		hosts = append(hosts, name)
+	}
+	return append(hosts, o.TLSSANs...)
+}
+
+// builtinCodec stores built-in kinds as JSON in their served version.
+func builtinCodec(codecs serializer.CodecFactory) storage.CodecFunc {
+	versions := map[schema.GroupResource]schema.GroupVersion{}
+	for _, kind := range builtin.Kinds() {
+		versions[kind.GroupResource()] = kind.GroupVersion()
+	}
+	return func(gr schema.GroupResource) (runtime.Codec, error) {
+		gv, ok := versions[gr]
+		if !ok {
+			return nil, fmt.Errorf("no storage version for %s", gr)
+		}
+		codec, _, err := serverstorage.NewStorageCodec(serverstorage.StorageCodecConfig{
+			StorageMediaType:  runtime.ContentTypeJSON,
+			StorageSerializer: codecs,
+			StorageVersion:    gv,
+			MemoryVersion:     schema.GroupVersion{Group: gv.Group, Version: runtime.APIVersionInternal},
+		})
+		return codec, err
+	}
+}
+
+func apiextensionsCodec(schema.GroupResource) (runtime.Codec, error) {
+	codec, _, err := serverstorage.NewStorageCodec(serverstorage.StorageCodecConfig{
+		StorageMediaType:  runtime.ContentTypeJSON,
+		StorageSerializer: apiextensionsapiserver.Codecs,
+		StorageVersion:    apiextensionsv1.SchemeGroupVersion,
+		MemoryVersion:     apiextensionsinternal.SchemeGroupVersion,
+	})
+	return codec, err
+}
+
+// customResourceCodec is the base codec of custom resources; the
+// apiextensions server wraps it with conversion and schema handling.
+func customResourceCodec(schema.GroupResource) (runtime.Codec, error) {
+	return unstructured.UnstructuredJSONScheme, nil
+}

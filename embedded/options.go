@@ -1,0 +1,115 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/pflag"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+)
+
+// Options are the settings of `kubestellar server start`.
+type Options struct {
+	// DataDir holds the whole state of the server.
+	DataDir string
+	// BindAddress is the address the server listens on.
+	BindAddress string
+	// Port is the server's one port, for clients, syncers and health.
+	Port int
+	// AdvertiseAddress is the address clients and edges are told to use.
+	AdvertiseAddress string
+	// TLSSANs are extra names and addresses for the serving certificate.
+	TLSSANs []string
+	// DatastoreEndpoint is a kine endpoint; empty means SQLite in DataDir.
+	DatastoreEndpoint string
+}
+
+// DefaultDataDir is /var/lib/kubestellar for root and ~/.kubestellar for
+// everyone else.
+func DefaultDataDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/kubestellar"
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".kubestellar")
+	}
+	return ".kubestellar"
+}
+
+// NewOptions returns the default options.
+func NewOptions() *Options {
+	return &Options{DataDir: DefaultDataDir(), BindAddress: "0.0.0.0", Port: 6443}
+}
+
+// AddFlags binds the options to flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "Directory holding the server's whole state (certificates, tokens, the SQLite datastore).")
+	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "Address to listen on.")
+	fs.IntVar(&o.Port, "port", o.Port, "Port to serve the API (and spaces, syncer tunnels, health) on.")
+	fs.StringVar(&o.AdvertiseAddress, "advertise-address", o.AdvertiseAddress, "Address edges and clients are told to reach the server at (default: the host's primary address).")
+	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "Extra host name or IP address for the serving certificate (repeatable).")
+	fs.StringVar(&o.DatastoreEndpoint, "datastore-endpoint", o.DatastoreEndpoint, "kine datastore endpoint, e.g. postgres://user:pw@host:5432/db, mysql://user:pw@tcp(host:3306)/db, http://etcd:2379 (default: SQLite in the data dir).")
+}
+
+// CompletedOptions are options with every default filled in.
+type CompletedOptions struct {
+	Options
+	// KubeconfigHost is the host clients on this machine use (admin.kubeconfig).
+	KubeconfigHost string
+}
+
+// Complete fills in defaults derived from other options.
+func (o *Options) Complete() (*CompletedOptions, error) {
+	c := &CompletedOptions{Options: *o}
+	if c.DataDir != "" {
+		abs, err := filepath.Abs(c.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		c.DataDir = abs
+	}
+	bind := net.ParseIP(c.BindAddress)
+	if c.AdvertiseAddress == "" {
+		switch {
+		case bind != nil && !bind.IsUnspecified():
+			c.AdvertiseAddress = bind.String()
+		default:
+			if ip, err := utilnet.ChooseHostInterface(); err == nil {
+				c.AdvertiseAddress = ip.String()
+			} else {
+				c.AdvertiseAddress = "127.0.0.1"
+			}
+		}
+	}
+	c.KubeconfigHost = "127.0.0.1"
+	if bind != nil && !bind.IsUnspecified() && !bind.IsLoopback() {
+		c.KubeconfigHost = bind.String()
+	}
+	return c, nil
+}
+
+// Validate returns everything wrong with the options, naming the flags.
+func (c *CompletedOptions) Validate() []error {
+	var errs []error
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir must not be empty"))
+	}
+	if net.ParseIP(c.BindAddress) == nil {
+		errs = append(errs, fmt.Errorf("--bind-address %q is not an IP address", c.BindAddress))
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		errs = append(errs, fmt.Errorf("--port %d is not between 1 and 65535", c.Port))
+	}
+	if net.ParseIP(c.AdvertiseAddress) == nil {
+		errs = append(errs, fmt.Errorf("--advertise-address %q is not an IP address", c.AdvertiseAddress))
+	}
+	for _, san := range c.TLSSANs {
+		if san == "" {
+			errs = append(errs, errors.New("--tls-san must not be empty"))
+		}
+	}
+	return errs
+}

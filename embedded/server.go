@@ -1,0 +1,295 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/kubestellar/kubestellar/apis/crds"
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/embedded/kubeconfig"
+	"github.com/kubestellar/kubestellar/embedded/storage"
+	"github.com/kubestellar/kubestellar/spaces"
+	"github.com/kubestellar/kubestellar/spaces/crdcontroller"
+	"github.com/kubestellar/kubestellar/spaces/namespacecontroller"
+	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
+)
+
+// Server is a configured kubestellar server, ready to Run.
+type Server struct {
+	cfg  *Config
+	core *genericapiserver.GenericAPIServer
+	ext  *apiextensionsapiserver.CustomResourceDefinitions
+}
+
+// BaseURL is the URL clients on this machine reach the server at.
+func (c *Config) BaseURL() string {
+	return "https://" + net.JoinHostPort(c.Options.KubeconfigHost, strconv.Itoa(c.Options.Port))
+}
+
+// AdminKubeconfigPath is the admin kubeconfig in the data directory.
+func (c *Config) AdminKubeconfigPath() string {
+	return filepath.Join(c.Options.DataDir, kubeconfig.AdminFile)
+}
+
+// New builds the API servers: the core server for built-in kinds, with the
+// apiextensions server behind it for CRDs and custom resources.
+func (c *Config) New(ctx context.Context) (*Server, error) {
+	ext, err := c.extensions.Complete().New(genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, fmt.Errorf("creating apiextensions server: %w", err)
+	}
+	core, err := c.core.Complete().New("kubestellar", ext.GenericAPIServer)
+	if err != nil {
+		return nil, fmt.Errorf("creating API server: %w", err)
+	}
+	if err := core.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, c.legacy); err != nil {
+		return nil, fmt.Errorf("installing core API: %w", err)
+	}
+	if err := core.InstallAPIGroups(c.groups...); err != nil {
+		return nil, fmt.Errorf("installing API groups: %w", err)
+	}
+	// Without kube-aggregator in front, only the core server's /openapi is
+	// reachable. Mount the apiextensions group's routes there too, so the
+	// core server's OpenAPI documents cover it (kubectl explain crd).
+	for _, ws := range ext.GenericAPIServer.Handler.GoRestfulContainer.RegisteredWebServices() {
+		if strings.HasPrefix(ws.RootPath(), "/apis/"+apiextensionsv1.GroupName+"/") {
+			core.Handler.GoRestfulContainer.Add(ws)
+		}
+	}
+	s := &Server{cfg: c, core: core, ext: ext}
+	if err := core.AddPostStartHook("kubestellar-spaces", func(hookCtx genericapiserver.PostStartHookContext) error {
+		// The space machinery watches Spaces, a CRD of ours: install first.
+		if err := s.installCRDs(hookCtx); err != nil {
+			return err
+		}
+		return s.startSpaces(hookCtx)
+	}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Run serves until ctx is done, then shuts down: the API server first, the
+// datastore last.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.cfg.Datastore.Stop()
+	prepared := s.core.PrepareRun()
+	// The apiextensions server publishes CRD schemas into the OpenAPI
+	// documents of the server it belongs to; point it at the core server's,
+	// which are the ones clients see.
+	s.ext.GenericAPIServer.StaticOpenAPISpec = s.core.StaticOpenAPISpec
+	s.ext.GenericAPIServer.OpenAPIVersionedService = s.core.OpenAPIVersionedService
+	s.ext.GenericAPIServer.OpenAPIV3VersionedService = s.core.OpenAPIV3VersionedService
+	if err := kubeconfig.UpdateAdmin(s.cfg.AdminKubeconfigPath(), s.cfg.BaseURL(), s.cfg.CA.PEM, s.cfg.AdminToken); err != nil {
+		return fmt.Errorf("writing admin kubeconfig: %w", err)
+	}
+	klog.FromContext(ctx).Info("serving", "url", s.cfg.BaseURL(), "kubeconfig", s.cfg.AdminKubeconfigPath())
+	return prepared.RunWithContext(ctx)
+}
+
+// installCRDs creates or updates kubestellar's own CRDs and waits until
+// they are served.
+func (s *Server) installCRDs(hookCtx genericapiserver.PostStartHookContext) error {
+	ctx := hookCtx.Context
+	client, err := apiextensionsclient.NewForConfig(hookCtx.LoopbackClientConfig)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(hookCtx.LoopbackClientConfig)
+	if err != nil {
+		return err
+	}
+	all, err := crds.All()
+	if err != nil {
+		return err
+	}
+	for _, want := range all {
+		crdClient := client.ApiextensionsV1().CustomResourceDefinitions()
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			have, err := crdClient.Get(ctx, want.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				_, err = crdClient.Create(ctx, want, metav1.CreateOptions{})
+			case err == nil:
+				have.Spec = want.Spec
+				have.Labels, have.Annotations = want.Labels, want.Annotations
+				_, err = crdClient.Update(ctx, have, metav1.UpdateOptions{})
+			}
+			if err != nil {
+				klog.FromContext(ctx).V(2).Info("installing CRD, will retry", "crd", want.Name, "err", err.Error())
+				return false, nil
+			}
+			return true, nil
+		})
+		if err != nil {
+			return fmt.Errorf("installing CRD %s: %w", want.Name, err)
+		}
+		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			crd, err := crdClient.Get(ctx, want.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, cond := range crd.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("waiting for CRD %s to be established: %w", want.Name, err)
+		}
+		// A CRD stored as Established by an earlier run is served only once
+		// this run's CRD handler has caught up; wait until it is.
+		gvr := schema.GroupVersionResource{Group: want.Spec.Group, Version: want.Spec.Versions[0].Name, Resource: want.Spec.Names.Plural}
+		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+			return err == nil, nil
+		})
+		if err != nil {
+			return fmt.Errorf("waiting for %s to be served: %w", gvr, err)
+		}
+	}
+	return nil
+}
+
+// startSpaces starts what makes spaces work: the cache of Space objects the
+// request filter consults, and the space, namespace and CRD-instance
+// controllers.
+func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) error {
+	ctx := klog.NewContext(hookCtx.Context, klog.FromContext(hookCtx.Context))
+	loopback := hookCtx.LoopbackClientConfig
+	clients := &spaceClients{base: loopback}
+	root, err := clients.Dynamic(spaces.Root)
+	if err != nil {
+		return err
+	}
+	spaceInformer := dynamicinformer.NewFilteredDynamicInformer(root, spacecontroller.SpacesGVR, "", 0, cache.Indexers{}, nil)
+	go spaceInformer.Informer().RunWithContext(ctx)
+
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: s.cfg.Datastore.Endpoints, DialTimeout: 10 * time.Second, Context: ctx})
+	if err != nil {
+		return fmt.Errorf("connecting to datastore: %w", err)
+	}
+	go func() {
+		<-ctx.Done()
+		_ = etcd.Close()
+	}()
+	purger := &spaces.Purger{Client: etcd, KeyPrefix: storage.KeyPrefix,
+		Global: []string{storage.ResourcePrefix(apiextensionsv1.Resource("customresourcedefinitions"))}}
+
+	rootKube, err := clients.Kube(spaces.Root)
+	if err != nil {
+		return err
+	}
+	for _, ns := range spacecontroller.InitialNamespaces {
+		if _, err := rootKube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s in the root space: %w", ns, err)
+		}
+	}
+	spaceCtl, err := spacecontroller.New(spaceInformer.Informer(), root, clients.Kube, purger.PurgeSpace)
+	if err != nil {
+		return err
+	}
+	wildcard, err := clients.Kube(spaces.Wildcard)
+	if err != nil {
+		return err
+	}
+	nsCtl := namespacecontroller.New(wildcard, rootKube.Discovery(), clients)
+
+	extClient, err := apiextensionsclient.NewForConfig(loopback)
+	if err != nil {
+		return err
+	}
+	crdInformers := apiextensionsinformers.NewSharedInformerFactory(extClient, 0)
+	crdCtl, err := crdcontroller.New(crdInformers.Apiextensions().V1().CustomResourceDefinitions().Informer(), purger.PurgeResource)
+	if err != nil {
+		return err
+	}
+	crdInformers.Start(ctx.Done())
+
+	if !cache.WaitForCacheSync(ctx.Done(), spaceInformer.Informer().HasSynced) {
+		return errors.New("space cache did not sync")
+	}
+	s.cfg.spaces.lister.Store(&spaceLister{spaceInformer.Lister()})
+	go spaceCtl.Run(ctx, 2)
+	go nsCtl.Run(ctx, 2)
+	go crdCtl.Run(ctx)
+	return nil
+}
+
+// spaceClients builds loopback clients for the inside of a space.
+type spaceClients struct {
+	base *rest.Config
+}
+
+func (c *spaceClients) config(space string) *rest.Config {
+	cfg := rest.CopyConfig(c.base)
+	cfg.Host = strings.TrimSuffix(cfg.Host, "/") + spaces.URLPath(space)
+	if space == spaces.Wildcard {
+		cfg.Host = strings.TrimSuffix(c.base.Host, "/") + spaces.PathPrefix + spaces.Wildcard
+	}
+	return cfg
+}
+
+func (c *spaceClients) Kube(space string) (kubernetes.Interface, error) {
+	return kubernetes.NewForConfig(c.config(space))
+}
+
+func (c *spaceClients) Dynamic(space string) (dynamic.Interface, error) {
+	return dynamic.NewForConfig(c.config(space))
+}
+
+// spaceLookup answers the request filter from the cache of Space objects;
+// until that cache has synced, requests for spaces other than root get 503.
+type spaceLookup struct {
+	lister atomic.Pointer[spaceLister]
+}
+
+type spaceLister struct{ cache.GenericLister }
+
+func (l *spaceLookup) SpacePhase(name string) (tenancyv1alpha1.SpacePhase, bool, error) {
+	lister := l.lister.Load()
+	if lister == nil {
+		return "", false, errors.New("the server is starting")
+	}
+	obj, err := lister.Get(name)
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return "", false, fmt.Errorf("unexpected %T in space cache", obj)
+	}
+	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+	return tenancyv1alpha1.SpacePhase(phase), true, nil
+}

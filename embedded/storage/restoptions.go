@@ -1,0 +1,82 @@
+package storage
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/generic"
+	apiserverstorage "k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// KeyPrefix starts every key the API server stores.
+const KeyPrefix = "/registry"
+
+// CodecFunc returns the codec that stores a resource.
+type CodecFunc func(schema.GroupResource) (runtime.Codec, error)
+
+// RESTOptionsGetter builds the storage of each resource on the datastore.
+// Resource prefixes are /<group>/<resource> ("core" for the core group), so
+// a stored key reads /registry/<group>/<resource>/<space>/<namespace>/<name>
+// when SpaceScoped, and /registry/<group>/<resource>/<name> otherwise.
+type RESTOptionsGetter struct {
+	Endpoints   []string
+	Codec       CodecFunc
+	SpaceScoped bool
+}
+
+var _ generic.RESTOptionsGetter = RESTOptionsGetter{}
+
+// ResourcePrefix returns the key prefix of a resource.
+func ResourcePrefix(gr schema.GroupResource) string {
+	group := gr.Group
+	if group == "" {
+		group = "core"
+	}
+	return "/" + group + "/" + gr.Resource
+}
+
+// GetRESTOptions implements generic.RESTOptionsGetter.
+func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Object) (generic.RESTOptions, error) {
+	codec, err := g.Codec(gr)
+	if err != nil {
+		return generic.RESTOptions{}, fmt.Errorf("storage codec for %s: %w", gr, err)
+	}
+	cfg := storagebackend.NewDefaultConfig(KeyPrefix, codec)
+	cfg.Transport.ServerList = g.Endpoints
+	// kine compacts its own history.
+	cfg.CompactionInterval = 0
+	cfg.DBMetricPollInterval = 0
+	spaceScoped := g.SpaceScoped
+	return generic.RESTOptions{
+		StorageConfig:           cfg.ForResource(gr),
+		Decorator:               decorator(spaceScoped),
+		EnableGarbageCollection: false,
+		DeleteCollectionWorkers: 4,
+		ResourcePrefix:          ResourcePrefix(gr),
+		CountMetricPollPeriod:   time.Minute,
+	}, nil
+}
+
+// decorator builds raw datastore storage, without a watch cache: the cache
+// is keyed by resource, not by space, and kine serves watches itself.
+func decorator(spaceScoped bool) generic.StorageDecorator {
+	return func(config *storagebackend.ConfigForResource, resourcePrefix string, _ func(runtime.Object) (string, error),
+		newFunc, newListFunc func() runtime.Object, _ apiserverstorage.AttrFunc, _ apiserverstorage.IndexerFuncs,
+		_ *cache.Indexers) (apiserverstorage.Interface, factory.DestroyFunc, error) {
+		s, destroy, err := generic.NewRawStorage(config, newFunc, newListFunc, resourcePrefix)
+		if err != nil {
+			return nil, nil, err
+		}
+		if spaceScoped {
+			s = spaces.Decorate(s, resourcePrefix)
+		}
+		return s, destroy, nil
+	}
+}
