@@ -1,0 +1,11 @@
+// Package iostreams holds the standard streams every command writes to.
+package iostreams
+
+import "io"
+
+// IOStreams are the standard streams of a command.
+type IOStreams struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+}

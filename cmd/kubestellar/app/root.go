@@ -1,0 +1,71 @@
+// Package app is the kubestellar command line. Each command lives in a
+// package of its own (<verb>/<noun>/, or <noun>/ for single words), with a
+// private options struct, NewCommand and runE; Run executes the whole CLI
+// from arguments and streams, so tests can drive it in-process.
+package app
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strconv"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/kubeconfig"
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/server/start"
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/space/create"
+	spacedelete "github.com/kubestellar/kubestellar/cmd/kubestellar/app/space/delete"
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/space/list"
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/version"
+)
+
+// IOStreams are the standard streams of a command.
+type IOStreams = iostreams.IOStreams
+
+// Run runs the CLI with args and returns the process exit code.
+func Run(ctx context.Context, args []string, streams IOStreams) int {
+	cmd := NewCommand(streams)
+	cmd.SetArgs(args)
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(streams.ErrOut, "error:", err)
+		return 1
+	}
+	return 0
+}
+
+// NewCommand returns the root command.
+func NewCommand(streams IOStreams) *cobra.Command {
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	cmd := &cobra.Command{
+		Use:           "kubestellar",
+		Short:         "Edge and multi-cluster workload management in one binary",
+		Long:          "kubestellar runs a multi-cluster workload-management control plane (server start), manages its spaces, and runs the edge syncer.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			// kine logs through logrus; keep it quiet unless asked for detail.
+			logrus.SetOutput(streams.ErrOut)
+			if v, err := strconv.Atoi(klogFlags.Lookup("v").Value.String()); err == nil && v >= 4 {
+				logrus.SetLevel(logrus.DebugLevel)
+			} else {
+				logrus.SetLevel(logrus.WarnLevel)
+			}
+		},
+	}
+	cmd.SetIn(streams.In)
+	cmd.SetOut(streams.Out)
+	cmd.SetErr(streams.ErrOut)
+	cmd.PersistentFlags().AddGoFlag(klogFlags.Lookup("v"))
+
+	server := &cobra.Command{Use: "server", Short: "Run and manage the kubestellar server"}
+	server.AddCommand(start.NewCommand(streams))
+	space := &cobra.Command{Use: "space", Short: "Create, list and delete spaces (logical clusters)"}
+	space.AddCommand(create.NewCommand(streams), list.NewCommand(streams), spacedelete.NewCommand(streams))
+	cmd.AddCommand(server, space, kubeconfig.NewCommand(streams), version.NewCommand(streams))
+	return cmd
+}

@@ -1,0 +1,104 @@
+// Package create is `kubestellar space create`.
+package create
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/clientconfig"
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
+	"github.com/kubestellar/kubestellar/embedded/kubeconfig"
+	"github.com/kubestellar/kubestellar/spaces"
+	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
+)
+
+type options struct {
+	client    clientconfig.Options
+	spaceType string
+	timeout   time.Duration
+	noContext bool
+}
+
+// NewCommand returns the command.
+func NewCommand(streams iostreams.IOStreams) *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a space and add a context for it to the kubeconfig",
+		Long: `Create a space (a logical cluster served at /spaces/NAME), wait until it is
+ready, and add a context named NAME for it to the kubeconfig in use.`,
+		Example: "  kubestellar space create wds1\n  kubectl --context wds1 create namespace demo",
+		Args:    cobra.ExactArgs(1),
+		RunE:    func(cmd *cobra.Command, args []string) error { return runE(cmd.Context(), o, args[0], streams) },
+	}
+	o.client.AddFlags(cmd.Flags())
+	cmd.Flags().StringVar(&o.spaceType, "type", "", "Free-form type of the space (for example wds or inventory).")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", time.Minute, "How long to wait for the space to be ready.")
+	cmd.Flags().BoolVar(&o.noContext, "no-context", false, "Do not add a context for the space to the kubeconfig.")
+	return cmd
+}
+
+func runE(ctx context.Context, o *options, name string, streams iostreams.IOStreams) error {
+	if err := spaces.ValidateName(name); err != nil {
+		return err
+	}
+	if name == spaces.Root {
+		return fmt.Errorf("the root space always exists")
+	}
+	loaded, err := o.client.Load()
+	if err != nil {
+		return err
+	}
+	client, err := loaded.Dynamic(spaces.Root)
+	if err != nil {
+		return err
+	}
+	space := &unstructured.Unstructured{}
+	space.SetAPIVersion(tenancyv1alpha1.SchemeGroupVersion.String())
+	space.SetKind("Space")
+	space.SetName(name)
+	if o.spaceType != "" {
+		_ = unstructured.SetNestedField(space.Object, o.spaceType, "spec", "type")
+	}
+	spacesClient := client.Resource(spacecontroller.SpacesGVR)
+	if _, err := spacesClient.Create(ctx, space, metav1.CreateOptions{}); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("space %q already exists", name)
+		}
+		return fmt.Errorf("creating space %q: %w", name, err)
+	}
+	fmt.Fprintf(streams.ErrOut, "waiting for space %q to be ready...\n", name)
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, o.timeout, true, func(ctx context.Context) (bool, error) {
+		got, err := spacesClient.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		phase, _, _ := unstructured.NestedString(got.Object, "status", "phase")
+		return phase == string(tenancyv1alpha1.SpacePhaseReady), nil
+	})
+	if err != nil {
+		return fmt.Errorf("space %q was created but is not ready after %s (see the server log)", name, o.timeout)
+	}
+	if o.noContext {
+		fmt.Fprintf(streams.Out, "space %q created\n", name)
+		return nil
+	}
+	authInfo := loaded.Config.Contexts[loaded.Config.CurrentContext].AuthInfo
+	if o.client.Context != "" {
+		authInfo = loaded.Config.Contexts[o.client.Context].AuthInfo
+	}
+	kubeconfig.AddSpaceContext(loaded.Config, loaded.BaseURL, name, loaded.CAData, authInfo)
+	if err := kubeconfig.Write(loaded.Path, loaded.Config); err != nil {
+		return fmt.Errorf("space %q created, but writing kubeconfig %s failed: %w", name, loaded.Path, err)
+	}
+	fmt.Fprintf(streams.Out, "space %q created; context %q added to %s\n", name, name, loaded.Path)
+	return nil
+}
