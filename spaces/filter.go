@@ -47,7 +47,7 @@ func WithSpacePath(handler http.Handler) http.Handler {
 func splitPath(path string) (space, rest string, err error) {
 	if !strings.HasPrefix(path, PathPrefix) {
 		if path == strings.TrimSuffix(PathPrefix, "/") {
-			return "", "", fmt.Errorf("missing space name: use %sNAME/...", PathPrefix)
+			return "", "", fmt.Errorf("missing space name: use %sNAME/", PathPrefix)
 		}
 		return Root, path, nil
 	}

@@ -6,8 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
-	"k8s.io/apimachinery/pkg/api/validation/path"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -140,7 +140,12 @@ func (s *strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) fi
 func (s *strategy) nameValidator() apimachineryvalidation.ValidateNameFunc {
 	switch s.kind.Group {
 	case "rbac.authorization.k8s.io":
-		return func(name string, prefix bool) []string { return path.ValidatePathSegmentName(name, prefix) }
+		return func(name string, prefix bool) []string {
+			if prefix {
+				return content.IsPathSegmentPrefix(name)
+			}
+			return content.IsPathSegmentName(name)
+		}
 	}
 	switch s.kind.Resource {
 	case "namespaces":
