@@ -1,0 +1,170 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubestellar/kubestellar/spaces"
+	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
+	"github.com/kubestellar/kubestellar/test/harness"
+)
+
+var gatewaysGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}
+
+func gateway(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+		"metadata": map[string]any{"name": name, "namespace": "default"},
+		"spec": map[string]any{"gatewayClassName": "example",
+			"listeners": []any{map[string]any{"name": "http", "protocol": "HTTP", "port": int64(80)}}},
+	}}
+	return u
+}
+
+// TestCRDsAreGlobalAndTheirInstancesPerSpace installs a real CRD (Gateway
+// API's Gateway) in one space, creates instances in two, and deletes the
+// CRD: every space's instances go, and the CRD does not hang.
+func TestCRDsAreGlobalAndTheirInstancesPerSpace(t *testing.T) {
+	s := harness.StartInProcess(t, "")
+	ctx := context.Background()
+	createSpace(t, s, "one")
+	createSpace(t, s, "two")
+
+	data, err := os.ReadFile(filepath.Join(harness.Workloads(t), "gateway-api-crds", "gateways.yaml"))
+	require.NoError(t, err)
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	require.NoError(t, yaml.Unmarshal(data, crd))
+	ext, err := apiextensionsclient.NewForConfig(s.RESTConfig(t, "one"))
+	require.NoError(t, err)
+	_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	for _, space := range []string{"one", "two"} {
+		client := dyn(t, s, space).Resource(gatewaysGVR).Namespace("default")
+		eventually(t, 30*time.Second, func() (bool, error) {
+			_, err := client.Create(ctx, gateway("gw"), metav1.CreateOptions{})
+			return err == nil, err
+		}, "a Gateway to be created in space %s", space)
+	}
+	got, err := dyn(t, s, "two").Resource(gatewaysGVR).Namespace("default").Get(ctx, "gw", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "two", got.GetAnnotations()[spaces.Annotation])
+	all, err := dyn(t, s, spaces.Wildcard).Resource(gatewaysGVR).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, all.Items, 2)
+
+	require.NoError(t, ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{}))
+	eventually(t, 30*time.Second, func() (bool, error) {
+		_, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), err
+	}, "the CRD to be deleted")
+
+	// Recreate the CRD: no instance of any space may come back.
+	crd.ResourceVersion = ""
+	_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, func() (bool, error) {
+		list, err := dyn(t, s, spaces.Wildcard).Resource(gatewaysGVR).List(ctx, metav1.ListOptions{})
+		return err == nil && len(list.Items) == 0, err
+	}, "the recreated CRD to be served with no instances")
+}
+
+// TestDeletingASpaceRemovesEverythingInIt fills a space and deletes it.
+func TestDeletingASpaceRemovesEverythingInIt(t *testing.T) {
+	s := harness.StartInProcess(t, "")
+	ctx := context.Background()
+	createSpace(t, s, "doomed")
+	createSpace(t, s, "kept")
+	for _, space := range []string{"doomed", "kept"} {
+		c := kube(t, s, space)
+		_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		for _, name := range []string{"a", "b", "c"} {
+			_, err := c.CoreV1().ConfigMaps("app").Create(ctx, configMap("app", name, space), metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+	}
+	spacesClient := dyn(t, s, spaces.Root).Resource(spacecontroller.SpacesGVR)
+	require.NoError(t, spacesClient.Delete(ctx, "doomed", metav1.DeleteOptions{}))
+	eventually(t, 30*time.Second, func() (bool, error) {
+		_, err := spacesClient.Get(ctx, "doomed", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), err
+	}, "the Space to be deleted")
+
+	count := func(resource string) map[string]int {
+		gvr := schema.GroupVersionResource{Version: "v1", Resource: resource}
+		list, err := dyn(t, s, spaces.Wildcard).Resource(gvr).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		out := map[string]int{}
+		for _, item := range list.Items {
+			out[item.GetAnnotations()[spaces.Annotation]]++
+		}
+		return out
+	}
+	require.Equal(t, 0, count("configmaps")["doomed"])
+	require.Equal(t, 0, count("namespaces")["doomed"])
+	require.Equal(t, 3, count("configmaps")["kept"])
+
+	_, err := kube(t, s, "doomed").CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	require.True(t, apierrors.IsNotFound(err), "a deleted space is not served: %v", err)
+
+	// A new space of the same name starts empty.
+	createSpace(t, s, "doomed")
+	cms, err := kube(t, s, "doomed").CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, cms.Items)
+}
+
+// TestDeletingANamespaceDeletesItsContentsInItsSpaceOnly deletes a namespace
+// in one space while a namespace of the same name lives in another.
+func TestDeletingANamespaceDeletesItsContentsInItsSpaceOnly(t *testing.T) {
+	s := harness.StartInProcess(t, "")
+	ctx := context.Background()
+	createSpace(t, s, "one")
+	createSpace(t, s, "two")
+	for _, space := range []string{"one", "two"} {
+		c := kube(t, s, space)
+		_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = c.CoreV1().ConfigMaps("app").Create(ctx, configMap("app", "cm", space), metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = c.CoreV1().Secrets("app").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}, StringData: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	one := kube(t, s, "one")
+	require.NoError(t, one.CoreV1().Namespaces().Delete(ctx, "app", metav1.DeleteOptions{}))
+	ns, err := one.CoreV1().Namespaces().Get(ctx, "app", metav1.GetOptions{})
+	if err == nil {
+		require.Equal(t, corev1.NamespaceTerminating, ns.Status.Phase)
+		_, err = one.CoreV1().ConfigMaps("app").Create(ctx, configMap("app", "late", "x"), metav1.CreateOptions{})
+		require.True(t, apierrors.IsForbidden(err), "no new content in a terminating namespace: %v", err)
+	}
+	eventually(t, 30*time.Second, func() (bool, error) {
+		_, err := one.CoreV1().Namespaces().Get(ctx, "app", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), err
+	}, "the namespace to be gone")
+	_, err = one.CoreV1().ConfigMaps("app").Get(ctx, "cm", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err))
+
+	two := kube(t, s, "two")
+	cm, err := two.CoreV1().ConfigMaps("app").Get(ctx, "cm", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "two", cm.Data["v"])
+	secret, err := two.CoreV1().Secrets("app").Get(ctx, "s", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []byte("v"), secret.Data["k"], "stringData is folded into data")
+	require.Empty(t, secret.StringData)
+}

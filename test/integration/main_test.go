@@ -1,0 +1,81 @@
+// Package integration tests the kubestellar server in-process: spaces,
+// built-in kinds, CRDs, lifecycle and error handling, through client-go.
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
+	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
+	"github.com/kubestellar/kubestellar/test/harness"
+)
+
+func kube(t *testing.T, s *harness.InProcess, space string) kubernetes.Interface {
+	t.Helper()
+	c, err := kubernetes.NewForConfig(s.RESTConfig(t, space))
+	require.NoError(t, err)
+	return c
+}
+
+func dyn(t *testing.T, s *harness.InProcess, space string) dynamic.Interface {
+	t.Helper()
+	c, err := dynamic.NewForConfig(s.RESTConfig(t, space))
+	require.NoError(t, err)
+	return c
+}
+
+// createSpace creates a Space and waits until it is Ready.
+func createSpace(t *testing.T, s *harness.InProcess, name string) {
+	t.Helper()
+	ctx := context.Background()
+	space := &unstructured.Unstructured{}
+	space.SetAPIVersion(tenancyv1alpha1.SchemeGroupVersion.String())
+	space.SetKind("Space")
+	space.SetName(name)
+	client := dyn(t, s, spaces.Root).Resource(spacecontroller.SpacesGVR)
+	_, err := client.Create(ctx, space, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, func() (bool, error) {
+		got, err := client.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		phase, _, _ := unstructured.NestedString(got.Object, "status", "phase")
+		return phase == string(tenancyv1alpha1.SpacePhaseReady), nil
+	}, "space %s to become Ready", name)
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, cond func() (bool, error), what string, args ...any) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ok, err := cond()
+		last = err
+		return ok, nil
+	})
+	if err != nil {
+		require.Failf(t, "timed out", "waiting for "+what+" (last error: %v)", append(args, last)...)
+	}
+}
+
+func spacesGVR() schema.GroupVersionResource { return spacecontroller.SpacesGVR }
+
+func spaceObject(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(tenancyv1alpha1.SchemeGroupVersion.String())
+	u.SetKind("Space")
+	u.SetName(name)
+	return u
+}
