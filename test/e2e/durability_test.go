@@ -1,0 +1,83 @@
+package e2e
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubestellar/kubestellar/test/harness"
+)
+
+// TestAcknowledgedWritesSurviveKill9AndRestart writes objects, each
+// acknowledged to kubectl, kills the server with SIGKILL and restarts it on
+// the same data dir; then stops it cleanly and restarts again.
+func TestAcknowledgedWritesSurviveKill9AndRestart(t *testing.T) {
+	srv := harness.StartBinary(t, "")
+	k := srv.Kubectl()
+	srv.CLI(t, "space", "create", "durable")
+	const n = 40
+	for i := range n {
+		k.MustRun(t, "--context", "durable", "create", "configmap", fmt.Sprintf("cm-%02d", i), fmt.Sprintf("--from-literal=i=%d", i))
+	}
+	srv.Kill()
+	srv.Restart(t)
+	out := k.MustRun(t, "--context", "durable", "get", "configmaps", "-o", `jsonpath={range .items[*]}{.metadata.name}={.data.i} {end}`)
+	for i := range n {
+		require.Contains(t, out, fmt.Sprintf("cm-%02d=%d ", i, i), "acknowledged write lost after kill -9")
+	}
+
+	took := srv.Stop(t)
+	t.Logf("clean shutdown took %s", took)
+	srv.Restart(t)
+	require.Contains(t, srv.CLI(t, "space", "list"), "durable")
+	names := strings.Fields(k.MustRun(t, "--context", "durable", "get", "configmaps", "-o", `jsonpath={.items[*].metadata.name}`))
+	require.Len(t, names, n)
+}
+
+// TestSpaceDeletionAndAccessControl deletes a space through the CLI, and
+// checks that requests without a valid token are refused.
+func TestSpaceDeletionAndAccessControl(t *testing.T) {
+	srv := harness.StartBinary(t, "")
+	k := srv.Kubectl()
+	w := harness.Workloads(t)
+	srv.CLI(t, "space", "create", "gone")
+	k.MustRun(t, "--context", "gone", "apply", "-f", filepath.Join(w, "guestbook.yaml"))
+	require.Contains(t, srv.CLI(t, "space", "delete", "gone"), `space "gone" deleted`)
+
+	cfg, err := clientcmd.LoadFromFile(srv.Kubeconfig)
+	require.NoError(t, err)
+	require.NotContains(t, cfg.Contexts, "gone", "the space's context is removed")
+	base := cfg.Clusters["root"].Server
+	out := k.MustRun(t, "--server", base+"/spaces/*", "get", "deployments", "-A",
+		"-o", `jsonpath={range .items[*]}{.metadata.annotations.kubestellar\.io/space}/{.metadata.name} {end}`)
+	require.NotContains(t, out, "gone/")
+	errOut := k.MustFail(t, "--server", base+"/spaces/gone", "get", "ns")
+	require.Contains(t, errOut, "NotFound")
+
+	// No token, and a wrong token: 401. (With no credentials at all,
+	// kubectl prompts for a user name, so that case is a plain request.)
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // status code only
+	resp, err := insecure.Get(base + "/api/v1/namespaces")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	anon := filepath.Join(t.TempDir(), "anon.kubeconfig")
+	cfg.AuthInfos["kubestellar-admin"].Token = "not-the-token"
+	require.NoError(t, clientcmd.WriteToFile(*cfg, anon))
+	errOut = harness.Kubectl{Kubeconfig: anon}.MustFail(t, "get", "ns")
+	require.Contains(t, errOut, "You must be logged in to the server")
+
+	// Secrets on disk are readable by their owner only.
+	for _, f := range []string{"admin.kubeconfig", "admin.token", "pki/ca.key", "pki/serving.key"} {
+		st, err := os.Stat(filepath.Join(srv.DataDir, f))
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), st.Mode().Perm(), f)
+	}
+}

@@ -1,0 +1,127 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Process is `kubestellar server start` running as a child process.
+type Process struct {
+	Bin        string
+	DataDir    string
+	Port       int
+	Kubeconfig string
+	LogPath    string
+	cmd        *exec.Cmd
+	exited     chan struct{}
+}
+
+// StartBinary starts the built server on a fresh data dir (or dataDir, to
+// restart on an existing one) and stops it when the test ends.
+func StartBinary(t testing.TB, dataDir string, extraArgs ...string) *Process {
+	t.Helper()
+	if dataDir == "" {
+		dataDir = t.TempDir()
+	}
+	p := &Process{Bin: Binary(t), DataDir: dataDir, Port: FreePort(t),
+		Kubeconfig: filepath.Join(dataDir, "admin.kubeconfig")}
+	p.start(t, extraArgs...)
+	t.Cleanup(func() { p.Stop(t) })
+	return p
+}
+
+func (p *Process) start(t testing.TB, extraArgs ...string) {
+	t.Helper()
+	p.LogPath = filepath.Join(p.DataDir, fmt.Sprintf("server-%d.log", time.Now().UnixNano()))
+	logFile, err := os.Create(p.LogPath)
+	require.NoError(t, err)
+	args := append([]string{"server", "start", "--data-dir", p.DataDir, "--bind-address", "127.0.0.1",
+		"--port", strconv.Itoa(p.Port)}, extraArgs...)
+	p.cmd = exec.Command(p.Bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, p.cmd.Start())
+	p.exited = make(chan struct{})
+	go func() {
+		_ = p.cmd.Wait()
+		logFile.Close()
+		close(p.exited)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := WaitReady(ctx, p.Port, 60*time.Second); err != nil {
+		p.signal(syscall.SIGKILL)
+		<-p.exited
+		log, _ := os.ReadFile(p.LogPath)
+		t.Fatalf("server not ready: %v\n%s", err, tail(log, 4000))
+	}
+}
+
+// Restart starts the server again on the same data dir and port.
+func (p *Process) Restart(t testing.TB, extraArgs ...string) {
+	t.Helper()
+	p.start(t, extraArgs...)
+}
+
+func (p *Process) signal(sig syscall.Signal) {
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	}
+}
+
+// Stop sends SIGTERM and waits for the process to exit, returning how long
+// it took; after 30 s it kills the process and fails the test.
+func (p *Process) Stop(t testing.TB) time.Duration {
+	t.Helper()
+	start := time.Now()
+	select {
+	case <-p.exited:
+		return 0
+	default:
+	}
+	p.signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		return time.Since(start)
+	case <-time.After(30 * time.Second):
+		p.signal(syscall.SIGKILL)
+		<-p.exited
+		t.Errorf("server did not exit within 30s of SIGTERM; log: %s", p.LogPath)
+		return time.Since(start)
+	}
+}
+
+// Kill sends SIGKILL, as a crash would, and waits for the process to go.
+func (p *Process) Kill() {
+	p.signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+// Kubectl returns a kubectl runner for the admin kubeconfig.
+func (p *Process) Kubectl() Kubectl { return Kubectl{Kubeconfig: p.Kubeconfig} }
+
+// CLI runs the kubestellar binary's client commands with the admin kubeconfig.
+func (p *Process) CLI(t testing.TB, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(p.Bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+p.Kubeconfig)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "kubestellar %v\n%s", args, out)
+	return string(out)
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
