@@ -1,0 +1,411 @@
+// Command bench measures a kubestellar server built from this tree and
+// prints the figures as a table: time to ready, memory at rest and with many
+// spaces, write throughput, watch latency and list latency.
+//
+//	go run ./test/bench -kubestellar _output/kubestellar   (make bench)
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
+	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
+	"github.com/kubestellar/kubestellar/test/harness"
+)
+
+type options struct {
+	bin          string
+	spaces       int
+	perSpace     int
+	throughputN  int
+	latencyN     int
+	listN        int
+	readyRepeats int
+}
+
+func main() {
+	o := options{}
+	flag.StringVar(&o.bin, "kubestellar", "_output/kubestellar", "the kubestellar binary to measure")
+	flag.IntVar(&o.spaces, "spaces", 1000, "spaces to create for the memory-per-space figure")
+	flag.IntVar(&o.perSpace, "objects-per-space", 10, "ConfigMaps to create in each of those spaces")
+	flag.IntVar(&o.throughputN, "throughput-objects", 2000, "ConfigMaps to create per throughput run")
+	flag.IntVar(&o.latencyN, "latency-samples", 500, "create-to-watch-event samples")
+	flag.IntVar(&o.listN, "list-objects", 1000, "objects in the listed namespace")
+	flag.IntVar(&o.readyRepeats, "ready-repeats", 5, "cold starts to time")
+	flag.Parse()
+	if err := run(context.Background(), o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type row struct{ metric, value, note string }
+
+func run(ctx context.Context, o options) error {
+	bin, err := filepath.Abs(o.bin)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("-kubestellar %s: %w (run 'make build')", o.bin, err)
+	}
+	var rows []row
+	progress := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
+
+	progress("timing %d cold starts", o.readyRepeats)
+	var readies []time.Duration
+	for range o.readyRepeats {
+		s, err := start(ctx, bin, "")
+		if err != nil {
+			return err
+		}
+		readies = append(readies, s.ready)
+		s.stop()
+		os.RemoveAll(s.dataDir)
+	}
+	rows = append(rows, row{"time to ready, fresh data dir (median)", ms(percentile(readies, 50)), fmt.Sprintf("%d starts; target < 2 s", o.readyRepeats)})
+
+	s, err := start(ctx, bin, "")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(s.dataDir)
+	defer s.stop()
+	idle := s.rss()
+	rows = append(rows, row{"idle RSS", mib(idle), "right after ready, no spaces"})
+
+	cfg := s.config(spaces.Root)
+	kube := kubernetes.NewForConfigOrDie(cfg)
+
+	for _, clients := range []int{1, 32} {
+		n := o.throughputN
+		if clients == 1 {
+			n /= 4
+		}
+		progress("creating %d ConfigMaps with %d client(s)", n, clients)
+		ns := fmt.Sprintf("throughput-%d", clients)
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, namespace(ns), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		took, err := parallel(clients, n, func(i int) error {
+			_, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, configMap(fmt.Sprintf("cm-%d", i)), metav1.CreateOptions{})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		rows = append(rows, row{fmt.Sprintf("ConfigMap creates/s, %d client(s)", clients), fmt.Sprintf("%.0f", float64(n)/took.Seconds()), fmt.Sprintf("%d creates in %s", n, took.Round(time.Millisecond))})
+	}
+
+	progress("measuring create-to-watch-event latency over %d creates", o.latencyN)
+	lat, err := watchLatency(ctx, kube, o.latencyN)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row{"create→watch event latency p50", ms(percentile(lat, 50)), fmt.Sprintf("%d samples, one client", len(lat))},
+		row{"create→watch event latency p99", ms(percentile(lat, 99)), ""})
+
+	progress("measuring list latency of %d objects", o.listN)
+	list, err := listLatency(ctx, kube, o.listN)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row{fmt.Sprintf("list latency, %d ConfigMaps p50", o.listN), ms(percentile(list, 50)), fmt.Sprintf("%d lists", len(list))},
+		row{fmt.Sprintf("list latency, %d ConfigMaps p99", o.listN), ms(percentile(list, 99)), ""})
+
+	before := s.rss()
+	progress("creating %d spaces with %d ConfigMaps each", o.spaces, o.perSpace)
+	took, err := manySpaces(ctx, s, o.spaces, o.perSpace)
+	if err != nil {
+		return err
+	}
+	after := s.rss()
+	rows = append(rows,
+		row{fmt.Sprintf("RSS after %d spaces × %d objects", o.spaces, o.perSpace), mib(after), fmt.Sprintf("created in %s", took.Round(time.Millisecond))},
+		row{"RSS cost per space", fmt.Sprintf("%.1f KiB", float64(after-before)/float64(o.spaces)/1024), "(RSS after − before) / spaces"},
+	)
+
+	restart := time.Now()
+	s.stop()
+	s2, err := startOn(ctx, bin, s.dataDir, s.port)
+	if err != nil {
+		return err
+	}
+	defer s2.stop()
+	rows = append(rows, row{fmt.Sprintf("time to ready, restart with %d spaces", o.spaces), ms(s2.ready), fmt.Sprintf("stop+start %s", time.Since(restart).Round(time.Millisecond))})
+
+	w := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(w, "METRIC\tVALUE\tNOTE")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", r.metric, r.value, r.note)
+	}
+	return w.Flush()
+}
+
+type server struct {
+	dataDir string
+	port    int
+	cmd     *exec.Cmd
+	ready   time.Duration
+	done    chan struct{}
+}
+
+func start(ctx context.Context, bin, dataDir string) (*server, error) {
+	if dataDir == "" {
+		dir, err := os.MkdirTemp("", "kubestellar-bench-")
+		if err != nil {
+			return nil, err
+		}
+		dataDir = dir
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	return startOn(ctx, bin, dataDir, port)
+}
+
+func startOn(ctx context.Context, bin, dataDir string, port int) (*server, error) {
+	log, err := os.Create(filepath.Join(dataDir, "server.log"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "server", "start", "--data-dir", dataDir, "--bind-address", "127.0.0.1", "--port", strconv.Itoa(port))
+	cmd.Stdout, cmd.Stderr = log, log
+	began := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &server{dataDir: dataDir, port: port, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); log.Close(); close(s.done) }()
+	if err := harness.WaitReady(ctx, port, time.Minute); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("server not ready (log: %s): %w", log.Name(), err)
+	}
+	s.ready = time.Since(began)
+	return s, nil
+}
+
+func (s *server) stop() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	<-s.done
+}
+
+func (s *server) rss() int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func (s *server) config(space string) *rest.Config {
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(s.dataDir, "admin.kubeconfig"))
+	if err != nil {
+		panic(err)
+	}
+	cfg.Host += spaces.URLPath(space)
+	cfg.QPS, cfg.Burst = 5000, 10000
+	return cfg
+}
+
+func manySpaces(ctx context.Context, s *server, n, perSpace int) (time.Duration, error) {
+	dyn := dynamic.NewForConfigOrDie(s.config(spaces.Root)).Resource(spacecontroller.SpacesGVR)
+	began := time.Now()
+	_, err := parallel(16, n, func(i int) error {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(tenancyv1alpha1.SchemeGroupVersion.String())
+		u.SetKind("Space")
+		u.SetName(fmt.Sprintf("bench-%04d", i))
+		_, err := dyn.Create(ctx, u, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := dyn.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ready := 0
+		for _, item := range list.Items {
+			if phase, _, _ := unstructured.NestedString(item.Object, "status", "phase"); phase == string(tenancyv1alpha1.SpacePhaseReady) {
+				ready++
+			}
+		}
+		return ready >= n, nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("waiting for %d spaces to be ready: %w", n, err)
+	}
+	base := s.config(spaces.Root)
+	_, err = parallel(32, n*perSpace, func(i int) error {
+		cfg := rest.CopyConfig(base)
+		cfg.Host += spaces.URLPath(fmt.Sprintf("bench-%04d", i/perSpace))
+		kube, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		_, err = kube.CoreV1().ConfigMaps("default").Create(ctx, configMap(fmt.Sprintf("cm-%d", i%perSpace)), metav1.CreateOptions{})
+		return err
+	})
+	return time.Since(began), err
+}
+
+func watchLatency(ctx context.Context, kube kubernetes.Interface, n int) ([]time.Duration, error) {
+	ns := "latency"
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, namespace(ns), metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	w, err := kube.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	var out []time.Duration
+	for i := range n {
+		name := fmt.Sprintf("cm-%d", i)
+		began := time.Now()
+		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, configMap(name), metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+		timeout := time.After(30 * time.Second)
+		for seen := false; !seen; {
+			select {
+			case ev := <-w.ResultChan():
+				if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Added && cm.Name == name {
+					out = append(out, time.Since(began))
+					seen = true
+				}
+			case <-timeout:
+				return nil, fmt.Errorf("no watch event for %s within 30s", name)
+			}
+		}
+	}
+	return out, nil
+}
+
+func listLatency(ctx context.Context, kube kubernetes.Interface, n int) ([]time.Duration, error) {
+	ns := "list"
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, namespace(ns), metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	if _, err := parallel(32, n, func(i int) error {
+		_, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, configMap(fmt.Sprintf("cm-%d", i)), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	var out []time.Duration
+	for range 30 {
+		began := time.Now()
+		list, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if len(list.Items) != n {
+			return nil, fmt.Errorf("listed %d ConfigMaps, want %d", len(list.Items), n)
+		}
+		out = append(out, time.Since(began))
+	}
+	return out, nil
+}
+
+// parallel runs fn for 0..n-1 on workers goroutines and returns the wall time.
+func parallel(workers, n int, fn func(i int) error) (time.Duration, error) {
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	began := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(began), firstErr
+}
+
+func namespace(name string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+func configMap(name string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"payload": strings.Repeat("x", 256)}}
+}
+
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	idx := (len(s)*p + 99) / 100
+	if idx > 0 {
+		idx--
+	}
+	return s[idx]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
