@@ -52,6 +52,14 @@ type Config struct {
 	legacy     *genericapiserver.APIGroupInfo
 	groups     []*genericapiserver.APIGroupInfo
 	spaces     *spaceLookup
+	lock       *dataDirLock
+}
+
+// Close stops the datastore and releases the data directory; Server.Run
+// does this when it returns, so call it only for a Config never run.
+func (c *Config) Close() {
+	c.Datastore.Stop()
+	c.lock.release()
 }
 
 // PKIDir is where certificates and keys are kept inside the data directory.
@@ -64,6 +72,15 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating --data-dir: %w", err)
 	}
+	lock, err := lockDataDir(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lock.release()
+		}
+	}()
 	ca, err := certs.EnsureCA(PKIDir(o.DataDir), "kubestellar-ca")
 	if err != nil {
 		return nil, fmt.Errorf("certificate authority: %w", err)
@@ -92,7 +109,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		return nil, err
 	}
 	codecs := serializer.NewCodecFactory(scheme)
-	c := &Config{Options: o, CA: ca, AdminToken: adminToken, Datastore: ds, spaces: &spaceLookup{}}
+	c := &Config{Options: o, CA: ca, AdminToken: adminToken, Datastore: ds, spaces: &spaceLookup{}, lock: lock}
 
 	core := genericapiserver.NewRecommendedConfig(codecs)
 	serving := genericoptions.NewSecureServingOptions().WithLoopback()

@@ -98,7 +98,7 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 // Run serves until ctx is done, then shuts down: the API server first, the
 // datastore last.
 func (s *Server) Run(ctx context.Context) error {
-	defer s.cfg.Datastore.Stop()
+	defer s.cfg.Close()
 	prepared := s.core.PrepareRun()
 	// The apiextensions server publishes CRD schemas into the OpenAPI
 	// documents of the server it belongs to; point it at the core server's,
@@ -230,6 +230,11 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 	crdInformers := apiextensionsinformers.NewSharedInformerFactory(extClient, 0)
 	crdCtl, err := crdcontroller.New(crdInformers.Apiextensions().V1().CustomResourceDefinitions().Informer(), purger.PurgeResource)
 	if err != nil {
+		return err
+	}
+	crds := crdInformers.Apiextensions().V1().CustomResourceDefinitions()
+	legacy := &legacyDiscovery{groups: s.core.DiscoveryGroupManager, crds: crds.Lister()}
+	if err := legacy.register(crds.Informer()); err != nil {
 		return err
 	}
 	crdInformers.Start(ctx.Done())

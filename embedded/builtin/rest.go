@@ -139,6 +139,12 @@ func APIGroups(scheme *runtime.Scheme, codecs serializer.CodecFactory, optsGette
 		if resources == nil {
 			resources = map[string]rest.Storage{}
 			info.VersionedResourcesStorageMap[kind.Version] = resources
+			// Advertise only versions that serve something (autoscaling/v1
+			// is in the scheme for Scale, but serves no resource here).
+			if !ok {
+				info.PrioritizedVersions = nil
+			}
+			info.PrioritizedVersions = append(info.PrioritizedVersions, kind.GroupVersion())
 		}
 		if kind.Resource == "namespaces" {
 			ns := &NamespaceREST{REST: main}

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,6 +33,13 @@ func TestAcknowledgedWritesSurviveKill9AndRestart(t *testing.T) {
 	for i := range n {
 		require.Contains(t, out, fmt.Sprintf("cm-%02d=%d ", i, i), "acknowledged write lost after kill -9")
 	}
+
+	// A second server on the same data dir is refused, and the first keeps serving.
+	second := exec.Command(srv.Bin, "server", "start", "--data-dir", srv.DataDir, "--bind-address", "127.0.0.1", "--port", fmt.Sprint(harness.FreePort(t)))
+	out2, err := second.CombinedOutput()
+	require.Error(t, err, "a second server on the same data dir must not start: %s", out2)
+	require.Contains(t, string(out2), "is in use by another kubestellar server")
+	k.MustRun(t, "--context", "durable", "get", "configmap", "cm-00")
 
 	took := srv.Stop(t)
 	t.Logf("clean shutdown took %s", took)

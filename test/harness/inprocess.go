@@ -46,7 +46,7 @@ func StartInProcess(t testing.TB, dataDir string) *InProcess {
 	require.NoError(t, err)
 	srv, err := cfg.New(ctx)
 	if err != nil {
-		cfg.Datastore.Stop()
+		cfg.Close()
 	}
 	require.NoError(t, err)
 	s := &InProcess{DataDir: dataDir, Port: opts.Port, Config: cfg, stop: cancel, done: make(chan error, 1),

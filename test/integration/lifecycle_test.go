@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -65,12 +66,40 @@ func TestCRDsAreGlobalAndTheirInstancesPerSpace(t *testing.T) {
 	all, err := dyn(t, s, spaces.Wildcard).Resource(gatewaysGVR).List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, all.Items, 2)
+	eventually(t, 10*time.Second, func() (bool, error) {
+		var list metav1.APIGroupList
+		raw, err := kube(t, s, "two").Discovery().RESTClient().Get().AbsPath("/apis").SetHeader("Accept", "application/json").DoRaw(ctx)
+		if err != nil || json.Unmarshal(raw, &list) != nil {
+			return false, err
+		}
+		for _, g := range list.Groups {
+			if g.Name == "gateway.networking.k8s.io" && g.PreferredVersion.Version == "v1" {
+				return true, nil
+			}
+		}
+		return false, nil
+	}, "the CRD's group in the legacy (non-aggregated) /apis list")
 
 	require.NoError(t, ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{}))
 	eventually(t, 30*time.Second, func() (bool, error) {
 		_, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), err
 	}, "the CRD to be deleted")
+
+	legacyGroups := func() []string {
+		var list metav1.APIGroupList
+		raw, err := kube(t, s, "two").Discovery().RESTClient().Get().AbsPath("/apis").SetHeader("Accept", "application/json").DoRaw(ctx)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(raw, &list))
+		var names []string
+		for _, g := range list.Groups {
+			names = append(names, g.Name)
+		}
+		return names
+	}
+	require.NotContains(t, legacyGroups(), "gateway.networking.k8s.io", "a deleted CRD's group leaves the legacy /apis list")
+	require.Contains(t, legacyGroups(), "apiextensions.k8s.io")
+	require.Contains(t, legacyGroups(), "tenancy.kubestellar.io")
 
 	// Recreate the CRD: no instance of any space may come back.
 	crd.ResourceVersion = ""

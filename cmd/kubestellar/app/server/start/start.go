@@ -49,7 +49,7 @@ func runE(cmd *cobra.Command, o *options, _ iostreams.IOStreams) error {
 	}
 	srv, err := cfg.New(ctx)
 	if err != nil {
-		cfg.Datastore.Stop()
+		cfg.Close()
 		return err
 	}
 	if err := srv.Run(ctx); err != nil {

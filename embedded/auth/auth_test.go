@@ -1,0 +1,272 @@
+package auth
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+func testTokens() *Tokens {
+	tokens := &Tokens{}
+	tokens.Add("admin-token", AdminInfo())
+	tokens.Add("alice-token", &user.DefaultInfo{Name: "alice", Groups: []string{"devs", user.AllAuthenticated}})
+	return tokens
+}
+
+func TestTokens(t *testing.T) {
+	tokens := testTokens()
+	tests := []struct {
+		token    string
+		wantUser string
+	}{
+		{token: "admin-token", wantUser: AdminUser},
+		{token: "alice-token", wantUser: "alice"},
+		{token: "bob-token"},
+		{token: ""},
+		{token: "admin-token "},
+		{token: "ADMIN-TOKEN"},
+		{token: "admin-toke"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.token, func(t *testing.T) {
+			resp, ok, err := tokens.AuthenticateToken(context.Background(), tc.token)
+			require.NoError(t, err)
+			if tc.wantUser == "" {
+				require.False(t, ok)
+				require.Nil(t, resp)
+				return
+			}
+			require.True(t, ok)
+			require.Equal(t, tc.wantUser, resp.User.GetName())
+		})
+	}
+
+	var empty Tokens
+	_, ok, err := empty.AuthenticateToken(context.Background(), "")
+	require.NoError(t, err)
+	require.False(t, ok, "no token authenticates against an empty set")
+}
+
+func TestAdminInfo(t *testing.T) {
+	info := AdminInfo()
+	require.Equal(t, AdminUser, info.GetName())
+	require.Contains(t, info.GetGroups(), user.SystemPrivilegedGroup)
+	require.Contains(t, info.GetGroups(), user.AllAuthenticated)
+}
+
+func TestRequestAuthenticator(t *testing.T) {
+	authn := NewRequestAuthenticator(testTokens())
+	tests := []struct {
+		desc     string
+		method   string
+		path     string
+		header   string
+		wantUser string // "" when not authenticated
+		wantErr  bool
+	}{
+		{desc: "admin token", method: http.MethodGet, path: "/api/v1/pods", header: "Bearer admin-token", wantUser: AdminUser},
+		{desc: "admin token on a public path", method: http.MethodGet, path: "/healthz", header: "Bearer admin-token", wantUser: AdminUser},
+		{desc: "admin token posts", method: http.MethodPost, path: "/api/v1/namespaces", header: "Bearer admin-token", wantUser: AdminUser},
+		{desc: "lowercase bearer", method: http.MethodGet, path: "/api", header: "bearer alice-token", wantUser: "alice"},
+		{desc: "anonymous healthz", method: http.MethodGet, path: "/healthz", wantUser: user.Anonymous},
+		{desc: "anonymous healthz check", method: http.MethodGet, path: "/healthz/etcd", wantUser: user.Anonymous},
+		{desc: "anonymous livez", method: http.MethodGet, path: "/livez", wantUser: user.Anonymous},
+		{desc: "anonymous readyz", method: http.MethodGet, path: "/readyz", wantUser: user.Anonymous},
+		{desc: "anonymous version", method: http.MethodGet, path: "/version", wantUser: user.Anonymous},
+		{desc: "anonymous api", method: http.MethodGet, path: "/api"},
+		{desc: "anonymous root", method: http.MethodGet, path: "/"},
+		{desc: "anonymous resources", method: http.MethodGet, path: "/api/v1/secrets"},
+		{desc: "anonymous lookalike", method: http.MethodGet, path: "/healthzz"},
+		{desc: "anonymous version prefix", method: http.MethodGet, path: "/versions"},
+		{desc: "anonymous metrics", method: http.MethodGet, path: "/metrics"},
+		{desc: "anonymous post to healthz", method: http.MethodPost, path: "/healthz"},
+		{desc: "anonymous head of healthz", method: http.MethodHead, path: "/healthz"},
+		{desc: "bad token", method: http.MethodGet, path: "/api", header: "Bearer nope", wantErr: true},
+		{desc: "bad token on a public path", method: http.MethodGet, path: "/healthz", header: "Bearer nope", wantErr: true},
+		{desc: "basic auth on a public path", method: http.MethodGet, path: "/healthz", header: "Basic " + base64.StdEncoding.EncodeToString([]byte("a:b"))},
+		{desc: "basic auth", method: http.MethodGet, path: "/api", header: "Basic " + base64.StdEncoding.EncodeToString([]byte("a:b"))},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			req := httptest.NewRequest(tc.method, tc.path, nil)
+			if tc.header != "" {
+				req.Header.Set("Authorization", tc.header)
+			}
+			resp, ok, err := authn.AuthenticateRequest(req)
+			if tc.wantErr {
+				require.Error(t, err)
+				require.False(t, ok)
+				return
+			}
+			require.NoError(t, err)
+			if tc.wantUser == "" {
+				require.False(t, ok)
+				require.Nil(t, resp)
+				return
+			}
+			require.True(t, ok)
+			require.Equal(t, tc.wantUser, resp.User.GetName())
+			if tc.wantUser == user.Anonymous {
+				require.Equal(t, []string{user.AllUnauthenticated}, resp.User.GetGroups())
+			}
+		})
+	}
+}
+
+func TestAuthorizer(t *testing.T) {
+	alice := &user.DefaultInfo{Name: "alice", Groups: []string{"devs"}}
+	tests := []struct {
+		desc       string
+		space      string // "" for none in the context
+		attrs      authorizer.AttributesRecord
+		wantAllow  bool
+		wantReason string
+	}{
+		{desc: "admin resource write", space: "foo", attrs: authorizer.AttributesRecord{User: AdminInfo(), Verb: "create", ResourceRequest: true, Resource: "pods", Namespace: "ns"}, wantAllow: true},
+		{desc: "admin non-resource", attrs: authorizer.AttributesRecord{User: AdminInfo(), Verb: "post", Path: "/anything"}, wantAllow: true},
+		{desc: "masters group alone", attrs: authorizer.AttributesRecord{User: &user.DefaultInfo{Name: "loopback", Groups: []string{user.SystemPrivilegedGroup}}, Verb: "delete", ResourceRequest: true, Resource: "spaces"}, wantAllow: true},
+		{desc: "anyone reads healthz", attrs: authorizer.AttributesRecord{User: &user.DefaultInfo{Name: user.Anonymous}, Verb: "get", Path: "/healthz"}, wantAllow: true},
+		{desc: "anyone reads readyz checks", attrs: authorizer.AttributesRecord{User: alice, Verb: "get", Path: "/readyz/ping"}, wantAllow: true},
+		{desc: "nobody reads version", attrs: authorizer.AttributesRecord{Verb: "get", Path: "/version"}, wantAllow: true},
+		{desc: "post to healthz", space: "foo", attrs: authorizer.AttributesRecord{User: alice, Verb: "post", Path: "/healthz"}, wantReason: `user "alice" has no access to space "foo"`},
+		{desc: "resource named like a public path", space: "foo", attrs: authorizer.AttributesRecord{User: alice, Verb: "get", ResourceRequest: true, Resource: "pods", Path: "/healthz"}, wantReason: `user "alice" has no access to space "foo"`},
+		{desc: "other non-resource", space: "foo", attrs: authorizer.AttributesRecord{User: alice, Verb: "get", Path: "/metrics"}, wantReason: `user "alice" has no access to space "foo"`},
+		{desc: "resource read in root", attrs: authorizer.AttributesRecord{User: alice, Verb: "get", ResourceRequest: true, Resource: "pods"}, wantReason: `user "alice" has no access to space "root"`},
+		{desc: "wildcard", space: spaces.Wildcard, attrs: authorizer.AttributesRecord{User: alice, Verb: "list", ResourceRequest: true, Resource: "pods"}, wantReason: `user "alice" has no access to space "*"`},
+		{desc: "no user", space: "bar", attrs: authorizer.AttributesRecord{Verb: "list", ResourceRequest: true, Resource: "pods"}, wantReason: `user "<anonymous>" has no access to space "bar"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			ctx := context.Background()
+			if tc.space != "" {
+				ctx = spaces.WithSpace(ctx, tc.space)
+			}
+			attrs := tc.attrs
+			if attrs.User == nil {
+				// An AttributesRecord with a nil *DefaultInfo would be a non-nil interface.
+				decision, reason, err := Authorizer{}.Authorize(ctx, attributesWithoutUser{attrs})
+				require.NoError(t, err)
+				require.Equal(t, tc.wantAllow, decision == authorizer.DecisionAllow)
+				require.Equal(t, tc.wantReason, reason)
+				return
+			}
+			decision, reason, err := Authorizer{}.Authorize(ctx, attrs)
+			require.NoError(t, err)
+			if tc.wantAllow {
+				require.Equal(t, authorizer.DecisionAllow, decision)
+				require.Empty(t, reason)
+				return
+			}
+			require.Equal(t, authorizer.DecisionDeny, decision)
+			require.Equal(t, tc.wantReason, reason)
+		})
+	}
+}
+
+// attributesWithoutUser returns a nil user.Info.
+type attributesWithoutUser struct{ authorizer.AttributesRecord }
+
+func (attributesWithoutUser) GetUser() user.Info { return nil }
+
+func TestRulesFor(t *testing.T) {
+	resources, nonResources, incomplete, err := Authorizer{}.RulesFor(context.Background(), AdminInfo(), "ns")
+	require.NoError(t, err)
+	require.False(t, incomplete)
+	require.Len(t, resources, 1)
+	require.Equal(t, []string{"*"}, resources[0].GetVerbs())
+	require.Equal(t, []string{"*"}, resources[0].GetResources())
+	require.Len(t, nonResources, 1)
+	require.Equal(t, []string{"*"}, nonResources[0].GetNonResourceURLs())
+
+	resources, nonResources, incomplete, err = Authorizer{}.RulesFor(context.Background(), &user.DefaultInfo{Name: "alice"}, "ns")
+	require.NoError(t, err)
+	require.False(t, incomplete)
+	require.Empty(t, resources)
+	require.Len(t, nonResources, 1)
+	require.Equal(t, []string{"get"}, nonResources[0].GetVerbs())
+	require.Equal(t, PublicPaths, nonResources[0].GetNonResourceURLs())
+}
+
+func TestEnsureAdminToken(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, AdminTokenFile)
+
+	token, err := EnsureAdminToken(dir)
+	require.NoError(t, err)
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	require.NoError(t, err)
+	require.Len(t, raw, 32)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, token+"\n", string(data))
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+
+	again, err := EnsureAdminToken(dir)
+	require.NoError(t, err)
+	require.Equal(t, token, again, "the stored token is reused")
+
+	other, err := EnsureAdminToken(t.TempDir())
+	require.NoError(t, err)
+	require.NotEqual(t, token, other, "each data directory gets its own token")
+}
+
+func TestEnsureAdminTokenExistingFile(t *testing.T) {
+	tests := []struct {
+		desc    string
+		content string
+		want    string
+		wantErr string
+	}{
+		{desc: "written by hand", content: "  my-token \n", want: "my-token"},
+		{desc: "empty", content: "", wantErr: "admin.token is empty: remove it"},
+		{desc: "blank", content: " \n\t\n", wantErr: "is empty"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, AdminTokenFile)
+			require.NoError(t, os.WriteFile(path, []byte(tc.content), 0o600))
+			token, err := EnsureAdminToken(dir)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				require.ErrorContains(t, err, path)
+				require.Empty(t, token)
+			} else {
+				require.NoError(t, err)
+				require.Equal(t, tc.want, token)
+			}
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			require.Equal(t, tc.content, string(data), "an existing file is never rewritten")
+		})
+	}
+}
+
+func TestEnsureAdminTokenUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	// A directory where the file should be cannot be read as a token.
+	require.NoError(t, os.Mkdir(filepath.Join(dir, AdminTokenFile), 0o700))
+	_, err := EnsureAdminToken(dir)
+	require.Error(t, err)
+}
+
+func TestNewSecret(t *testing.T) {
+	a, err := NewSecret()
+	require.NoError(t, err)
+	b, err := NewSecret()
+	require.NoError(t, err)
+	require.NotEqual(t, a, b)
+	require.Len(t, a, 43) // 32 bytes, unpadded base64
+}
