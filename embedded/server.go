@@ -129,8 +129,8 @@ func (s *Server) installCRDs(hookCtx genericapiserver.PostStartHookContext) erro
 	if err != nil {
 		return err
 	}
+	crdClient := client.ApiextensionsV1().CustomResourceDefinitions()
 	for _, want := range all {
-		crdClient := client.ApiextensionsV1().CustomResourceDefinitions()
 		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			have, err := crdClient.Get(ctx, want.Name, metav1.GetOptions{})
 			switch {
@@ -150,25 +150,13 @@ func (s *Server) installCRDs(hookCtx genericapiserver.PostStartHookContext) erro
 		if err != nil {
 			return fmt.Errorf("installing CRD %s: %w", want.Name, err)
 		}
-		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			crd, err := crdClient.Get(ctx, want.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, cond := range crd.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("waiting for CRD %s to be established: %w", want.Name, err)
-		}
-		// A CRD stored as Established by an earlier run is served only once
-		// this run's CRD handler has caught up; wait until it is.
+	}
+	// A CRD is ready once established and served by this run's CRD handler
+	// (a CRD stored as Established by an earlier run is served only once the
+	// handler has caught up).
+	for _, want := range all {
 		gvr := schema.GroupVersionResource{Group: want.Spec.Group, Version: want.Spec.Versions[0].Name, Resource: want.Spec.Names.Plural}
-		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			_, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
 			return err == nil, nil
 		})

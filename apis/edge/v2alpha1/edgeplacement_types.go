@@ -1,0 +1,148 @@
+package v2alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// EdgePlacement says which workload objects of its workload description
+// space (WDS) go to which Locations.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=epl,categories=kubestellar
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Locations",type=integer,JSONPath=`.status.matchingLocationCount`
+// +kubebuilder:printcolumn:name="Problem",type=string,JSONPath=`.status.conditions[?(@.type=="Misconfigured")].message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EdgePlacement struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec EdgePlacementSpec `json:"spec"`
+	// +optional
+	Status EdgePlacementStatus `json:"status,omitempty"`
+}
+
+// EdgePlacementSpec is where (locationSelectors) and what (downsync, upsync).
+type EdgePlacementSpec struct {
+	// LocationSelectors select Locations, in any inventory space, by label; a
+	// Location matches if any selector matches it.
+	LocationSelectors []metav1.LabelSelector `json:"locationSelectors"`
+	// Downsync selects the workload objects to place; an object matches if
+	// any clause matches it.
+	// +optional
+	Downsync []DownsyncClause `json:"downsync,omitempty"`
+	// WantSingletonReportedState asks, for objects placed on exactly one
+	// cluster, that the WDS object's status be the edge's exact status.
+	// +optional
+	WantSingletonReportedState bool `json:"wantSingletonReportedState,omitempty"`
+	// Upsync selects objects created at the edge to copy back to the WDS.
+	// +optional
+	Upsync []UpsyncClause `json:"upsync,omitempty"`
+}
+
+// DownsyncClause selects workload objects; every field given must hold.
+// "*" in a list matches anything.
+type DownsyncClause struct {
+	// APIGroup of the objects ("" for the core group, "*" for any).
+	// +optional
+	APIGroup *string `json:"apiGroup,omitempty"`
+	// Resources are lower-case plural resource names.
+	Resources []string `json:"resources"`
+	// Namespaces the objects are in; empty means any (and cluster-scoped
+	// objects match only when Namespaces and NamespaceSelectors are empty).
+	// +optional
+	Namespaces []string `json:"namespaces,omitempty"`
+	// NamespaceSelectors select the namespaces, by their labels.
+	// +optional
+	NamespaceSelectors []metav1.LabelSelector `json:"namespaceSelectors,omitempty"`
+	// ObjectNames are the names of the objects.
+	// +optional
+	ObjectNames []string `json:"objectNames,omitempty"`
+	// LabelSelectors select the objects by label; any may match.
+	// +optional
+	LabelSelectors []metav1.LabelSelector `json:"labelSelectors,omitempty"`
+	// CreateOnly objects are created at the edge once and never overwritten.
+	// +optional
+	CreateOnly bool `json:"createOnly,omitempty"`
+	// StatusCollectors name StatusCollectors that summarize the reported
+	// state of the objects this clause selects.
+	// +optional
+	StatusCollectors []string `json:"statusCollectors,omitempty"`
+}
+
+// UpsyncClause selects edge objects to copy back to the WDS.
+type UpsyncClause struct {
+	APIGroup  string   `json:"apiGroup"`
+	Resources []string `json:"resources"`
+	// +optional
+	Namespaces []string `json:"namespaces,omitempty"`
+	// +optional
+	Names []string `json:"names,omitempty"`
+}
+
+// Condition types and reasons of an EdgePlacement.
+const (
+	EdgePlacementReady         = "Ready"
+	EdgePlacementMisconfigured = "Misconfigured"
+)
+
+// EdgePlacementStatus reports how the placement is carried out.
+type EdgePlacementStatus struct {
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// MatchingLocationCount is how many Locations the selectors match.
+	// +optional
+	MatchingLocationCount int32 `json:"matchingLocationCount"`
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// EdgePlacementList is a list of EdgePlacements.
+//
+// +kubebuilder:object:root=true
+type EdgePlacementList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EdgePlacement `json:"items"`
+}
+
+// SinglePlacementSlice lists the destinations of an EdgePlacement. The
+// scheduler keeps one beside each EdgePlacement, of the same name, owned by it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=sps,categories=kubestellar
+// +kubebuilder:printcolumn:name="Destinations",type=integer,JSONPath=`.destinationCount`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type SinglePlacementSlice struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Destinations []SinglePlacement `json:"destinations,omitempty"`
+	// DestinationCount is len(destinations), for printing.
+	// +optional
+	DestinationCount int32 `json:"destinationCount"`
+}
+
+// SinglePlacement is one destination: a SyncTarget reached through a Location.
+type SinglePlacement struct {
+	// Space is the inventory space of the Location and SyncTarget.
+	Space          string    `json:"space"`
+	LocationName   string    `json:"locationName"`
+	SyncTargetName string    `json:"syncTargetName"`
+	SyncTargetUID  types.UID `json:"syncTargetUID"`
+}
+
+// SinglePlacementSliceList is a list of SinglePlacementSlices.
+//
+// +kubebuilder:object:root=true
+type SinglePlacementSliceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SinglePlacementSlice `json:"items"`
+}

@@ -1,0 +1,66 @@
+package v2alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// GroupName is the API group of the edge kinds.
+const GroupName = "edge.kubestellar.io"
+
+// SchemeGroupVersion is the group and version of this package.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v2alpha1"}
+
+// Resource returns the group-qualified resource of this version.
+func Resource(resource string) schema.GroupResource {
+	return SchemeGroupVersion.WithResource(resource).GroupResource()
+}
+
+var (
+	// SchemeBuilder collects the functions that add this package's types to a scheme.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+	// AddToScheme adds this package's types to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+func addKnownTypes(scheme *runtime.Scheme) error {
+	scheme.AddKnownTypes(SchemeGroupVersion,
+		&SyncTarget{}, &SyncTargetList{},
+		&Location{}, &LocationList{},
+		&EdgePlacement{}, &EdgePlacementList{},
+		&SinglePlacementSlice{}, &SinglePlacementSliceList{},
+		&Customizer{}, &CustomizerList{},
+		&SyncerConfig{}, &SyncerConfigList{},
+		&StatusCollector{}, &StatusCollectorList{},
+		&CombinedStatus{}, &CombinedStatusList{},
+	)
+	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
+	return nil
+}
+
+// Annotations and labels the edge machinery reads and writes.
+const (
+	// CustomizerAnnotation on a workload object names the Customizer that
+	// customizes it ("NAME" in the object's namespace, or "NS/NAME").
+	CustomizerAnnotation = "edge.kubestellar.io/customizer"
+	// ExpandParametersAnnotation "true" on a workload object or a Customizer
+	// expands %(key) in every leaf string from the destination's labels and
+	// annotations.
+	ExpandParametersAnnotation = "edge.kubestellar.io/expand-parameters"
+	// ExecutingCountLabel on a workload object says how many edge clusters
+	// run it, when its placement wants the singleton reported state.
+	ExecutingCountLabel = "kubestellar.io/executing-count"
+	// CreateOnlyAnnotation "true" on a mailbox copy tells the syncer to
+	// create the object once and then leave it alone.
+	CreateOnlyAnnotation = "edge.kubestellar.io/create-only"
+	// SourceSpaceAnnotation on a mailbox copy names the WDS it comes from.
+	SourceSpaceAnnotation = "edge.kubestellar.io/source-space"
+	// UpsyncedFromAnnotation on an upsynced object in a WDS names the
+	// SyncTarget it came from ("inventory-space/name").
+	UpsyncedFromAnnotation = "edge.kubestellar.io/upsynced-from"
+	// AssociatedStateAnnotation on a mailbox copy holds the state of the
+	// object's descendants at the edge (ReplicaSets, Pods) as JSON, written
+	// by the syncer (see AssociatedState).
+	AssociatedStateAnnotation = "edge.kubestellar.io/associated-state"
+)

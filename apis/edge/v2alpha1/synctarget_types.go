@@ -1,0 +1,112 @@
+package v2alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SyncTarget is one edge cluster, in an inventory space.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=st,categories=kubestellar
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Connected",type=string,JSONPath=`.status.conditions[?(@.type=="SyncerConnected")].status`
+// +kubebuilder:printcolumn:name="Mailbox",type=string,JSONPath=`.status.mailboxSpace`
+// +kubebuilder:printcolumn:name="Synced",type=integer,JSONPath=`.status.syncedObjects`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type SyncTarget struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec SyncTargetSpec `json:"spec,omitempty"`
+	// +optional
+	Status SyncTargetStatus `json:"status,omitempty"`
+}
+
+// SyncTargetSpec is what the user asks of an edge cluster.
+type SyncTargetSpec struct {
+	// Unschedulable keeps new placements off this cluster; what is placed
+	// there already is withdrawn too.
+	// +optional
+	Unschedulable bool `json:"unschedulable,omitempty"`
+}
+
+// Condition types of a SyncTarget.
+const (
+	SyncTargetReady           = "Ready"
+	SyncTargetSyncerConnected = "SyncerConnected"
+	SyncTargetHeartbeat       = "Heartbeat"
+)
+
+// SyncTargetStatus is what the server and the syncer report.
+type SyncTargetStatus struct {
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LastSyncerHeartbeatTime is when the syncer last reported.
+	// +optional
+	LastSyncerHeartbeatTime *metav1.Time `json:"lastSyncerHeartbeatTime,omitempty"`
+	// SyncerVersion is the version of the syncer serving this cluster.
+	// +optional
+	SyncerVersion string `json:"syncerVersion,omitempty"`
+	// MailboxSpace is the space holding what goes to this cluster.
+	// +optional
+	MailboxSpace string `json:"mailboxSpace,omitempty"`
+	// SyncedObjects counts the objects the syncer keeps in step.
+	// +optional
+	SyncedObjects int32 `json:"syncedObjects,omitempty"`
+	// Conflicts counts edge objects the syncer would overwrite but does not own.
+	// +optional
+	Conflicts int32 `json:"conflicts,omitempty"`
+}
+
+// SyncTargetList is a list of SyncTargets.
+//
+// +kubebuilder:object:root=true
+type SyncTargetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SyncTarget `json:"items"`
+}
+
+// Location selects SyncTargets of its inventory space; EdgePlacements
+// select Locations by label, and customization reads a Location's labels and
+// annotations.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=loc,categories=kubestellar
+// +kubebuilder:printcolumn:name="Resource",type=string,JSONPath=`.spec.resource.resource`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Location struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec LocationSpec `json:"spec"`
+}
+
+// LocationSpec says which inventory objects a Location stands for.
+type LocationSpec struct {
+	// Resource is the inventory kind the Location selects: SyncTargets.
+	Resource GroupVersionResource `json:"resource"`
+	// InstanceSelector selects objects of Resource in the Location's space.
+	InstanceSelector *metav1.LabelSelector `json:"instanceSelector"`
+}
+
+// GroupVersionResource names a resource.
+type GroupVersionResource struct {
+	// +optional
+	Group    string `json:"group,omitempty"`
+	Version  string `json:"version"`
+	Resource string `json:"resource"`
+}
+
+// LocationList is a list of Locations.
+//
+// +kubebuilder:object:root=true
+type LocationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Location `json:"items"`
+}
