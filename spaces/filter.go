@@ -24,7 +24,8 @@ func WithSpacePath(handler http.Handler) http.Handler {
 			writeStatus(w, apierrors.NewBadRequest(err.Error()))
 			return
 		}
-		if name != Root {
+		if rest != req.URL.Path {
+			// /spaces/NAME/... (root too may be named so): strip the prefix.
 			req = req.Clone(WithSpace(req.Context(), name))
 			req.URL.Path = rest
 			if req.URL.RawPath != "" {

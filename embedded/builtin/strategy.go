@@ -3,6 +3,7 @@ package builtin
 import (
 	"context"
 	"reflect"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -73,8 +74,10 @@ func (s *strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 		foldStringData(o)
 	case *corev1.Namespace:
 		o.Status.Phase = corev1.NamespaceActive
-		if len(o.Spec.Finalizers) == 0 {
-			o.Spec.Finalizers = []corev1.FinalizerName{corev1.FinalizerKubernetes}
+		// As in Kubernetes, every namespace carries the finalizer that has
+		// the namespace controller empty it, whatever other finalizers it has.
+		if !slices.Contains(o.Spec.Finalizers, corev1.FinalizerKubernetes) {
+			o.Spec.Finalizers = append(o.Spec.Finalizers, corev1.FinalizerKubernetes)
 		}
 	}
 }

@@ -28,7 +28,6 @@ func TestPrepareForCreate(t *testing.T) {
 		kind string
 		in   runtime.Object
 		want runtime.Object
-		bug  string
 	}{
 		{
 			desc: "deployment status zeroed, generation 1",
@@ -127,17 +126,10 @@ func TestPrepareForCreate(t *testing.T) {
 				Spec:       corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{"example.com/hold", corev1.FinalizerKubernetes}},
 				Status:     corev1.NamespaceStatus{Phase: corev1.NamespaceActive},
 			},
-			bug: "BUG: PrepareForCreate adds the kubernetes finalizer only when spec.finalizers is empty; " +
-				"Kubernetes always appends it. A namespace created with another finalizer is never emptied by the " +
-				"namespace controller (it skips namespaces without the kubernetes finalizer), so once the other " +
-				"finalizer is removed the namespace is deleted and its contents stay orphaned in storage",
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {
-			if tc.bug != "" {
-				t.Skip(tc.bug)
-			}
 			strategyFor(t, tc.kind).PrepareForCreate(context.Background(), tc.in)
 			require.Equal(t, tc.want, tc.in)
 		})

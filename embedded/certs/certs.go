@@ -56,6 +56,13 @@ func EnsureCA(dir, commonName string) (*CA, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
+	// Never replace a CA whose key went missing: clients and join tokens pin it.
+	for _, p := range []string{certPath, keyPath} {
+		if _, err := os.Stat(p); err == nil {
+			return nil, fmt.Errorf("%s exists but its pair is missing: restore it, or remove both %s and %s to make a new CA (every client must then trust the new one)",
+				p, CACertFile, CAKeyFile)
+		}
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -110,7 +117,9 @@ func EnsureServingCert(dir string, ca *CA, hosts []string) (certPath, keyPath st
 	var dnsNames []string
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
-			ips = append(ips, ip)
+			if !slices.ContainsFunc(ips, ip.Equal) {
+				ips = append(ips, ip)
+			}
 		} else if h != "" && !slices.Contains(dnsNames, h) {
 			dnsNames = append(dnsNames, h)
 		}

@@ -6,7 +6,6 @@ package storage
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,27 +85,39 @@ func (d *Datastore) Stop() {
 	d.wg.Wait()
 }
 
-// Redact returns an endpoint with any password replaced, for logs and errors.
+// Redact returns an endpoint with any password replaced, for logs and
+// errors. It keeps the rest as written (no re-encoding), and handles both
+// URLs (postgres://user:pw@host/db) and DSNs (user:pw@tcp(host:3306)/db).
 func Redact(endpointURL string) string {
-	u, err := url.Parse(endpointURL)
-	if err != nil {
-		// Not a URL (for example a MySQL DSN user:pw@tcp(host)/db): hide
-		// everything before the host.
-		if at := strings.LastIndex(endpointURL, "@"); at >= 0 {
-			scheme, _, _ := strings.Cut(endpointURL, "://")
-			return scheme + "://REDACTED@" + endpointURL[at+1:]
+	out := endpointURL
+	scheme, rest, hasScheme := strings.Cut(out, "://")
+	if !hasScheme {
+		scheme, rest = "", out
+	}
+	// user:password@host... : keep the user, hide the password. The last @
+	// before the path ends the user info (passwords may contain @).
+	authority, _, _ := strings.Cut(rest, "/")
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		userinfo := rest[:at]
+		if user, _, hasPassword := strings.Cut(userinfo, ":"); hasPassword {
+			rest = user + ":REDACTED" + rest[at:]
 		}
-		return endpointURL
 	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "REDACTED")
+	if hasScheme {
+		out = scheme + "://" + rest
+	} else {
+		out = rest
 	}
-	q := u.Query()
-	for key := range q {
+	base, query, hasQuery := strings.Cut(out, "?")
+	if !hasQuery {
+		return out
+	}
+	params := strings.Split(query, "&")
+	for i, p := range params {
+		key, _, _ := strings.Cut(p, "=")
 		if strings.Contains(strings.ToLower(key), "password") {
-			q.Set(key, "REDACTED")
+			params[i] = key + "=REDACTED"
 		}
 	}
-	u.RawQuery = q.Encode()
-	return u.String()
+	return base + "?" + strings.Join(params, "&")
 }
