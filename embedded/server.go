@@ -32,6 +32,7 @@ import (
 
 	"github.com/kubestellar/kubestellar/apis/crds"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/controllers"
 	"github.com/kubestellar/kubestellar/embedded/kubeconfig"
 	"github.com/kubestellar/kubestellar/embedded/storage"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -234,7 +235,7 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 	go spaceCtl.Run(ctx, 2)
 	go nsCtl.Run(ctx, 2)
 	go crdCtl.Run(ctx)
-	return nil
+	return controllers.Start(ctx, loopback)
 }
 
 // spaceClients builds loopback clients for the inside of a space.

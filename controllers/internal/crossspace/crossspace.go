@@ -1,0 +1,203 @@
+// Package crossspace gives controllers caches of one kind across all spaces
+// (through the read-only wildcard space), keyed by space|namespace/name, and
+// the scheme and clients they share.
+package crossspace
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// NewScheme returns the scheme controllers use: built-in kinds, CRDs and ours.
+func NewScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme,
+		edgev2alpha1.AddToScheme, tenancyv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
+}
+
+// Clients are the clients controllers share. Each addresses the space named
+// in the context of a call (spaces.WithSpace), root by default.
+type Clients struct {
+	Client    client.WithWatch
+	Dynamic   dynamic.Interface
+	Discovery discovery.DiscoveryInterface
+	Scheme    *runtime.Scheme
+}
+
+// NewClients builds the clients from a root-space configuration.
+func NewClients(root *rest.Config) (*Clients, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	scoped := spaces.ScopedConfig(root)
+	scoped.QPS, scoped.Burst = 2000, 4000
+	c, err := client.NewWithWatch(scoped, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("controller client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(scoped)
+	if err != nil {
+		return nil, err
+	}
+	disco, err := discovery.NewDiscoveryClientForConfig(root)
+	if err != nil {
+		return nil, err
+	}
+	return &Clients{Client: c, Dynamic: dyn, Discovery: disco, Scheme: scheme}, nil
+}
+
+// Informer is a cache of one kind across all spaces.
+type Informer struct {
+	cache.Indexer
+	cache.Controller
+}
+
+// Typed returns an informer over a kind of ours or a built-in one; list is
+// an empty list object of the kind (for example &edgev2alpha1.SyncTargetList{}).
+func (c *Clients) Typed(list client.ObjectList, obj runtime.Object, handler cache.ResourceEventHandler) *Informer {
+	wildcard := func(ctx context.Context) context.Context { return spaces.WithSpace(ctx, spaces.Wildcard) }
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			l := list.DeepCopyObject().(client.ObjectList)
+			return l, c.Client.List(wildcard(ctx), l, &client.ListOptions{Raw: &opts})
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			l := list.DeepCopyObject().(client.ObjectList)
+			return c.Client.Watch(wildcard(ctx), l, &client.ListOptions{Raw: &opts})
+		},
+	}
+	return newInformer(lw, obj, handler)
+}
+
+// BySpace indexes cached objects by their space.
+const BySpace = "space"
+
+func newInformer(lw cache.ListerWatcher, obj runtime.Object, handler cache.ResourceEventHandler) *Informer {
+	indexer, controller := spaces.NewInformer(lw, obj, Resync, handler)
+	if err := indexer.AddIndexers(cache.Indexers{BySpace: func(obj any) ([]string, error) {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, err
+		}
+		return []string{SpaceOf(m)}, nil
+	}}); err != nil {
+		panic(err) // only fails once objects are cached
+	}
+	return &Informer{Indexer: indexer, Controller: controller}
+}
+
+// InSpace returns the cached objects of one space.
+func InSpace[T runtime.Object](inf *Informer, space string) []T {
+	objs, _ := inf.ByIndex(BySpace, space)
+	var out []T
+	for _, obj := range objs {
+		if t, ok := obj.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Dynamic returns an informer over any resource, as unstructured objects.
+// A label selector, when set, limits it to matching objects.
+func (c *Clients) DynamicInformer(gvr schema.GroupVersionResource, labelSelector string, handler cache.ResourceEventHandler) *Informer {
+	wildcard := func(ctx context.Context) context.Context { return spaces.WithSpace(ctx, spaces.Wildcard) }
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.LabelSelector = labelSelector
+			return c.Dynamic.Resource(gvr).List(wildcard(ctx), opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.LabelSelector = labelSelector
+			return c.Dynamic.Resource(gvr).Watch(wildcard(ctx), opts)
+		},
+	}
+	return newInformer(lw, &unstructured.Unstructured{}, handler)
+}
+
+// Get returns the cached object of a space, namespace and name.
+func Get[T runtime.Object](inf *Informer, space, namespace, name string) (T, bool) {
+	var zero T
+	obj, exists, err := inf.GetByKey(spaces.Key(space, namespace, name))
+	if err != nil || !exists {
+		return zero, false
+	}
+	t, ok := obj.(T)
+	return t, ok
+}
+
+// List returns every cached object, of every space.
+func List[T runtime.Object](inf *Informer) []T {
+	var out []T
+	for _, obj := range inf.List() {
+		if t, ok := obj.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// SpaceOf returns the space a cached object belongs to.
+func SpaceOf(obj metav1.Object) string { return obj.GetAnnotations()[spaces.Annotation] }
+
+// WaitForSync waits until every informer has synced, or ctx is done.
+func WaitForSync(ctx context.Context, informers ...*Informer) bool {
+	var synced []cache.InformerSynced
+	for _, inf := range informers {
+		synced = append(synced, inf.HasSynced)
+	}
+	return cache.WaitForCacheSync(ctx.Done(), synced...)
+}
+
+// Run starts informers; they stop with ctx.
+func Run(ctx context.Context, informers ...*Informer) {
+	for _, inf := range informers {
+		go inf.RunWithContext(ctx)
+	}
+}
+
+// Enqueue returns an event handler that maps every event to keys.
+func Enqueue(add func(obj any)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    add,
+		UpdateFunc: func(_, obj any) { add(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			add(obj)
+		},
+	}
+}
+
+// Resync is how often controllers re-examine everything, as a safety net.
+const Resync = 10 * time.Minute
+
+// CoreNamespace is the GVR of Namespaces.
+var CoreNamespace = corev1.SchemeGroupVersion.WithResource("namespaces")

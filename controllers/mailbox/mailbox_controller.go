@@ -1,0 +1,140 @@
+// Package mailbox keeps one mailbox space per SyncTarget: the space the
+// placement translator writes what goes to that edge cluster into, and its
+// syncer reads from. The mailbox is created with the SyncTarget, recorded
+// in its status, and deleted with it (a finalizer holds the SyncTarget until
+// the mailbox is gone).
+package mailbox
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// ControllerName names the controller in logs and its queue.
+const ControllerName = "mailbox"
+
+// Controller keeps mailboxes.
+type Controller struct {
+	clients     *crossspace.Clients
+	queue       workqueue.TypedRateLimitingInterface[string]
+	syncTargets *crossspace.Informer
+}
+
+// New returns the controller.
+func New(clients *crossspace.Clients) *Controller {
+	c := &Controller{clients: clients, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName})}
+	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, crossspace.Enqueue(func(obj any) {
+		if key, err := spaces.KeyFunc(obj); err == nil {
+			c.queue.Add(key)
+		}
+	}))
+	return c
+}
+
+// Run keeps mailboxes until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
+	ctx = klog.NewContext(ctx, logger)
+	crossspace.Run(ctx, c.syncTargets)
+	if !crossspace.WaitForSync(ctx, c.syncTargets) {
+		return
+	}
+	logger.Info("started controller")
+	for range workers {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for {
+		key, quit := c.queue.Get()
+		if quit {
+			return
+		}
+		if err := c.process(ctx, key); err != nil {
+			if !apierrors.IsConflict(err) {
+				klog.FromContext(ctx).Error(err, "keeping mailbox failed, will retry", "syncTarget", key)
+			}
+			c.queue.AddRateLimited(key)
+		} else {
+			c.queue.Forget(key)
+		}
+		c.queue.Done(key)
+	}
+}
+
+func (c *Controller) process(ctx context.Context, key string) error {
+	space, _, name, err := spaces.SplitKey(key)
+	if err != nil {
+		return nil
+	}
+	st, ok := crossspace.Get[*edgev2alpha1.SyncTarget](c.syncTargets, space, "", name)
+	if !ok {
+		return nil
+	}
+	invCtx := spaces.WithSpace(ctx, space)
+	rootCtx := spaces.WithSpace(ctx, spaces.Root)
+	mailbox := Name(space, st.UID)
+	logger := klog.FromContext(ctx).WithValues("syncTarget", key, "mailbox", mailbox)
+
+	if st.DeletionTimestamp != nil {
+		if !slices.Contains(st.Finalizers, Finalizer) {
+			return nil
+		}
+		err := c.clients.Client.Delete(rootCtx, &tenancyv1alpha1.Space{ObjectMeta: metav1.ObjectMeta{Name: mailbox}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		// Wait until the mailbox and its contents are gone.
+		if err := c.clients.Client.Get(rootCtx, clientKey(mailbox), &tenancyv1alpha1.Space{}); !apierrors.IsNotFound(err) {
+			c.queue.AddAfter(key, 200*time.Millisecond)
+			return nil
+		}
+		updated := st.DeepCopy()
+		updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == Finalizer })
+		if err := c.clients.Client.Update(invCtx, updated); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		logger.Info("deleted mailbox")
+		return nil
+	}
+
+	if !slices.Contains(st.Finalizers, Finalizer) {
+		updated := st.DeepCopy()
+		updated.Finalizers = append(updated.Finalizers, Finalizer)
+		return c.clients.Client.Update(invCtx, updated)
+	}
+	mb := &tenancyv1alpha1.Space{
+		ObjectMeta: metav1.ObjectMeta{Name: mailbox, Labels: map[string]string{
+			LabelSyncTargetSpace: space, LabelSyncTargetName: name, LabelSyncTargetUID: string(st.UID)}},
+		Spec: tenancyv1alpha1.SpaceSpec{Type: SpaceType},
+	}
+	if err := c.clients.Client.Create(rootCtx, mb); err == nil {
+		logger.Info("created mailbox")
+	} else if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if st.Status.MailboxSpace != mailbox {
+		updated := st.DeepCopy()
+		updated.Status.MailboxSpace = mailbox
+		return c.clients.Client.Status().Update(invCtx, updated)
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+// Package scheduler maps each EdgePlacement to its destinations: the
+// SyncTargets selected by the Locations its selectors match. It keeps a
+// SinglePlacementSlice of the same name beside each EdgePlacement, and
+// reacts to changes of placements, Locations and SyncTargets (labels,
+// appearing, disappearing, becoming unschedulable).
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/controllers/internal/epstatus"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// ControllerName names the controller in logs and its queue.
+const ControllerName = "scheduler"
+
+// Controller schedules EdgePlacements.
+type Controller struct {
+	clients     *crossspace.Clients
+	queue       workqueue.TypedRateLimitingInterface[string]
+	placements  *crossspace.Informer
+	locations   *crossspace.Informer
+	syncTargets *crossspace.Informer
+	slices      *crossspace.Informer
+}
+
+// New returns the controller.
+func New(clients *crossspace.Clients) *Controller {
+	c := &Controller{clients: clients, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName})}
+	c.placements = clients.Typed(&edgev2alpha1.EdgePlacementList{}, &edgev2alpha1.EdgePlacement{}, crossspace.Enqueue(c.enqueuePlacement))
+	everything := crossspace.Enqueue(func(any) { c.enqueueAll() })
+	c.locations = clients.Typed(&edgev2alpha1.LocationList{}, &edgev2alpha1.Location{}, everything)
+	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, everything)
+	c.slices = clients.Typed(&edgev2alpha1.SinglePlacementSliceList{}, &edgev2alpha1.SinglePlacementSlice{}, crossspace.Enqueue(c.enqueuePlacement))
+	return c
+}
+
+// enqueuePlacement enqueues a placement, or the placement of a slice (which
+// has the same name and space).
+func (c *Controller) enqueuePlacement(obj any) {
+	key, err := spaces.KeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	c.queue.Add(key)
+}
+
+func (c *Controller) enqueueAll() {
+	for _, key := range c.placements.ListKeys() {
+		c.queue.Add(key)
+	}
+}
+
+// Run schedules until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
+	ctx = klog.NewContext(ctx, logger)
+	crossspace.Run(ctx, c.placements, c.locations, c.syncTargets, c.slices)
+	if !crossspace.WaitForSync(ctx, c.placements, c.locations, c.syncTargets, c.slices) {
+		return
+	}
+	logger.Info("started controller")
+	for range workers {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for {
+		key, quit := c.queue.Get()
+		if quit {
+			return
+		}
+		err := c.process(ctx, key)
+		if err != nil && !apierrors.IsConflict(err) {
+			klog.FromContext(ctx).Error(err, "scheduling failed, will retry", "placement", key)
+			c.queue.AddRateLimited(key)
+		} else if apierrors.IsConflict(err) {
+			c.queue.AddRateLimited(key)
+		} else {
+			c.queue.Forget(key)
+		}
+		c.queue.Done(key)
+	}
+}
+
+func (c *Controller) process(ctx context.Context, key string) error {
+	space, _, name, err := spaces.SplitKey(key)
+	if err != nil {
+		return nil
+	}
+	ctx = spaces.WithSpace(ctx, space)
+	ep, ok := crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, space, "", name)
+	if !ok || ep.DeletionTimestamp != nil {
+		// No garbage collector runs at the center: remove the slice here.
+		if _, ok := crossspace.Get[*edgev2alpha1.SinglePlacementSlice](c.slices, space, "", name); ok {
+			err := c.clients.Client.Delete(ctx, &edgev2alpha1.SinglePlacementSlice{ObjectMeta: metav1.ObjectMeta{Name: name}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		return nil
+	}
+	var locations []Location
+	for _, l := range crossspace.List[*edgev2alpha1.Location](c.locations) {
+		locations = append(locations, Location{Space: crossspace.SpaceOf(l), Location: l})
+	}
+	syncTargets := func(space string) []SyncTarget {
+		var out []SyncTarget
+		for _, st := range crossspace.InSpace[*edgev2alpha1.SyncTarget](c.syncTargets, space) {
+			out = append(out, SyncTarget{Space: space, SyncTarget: st})
+		}
+		return out
+	}
+	dests, matching, schedErr := schedule(ep, locations, syncTargets)
+	if schedErr != nil {
+		// Keep the destinations as they are: nothing moves on a broken spec.
+		return c.updateStatus(ctx, ep, ep.Status.MatchingLocationCount, metav1.Condition{Type: epstatus.Scheduled, Status: metav1.ConditionFalse,
+			Reason: "InvalidLocationSelector", Message: schedErr.Error()})
+	}
+	if err := c.writeSlice(ctx, ep, dests); err != nil {
+		return err
+	}
+	return c.updateStatus(ctx, ep, int32(matching), metav1.Condition{Type: epstatus.Scheduled, Status: metav1.ConditionTrue,
+		Reason: "Scheduled", Message: fmt.Sprintf("%d matching locations, %d destinations", matching, len(dests))})
+}
+
+func (c *Controller) writeSlice(ctx context.Context, ep *edgev2alpha1.EdgePlacement, dests []edgev2alpha1.SinglePlacement) error {
+	existing, ok := crossspace.Get[*edgev2alpha1.SinglePlacementSlice](c.slices, spaces.SpaceOrRoot(ctx), "", ep.Name)
+	if ok && apiequality.Semantic.DeepEqual(existing.Destinations, dests) && int(existing.DestinationCount) == len(dests) {
+		return nil
+	}
+	owner := metav1.OwnerReference{APIVersion: edgev2alpha1.SchemeGroupVersion.String(), Kind: "EdgePlacement",
+		Name: ep.Name, UID: ep.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+	if !ok {
+		slice := &edgev2alpha1.SinglePlacementSlice{
+			ObjectMeta:       metav1.ObjectMeta{Name: ep.Name, OwnerReferences: []metav1.OwnerReference{owner}},
+			Destinations:     dests,
+			DestinationCount: int32(len(dests)),
+		}
+		return c.clients.Client.Create(ctx, slice)
+	}
+	slice := existing.DeepCopy()
+	slice.Destinations, slice.DestinationCount = dests, int32(len(dests))
+	slice.OwnerReferences = []metav1.OwnerReference{owner}
+	return c.clients.Client.Update(ctx, slice)
+}
+
+func (c *Controller) updateStatus(ctx context.Context, ep *edgev2alpha1.EdgePlacement, matching int32, cond metav1.Condition) error {
+	updated := ep.DeepCopy()
+	changed := epstatus.Set(updated, cond)
+	if updated.Status.MatchingLocationCount != matching || updated.Status.ObservedGeneration != ep.Generation {
+		updated.Status.MatchingLocationCount, updated.Status.ObservedGeneration = matching, ep.Generation
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	return c.clients.Client.Status().Update(ctx, updated)
+}

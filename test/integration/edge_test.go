@@ -1,0 +1,177 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
+	"github.com/kubestellar/kubestellar/test/harness"
+)
+
+// edgeClient is one controller-runtime client for every space: the space of
+// a call is in its context (spaces.WithSpace).
+func edgeClient(t *testing.T, s *harness.InProcess) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(scheme))
+	require.NoError(t, apiextensionsv1.AddToScheme(scheme))
+	require.NoError(t, edgev2alpha1.AddToScheme(scheme))
+	require.NoError(t, tenancyv1alpha1.AddToScheme(scheme))
+	c, err := client.New(spaces.ScopedConfig(s.RESTConfig(t, spaces.Root)), client.Options{Scheme: scheme})
+	require.NoError(t, err)
+	return c
+}
+
+func in(space string) context.Context { return spaces.WithSpace(context.Background(), space) }
+
+// inventory creates the scenario's inventory: two SyncTargets, each with a
+// Location; both env=prod, the second also tier=special.
+func inventory(t *testing.T, c client.Client, inv string) {
+	t.Helper()
+	for _, st := range []struct{ name, tier string }{{"edge1", ""}, {"edge2", "special"}} {
+		labels := map[string]string{"env": "prod", "name": st.name}
+		locLabels := map[string]string{"env": "prod", "region": st.name + "-region"}
+		if st.tier != "" {
+			locLabels["tier"] = st.tier
+		}
+		require.NoError(t, c.Create(in(inv), &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: st.name, Labels: labels}}))
+		require.NoError(t, c.Create(in(inv), &edgev2alpha1.Location{
+			ObjectMeta: metav1.ObjectMeta{Name: st.name, Labels: locLabels, Annotations: map[string]string{"zone": st.name + "-zone"}},
+			Spec: edgev2alpha1.LocationSpec{
+				Resource:         edgev2alpha1.GroupVersionResource{Group: edgev2alpha1.GroupName, Version: "v2alpha1", Resource: "synctargets"},
+				InstanceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"name": st.name}},
+			},
+		}))
+	}
+}
+
+func destinations(t *testing.T, c client.Client, wds, placement string) []string {
+	t.Helper()
+	slice := &edgev2alpha1.SinglePlacementSlice{}
+	if err := c.Get(in(wds), client.ObjectKey{Name: placement}, slice); err != nil {
+		return []string{"<" + err.Error() + ">"}
+	}
+	var out []string
+	for _, d := range slice.Destinations {
+		out = append(out, d.Space+"/"+d.SyncTargetName)
+	}
+	return out
+}
+
+func waitDestinations(t *testing.T, c client.Client, wds, placement string, want ...string) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() (bool, error) {
+		got := destinations(t, c, wds, placement)
+		return len(got) == len(want) && (len(want) == 0 || equalStrings(got, want)), nil
+	}, "destinations of %s/%s to be %v (have %v)", wds, placement, want, destinations(t, c, wds, placement))
+}
+
+func equalStrings(a, b []string) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestSchedulerAndMailboxes checks destinations as Locations, SyncTargets
+// and placements change, and the mailbox of each SyncTarget.
+func TestSchedulerAndMailboxes(t *testing.T) {
+	s := harness.StartInProcess(t, "")
+	c := edgeClient(t, s)
+	createSpace(t, s, "inv1")
+	createSpace(t, s, "wds1")
+	inventory(t, c, "inv1")
+
+	// Each SyncTarget gets its mailbox, recorded in its status.
+	mailboxes := map[string]string{}
+	for _, name := range []string{"edge1", "edge2"} {
+		eventually(t, 30*time.Second, func() (bool, error) {
+			st := &edgev2alpha1.SyncTarget{}
+			if err := c.Get(in("inv1"), client.ObjectKey{Name: name}, st); err != nil {
+				return false, err
+			}
+			mailboxes[name] = st.Status.MailboxSpace
+			return st.Status.MailboxSpace != "", nil
+		}, "the mailbox of %s", name)
+		require.Contains(t, mailboxes[name], "inv1-mb-")
+		eventually(t, 30*time.Second, func() (bool, error) {
+			sp := &tenancyv1alpha1.Space{}
+			err := c.Get(in(spaces.Root), client.ObjectKey{Name: mailboxes[name]}, sp)
+			return err == nil && sp.Status.Phase == tenancyv1alpha1.SpacePhaseReady, err
+		}, "mailbox space %s to be ready", mailboxes[name])
+	}
+
+	common := &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "common"}, Spec: edgev2alpha1.EdgePlacementSpec{
+		LocationSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"env": "prod"}}}}}
+	special := &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "special"}, Spec: edgev2alpha1.EdgePlacementSpec{
+		LocationSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"tier": "special"}}}}}
+	require.NoError(t, c.Create(in("wds1"), common))
+	require.NoError(t, c.Create(in("wds1"), special))
+	waitDestinations(t, c, "wds1", "common", "inv1/edge1", "inv1/edge2")
+	waitDestinations(t, c, "wds1", "special", "inv1/edge2")
+	eventually(t, 30*time.Second, func() (bool, error) {
+		ep := &edgev2alpha1.EdgePlacement{}
+		err := c.Get(in("wds1"), client.ObjectKey{Name: "common"}, ep)
+		return err == nil && ep.Status.MatchingLocationCount == 2 && ep.Status.ObservedGeneration == ep.Generation, err
+	}, "the placement's status")
+
+	// Relabel the special Location: the special placement loses its destination.
+	loc := &edgev2alpha1.Location{}
+	require.NoError(t, c.Get(in("inv1"), client.ObjectKey{Name: "edge2"}, loc))
+	delete(loc.Labels, "tier")
+	require.NoError(t, c.Update(in("inv1"), loc))
+	waitDestinations(t, c, "wds1", "special")
+	loc.Labels["tier"] = "special"
+	require.NoError(t, c.Update(in("inv1"), loc))
+	waitDestinations(t, c, "wds1", "special", "inv1/edge2")
+
+	// An unschedulable SyncTarget is no destination.
+	st := &edgev2alpha1.SyncTarget{}
+	require.NoError(t, c.Get(in("inv1"), client.ObjectKey{Name: "edge1"}, st))
+	st.Spec.Unschedulable = true
+	require.NoError(t, c.Update(in("inv1"), st))
+	waitDestinations(t, c, "wds1", "common", "inv1/edge2")
+
+	// An invalid selector is reported and moves nothing.
+	require.NoError(t, c.Get(in("wds1"), client.ObjectKey{Name: "common"}, common))
+	common.Spec.LocationSelectors = []metav1.LabelSelector{{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Bogus"}}}}
+	require.NoError(t, c.Update(in("wds1"), common))
+	eventually(t, 30*time.Second, func() (bool, error) {
+		ep := &edgev2alpha1.EdgePlacement{}
+		if err := c.Get(in("wds1"), client.ObjectKey{Name: "common"}, ep); err != nil {
+			return false, err
+		}
+		cond := meta.FindStatusCondition(ep.Status.Conditions, edgev2alpha1.EdgePlacementMisconfigured)
+		return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == "InvalidLocationSelector", nil
+	}, "the placement to be reported Misconfigured")
+	require.Equal(t, []string{"inv1/edge2"}, destinations(t, c, "wds1", "common"))
+
+	// Deleting a placement deletes its slice.
+	require.NoError(t, c.Delete(in("wds1"), special))
+	eventually(t, 30*time.Second, func() (bool, error) {
+		err := c.Get(in("wds1"), client.ObjectKey{Name: "special"}, &edgev2alpha1.SinglePlacementSlice{})
+		return apierrors.IsNotFound(err), nil
+	}, "the slice of a deleted placement to go")
+
+	// Deleting a SyncTarget deletes its mailbox, then the SyncTarget.
+	require.NoError(t, c.Delete(in("inv1"), st))
+	eventually(t, 30*time.Second, func() (bool, error) {
+		errSpace := c.Get(in(spaces.Root), client.ObjectKey{Name: mailboxes["edge1"]}, &tenancyv1alpha1.Space{})
+		errST := c.Get(in("inv1"), client.ObjectKey{Name: "edge1"}, &edgev2alpha1.SyncTarget{})
+		return apierrors.IsNotFound(errSpace) && apierrors.IsNotFound(errST), nil
+	}, "the SyncTarget and its mailbox to go")
+}
