@@ -7,11 +7,14 @@ import (
 	"context"
 	"fmt"
 
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/controllers/mailbox"
+	"github.com/kubestellar/kubestellar/controllers/placement"
 	"github.com/kubestellar/kubestellar/controllers/scheduler"
 )
 
@@ -22,8 +25,17 @@ func Start(ctx context.Context, root *rest.Config) error {
 	if err != nil {
 		return fmt.Errorf("controller clients: %w", err)
 	}
-	logger := klog.FromContext(ctx)
-	go scheduler.New(clients).Run(klog.NewContext(ctx, logger), 2)
-	go mailbox.New(clients).Run(klog.NewContext(ctx, logger), 2)
+	ext, err := apiextensionsclient.NewForConfig(root)
+	if err != nil {
+		return err
+	}
+	crds := apiextensionsinformers.NewSharedInformerFactory(ext, crossspace.Resync)
+	translator := placement.New(clients, crds.Apiextensions().V1().CustomResourceDefinitions().Informer())
+	crds.Start(ctx.Done())
+
+	go scheduler.New(clients).Run(ctx, 2)
+	go mailbox.New(clients).Run(ctx, 2)
+	go translator.Run(ctx, 4)
+	klog.FromContext(ctx).V(2).Info("started workload-management controllers")
 	return nil
 }

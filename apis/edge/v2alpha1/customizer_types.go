@@ -64,6 +64,11 @@ type SyncerConfigSpec struct {
 	// Resources holding copies, namespaced and cluster-scoped.
 	// +optional
 	Resources []SyncedResource `json:"resources,omitempty"`
+	// CRDs names the CustomResourceDefinitions to create at the edge before
+	// the objects that need them. CRDs are global at the center (served in
+	// every space), so they are named here rather than copied.
+	// +optional
+	CRDs []string `json:"crds,omitempty"`
 	// Upsync selects edge objects to copy into the mailbox.
 	// +optional
 	Upsync []UpsyncClause `json:"upsync,omitempty"`

@@ -63,7 +63,9 @@ type DownsyncClause struct {
 	// LabelSelectors select the objects by label; any may match.
 	// +optional
 	LabelSelectors []metav1.LabelSelector `json:"labelSelectors,omitempty"`
-	// CreateOnly objects are created at the edge once and never overwritten.
+	// CreateOnly objects are created at the edge once and never overwritten
+	// (unless another clause that selects them for the same destination is
+	// not create-only).
 	// +optional
 	CreateOnly bool `json:"createOnly,omitempty"`
 	// StatusCollectors name StatusCollectors that summarize the reported

@@ -958,6 +958,11 @@ func (in *SyncerConfigSpec) DeepCopyInto(out *SyncerConfigSpec) {
 		*out = make([]SyncedResource, len(*in))
 		copy(*out, *in)
 	}
+	if in.CRDs != nil {
+		in, out := &in.CRDs, &out.CRDs
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Upsync != nil {
 		in, out := &in.Upsync, &out.Upsync
 		*out = make([]UpsyncClause, len(*in))

@@ -1,0 +1,233 @@
+// Package placement is the placement translator: for each destination of
+// each EdgePlacement it writes the selected workload objects, stripped of
+// what must not travel and customized for the destination, into the
+// destination's mailbox space, keeps the mailbox's SyncerConfig, and removes
+// copies no longer selected.
+//
+// The unit of work is one mailbox: its desired contents are computed from
+// every placement that targets it, so overlapping placements are additive
+// and never make two copies.
+package placement
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	corev1 "k8s.io/api/core/v1"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// ControllerName names the controller in logs and its queues.
+const ControllerName = "placement-translator"
+
+// FieldManager writes mailbox copies.
+const FieldManager = "kubestellar-placement-translator"
+
+// Controller translates placements into mailbox contents.
+type Controller struct {
+	clients     *crossspace.Clients
+	mailboxes   workqueue.TypedRateLimitingInterface[string] // SyncTarget keys
+	statuses    workqueue.TypedRateLimitingInterface[string] // EdgePlacement keys
+	placements  *crossspace.Informer
+	slices      *crossspace.Informer
+	syncTargets *crossspace.Informer
+	locations   *crossspace.Informer
+	customizers *crossspace.Informer
+	namespaces  *crossspace.Informer
+	crds        cache.SharedIndexInformer
+	resolver    *resolver
+
+	ctx       context.Context
+	mu        sync.Mutex
+	resources map[schema.GroupVersionResource]*crossspace.Informer
+	// problems[placement][mailbox] are what kept copies from being written.
+	problems map[string]map[string][]problem
+}
+
+// New returns the controller. crds is an informer on CRDs (which are global).
+func New(clients *crossspace.Clients, crds cache.SharedIndexInformer) *Controller {
+	rl := func() workqueue.TypedRateLimiter[string] {
+		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 30*time.Second)
+	}
+	c := &Controller{
+		clients:   clients,
+		mailboxes: workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName}),
+		statuses:  workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-status"}),
+		crds:      crds,
+		resolver:  &resolver{disco: clients.Discovery},
+		resources: map[schema.GroupVersionResource]*crossspace.Informer{},
+		problems:  map[string]map[string][]problem{},
+	}
+	c.placements = clients.Typed(&edgev2alpha1.EdgePlacementList{}, &edgev2alpha1.EdgePlacement{}, crossspace.Enqueue(func(obj any) {
+		if m, ok := obj.(*edgev2alpha1.EdgePlacement); ok {
+			c.enqueueSpace(crossspace.SpaceOf(m))
+			c.statuses.Add(spaces.Key(crossspace.SpaceOf(m), "", m.Name))
+		}
+	}))
+	c.slices = clients.Typed(&edgev2alpha1.SinglePlacementSliceList{}, &edgev2alpha1.SinglePlacementSlice{}, cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueueDestinations,
+		UpdateFunc: func(old, obj any) { c.enqueueDestinations(old); c.enqueueDestinations(obj) },
+		DeleteFunc: func(obj any) { c.enqueueDestinations(obj) },
+	})
+	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, crossspace.Enqueue(func(obj any) {
+		if key, err := spaces.KeyFunc(obj); err == nil {
+			c.mailboxes.Add(key)
+		}
+	}))
+	c.locations = clients.Typed(&edgev2alpha1.LocationList{}, &edgev2alpha1.Location{}, crossspace.Enqueue(func(obj any) {
+		if m, ok := obj.(*edgev2alpha1.Location); ok {
+			for _, st := range crossspace.InSpace[*edgev2alpha1.SyncTarget](c.syncTargets, crossspace.SpaceOf(m)) {
+				c.mailboxes.Add(spaces.Key(crossspace.SpaceOf(m), "", st.Name))
+			}
+		}
+	}))
+	c.customizers = clients.Typed(&edgev2alpha1.CustomizerList{}, &edgev2alpha1.Customizer{}, crossspace.Enqueue(func(obj any) {
+		if m, ok := obj.(*edgev2alpha1.Customizer); ok {
+			c.enqueueSpace(crossspace.SpaceOf(m))
+		}
+	}))
+	c.namespaces = clients.Typed(&corev1.NamespaceList{}, &corev1.Namespace{}, crossspace.Enqueue(func(obj any) {
+		if m, ok := obj.(*corev1.Namespace); ok {
+			c.enqueueSpace(crossspace.SpaceOf(m))
+		}
+	}))
+	_, _ = crds.AddEventHandler(crossspace.Enqueue(func(any) { c.enqueueAll() }))
+	return c
+}
+
+// enqueueDestinations enqueues the mailboxes of a slice's destinations.
+func (c *Controller) enqueueDestinations(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	slice, ok := obj.(*edgev2alpha1.SinglePlacementSlice)
+	if !ok {
+		return
+	}
+	for _, d := range slice.Destinations {
+		c.mailboxes.Add(spaces.Key(d.Space, "", d.SyncTargetName))
+	}
+	c.statuses.Add(spaces.Key(crossspace.SpaceOf(slice), "", slice.Name))
+}
+
+// enqueueSpace enqueues the mailboxes that placements of a space target.
+func (c *Controller) enqueueSpace(space string) {
+	for _, slice := range crossspace.InSpace[*edgev2alpha1.SinglePlacementSlice](c.slices, space) {
+		c.enqueueDestinations(slice)
+	}
+}
+
+func (c *Controller) enqueueAll() {
+	for _, slice := range crossspace.List[*edgev2alpha1.SinglePlacementSlice](c.slices) {
+		c.enqueueDestinations(slice)
+	}
+}
+
+// onResourceEvent routes a workload object or mailbox copy to the mailboxes
+// it concerns.
+func (c *Controller) onResourceEvent(obj any) {
+	m, ok := metaOf(obj)
+	if !ok {
+		return
+	}
+	space := crossspace.SpaceOf(m)
+	if m.GetLabels()[ManagedLabel] == "true" {
+		// A copy changed in a mailbox: make it right again.
+		for _, st := range crossspace.List[*edgev2alpha1.SyncTarget](c.syncTargets) {
+			if st.Status.MailboxSpace == space {
+				c.mailboxes.Add(spaces.Key(crossspace.SpaceOf(st), "", st.Name))
+			}
+		}
+		return
+	}
+	c.enqueueSpace(space)
+}
+
+// informerFor returns the cache of a resource across all spaces, starting
+// it on first use.
+func (c *Controller) informerFor(gvr schema.GroupVersionResource) *crossspace.Informer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if inf, ok := c.resources[gvr]; ok {
+		return inf
+	}
+	inf := c.clients.DynamicInformer(gvr, "", crossspace.Enqueue(c.onResourceEvent))
+	c.resources[gvr] = inf
+	go inf.RunWithContext(c.ctx)
+	return inf
+}
+
+// Run translates until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.mailboxes.ShutDown()
+	defer c.statuses.ShutDown()
+	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
+	ctx = klog.NewContext(ctx, logger)
+	c.ctx = ctx
+	all := []*crossspace.Informer{c.placements, c.slices, c.syncTargets, c.locations, c.customizers, c.namespaces}
+	crossspace.Run(ctx, all...)
+	if !crossspace.WaitForSync(ctx, all...) || !cache.WaitForCacheSync(ctx.Done(), c.crds.HasSynced) {
+		return
+	}
+	logger.Info("started controller")
+	for range workers {
+		go wait.UntilWithContext(ctx, c.mailboxWorker, time.Second)
+	}
+	go wait.UntilWithContext(ctx, c.statusWorker, time.Second)
+	<-ctx.Done()
+}
+
+func (c *Controller) mailboxWorker(ctx context.Context) {
+	for {
+		key, quit := c.mailboxes.Get()
+		if quit {
+			return
+		}
+		requeue, err := c.reconcileMailbox(ctx, key)
+		switch {
+		case err != nil:
+			if !apierrors.IsConflict(err) {
+				klog.FromContext(ctx).Error(err, "translating placements into mailbox failed, will retry", "syncTarget", key)
+			}
+			c.mailboxes.AddRateLimited(key)
+		case requeue:
+			c.mailboxes.AddAfter(key, 100*time.Millisecond)
+		default:
+			c.mailboxes.Forget(key)
+		}
+		c.mailboxes.Done(key)
+	}
+}
+
+func (c *Controller) statusWorker(ctx context.Context) {
+	for {
+		key, quit := c.statuses.Get()
+		if quit {
+			return
+		}
+		if err := c.updatePlacementStatus(ctx, key); err != nil {
+			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				klog.FromContext(ctx).Error(err, "updating placement status failed, will retry", "placement", key)
+			}
+			if !apierrors.IsNotFound(err) {
+				c.statuses.AddRateLimited(key)
+			}
+		} else {
+			c.statuses.Forget(key)
+		}
+		c.statuses.Done(key)
+	}
+}

@@ -1,0 +1,86 @@
+package placement
+
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// Labels and annotations the translator puts on mailbox copies.
+const (
+	// ManagedLabel marks the objects of a mailbox that the translator owns.
+	ManagedLabel = "edge.kubestellar.io/placement-copy"
+	// ContentHashAnnotation holds the hash of what the translator last
+	// wrote, so unchanged copies are not written again.
+	ContentHashAnnotation = "edge.kubestellar.io/content-hash"
+	lastApplied           = "kubectl.kubernetes.io/last-applied-configuration"
+)
+
+// strippedMetadata are fields that belong to the WDS object's life, not to
+// its copies.
+var strippedMetadata = []string{"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields",
+	"ownerReferences", "finalizers", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"}
+
+// jobControllerLabels are set by the Job controller of the WDS's origin
+// cluster, if any; at the edge, the local one sets its own.
+var jobControllerLabels = []string{"controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name"}
+
+// strip returns a copy of a workload object with what must not travel
+// removed: identity and bookkeeping metadata, status, the last-applied
+// annotation, values a cluster allocates (Service IPs and node ports) and
+// the selector and labels a Job controller generates.
+func strip(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	out := obj.DeepCopy()
+	for _, f := range strippedMetadata {
+		unstructured.RemoveNestedField(out.Object, "metadata", f)
+	}
+	unstructured.RemoveNestedField(out.Object, "status")
+	annotations := out.GetAnnotations()
+	delete(annotations, lastApplied)
+	delete(annotations, spaces.Annotation)
+	delete(annotations, edgev2alpha1.CustomizerAnnotation)
+	delete(annotations, edgev2alpha1.ExpandParametersAnnotation)
+	setOrDrop(out.SetAnnotations, annotations)
+
+	switch out.GroupVersionKind().GroupKind().String() {
+	case "Service":
+		unstructured.RemoveNestedField(out.Object, "spec", "clusterIP")
+		unstructured.RemoveNestedField(out.Object, "spec", "clusterIPs")
+		unstructured.RemoveNestedField(out.Object, "spec", "healthCheckNodePort")
+		if ports, ok, _ := unstructured.NestedSlice(out.Object, "spec", "ports"); ok {
+			for _, p := range ports {
+				if m, ok := p.(map[string]any); ok {
+					delete(m, "nodePort")
+				}
+			}
+			_ = unstructured.SetNestedSlice(out.Object, ports, "spec", "ports")
+		}
+	case "Job.batch":
+		unstructured.RemoveNestedField(out.Object, "spec", "selector")
+		unstructured.RemoveNestedField(out.Object, "spec", "manualSelector")
+		for _, path := range [][]string{{"metadata", "labels"}, {"spec", "template", "metadata", "labels"}} {
+			labels, ok, _ := unstructured.NestedStringMap(out.Object, path...)
+			if !ok {
+				continue
+			}
+			for _, l := range jobControllerLabels {
+				delete(labels, l)
+			}
+			if len(labels) == 0 {
+				unstructured.RemoveNestedField(out.Object, path...)
+			} else {
+				_ = unstructured.SetNestedStringMap(out.Object, labels, path...)
+			}
+		}
+	}
+	return out
+}
+
+func setOrDrop(set func(map[string]string), m map[string]string) {
+	if len(m) == 0 {
+		set(nil)
+		return
+	}
+	set(m)
+}
