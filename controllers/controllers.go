@@ -16,6 +16,7 @@ import (
 	"github.com/kubestellar/kubestellar/controllers/mailbox"
 	"github.com/kubestellar/kubestellar/controllers/placement"
 	"github.com/kubestellar/kubestellar/controllers/scheduler"
+	"github.com/kubestellar/kubestellar/controllers/status"
 )
 
 // Start starts every controller against the server that root (a root-space
@@ -36,6 +37,11 @@ func Start(ctx context.Context, root *rest.Config) error {
 	go scheduler.New(clients).Run(ctx, 2)
 	go mailbox.New(clients).Run(ctx, 2)
 	go translator.Run(ctx, 4)
+	statusCtl, err := status.New(clients)
+	if err != nil {
+		return err
+	}
+	go statusCtl.Run(ctx, 2)
 	klog.FromContext(ctx).V(2).Info("started workload-management controllers")
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -44,6 +45,43 @@ type desiredCopy struct {
 	keep bool
 	// implied namespaces are created when missing and never updated.
 	implied bool
+	// placements select the copy; collectors are the StatusCollectors of
+	// each placement's selecting clauses; singleton is set when a placement
+	// wants the singleton reported state. The status controller reads them
+	// from the copy's annotations.
+	placements map[string]bool
+	collectors map[string][]string
+	singleton  bool
+}
+
+// selectedBy records that a placement's clause selects the copy.
+func (d *desiredCopy) selectedBy(ep *edgev2alpha1.EdgePlacement, c edgev2alpha1.DownsyncClause) {
+	if d.placements == nil {
+		d.placements, d.collectors = map[string]bool{}, map[string][]string{}
+	}
+	d.placements[ep.Name] = true
+	for _, sc := range c.StatusCollectors {
+		if !slices.Contains(d.collectors[ep.Name], sc) {
+			d.collectors[ep.Name] = append(d.collectors[ep.Name], sc)
+			sort.Strings(d.collectors[ep.Name])
+		}
+	}
+	d.singleton = d.singleton || ep.Spec.WantSingletonReportedState
+}
+
+// annotate writes what selected the copy into its annotations.
+func (d *desiredCopy) annotate(annotations map[string]string) {
+	if len(d.placements) == 0 {
+		return
+	}
+	annotations[edgev2alpha1.PlacementsAnnotation] = strings.Join(sortedKeys(d.placements), ",")
+	if len(d.collectors) > 0 {
+		data, _ := json.Marshal(d.collectors)
+		annotations[edgev2alpha1.StatusCollectorsAnnotation] = string(data)
+	}
+	if d.singleton {
+		annotations[edgev2alpha1.WantSingletonAnnotation] = "true"
+	}
 }
 
 func copyKey(gvr schema.GroupVersionResource, namespace, name string) string {
@@ -256,9 +294,12 @@ func (c *Controller) select_(ctx context.Context, wds string, ep *edgev2alpha1.E
 					// A copy is create-only only if every clause selecting it says so:
 					// a placement that wants updates gets them.
 					prev.createOnly = prev.createOnly && raw.CreateOnly
+					prev.selectedBy(ep, raw)
 					continue
 				}
-				desired[k] = &desiredCopy{res: res, obj: cp, createOnly: raw.CreateOnly}
+				d := &desiredCopy{res: res, obj: cp, createOnly: raw.CreateOnly}
+				d.selectedBy(ep, raw)
+				desired[k] = d
 			}
 		}
 	}
@@ -325,6 +366,7 @@ func (c *Controller) write(ctx context.Context, d *desiredCopy, current *unstruc
 	if d.createOnly {
 		annotations[edgev2alpha1.CreateOnlyAnnotation] = "true"
 	}
+	d.annotate(annotations)
 	annotations[ContentHashAnnotation] = ""
 	obj.SetAnnotations(annotations)
 	hash, err := contentHash(obj)

@@ -59,6 +59,15 @@ const (
 	// UpsyncedFromAnnotation on an upsynced object in a WDS names the
 	// SyncTarget it came from ("inventory-space/name").
 	UpsyncedFromAnnotation = "edge.kubestellar.io/upsynced-from"
+	// PlacementsAnnotation on a mailbox copy lists (comma-separated) the
+	// EdgePlacements of its WDS that select it for this destination.
+	PlacementsAnnotation = "edge.kubestellar.io/placements"
+	// StatusCollectorsAnnotation on a mailbox copy maps, as JSON, each
+	// placement to the StatusCollectors its selecting clauses name.
+	StatusCollectorsAnnotation = "edge.kubestellar.io/status-collectors"
+	// WantSingletonAnnotation "true" on a mailbox copy says a placement
+	// selecting it wants the singleton reported state.
+	WantSingletonAnnotation = "edge.kubestellar.io/want-singleton"
 	// AssociatedStateAnnotation on a mailbox copy holds the state of the
 	// object's descendants at the edge (ReplicaSets, Pods) as JSON, written
 	// by the syncer (see AssociatedState).

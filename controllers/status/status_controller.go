@@ -1,0 +1,220 @@
+// Package status brings what edge clusters report back to the workload
+// description spaces. From the status a syncer writes into each mailbox
+// copy (and the state of the object's descendants it reports beside it):
+//
+//   - with a placement that wants the singleton reported state, the WDS
+//     object's label kubestellar.io/executing-count says how many clusters
+//     run it, and when exactly one destination has it, its .status is that
+//     cluster's status;
+//   - for clauses naming StatusCollectors, one CombinedStatus per
+//     (object, placement) holds each collector's summary across the
+//     placement's destinations.
+//
+// It also validates StatusCollectors (their CEL expressions), reporting
+// problems in their Ready condition.
+package status
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/controllers/placement"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// ControllerName names the controller in logs and its queues.
+const ControllerName = "status"
+
+// objectKey names a workload object in its WDS.
+type objectKey struct {
+	wds       string
+	gvr       schema.GroupVersionResource
+	namespace string
+	name      string
+}
+
+// bySource indexes mailbox copies by the WDS object they copy.
+const bySource = "source"
+
+func sourceKey(wds, namespace, name string) string { return wds + "|" + namespace + "/" + name }
+
+// Controller returns reported state to the WDS.
+type Controller struct {
+	clients       *crossspace.Clients
+	objects       workqueue.TypedRateLimitingInterface[objectKey]
+	collectorsQ   workqueue.TypedRateLimitingInterface[string]
+	syncTargets   *crossspace.Informer
+	syncerConfigs *crossspace.Informer
+	collectors    *crossspace.Informer
+	combined      *crossspace.Informer
+	compiler      *compiler
+
+	ctx       context.Context
+	mu        sync.Mutex
+	resources map[schema.GroupVersionResource]*crossspace.Informer
+}
+
+// New returns the controller.
+func New(clients *crossspace.Clients) (*Controller, error) {
+	comp, err := newCompiler()
+	if err != nil {
+		return nil, err
+	}
+	rl := func() workqueue.TypedRateLimiter[objectKey] {
+		return workqueue.NewTypedItemExponentialFailureRateLimiter[objectKey](50*time.Millisecond, 30*time.Second)
+	}
+	c := &Controller{
+		clients:     clients,
+		compiler:    comp,
+		objects:     workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[objectKey]{Name: ControllerName}),
+		collectorsQ: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-collectors"}),
+		resources:   map[schema.GroupVersionResource]*crossspace.Informer{},
+	}
+	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, cache.ResourceEventHandlerFuncs{})
+	c.syncerConfigs = clients.Typed(&edgev2alpha1.SyncerConfigList{}, &edgev2alpha1.SyncerConfig{}, crossspace.Enqueue(func(obj any) {
+		if cfg, ok := obj.(*edgev2alpha1.SyncerConfig); ok && c.ctx != nil {
+			for _, r := range cfg.Spec.Resources {
+				c.informerFor(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
+			}
+		}
+	}))
+	c.collectors = clients.Typed(&edgev2alpha1.StatusCollectorList{}, &edgev2alpha1.StatusCollector{}, crossspace.Enqueue(func(obj any) {
+		if key, err := spaces.KeyFunc(obj); err == nil {
+			c.collectorsQ.Add(key)
+		}
+		c.enqueueAllCopies()
+	}))
+	c.combined = clients.Typed(&edgev2alpha1.CombinedStatusList{}, &edgev2alpha1.CombinedStatus{}, cache.ResourceEventHandlerFuncs{})
+	return c, nil
+}
+
+// informerFor returns the cache of a resource across all spaces, indexed by
+// source object, starting it on first use.
+func (c *Controller) informerFor(gvr schema.GroupVersionResource) *crossspace.Informer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if inf, ok := c.resources[gvr]; ok {
+		return inf
+	}
+	inf := c.clients.DynamicInformer(gvr, "", crossspace.Enqueue(func(obj any) { c.onEvent(gvr, obj) }))
+	if err := inf.AddIndexers(cache.Indexers{bySource: func(obj any) ([]string, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok || u.GetLabels()[placement.ManagedLabel] != "true" {
+			return nil, nil
+		}
+		src := u.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation]
+		if src == "" {
+			return nil, nil
+		}
+		return []string{sourceKey(src, u.GetNamespace(), u.GetName())}, nil
+	}}); err != nil {
+		panic(err) // only fails once objects are cached
+	}
+	c.resources[gvr] = inf
+	go inf.RunWithContext(c.ctx)
+	return inf
+}
+
+func (c *Controller) onEvent(gvr schema.GroupVersionResource, obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	wds := crossspace.SpaceOf(u)
+	if u.GetLabels()[placement.ManagedLabel] == "true" {
+		wds = u.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation]
+		if wds == "" {
+			return
+		}
+	}
+	c.objects.Add(objectKey{wds: wds, gvr: gvr, namespace: u.GetNamespace(), name: u.GetName()})
+}
+
+func (c *Controller) enqueueAllCopies() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for gvr, inf := range c.resources {
+		for _, obj := range inf.List() {
+			c.onEvent(gvr, obj)
+		}
+	}
+}
+
+// Run returns status until ctx is done.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.objects.ShutDown()
+	defer c.collectorsQ.ShutDown()
+	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
+	ctx = klog.NewContext(ctx, logger)
+	c.ctx = ctx
+	all := []*crossspace.Informer{c.syncTargets, c.syncerConfigs, c.collectors, c.combined}
+	crossspace.Run(ctx, all...)
+	if !crossspace.WaitForSync(ctx, all...) {
+		return
+	}
+	for _, cfg := range crossspace.List[*edgev2alpha1.SyncerConfig](c.syncerConfigs) {
+		for _, r := range cfg.Spec.Resources {
+			c.informerFor(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
+		}
+	}
+	logger.Info("started controller")
+	for range workers {
+		go wait.UntilWithContext(ctx, c.objectWorker, time.Second)
+	}
+	go wait.UntilWithContext(ctx, c.collectorWorker, time.Second)
+	<-ctx.Done()
+}
+
+func (c *Controller) objectWorker(ctx context.Context) {
+	for {
+		key, quit := c.objects.Get()
+		if quit {
+			return
+		}
+		requeue, err := c.reconcile(ctx, key)
+		switch {
+		case err != nil:
+			if !apierrors.IsConflict(err) {
+				klog.FromContext(ctx).Error(err, "returning status failed, will retry", "space", key.wds,
+					"resource", key.gvr.Resource, "namespace", key.namespace, "name", key.name)
+			}
+			c.objects.AddRateLimited(key)
+		case requeue:
+			c.objects.AddAfter(key, 100*time.Millisecond)
+		default:
+			c.objects.Forget(key)
+		}
+		c.objects.Done(key)
+	}
+}
+
+func (c *Controller) collectorWorker(ctx context.Context) {
+	for {
+		key, quit := c.collectorsQ.Get()
+		if quit {
+			return
+		}
+		if err := c.validateCollector(ctx, key); err != nil {
+			if !apierrors.IsConflict(err) {
+				klog.FromContext(ctx).Error(err, "validating StatusCollector failed, will retry", "statusCollector", key)
+			}
+			c.collectorsQ.AddRateLimited(key)
+		} else {
+			c.collectorsQ.Forget(key)
+		}
+		c.collectorsQ.Done(key)
+	}
+}

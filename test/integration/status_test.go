@@ -1,0 +1,158 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/test/harness"
+)
+
+var deploymentsGVR = appsv1.SchemeGroupVersion.WithResource("deployments")
+
+// report writes into a mailbox copy what a syncer would: the edge's status
+// and the state of the Deployment's pods.
+func report(t *testing.T, s *harness.InProcess, mailbox, ns, name string, available int32, phases map[string]int64) {
+	t.Helper()
+	ctx := context.Background()
+	c := kube(t, s, mailbox)
+	var d *appsv1.Deployment
+	eventually(t, 30*time.Second, func() (bool, error) {
+		var err error
+		d, err = c.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil, err
+	}, "the copy of %s/%s in %s", ns, name, mailbox)
+	d.Status = appsv1.DeploymentStatus{Replicas: *d.Spec.Replicas, ReadyReplicas: available, AvailableReplicas: available, ObservedGeneration: 1}
+	_, err := c.AppsV1().Deployments(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	state, err := json.Marshal(edgev2alpha1.AssociatedState{PodPhases: phases})
+	require.NoError(t, err)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{edgev2alpha1.AssociatedStateAnnotation: string(state)}}})
+	require.NoError(t, err)
+	_, err = c.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
+}
+
+func expr(s string) *edgev2alpha1.Expression { e := edgev2alpha1.Expression(s); return &e }
+
+// TestStatusReturnAndSummaries writes status into mailbox copies as syncers
+// would, and checks the singleton status, the executing count and the
+// CombinedStatus summaries in the WDS.
+func TestStatusReturnAndSummaries(t *testing.T) {
+	s := harness.StartInProcess(t, "")
+	c := edgeClient(t, s)
+	createSpace(t, s, "inv1")
+	createSpace(t, s, "wds1")
+	inventory(t, c, "inv1")
+	mb1, mb2 := mailboxOf(t, c, "inv1", "edge1"), mailboxOf(t, c, "inv1", "edge2")
+	w := in("wds1")
+
+	require.NoError(t, c.Create(w, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}))
+	web := webDeployment("app", "web")
+	web.Spec.Replicas = ptr.To[int32](3)
+	require.NoError(t, c.Create(w, web))
+	require.NoError(t, c.Create(w, webDeployment("app", "special")))
+	for _, sc := range []*edgev2alpha1.StatusCollector{
+		{ObjectMeta: metav1.ObjectMeta{Name: "available"}, Spec: edgev2alpha1.StatusCollectorSpec{Limit: 10,
+			CombinedFields: []edgev2alpha1.NamedAggregator{
+				{Name: "available", Type: edgev2alpha1.AggregationSum, Subject: expr("returned.status.availableReplicas")},
+				{Name: "clusters", Type: edgev2alpha1.AggregationCount},
+				{Name: "running", Type: edgev2alpha1.AggregationSum, Subject: expr("returned.associated.podPhases.Running")},
+				{Name: "pending", Type: edgev2alpha1.AggregationSum, Subject: expr("returned.associated.podPhases.Pending")},
+			}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "not-available"}, Spec: edgev2alpha1.StatusCollectorSpec{Limit: 10,
+			Filter: expr("!has(returned.status.availableReplicas) || returned.status.availableReplicas < obj.spec.replicas"),
+			Select: []edgev2alpha1.NamedExpression{{Name: "cluster", Def: "inventory.name"}}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "broken"}, Spec: edgev2alpha1.StatusCollectorSpec{Limit: 10,
+			Select: []edgev2alpha1.NamedExpression{{Name: "x", Def: "this is not CEL ("}}}},
+	} {
+		require.NoError(t, c.Create(w, sc))
+	}
+	apps := ptr.To("apps")
+	require.NoError(t, c.Create(w, &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "common"}, Spec: edgev2alpha1.EdgePlacementSpec{
+		LocationSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"env": "prod"}}},
+		Downsync: []edgev2alpha1.DownsyncClause{{APIGroup: apps, Resources: []string{"deployments"}, Namespaces: []string{"app"}, ObjectNames: []string{"web"},
+			StatusCollectors: []string{"available", "not-available", "broken"}}},
+	}}))
+	require.NoError(t, c.Create(w, &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "special"}, Spec: edgev2alpha1.EdgePlacementSpec{
+		LocationSelectors:          []metav1.LabelSelector{{MatchLabels: map[string]string{"tier": "special"}}},
+		WantSingletonReportedState: true,
+		Downsync:                   []edgev2alpha1.DownsyncClause{{APIGroup: apps, Resources: []string{"deployments"}, Namespaces: []string{"app"}, ObjectNames: []string{"special"}}},
+	}}))
+
+	// A bad expression is reported on its StatusCollector.
+	eventually(t, 30*time.Second, func() (bool, error) {
+		sc := &edgev2alpha1.StatusCollector{}
+		if err := c.Get(w, client.ObjectKey{Name: "broken"}, sc); err != nil {
+			return false, err
+		}
+		cond := meta.FindStatusCondition(sc.Status.Conditions, edgev2alpha1.StatusCollectorReady)
+		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == "InvalidExpression", nil
+	}, "the broken StatusCollector to be reported")
+
+	report(t, s, mb1, "app", "web", 2, map[string]int64{"Running": 2, "Pending": 1})
+	report(t, s, mb2, "app", "web", 3, map[string]int64{"Running": 3})
+	report(t, s, mb2, "app", "special", 2, map[string]int64{"Running": 2})
+
+	// The common Deployment runs on two clusters: summaries, no singleton.
+	eventually(t, 30*time.Second, func() (bool, error) {
+		cs := &edgev2alpha1.CombinedStatus{}
+		if err := c.Get(w, client.ObjectKey{Namespace: "app", Name: "common.deployments.web"}, cs); err != nil {
+			return false, err
+		}
+		got := map[string]string{}
+		for _, r := range cs.Results {
+			data, _ := json.Marshal(r)
+			got[r.Name] = string(data)
+		}
+		return got["available"] == `{"name":"available","columnNames":["available","clusters","running","pending"],"rows":[{"columns":[5,2,5,1]}]}` &&
+			got["not-available"] == `{"name":"not-available","columnNames":["cluster"],"rows":[{"columns":["edge1"]}]}` &&
+			len(cs.Results) == 2, nil
+	}, "the CombinedStatus of the common Deployment")
+	wdsWeb := &appsv1.Deployment{}
+	require.NoError(t, c.Get(w, client.ObjectKey{Namespace: "app", Name: "web"}, wdsWeb))
+	require.Zero(t, wdsWeb.Status.AvailableReplicas, "with two destinations, .status is not overwritten")
+	require.NotContains(t, wdsWeb.Labels, edgev2alpha1.ExecutingCountLabel)
+
+	// The special Deployment runs on one cluster: its status is the edge's.
+	eventually(t, 30*time.Second, func() (bool, error) {
+		d := &appsv1.Deployment{}
+		if err := c.Get(w, client.ObjectKey{Namespace: "app", Name: "special"}, d); err != nil {
+			return false, err
+		}
+		return d.Status.AvailableReplicas == 2 && d.Status.ReadyReplicas == 2 && d.Labels[edgev2alpha1.ExecutingCountLabel] == "1", nil
+	}, "the singleton status and executing count of the special Deployment")
+
+	// Summaries follow new reports.
+	report(t, s, mb1, "app", "web", 3, map[string]int64{"Running": 3})
+	eventually(t, 30*time.Second, func() (bool, error) {
+		cs := &edgev2alpha1.CombinedStatus{}
+		if err := c.Get(w, client.ObjectKey{Namespace: "app", Name: "common.deployments.web"}, cs); err != nil {
+			return false, err
+		}
+		for _, r := range cs.Results {
+			if r.Name == "not-available" {
+				return len(r.Rows) == 0, nil
+			}
+		}
+		return false, nil
+	}, "the not-available list to empty")
+
+	// Deleting the object removes its summaries.
+	require.NoError(t, c.Delete(w, wdsWeb))
+	eventually(t, 30*time.Second, func() (bool, error) {
+		err := c.Get(w, client.ObjectKey{Namespace: "app", Name: "common.deployments.web"}, &edgev2alpha1.CombinedStatus{})
+		return err != nil, nil
+	}, "the CombinedStatus of a deleted object to go")
+}
