@@ -17,6 +17,7 @@ import (
 	"github.com/kubestellar/kubestellar/controllers/placement"
 	"github.com/kubestellar/kubestellar/controllers/scheduler"
 	"github.com/kubestellar/kubestellar/controllers/status"
+	"github.com/kubestellar/kubestellar/controllers/upsync"
 )
 
 // Start starts every controller against the server that root (a root-space
@@ -42,6 +43,7 @@ func Start(ctx context.Context, root *rest.Config) error {
 		return err
 	}
 	go statusCtl.Run(ctx, 2)
+	go upsync.New(clients).Run(ctx, 2)
 	klog.FromContext(ctx).V(2).Info("started workload-management controllers")
 	return nil
 }
