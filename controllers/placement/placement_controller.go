@@ -11,6 +11,7 @@ package placement
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -199,7 +200,7 @@ func (c *Controller) mailboxWorker(ctx context.Context) {
 		requeue, err := c.reconcileMailbox(ctx, key)
 		switch {
 		case err != nil:
-			if !apierrors.IsConflict(err) {
+			if !apierrors.IsConflict(err) && !errors.Is(err, errRetryLater) {
 				klog.FromContext(ctx).Error(err, "translating placements into mailbox failed, will retry", "syncTarget", key)
 			}
 			c.mailboxes.AddRateLimited(key)

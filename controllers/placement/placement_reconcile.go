@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -27,6 +28,10 @@ import (
 	"github.com/kubestellar/kubestellar/controllers/internal/epstatus"
 	"github.com/kubestellar/kubestellar/spaces"
 )
+
+// errRetryLater asks for the mailbox to be looked at again, with backoff,
+// without anything having failed.
+var errRetryLater = errors.New("some resources named by placements are not served yet")
 
 // problem is why something selected could not be written.
 type problem struct {
@@ -138,6 +143,19 @@ func (c *Controller) reconcileMailbox(ctx context.Context, key string) (requeue 
 		}
 	}
 	c.recordProblems(mailbox, placementsHere, problems)
+	// A resource not served yet may be about to be (a CRD being
+	// established): look again later, with backoff.
+	retryLater := false
+	for _, probs := range problems {
+		for _, p := range probs {
+			retryLater = retryLater || p.Reason == "UnknownResource"
+		}
+	}
+	defer func() {
+		if err == nil && !requeue && retryLater {
+			err = errRetryLater
+		}
+	}()
 
 	// Namespaces of namespaced copies must exist in the mailbox.
 	for _, d := range desired {

@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubestellar/kubestellar/test/harness"
+)
+
+// poll runs kubectl until its output satisfies ok, or fails after a minute.
+func poll(t *testing.T, k harness.Kubectl, ok func(string) bool, what string, args ...string) string {
+	t.Helper()
+	var last, lastErr string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		out, errOut, err := k.Run(ctx, args...)
+		last, lastErr = out, errOut
+		return err == nil && ok(out), nil
+	})
+	require.NoError(t, err, "waiting for %s: kubectl %s\nlast output: %s\nlast error: %s", what, strings.Join(args, " "), last, lastErr)
+	return last
+}
+
+func equals(want string) func(string) bool { return func(s string) bool { return s == want } }
+
+// TestPlacementScenarioWithKubectl runs the workload-management scenario of
+// the README with the built binary and the real kubectl; the syncers' side
+// is simulated by writing status into the mailboxes with kubectl.
+func TestPlacementScenarioWithKubectl(t *testing.T) {
+	srv := harness.StartBinary(t, "")
+	k := srv.Kubectl()
+	examples := filepath.Join(harness.RepoRoot(), "docs", "examples", "placement")
+	srv.CLI(t, "space", "create", "inv1", "--type", "inventory")
+	srv.CLI(t, "space", "create", "wds1", "--type", "wds")
+	cfg, err := clientcmd.LoadFromFile(srv.Kubeconfig)
+	require.NoError(t, err)
+	base := cfg.Clusters["root"].Server
+	in := func(space string, args ...string) []string { return append([]string{"--server", base + "/spaces/" + space}, args...) }
+
+	k.MustRun(t, "--context", "inv1", "apply", "-f", filepath.Join(examples, "inventory.yaml"))
+	k.MustRun(t, "--context", "wds1", "apply", "-f", filepath.Join(examples, "common.yaml"))
+	k.MustRun(t, "--context", "wds1", "apply", "-f", filepath.Join(examples, "special.yaml"))
+	k.MustRun(t, "--context", "wds1", "wait", "--for", "condition=established", "--timeout=60s", "crd/widgets.example.com")
+	poll(t, k, func(string) bool { return true }, "the Widget to apply", "--context", "wds1", "apply", "-f", filepath.Join(examples, "widget.yaml"))
+
+	mb := map[string]string{}
+	for _, st := range []string{"edge1", "edge2"} {
+		mb[st] = poll(t, k, func(s string) bool { return s != "" }, "the mailbox of "+st,
+			"--context", "inv1", "get", "synctarget", st, "-o", "jsonpath={.status.mailboxSpace}")
+	}
+	poll(t, k, equals("True"), "the common placement to be Ready",
+		"--context", "wds1", "get", "edgeplacement", "common", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`)
+	require.Equal(t, "2", k.MustRun(t, "--context", "wds1", "get", "epl", "common", "-o", "jsonpath={.status.matchingLocationCount}"))
+
+	// Each mailbox holds its customized copy.
+	for st, region := range map[string]string{"edge1": "east", "edge2": "west"} {
+		poll(t, k, equals(region), "the customized ConfigMap in "+st+"'s mailbox",
+			in(mb[st], "get", "configmap", "settings", "-n", "common", "-o", "jsonpath={.data.region}")...)
+		poll(t, k, equals("2 "+region), "the customized Deployment in "+st+"'s mailbox",
+			in(mb[st], "get", "deployment", "web", "-n", "common", "-o", `jsonpath={.spec.replicas} {.metadata.labels.example\.com/region}`)...)
+	}
+	// The special workload only on edge2; the CRD named in its SyncerConfig.
+	poll(t, k, equals("w1"), "the Widget in edge2's mailbox", in(mb["edge2"], "get", "widgets", "-n", "special", "-o", "jsonpath={.items[*].metadata.name}")...)
+	require.Equal(t, "widgets.example.com", k.MustRun(t, in(mb["edge2"], "get", "syncerconfig", "the-one", "-o", "jsonpath={.spec.crds[*]}")...))
+	errOut := k.MustFail(t, in(mb["edge1"], "get", "deployment", "special", "-n", "special")...)
+	require.Contains(t, errOut, "NotFound")
+
+	// Syncers report: status into the copies, pod state beside it.
+	reportStatus := func(mailbox, ns, name string, available int, running int) {
+		status, _ := json.Marshal(map[string]any{"status": map[string]any{"replicas": 2, "readyReplicas": available, "availableReplicas": available}})
+		k.MustRun(t, in(mailbox, "patch", "deployment", name, "-n", ns, "--subresource=status", "--type=merge", "-p", string(status))...)
+		k.MustRun(t, in(mailbox, "annotate", "--overwrite", "deployment", name, "-n", ns,
+			fmt.Sprintf(`edge.kubestellar.io/associated-state={"podPhases":{"Running":%d}}`, running))...)
+	}
+	reportStatus(mb["edge1"], "common", "web", 0, 0)
+	reportStatus(mb["edge2"], "common", "web", 2, 2)
+	reportStatus(mb["edge2"], "special", "special", 1, 1)
+
+	poll(t, k, equals("1 1"), "the special Deployment's singleton status and executing count",
+		"--context", "wds1", "get", "deployment", "special", "-n", "special",
+		"-o", `jsonpath={.status.availableReplicas} {.metadata.labels.kubestellar\.io/executing-count}`)
+	// edge1 has nothing available (the WDS Deployment wants 1): it is listed.
+	poll(t, k, equals("[2,2,2] edge1"), "the CombinedStatus of the common Deployment",
+		"--context", "wds1", "get", "combinedstatus", "common.deployments.web", "-n", "common",
+		"-o", `jsonpath={.results[?(@.name=="available")].rows[0].columns} {.results[?(@.name=="not-available")].rows[*].columns[0]}`)
+
+	// An object upsynced from an edge appears in the WDS.
+	k.MustRun(t, in(mb["edge1"], "create", "namespace", "reports")...)
+	k.MustRun(t, in(mb["edge1"], "create", "configmap", "report", "-n", "reports", "--from-literal=pods=1")...)
+	k.MustRun(t, in(mb["edge1"], "label", "configmap", "report", "-n", "reports", "edge.kubestellar.io/upsynced=true")...)
+	poll(t, k, equals("1 inv1/edge1"), "the upsynced ConfigMap in the WDS",
+		"--context", "wds1", "get", "configmap", "report-edge1", "-n", "reports",
+		"-o", `jsonpath={.data.pods} {.metadata.annotations.edge\.kubestellar\.io/upsynced-from}`)
+
+	// Deleting the special placement removes its objects from edge2's mailbox, and only those.
+	k.MustRun(t, "--context", "wds1", "delete", "edgeplacement", "special")
+	poll(t, k, equals(""), "the special workload to leave edge2's mailbox",
+		in(mb["edge2"], "get", "deployments,widgets", "-n", "special", "-o", "jsonpath={.items[*].metadata.name}")...)
+	require.Equal(t, "web", k.MustRun(t, in(mb["edge2"], "get", "deployment", "-n", "common", "-o", "jsonpath={.items[*].metadata.name}")...))
+}
