@@ -43,7 +43,9 @@ func TestPlacementScenarioWithKubectl(t *testing.T) {
 	cfg, err := clientcmd.LoadFromFile(srv.Kubeconfig)
 	require.NoError(t, err)
 	base := cfg.Clusters["root"].Server
-	in := func(space string, args ...string) []string { return append([]string{"--server", base + "/spaces/" + space}, args...) }
+	in := func(space string, args ...string) []string {
+		return append([]string{"--server", base + "/spaces/" + space}, args...)
+	}
 
 	k.MustRun(t, "--context", "inv1", "apply", "-f", filepath.Join(examples, "inventory.yaml"))
 	k.MustRun(t, "--context", "wds1", "apply", "-f", filepath.Join(examples, "common.yaml"))
