@@ -43,4 +43,4 @@ bench: build ## Measure the server: readiness, memory, throughput, latency (prin
 clean: ## Remove build output
 	rm -rf _output
 
--include test/edgecluster/edgecluster.mk
+include test/edgecluster/edgecluster.mk

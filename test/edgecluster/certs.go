@@ -1,0 +1,204 @@
+package edgecluster
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// pki is the set of keys and certificates of one cluster, all made here:
+// a CA, a serving certificate for the loopback addresses (used by
+// kube-apiserver, kube-controller-manager and kube-scheduler), client
+// certificates for the admin, the controller manager and the scheduler, and
+// the service-account signing key pair.
+type pki struct {
+	dir string
+
+	caCertPEM []byte
+
+	// Paths of the files written in dir.
+	CACert, CAKey                               string
+	ServingCert, ServingKey                     string
+	ServiceAccountKey, ServiceAccountPub        string
+	AdminCert, AdminKey                         string
+	ControllerManagerCert, ControllerManagerKey string
+	SchedulerCert, SchedulerKey                 string
+
+	// PEM of the admin client credentials, for kubeconfigs and rest.Config.
+	AdminCertPEM, AdminKeyPEM []byte
+	// PEM of the controllers' client credentials.
+	ControllerManagerCertPEM, ControllerManagerKeyPEM []byte
+	SchedulerCertPEM, SchedulerKeyPEM                 []byte
+}
+
+// certValidity is long enough for a cluster left running by hand.
+const certValidity = 365 * 24 * time.Hour
+
+type issuer struct {
+	cert *x509.Certificate
+	key  crypto.Signer
+}
+
+func newPKI(dir string) (*pki, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	p := &pki{dir: dir}
+	now := time.Now()
+
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: "edgecluster-ca"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(certValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
+	if err != nil {
+		return nil, fmt.Errorf("creating CA certificate: %w", err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, err
+	}
+	ca := issuer{cert: caCert, key: caKey}
+	p.caCertPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	caKeyPEM, err := keyPEM(caKey)
+	if err != nil {
+		return nil, err
+	}
+	if p.CACert, p.CAKey, err = p.write("ca", p.caCertPEM, caKeyPEM); err != nil {
+		return nil, err
+	}
+
+	servingCert, servingKey, err := ca.issue(x509.Certificate{
+		Subject:     pkix.Name{CommonName: "edgecluster-serving"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+			"kubernetes.default.svc.cluster.local"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if p.ServingCert, p.ServingKey, err = p.write("serving", servingCert, servingKey); err != nil {
+		return nil, err
+	}
+
+	client := func(cn string, orgs ...string) ([]byte, []byte, error) {
+		return ca.issue(x509.Certificate{
+			Subject:     pkix.Name{CommonName: cn, Organization: orgs},
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		})
+	}
+	if p.AdminCertPEM, p.AdminKeyPEM, err = client("edgecluster-admin", "system:masters"); err != nil {
+		return nil, err
+	}
+	if p.AdminCert, p.AdminKey, err = p.write("admin", p.AdminCertPEM, p.AdminKeyPEM); err != nil {
+		return nil, err
+	}
+	// The controller manager runs all its controllers with its own identity
+	// (no --use-service-account-credentials), which the bootstrap RBAC role
+	// of system:kube-controller-manager does not cover; hence system:masters.
+	if p.ControllerManagerCertPEM, p.ControllerManagerKeyPEM, err = client("system:kube-controller-manager", "system:masters"); err != nil {
+		return nil, err
+	}
+	if p.ControllerManagerCert, p.ControllerManagerKey, err = p.write("kube-controller-manager", p.ControllerManagerCertPEM, p.ControllerManagerKeyPEM); err != nil {
+		return nil, err
+	}
+	if p.SchedulerCertPEM, p.SchedulerKeyPEM, err = client("system:kube-scheduler"); err != nil {
+		return nil, err
+	}
+	if p.SchedulerCert, p.SchedulerKey, err = p.write("kube-scheduler", p.SchedulerCertPEM, p.SchedulerKeyPEM); err != nil {
+		return nil, err
+	}
+
+	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	saKeyPEM, err := keyPEM(saKey)
+	if err != nil {
+		return nil, err
+	}
+	saPubDER, err := x509.MarshalPKIXPublicKey(saKey.Public())
+	if err != nil {
+		return nil, err
+	}
+	p.ServiceAccountKey = filepath.Join(dir, "sa.key")
+	p.ServiceAccountPub = filepath.Join(dir, "sa.pub")
+	if err := os.WriteFile(p.ServiceAccountKey, saKeyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(p.ServiceAccountPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER}), 0o644); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// issue signs a certificate made from tmpl with a new key.
+func (ca issuer) issue(tmpl x509.Certificate) (certPEM, keyPEMBytes []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	tmpl.SerialNumber = serial()
+	tmpl.NotBefore = now.Add(-time.Hour)
+	tmpl.NotAfter = now.Add(certValidity)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, &tmpl, ca.cert, key.Public(), ca.key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating certificate %q: %w", tmpl.Subject.CommonName, err)
+	}
+	keyPEMBytes, err = keyPEM(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEMBytes, nil
+}
+
+func (p *pki) write(name string, certPEM, keyPEMBytes []byte) (certPath, keyPath string, err error) {
+	certPath = filepath.Join(p.dir, name+".crt")
+	keyPath = filepath.Join(p.dir, name+".key")
+	if err := os.WriteFile(certPath, certPEM, 0o644); err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(keyPath, keyPEMBytes, 0o600); err != nil {
+		return "", "", err
+	}
+	return certPath, keyPath, nil
+}
+
+func keyPEM(key *ecdsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		// crypto/rand does not fail on supported platforms.
+		panic(err)
+	}
+	return n
+}
