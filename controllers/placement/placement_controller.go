@@ -15,7 +15,9 @@ import (
 	"sync"
 	"time"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -44,11 +46,13 @@ type Controller struct {
 	placements  *crossspace.Informer
 	slices      *crossspace.Informer
 	syncTargets *crossspace.Informer
-	locations   *crossspace.Informer
-	customizers *crossspace.Informer
-	namespaces  *crossspace.Informer
-	crds        cache.SharedIndexInformer
-	resolver    *resolver
+	// syncerConfigs are those of every mailbox, read instead of fetched.
+	syncerConfigs *crossspace.Informer
+	locations     *crossspace.Informer
+	customizers   *crossspace.Informer
+	namespaces    *crossspace.Informer
+	crds          cache.SharedIndexInformer
+	resolver      *resolver
 
 	ctx       context.Context
 	mu        sync.Mutex
@@ -87,6 +91,8 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer) *Controlle
 			c.mailboxes.Add(key)
 		}
 	}))
+	crossspace.IndexSyncTargetsByMailbox(c.syncTargets)
+	c.syncerConfigs = clients.Typed(&edgev2alpha1.SyncerConfigList{}, &edgev2alpha1.SyncerConfig{}, cache.ResourceEventHandlerFuncs{})
 	c.locations = clients.Typed(&edgev2alpha1.LocationList{}, &edgev2alpha1.Location{}, crossspace.Enqueue(func(obj any) {
 		if m, ok := obj.(*edgev2alpha1.Location); ok {
 			for _, st := range crossspace.InSpace[*edgev2alpha1.SyncTarget](c.syncTargets, crossspace.SpaceOf(m)) {
@@ -136,24 +142,58 @@ func (c *Controller) enqueueAll() {
 	}
 }
 
-// onResourceEvent routes a workload object or mailbox copy to the mailboxes
-// it concerns.
-func (c *Controller) onResourceEvent(obj any) {
-	m, ok := metaOf(obj)
-	if !ok {
-		return
-	}
-	space := crossspace.SpaceOf(m)
-	if m.GetLabels()[ManagedLabel] == "true" {
-		// A copy changed in a mailbox: make it right again.
-		for _, st := range crossspace.List[*edgev2alpha1.SyncTarget](c.syncTargets) {
-			if st.Status.MailboxSpace == space {
-				c.mailboxes.Add(spaces.Key(crossspace.SpaceOf(st), "", st.Name))
-			}
+// resourceEvents routes events of workload objects and mailbox copies to
+// the mailboxes they concern. Of a copy, only a deletion or a change of
+// what the translator writes matters: its own creations and the status
+// syncers write would only make the mailbox be looked at again for nothing.
+func (c *Controller) resourceEvents() cache.ResourceEventHandlerFuncs {
+	route := func(obj any, copyChanged bool) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
 		}
-		return
+		m, ok := metaOf(obj)
+		if !ok {
+			return
+		}
+		space := crossspace.SpaceOf(m)
+		if m.GetLabels()[ManagedLabel] != "true" {
+			c.enqueueSpace(space)
+			return
+		}
+		if !copyChanged {
+			return
+		}
+		if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, space); ok {
+			c.mailboxes.Add(spaces.Key(crossspace.SpaceOf(st), "", st.Name))
+		}
 	}
-	c.enqueueSpace(space)
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { route(obj, false) },
+		DeleteFunc: func(obj any) { route(obj, true) },
+		UpdateFunc: func(old, obj any) { route(obj, contentChanged(old, obj)) },
+	}
+}
+
+// contentChanged reports whether an update of a copy changed more than its
+// status and bookkeeping metadata.
+func contentChanged(old, obj any) bool {
+	a, okA := old.(*unstructured.Unstructured)
+	b, okB := obj.(*unstructured.Unstructured)
+	if !okA || !okB {
+		return true
+	}
+	clean := func(u *unstructured.Unstructured) map[string]any {
+		c := u.DeepCopy()
+		unstructured.RemoveNestedField(c.Object, "status")
+		for _, f := range []string{"resourceVersion", "managedFields", "generation"} {
+			unstructured.RemoveNestedField(c.Object, "metadata", f)
+		}
+		annotations := c.GetAnnotations()
+		delete(annotations, edgev2alpha1.AssociatedStateAnnotation)
+		c.SetAnnotations(annotations)
+		return c.Object
+	}
+	return !apiequality.Semantic.DeepEqual(clean(a), clean(b))
 }
 
 // informerFor returns the cache of a resource across all spaces, starting
@@ -164,7 +204,7 @@ func (c *Controller) informerFor(gvr schema.GroupVersionResource) *crossspace.In
 	if inf, ok := c.resources[gvr]; ok {
 		return inf
 	}
-	inf := c.clients.DynamicInformer(gvr, "", crossspace.Enqueue(c.onResourceEvent))
+	inf := c.clients.DynamicInformer(gvr, "", c.resourceEvents())
 	c.resources[gvr] = inf
 	go inf.RunWithContext(c.ctx)
 	return inf
@@ -178,7 +218,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
 	ctx = klog.NewContext(ctx, logger)
 	c.ctx = ctx
-	all := []*crossspace.Informer{c.placements, c.slices, c.syncTargets, c.locations, c.customizers, c.namespaces}
+	all := []*crossspace.Informer{c.placements, c.slices, c.syncTargets, c.syncerConfigs, c.locations, c.customizers, c.namespaces}
 	crossspace.Run(ctx, all...)
 	if !crossspace.WaitForSync(ctx, all...) || !cache.WaitForCacheSync(ctx.Done(), c.crds.HasSynced) {
 		return

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
@@ -173,12 +172,10 @@ func (c *Controller) reconcileMailbox(ctx context.Context, key string) (requeue 
 		}
 	}
 
-	cfg := &edgev2alpha1.SyncerConfig{}
-	err = c.clients.Client.Get(spaces.WithSpace(ctx, mailbox), client.ObjectKey{Name: edgev2alpha1.SyncerConfigName}, cfg)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return false, err
+	cfg, exists := crossspace.Get[*edgev2alpha1.SyncerConfig](c.syncerConfigs, mailbox, "", edgev2alpha1.SyncerConfigName)
+	if !exists {
+		cfg = &edgev2alpha1.SyncerConfig{}
 	}
-	exists := err == nil
 
 	// What the mailbox holds now: copies of every resource it holds or held.
 	resources := map[schema.GroupVersionResource]resource{}
@@ -243,7 +240,7 @@ func (c *Controller) reconcileMailbox(ctx context.Context, key string) (requeue 
 	switch {
 	case !exists:
 		cfg = &edgev2alpha1.SyncerConfig{ObjectMeta: metav1.ObjectMeta{Name: edgev2alpha1.SyncerConfigName}, Spec: spec}
-		if err := c.clients.Client.Create(mctx, cfg); err != nil {
+		if err := c.clients.Client.Create(mctx, cfg); err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, err
 		}
 	case !apiequality.Semantic.DeepEqual(cfg.Spec, spec):

@@ -164,17 +164,17 @@ func TestSchedule(t *testing.T) {
 			wantMatching: 1,
 		},
 		{
-			name:      "invalid placement selector",
-			selectors: []metav1.LabelSelector{*labelsSel("env", "prod"), {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Bogus"}}}},
-			locations: []Location{mkLoc("inv", "l", prod, all)},
+			name:        "invalid placement selector",
+			selectors:   []metav1.LabelSelector{*labelsSel("env", "prod"), {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Bogus"}}}},
+			locations:   []Location{mkLoc("inv", "l", prod, all)},
 			syncTargets: map[string][]SyncTarget{"inv": {mkST("inv", "a", nil)}},
-			wantErr:   "spec.locationSelectors[1]: ",
+			wantErr:     "spec.locationSelectors[1]: ",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ep := &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "ep"}, Spec: edgev2alpha1.EdgePlacementSpec{LocationSelectors: tc.selectors}}
 			var asked []string
-			syncTargets := func(space string) []SyncTarget {
+			syncTargets := func(space string, _ *metav1.LabelSelector) []SyncTarget {
 				asked = append(asked, space)
 				return tc.syncTargets[space]
 			}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -43,9 +44,22 @@ func New(clients *crossspace.Clients) *Controller {
 	c := &Controller{clients: clients, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName})}
 	c.placements = clients.Typed(&edgev2alpha1.EdgePlacementList{}, &edgev2alpha1.EdgePlacement{}, crossspace.Enqueue(c.enqueuePlacement))
-	everything := crossspace.Enqueue(func(any) { c.enqueueAll() })
+	// Only what scheduling reads matters: labels, spec, existence — not
+	// status, which syncers update all the time.
+	everything := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.enqueueAll() },
+		DeleteFunc: func(any) { c.enqueueAll() },
+		UpdateFunc: func(old, obj any) {
+			if schedulingChanged(old, obj) {
+				c.enqueueAll()
+			}
+		},
+	}
 	c.locations = clients.Typed(&edgev2alpha1.LocationList{}, &edgev2alpha1.Location{}, everything)
 	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, everything)
+	if err := c.syncTargets.AddIndexers(cache.Indexers{byLabel: labelIndex}); err != nil {
+		panic(err) // only fails once objects are cached
+	}
 	c.slices = clients.Typed(&edgev2alpha1.SinglePlacementSliceList{}, &edgev2alpha1.SinglePlacementSlice{}, crossspace.Enqueue(c.enqueuePlacement))
 	return c
 }
@@ -124,9 +138,9 @@ func (c *Controller) process(ctx context.Context, key string) error {
 	for _, l := range crossspace.List[*edgev2alpha1.Location](c.locations) {
 		locations = append(locations, Location{Space: crossspace.SpaceOf(l), Location: l})
 	}
-	syncTargets := func(space string) []SyncTarget {
+	syncTargets := func(space string, selector *metav1.LabelSelector) []SyncTarget {
 		var out []SyncTarget
-		for _, st := range crossspace.InSpace[*edgev2alpha1.SyncTarget](c.syncTargets, space) {
+		for _, st := range c.candidates(space, selector) {
 			out = append(out, SyncTarget{Space: space, SyncTarget: st})
 		}
 		return out
@@ -176,4 +190,53 @@ func (c *Controller) updateStatus(ctx context.Context, ep *edgev2alpha1.EdgePlac
 		return nil
 	}
 	return c.clients.Client.Status().Update(ctx, updated)
+}
+
+// byLabel indexes SyncTargets by space and each label: "space|key=value".
+const byLabel = "label"
+
+func labelIndex(obj any) ([]string, error) {
+	st, ok := obj.(*edgev2alpha1.SyncTarget)
+	if !ok {
+		return nil, nil
+	}
+	space := crossspace.SpaceOf(st)
+	keys := []string{space + "|"}
+	for k, v := range st.Labels {
+		keys = append(keys, space+"|"+k+"="+v)
+	}
+	return keys, nil
+}
+
+// candidates returns the SyncTargets of a space that may match a selector:
+// through the label index when it has matchLabels, else all of the space.
+func (c *Controller) candidates(space string, selector *metav1.LabelSelector) []*edgev2alpha1.SyncTarget {
+	key := space + "|"
+	if selector != nil {
+		for k, v := range selector.MatchLabels {
+			key = space + "|" + k + "=" + v
+			break
+		}
+	}
+	objs, _ := c.syncTargets.ByIndex(byLabel, key)
+	out := make([]*edgev2alpha1.SyncTarget, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(*edgev2alpha1.SyncTarget))
+	}
+	return out
+}
+
+// schedulingChanged reports whether an update of a Location or SyncTarget
+// can change any placement's destinations.
+func schedulingChanged(old, obj any) bool {
+	switch o := obj.(type) {
+	case *edgev2alpha1.SyncTarget:
+		p, ok := old.(*edgev2alpha1.SyncTarget)
+		return !ok || !apiequality.Semantic.DeepEqual(p.Labels, o.Labels) || p.Spec != o.Spec ||
+			(p.DeletionTimestamp == nil) != (o.DeletionTimestamp == nil)
+	case *edgev2alpha1.Location:
+		p, ok := old.(*edgev2alpha1.Location)
+		return !ok || !apiequality.Semantic.DeepEqual(p.Labels, o.Labels) || !apiequality.Semantic.DeepEqual(p.Spec, o.Spec)
+	}
+	return true
 }

@@ -26,7 +26,9 @@ type SyncTarget struct {
 // SyncTarget selected by a Location that any of the placement's selectors
 // match. A SyncTarget reached through several Locations is one destination
 // (through the first Location by name). The error names an invalid selector.
-func schedule(ep *edgev2alpha1.EdgePlacement, locations []Location, syncTargets func(space string) []SyncTarget) (dests []edgev2alpha1.SinglePlacement, matchingLocations int, err error) {
+// syncTargets returns the SyncTargets of a space that may match a Location's
+// instance selector (a superset: schedule checks the selector).
+func schedule(ep *edgev2alpha1.EdgePlacement, locations []Location, syncTargets func(space string, selector *metav1.LabelSelector) []SyncTarget) (dests []edgev2alpha1.SinglePlacement, matchingLocations int, err error) {
 	var selectors []labels.Selector
 	for i := range ep.Spec.LocationSelectors {
 		sel, err := metav1.LabelSelectorAsSelector(&ep.Spec.LocationSelectors[i])
@@ -54,7 +56,7 @@ func schedule(ep *edgev2alpha1.EdgePlacement, locations []Location, syncTargets 
 		if err != nil {
 			continue // an invalid Location selects nothing; it is the Location's problem
 		}
-		for _, st := range syncTargets(loc.Space) {
+		for _, st := range syncTargets(loc.Space, loc.Spec.InstanceSelector) {
 			key := loc.Space + "/" + st.Name
 			if st.Spec.Unschedulable || st.DeletionTimestamp != nil || seen[key] || !instances.Matches(labels.Set(st.Labels)) {
 				continue

@@ -83,6 +83,7 @@ func New(clients *crossspace.Clients) (*Controller, error) {
 		resources:   map[schema.GroupVersionResource]*crossspace.Informer{},
 	}
 	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, cache.ResourceEventHandlerFuncs{})
+	crossspace.IndexSyncTargetsByMailbox(c.syncTargets)
 	c.syncerConfigs = clients.Typed(&edgev2alpha1.SyncerConfigList{}, &edgev2alpha1.SyncerConfig{}, crossspace.Enqueue(func(obj any) {
 		if cfg, ok := obj.(*edgev2alpha1.SyncerConfig); ok && c.ctx != nil {
 			for _, r := range cfg.Spec.Resources {

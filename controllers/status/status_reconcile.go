@@ -31,11 +31,12 @@ func (c *Controller) reconcile(ctx context.Context, key objectKey) (requeue bool
 		return false, c.pruneCombined(wctx, key, nil)
 	}
 	raw, _ := inf.ByIndex(bySource, sourceKey(key.wds, key.namespace, key.name))
-	mailboxes := c.mailboxIndex()
+	mailboxes := map[string]string{} // mailbox -> SyncTarget name
 	var copies []*unstructured.Unstructured
 	for _, r := range raw {
 		u := r.(*unstructured.Unstructured)
-		if _, ok := mailboxes[crossspace.SpaceOf(u)]; ok {
+		if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, crossspace.SpaceOf(u)); ok {
+			mailboxes[crossspace.SpaceOf(u)] = st.Name
 			copies = append(copies, u)
 		}
 	}
@@ -180,17 +181,6 @@ func combinedNamespace(key objectKey) string {
 		return metav1.NamespaceDefault
 	}
 	return key.namespace
-}
-
-// mailboxIndex maps mailbox spaces to the names of their SyncTargets.
-func (c *Controller) mailboxIndex() map[string]string {
-	out := map[string]string{}
-	for _, st := range crossspace.List[*edgev2alpha1.SyncTarget](c.syncTargets) {
-		if st.Status.MailboxSpace != "" {
-			out[st.Status.MailboxSpace] = st.Name
-		}
-	}
-	return out
 }
 
 // validateCollector reports whether a StatusCollector's expressions compile.

@@ -55,6 +55,7 @@ func New(clients *crossspace.Clients) *Controller {
 			c.queue.Add(key)
 		}
 	}))
+	crossspace.IndexSyncTargetsByMailbox(c.syncTargets)
 	c.syncerConfigs = clients.Typed(&edgev2alpha1.SyncerConfigList{}, &edgev2alpha1.SyncerConfig{}, all)
 	return c
 }
@@ -67,10 +68,8 @@ func (c *Controller) enqueueAll() {
 
 // enqueueMailbox enqueues the SyncTarget of a mailbox.
 func (c *Controller) enqueueMailbox(space string) {
-	for _, st := range crossspace.List[*edgev2alpha1.SyncTarget](c.syncTargets) {
-		if st.Status.MailboxSpace == space {
-			c.queue.Add(spaces.Key(crossspace.SpaceOf(st), "", st.Name))
-		}
+	if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, space); ok {
+		c.queue.Add(spaces.Key(crossspace.SpaceOf(st), "", st.Name))
 	}
 }
 

@@ -47,6 +47,8 @@ type options struct {
 	latencyN     int
 	listN        int
 	readyRepeats int
+	fanTargets   int
+	fanObjects   int
 }
 
 func main() {
@@ -58,6 +60,8 @@ func main() {
 	flag.IntVar(&o.latencyN, "latency-samples", 500, "create-to-watch-event samples")
 	flag.IntVar(&o.listN, "list-objects", 1000, "objects in the listed namespace")
 	flag.IntVar(&o.readyRepeats, "ready-repeats", 5, "cold starts to time")
+	flag.IntVar(&o.fanTargets, "fanout-targets", 1000, "SyncTargets to place objects on (0 skips the fan-out)")
+	flag.IntVar(&o.fanObjects, "fanout-objects", 100, "objects to place on every SyncTarget")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -159,6 +163,20 @@ func run(ctx context.Context, o options) error {
 	}
 	defer s2.stop()
 	rows = append(rows, row{fmt.Sprintf("time to ready, restart with %d spaces", o.spaces), ms(s2.ready), fmt.Sprintf("stop+start %s", time.Since(restart).Round(time.Millisecond))})
+
+	if o.fanTargets > 0 {
+		fs, err := start(ctx, bin, "")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(fs.dataDir)
+		defer fs.stop()
+		fanRows, err := fanout(ctx, fs, o.fanTargets, o.fanObjects, progress)
+		if err != nil {
+			return fmt.Errorf("fan-out (server log: %s): %w", filepath.Join(fs.dataDir, "server.log"), err)
+		}
+		rows = append(rows, fanRows...)
+	}
 
 	w := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(w, "METRIC\tVALUE\tNOTE")

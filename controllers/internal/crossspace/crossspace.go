@@ -201,3 +201,28 @@ const Resync = 10 * time.Minute
 
 // CoreNamespace is the GVR of Namespaces.
 var CoreNamespace = corev1.SchemeGroupVersion.WithResource("namespaces")
+
+// ByMailbox indexes SyncTargets by their mailbox space.
+const ByMailbox = "mailbox"
+
+// IndexSyncTargetsByMailbox adds the ByMailbox index to a SyncTarget informer.
+func IndexSyncTargetsByMailbox(inf *Informer) {
+	if err := inf.AddIndexers(cache.Indexers{ByMailbox: func(obj any) ([]string, error) {
+		if st, ok := obj.(*edgev2alpha1.SyncTarget); ok && st.Status.MailboxSpace != "" {
+			return []string{st.Status.MailboxSpace}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		panic(err) // only fails once objects are cached
+	}
+}
+
+// SyncTargetOfMailbox returns the SyncTarget whose mailbox is a space.
+func SyncTargetOfMailbox(inf *Informer, mailbox string) (*edgev2alpha1.SyncTarget, bool) {
+	objs, _ := inf.ByIndex(ByMailbox, mailbox)
+	if len(objs) == 0 {
+		return nil, false
+	}
+	st, ok := objs[0].(*edgev2alpha1.SyncTarget)
+	return st, ok
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
+	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
+)
+
+// fanout places objects on many SyncTargets and measures how long until
+// every mailbox copy exists, and how long one update takes to reach them all.
+func fanout(ctx context.Context, s *server, targets, objects int, progress func(string, ...any)) ([]row, error) {
+	root := s.config(spaces.Root)
+	dyn := dynamic.NewForConfigOrDie(root)
+	for _, name := range []string{"bench-inv", "bench-wds"} {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(tenancyv1alpha1.SchemeGroupVersion.String())
+		u.SetKind("Space")
+		u.SetName(name)
+		if _, err := dyn.Resource(spacecontroller.SpacesGVR).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	wds := kubernetes.NewForConfigOrDie(s.config("bench-wds"))
+	if err := waitFor(ctx, func() bool {
+		_, err := wds.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+		return err == nil
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := wds.CoreV1().Namespaces().Create(ctx, namespace("fan"), metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	for i := range objects {
+		cm := configMap(fmt.Sprintf("obj-%03d", i))
+		cm.Data["version"] = "1"
+		if _, err := wds.CoreV1().ConfigMaps("fan").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+	}
+
+	// Count copies as they appear, with one watch across all spaces.
+	wildcard := rest.CopyConfig(root)
+	wildcard.Host += spaces.PathPrefix + spaces.Wildcard
+	all := kubernetes.NewForConfigOrDie(wildcard)
+	w, err := all.CoreV1().ConfigMaps("").Watch(ctx, metav1.ListOptions{LabelSelector: "edge.kubestellar.io/placement-copy=true"})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+
+	progress("creating %d SyncTargets and Locations", targets)
+	inv := dynamic.NewForConfigOrDie(s.config("bench-inv"))
+	stGVR := edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")
+	locGVR := edgev2alpha1.SchemeGroupVersion.WithResource("locations")
+	if _, err := parallel(16, targets, func(i int) error {
+		name := fmt.Sprintf("edge-%04d", i)
+		st := obj("SyncTarget", name, map[string]any{"env": "bench", "name": name}, nil)
+		if _, err := inv.Resource(stGVR).Create(ctx, st, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		loc := obj("Location", name, map[string]any{"env": "bench"}, map[string]any{
+			"resource":         map[string]any{"group": edgev2alpha1.GroupName, "version": "v2alpha1", "resource": "synctargets"},
+			"instanceSelector": map[string]any{"matchLabels": map[string]any{"name": name}},
+		})
+		_, err := inv.Resource(locGVR).Create(ctx, loc, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+
+	progress("placing %d objects on %d SyncTargets (%d copies)", objects, targets, objects*targets)
+	began := time.Now()
+	ep := &edgev2alpha1.EdgePlacement{
+		TypeMeta:   metav1.TypeMeta{APIVersion: edgev2alpha1.SchemeGroupVersion.String(), Kind: "EdgePlacement"},
+		ObjectMeta: metav1.ObjectMeta{Name: "fan"},
+		Spec: edgev2alpha1.EdgePlacementSpec{
+			LocationSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"env": "bench"}}},
+			Downsync:          []edgev2alpha1.DownsyncClause{{APIGroup: ptr.To(""), Resources: []string{"configmaps"}, Namespaces: []string{"fan"}}},
+		},
+	}
+	u, err := toUnstructured(ep)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dynamic.NewForConfigOrDie(s.config("bench-wds")).Resource(edgev2alpha1.SchemeGroupVersion.WithResource("edgeplacements")).
+		Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	want := targets * objects
+	seen := map[string]bool{}
+	lastReport := time.Now()
+	for len(seen) < want {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil, fmt.Errorf("watch ended after %d of %d copies", len(seen), want)
+			}
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Added {
+				seen[cm.Annotations[spaces.Annotation]+"/"+cm.Name] = true
+			}
+		case <-time.After(5 * time.Minute):
+			return nil, fmt.Errorf("only %d of %d copies after 5 minutes without progress", len(seen), want)
+		}
+		if time.Since(lastReport) > 10*time.Second {
+			progress("%d of %d copies after %s", len(seen), want, time.Since(began).Round(time.Second))
+			lastReport = time.Now()
+		}
+	}
+	fanTook := time.Since(began)
+	rss := s.rss()
+
+	progress("updating one object")
+	cm, err := wds.CoreV1().ConfigMaps("fan").Get(ctx, "obj-000", metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	cm.Data["version"] = "2"
+	began = time.Now()
+	if _, err := wds.CoreV1().ConfigMaps("fan").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		return nil, err
+	}
+	updated := map[string]bool{}
+	for len(updated) < targets {
+		select {
+		case ev := <-w.ResultChan():
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && cm.Name == "obj-000" && cm.Data["version"] == "2" {
+				updated[cm.Annotations[spaces.Annotation]] = true
+			}
+		case <-time.After(5 * time.Minute):
+			return nil, fmt.Errorf("the update reached only %d of %d mailboxes", len(updated), targets)
+		}
+	}
+	updateTook := time.Since(began)
+	return []row{
+		{fmt.Sprintf("fan-out: %d objects × %d SyncTargets", objects, targets), fanTook.Round(time.Millisecond).String(),
+			fmt.Sprintf("%d copies, %.0f copies/s; target ≤ 120 s", want, float64(want)/fanTook.Seconds())},
+		{"server RSS after fan-out", mib(rss), "target ≤ 1 GiB"},
+		{fmt.Sprintf("one update → all %d mailboxes", targets), updateTook.Round(time.Millisecond).String(), ""},
+	}, nil
+}
+
+func obj(kind, name string, labels map[string]any, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": edgev2alpha1.SchemeGroupVersion.String(), "kind": kind,
+		"metadata": map[string]any{"name": name, "labels": labels}}}
+	if spec != nil {
+		u.Object["spec"] = spec
+	}
+	return u
+}
+
+func toUnstructured(o any) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+func waitFor(ctx context.Context, cond func() bool) error {
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
