@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -46,8 +47,8 @@ func (d destination) lookup(key string) (string, bool) {
 func customize(obj *unstructured.Unstructured, cust *edgev2alpha1.Customizer, expand bool, dest destination) error {
 	if cust != nil {
 		for i, r := range cust.Replacements {
-			var value any
-			if err := json.Unmarshal(r.Value.Raw, &value); err != nil {
+			value, err := decodeJSON(r.Value.Raw)
+			if err != nil {
 				return fmt.Errorf("Customizer %s replacements[%d].value is not JSON: %w", cust.Name, i, err)
 			}
 			if err := setPath(obj.Object, r.Path, value); err != nil {
@@ -154,6 +155,9 @@ func parsePath(path string) ([]pathStep, error) {
 	for i := 0; i < len(p); {
 		switch p[i] {
 		case '.':
+			if i+1 < len(p) && p[i+1] == '.' {
+				return nil, fmt.Errorf("recursive descent (..) is not supported: name the field's full path")
+			}
 			i++
 		case '[':
 			end := strings.IndexByte(p[i:], ']')
@@ -237,4 +241,43 @@ func setPath(obj map[string]any, path string, value any) error {
 		cur = next
 	}
 	return nil
+}
+
+// decodeJSON decodes a value as unstructured objects hold them: integers as
+// int64 (exactly, however large), other numbers as float64.
+func decodeJSON(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return fromNumbers(v)
+}
+
+func fromNumbers(v any) (any, error) {
+	switch t := v.(type) {
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i, nil
+		}
+		return t.Float64()
+	case map[string]any:
+		for k, item := range t {
+			converted, err := fromNumbers(item)
+			if err != nil {
+				return nil, err
+			}
+			t[k] = converted
+		}
+	case []any:
+		for i, item := range t {
+			converted, err := fromNumbers(item)
+			if err != nil {
+				return nil, err
+			}
+			t[i] = converted
+		}
+	}
+	return v, nil
 }

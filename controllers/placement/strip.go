@@ -1,6 +1,7 @@
 package placement
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
@@ -45,8 +46,12 @@ func strip(obj *unstructured.Unstructured) *unstructured.Unstructured {
 
 	switch out.GroupVersionKind().GroupKind().String() {
 	case "Service":
-		unstructured.RemoveNestedField(out.Object, "spec", "clusterIP")
-		unstructured.RemoveNestedField(out.Object, "spec", "clusterIPs")
+		// "None" is a headless Service, asked for by the user, not an
+		// allocated address: it travels.
+		if ip, _, _ := unstructured.NestedString(out.Object, "spec", "clusterIP"); ip != corev1.ClusterIPNone {
+			unstructured.RemoveNestedField(out.Object, "spec", "clusterIP")
+			unstructured.RemoveNestedField(out.Object, "spec", "clusterIPs")
+		}
 		unstructured.RemoveNestedField(out.Object, "spec", "healthCheckNodePort")
 		if ports, ok, _ := unstructured.NestedSlice(out.Object, "spec", "ports"); ok {
 			for _, p := range ports {

@@ -109,7 +109,6 @@ func TestStrip(t *testing.T) {
 // allocated address: dropping it makes the edge allocate an IP and the
 // Service stops being headless (StatefulSet pod DNS names break).
 func TestStripKeepsHeadlessService(t *testing.T) {
-	t.Skip("BUG: strip removes spec.clusterIP and spec.clusterIPs even when they are \"None\", turning a headless Service into a ClusterIP one")
 	in := mustUnstructured(t, `{"apiVersion":"v1","kind":"Service","metadata":{"name":"db"},
 		"spec":{"clusterIP":"None","clusterIPs":["None"],"selector":{"app":"db"},"ports":[{"port":5432}]}}`)
 	out := strip(in)

@@ -50,8 +50,9 @@ type DownsyncClause struct {
 	APIGroup *string `json:"apiGroup,omitempty"`
 	// Resources are lower-case plural resource names.
 	Resources []string `json:"resources"`
-	// Namespaces the objects are in; empty means any (and cluster-scoped
-	// objects match only when Namespaces and NamespaceSelectors are empty).
+	// Namespaces the objects are in; empty or "*" means any. Cluster-scoped
+	// objects match only when Namespaces is empty or "*" and there are no
+	// NamespaceSelectors.
 	// +optional
 	Namespaces []string `json:"namespaces,omitempty"`
 	// NamespaceSelectors select the namespaces, by their labels.
