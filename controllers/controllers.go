@@ -32,16 +32,20 @@ func Start(ctx context.Context, root *rest.Config) error {
 		return err
 	}
 	crds := apiextensionsinformers.NewSharedInformerFactory(ext, crossspace.Resync)
-	translator := placement.New(clients, crds.Apiextensions().V1().CustomResourceDefinitions().Informer())
+	// Workload objects and their mailbox copies are cached once, for both
+	// the translator and the status controller.
+	resources := clients.NewSharedDynamic()
+	translator := placement.New(clients, crds.Apiextensions().V1().CustomResourceDefinitions().Informer(), resources)
+	statusCtl, err := status.New(clients, resources)
+	if err != nil {
+		return err
+	}
+	resources.Start(ctx)
 	crds.Start(ctx.Done())
 
 	go scheduler.New(clients).Run(ctx, 2)
 	go mailbox.New(clients).Run(ctx, 2)
 	go translator.Run(ctx, 4)
-	statusCtl, err := status.New(clients)
-	if err != nil {
-		return err
-	}
 	go statusCtl.Run(ctx, 2)
 	go upsync.New(clients).Run(ctx, 2)
 	klog.FromContext(ctx).V(2).Info("started workload-management controllers")

@@ -57,7 +57,8 @@ func SplitKey(key string) (space, namespace, name string, err error) {
 // of the same name would overwrite each other there.
 func NewInformer(lw cache.ListerWatcher, objType runtime.Object, resync time.Duration, handler cache.ResourceEventHandler) (cache.Indexer, cache.Controller) {
 	indexer := cache.NewIndexer(KeyFunc, cache.Indexers{})
-	fifo := cache.NewDeltaFIFOWithOptions(cache.DeltaFIFOOptions{KeyFunction: KeyFunc, KnownObjects: indexer, EmitDeltaTypeReplaced: true})
+	fifo := cache.NewDeltaFIFOWithOptions(cache.DeltaFIFOOptions{KeyFunction: KeyFunc, KnownObjects: indexer, EmitDeltaTypeReplaced: true,
+		Transformer: dropManagedFields})
 	cfg := &cache.Config{
 		Queue:            fifo,
 		ListerWatcher:    lw,
@@ -96,4 +97,13 @@ func NewInformer(lw cache.ListerWatcher, objType runtime.Object, resync time.Dur
 		},
 	}
 	return indexer, cache.New(cfg)
+}
+
+// dropManagedFields removes what no controller reads and what is often half
+// of an object's size, before the object is cached.
+func dropManagedFields(obj any) (any, error) {
+	if accessor, err := meta.Accessor(obj); err == nil {
+		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
 }

@@ -54,15 +54,15 @@ type Controller struct {
 	crds          cache.SharedIndexInformer
 	resolver      *resolver
 
-	ctx       context.Context
 	mu        sync.Mutex
-	resources map[schema.GroupVersionResource]*crossspace.Informer
+	resources *crossspace.SharedDynamic
 	// problems[placement][mailbox] are what kept copies from being written.
 	problems map[string]map[string][]problem
 }
 
-// New returns the controller. crds is an informer on CRDs (which are global).
-func New(clients *crossspace.Clients, crds cache.SharedIndexInformer) *Controller {
+// New returns the controller. crds is an informer on CRDs (which are global);
+// resources are the caches of workload objects and copies it shares.
+func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources *crossspace.SharedDynamic) *Controller {
 	rl := func() workqueue.TypedRateLimiter[string] {
 		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 30*time.Second)
 	}
@@ -72,9 +72,10 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer) *Controlle
 		statuses:  workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-status"}),
 		crds:      crds,
 		resolver:  &resolver{disco: clients.Discovery},
-		resources: map[schema.GroupVersionResource]*crossspace.Informer{},
+		resources: resources,
 		problems:  map[string]map[string][]problem{},
 	}
+	resources.AddHandler(func(schema.GroupVersionResource) cache.ResourceEventHandler { return c.resourceEvents() })
 	c.placements = clients.Typed(&edgev2alpha1.EdgePlacementList{}, &edgev2alpha1.EdgePlacement{}, crossspace.Enqueue(func(obj any) {
 		if m, ok := obj.(*edgev2alpha1.EdgePlacement); ok {
 			c.enqueueSpace(crossspace.SpaceOf(m))
@@ -196,18 +197,9 @@ func contentChanged(old, obj any) bool {
 	return !apiequality.Semantic.DeepEqual(clean(a), clean(b))
 }
 
-// informerFor returns the cache of a resource across all spaces, starting
-// it on first use.
+// informerFor returns the cache of a resource across all spaces.
 func (c *Controller) informerFor(gvr schema.GroupVersionResource) *crossspace.Informer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if inf, ok := c.resources[gvr]; ok {
-		return inf
-	}
-	inf := c.clients.DynamicInformer(gvr, "", c.resourceEvents())
-	c.resources[gvr] = inf
-	go inf.RunWithContext(c.ctx)
-	return inf
+	return c.resources.For(gvr)
 }
 
 // Run translates until ctx is done.
@@ -217,7 +209,6 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer c.statuses.ShutDown()
 	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
 	ctx = klog.NewContext(ctx, logger)
-	c.ctx = ctx
 	all := []*crossspace.Informer{c.placements, c.slices, c.syncTargets, c.syncerConfigs, c.locations, c.customizers, c.namespaces}
 	crossspace.Run(ctx, all...)
 	if !crossspace.WaitForSync(ctx, all...) || !cache.WaitForCacheSync(ctx.Done(), c.crds.HasSynced) {

@@ -16,7 +16,6 @@ package status
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,13 +60,12 @@ type Controller struct {
 	combined      *crossspace.Informer
 	compiler      *compiler
 
-	ctx       context.Context
-	mu        sync.Mutex
-	resources map[schema.GroupVersionResource]*crossspace.Informer
+	resources *crossspace.SharedDynamic
 }
 
-// New returns the controller.
-func New(clients *crossspace.Clients) (*Controller, error) {
+// New returns the controller; resources are the caches of workload objects
+// and copies it shares.
+func New(clients *crossspace.Clients, resources *crossspace.SharedDynamic) (*Controller, error) {
 	comp, err := newCompiler()
 	if err != nil {
 		return nil, err
@@ -80,12 +78,16 @@ func New(clients *crossspace.Clients) (*Controller, error) {
 		compiler:    comp,
 		objects:     workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[objectKey]{Name: ControllerName}),
 		collectorsQ: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-collectors"}),
-		resources:   map[schema.GroupVersionResource]*crossspace.Informer{},
+		resources:   resources,
 	}
+	resources.AddIndexers(cache.Indexers{bySource: indexBySource})
+	resources.AddHandler(func(gvr schema.GroupVersionResource) cache.ResourceEventHandler {
+		return crossspace.Enqueue(func(obj any) { c.onEvent(gvr, obj) })
+	})
 	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, cache.ResourceEventHandlerFuncs{})
 	crossspace.IndexSyncTargetsByMailbox(c.syncTargets)
 	c.syncerConfigs = clients.Typed(&edgev2alpha1.SyncerConfigList{}, &edgev2alpha1.SyncerConfig{}, crossspace.Enqueue(func(obj any) {
-		if cfg, ok := obj.(*edgev2alpha1.SyncerConfig); ok && c.ctx != nil {
+		if cfg, ok := obj.(*edgev2alpha1.SyncerConfig); ok {
 			for _, r := range cfg.Spec.Resources {
 				c.informerFor(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
 			}
@@ -101,31 +103,22 @@ func New(clients *crossspace.Clients) (*Controller, error) {
 	return c, nil
 }
 
-// informerFor returns the cache of a resource across all spaces, indexed by
-// source object, starting it on first use.
+// informerFor returns the cache of a resource across all spaces.
 func (c *Controller) informerFor(gvr schema.GroupVersionResource) *crossspace.Informer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if inf, ok := c.resources[gvr]; ok {
-		return inf
+	return c.resources.For(gvr)
+}
+
+// indexBySource indexes mailbox copies by the WDS object they copy.
+func indexBySource(obj any) ([]string, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || u.GetLabels()[placement.ManagedLabel] != "true" {
+		return nil, nil
 	}
-	inf := c.clients.DynamicInformer(gvr, "", crossspace.Enqueue(func(obj any) { c.onEvent(gvr, obj) }))
-	if err := inf.AddIndexers(cache.Indexers{bySource: func(obj any) ([]string, error) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok || u.GetLabels()[placement.ManagedLabel] != "true" {
-			return nil, nil
-		}
-		src := u.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation]
-		if src == "" {
-			return nil, nil
-		}
-		return []string{sourceKey(src, u.GetNamespace(), u.GetName())}, nil
-	}}); err != nil {
-		panic(err) // only fails once objects are cached
+	src := u.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation]
+	if src == "" {
+		return nil, nil
 	}
-	c.resources[gvr] = inf
-	go inf.RunWithContext(c.ctx)
-	return inf
+	return []string{sourceKey(src, u.GetNamespace(), u.GetName())}, nil
 }
 
 func (c *Controller) onEvent(gvr schema.GroupVersionResource, obj any) {
@@ -144,13 +137,11 @@ func (c *Controller) onEvent(gvr schema.GroupVersionResource, obj any) {
 }
 
 func (c *Controller) enqueueAllCopies() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for gvr, inf := range c.resources {
+	c.resources.Each(func(gvr schema.GroupVersionResource, inf *crossspace.Informer) {
 		for _, obj := range inf.List() {
 			c.onEvent(gvr, obj)
 		}
-	}
+	})
 }
 
 // Run returns status until ctx is done.
@@ -160,7 +151,6 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer c.collectorsQ.ShutDown()
 	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
 	ctx = klog.NewContext(ctx, logger)
-	c.ctx = ctx
 	all := []*crossspace.Informer{c.syncTargets, c.syncerConfigs, c.collectors, c.combined}
 	crossspace.Run(ctx, all...)
 	if !crossspace.WaitForSync(ctx, all...) {
