@@ -82,7 +82,16 @@ func New(clients *crossspace.Clients, resources *crossspace.SharedDynamic) (*Con
 	}
 	resources.AddIndexers(cache.Indexers{bySource: indexBySource})
 	resources.AddHandler(func(gvr schema.GroupVersionResource) cache.ResourceEventHandler {
-		return crossspace.Enqueue(func(obj any) { c.onEvent(gvr, obj) })
+		return cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onEvent(gvr, obj, nil) },
+			UpdateFunc: func(old, obj any) { c.onEvent(gvr, obj, old) },
+			DeleteFunc: func(obj any) {
+				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				c.onEvent(gvr, obj, obj)
+			},
+		}
 	})
 	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, cache.ResourceEventHandlerFuncs{})
 	crossspace.IndexSyncTargetsByMailbox(c.syncTargets)
@@ -121,13 +130,20 @@ func indexBySource(obj any) ([]string, error) {
 	return []string{sourceKey(src, u.GetNamespace(), u.GetName())}, nil
 }
 
-func (c *Controller) onEvent(gvr schema.GroupVersionResource, obj any) {
+// onEvent enqueues the WDS object an event concerns. A copy that carries
+// no reported status, no singleton request and no status collectors (nor
+// did before) cannot change anything this controller writes.
+func (c *Controller) onEvent(gvr schema.GroupVersionResource, obj, old any) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return
 	}
 	wds := crossspace.SpaceOf(u)
 	if u.GetLabels()[placement.ManagedLabel] == "true" {
+		prev, _ := old.(*unstructured.Unstructured)
+		if !relevant(u) && (prev == nil || !relevant(prev)) {
+			return
+		}
 		wds = u.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation]
 		if wds == "" {
 			return
@@ -139,7 +155,7 @@ func (c *Controller) onEvent(gvr schema.GroupVersionResource, obj any) {
 func (c *Controller) enqueueAllCopies() {
 	c.resources.Each(func(gvr schema.GroupVersionResource, inf *crossspace.Informer) {
 		for _, obj := range inf.List() {
-			c.onEvent(gvr, obj)
+			c.onEvent(gvr, obj, obj)
 		}
 	})
 }
@@ -208,4 +224,14 @@ func (c *Controller) collectorWorker(ctx context.Context) {
 		}
 		c.collectorsQ.Done(key)
 	}
+}
+
+// relevant reports whether a copy carries anything status return reads.
+func relevant(u *unstructured.Unstructured) bool {
+	if status, ok := u.Object["status"].(map[string]any); ok && len(status) > 0 {
+		return true
+	}
+	annotations := u.GetAnnotations()
+	return annotations[edgev2alpha1.WantSingletonAnnotation] != "" || annotations[edgev2alpha1.StatusCollectorsAnnotation] != "" ||
+		annotations[edgev2alpha1.AssociatedStateAnnotation] != ""
 }

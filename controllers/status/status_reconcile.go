@@ -32,20 +32,30 @@ func (c *Controller) reconcile(ctx context.Context, key objectKey) (requeue bool
 	}
 	raw, _ := inf.ByIndex(bySource, sourceKey(key.wds, key.namespace, key.name))
 	mailboxes := map[string]string{} // mailbox -> SyncTarget name
-	var copies []*unstructured.Unstructured
+	type located struct {
+		space string
+		obj   *unstructured.Unstructured
+	}
+	var found []located
 	for _, r := range raw {
 		u := r.(*unstructured.Unstructured)
-		if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, crossspace.SpaceOf(u)); ok {
-			mailboxes[crossspace.SpaceOf(u)] = st.Name
-			copies = append(copies, u)
+		space := crossspace.SpaceOf(u)
+		if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, space); ok {
+			mailboxes[space] = st.Name
+			found = append(found, located{space, u})
 		}
 	}
-	sort.Slice(copies, func(i, j int) bool { return crossspace.SpaceOf(copies[i]) < crossspace.SpaceOf(copies[j]) })
+	sort.Slice(found, func(i, j int) bool { return found[i].space < found[j].space })
+	copies := make([]*unstructured.Unstructured, len(found))
+	spacesOf := make([]string, len(found))
+	for i, f := range found {
+		copies[i], spacesOf[i] = f.obj, f.space
+	}
 
 	rows := make([]row, 0, len(copies))
 	singleton, reported := false, 0
-	for _, cp := range copies {
-		r := row{Inventory: mailboxes[crossspace.SpaceOf(cp)]}
+	for i, cp := range copies {
+		r := row{Inventory: mailboxes[spacesOf[i]]}
 		if s, ok := cp.Object["status"].(map[string]any); ok && len(s) > 0 {
 			r.Status = s
 			reported++
