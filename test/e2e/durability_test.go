@@ -3,6 +3,7 @@ package e2e
 import (
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -76,6 +77,28 @@ func TestSpaceDeletionAndAccessControl(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	// Probes are open; metrics need a token.
+	for _, path := range []string{"/healthz", "/livez", "/readyz", "/version"} {
+		resp, err := insecure.Get(base + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+	}
+	resp, err = insecure.Get(base + "/metrics")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	req, err := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+cfg.AuthInfos["kubestellar-admin"].Token)
+	resp, err = insecure.Do(req)
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(metrics), "apiserver_request_total", "Prometheus metrics are served")
+
 	anon := filepath.Join(t.TempDir(), "anon.kubeconfig")
 	cfg.AuthInfos["kubestellar-admin"].Token = "not-the-token"
 	require.NoError(t, clientcmd.WriteToFile(*cfg, anon))
