@@ -133,7 +133,7 @@ func (c *Controller) reconcileMailbox(ctx context.Context, key string) (requeue 
 			if loc != nil {
 				dest.location = loc
 			}
-			notSynced, probs := c.select_(ctx, wds, ep, dest, desired, crdNames)
+			notSynced, probs := c.selectFor(ctx, wds, ep, dest, desired, crdNames)
 			if notSynced {
 				return true, nil
 			}
@@ -256,10 +256,10 @@ func (c *Controller) reconcileMailbox(ctx context.Context, key string) (requeue 
 	return false, nil
 }
 
-// select_ adds what one placement selects for one destination to desired,
+// selectFor adds what one placement selects for one destination to desired,
 // and returns the problems met. notSynced means a cache it needs is not
 // ready yet.
-func (c *Controller) select_(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, dest destination,
+func (c *Controller) selectFor(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, dest destination,
 	desired map[string]*desiredCopy, crdNames map[string]bool) (notSynced bool, problems []problem) {
 	namespaceLabels := func(ns string) (map[string]string, bool) {
 		n, ok := crossspace.Get[*corev1.Namespace](c.namespaces, wds, "", ns)

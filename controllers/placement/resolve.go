@@ -113,16 +113,3 @@ func (r *resolver) resolve(group *string, names []string) ([]resource, error) {
 	}
 	return out, nil
 }
-
-// lookupGVR returns a served resource by its group, version and resource.
-func (r *resolver) lookupGVR(gvr schema.GroupVersionResource) (resource, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_ = r.refresh(false)
-	for _, res := range r.resources {
-		if res.GroupVersionResource == gvr {
-			return res, true
-		}
-	}
-	return resource{}, false
-}
