@@ -49,10 +49,10 @@ func customize(obj *unstructured.Unstructured, cust *edgev2alpha1.Customizer, ex
 		for i, r := range cust.Replacements {
 			value, err := decodeJSON(r.Value.Raw)
 			if err != nil {
-				return fmt.Errorf("Customizer %s replacements[%d].value is not JSON: %w", cust.Name, i, err)
+				return fmt.Errorf("replacements[%d].value of Customizer %s is not JSON: %w", i, cust.Name, err)
 			}
 			if err := setPath(obj.Object, r.Path, value); err != nil {
-				return fmt.Errorf("Customizer %s replacements[%d].path %q: %w", cust.Name, i, r.Path, err)
+				return fmt.Errorf("replacements[%d].path %q of Customizer %s: %w", i, r.Path, cust.Name, err)
 			}
 		}
 	}

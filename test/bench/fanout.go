@@ -185,4 +185,3 @@ func waitFor(ctx context.Context, cond func() bool) error {
 	}
 	return nil
 }
-

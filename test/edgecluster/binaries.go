@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -535,5 +534,3 @@ func (t *tailBuffer) String() string {
 func since(t time.Time) time.Duration {
 	return time.Since(t).Round(100 * time.Millisecond)
 }
-
-var errUnsupported = errors.New("edgecluster runs on Unix-like systems only")

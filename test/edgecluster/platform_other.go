@@ -4,6 +4,7 @@ package edgecluster
 
 import (
 	"context"
+	"errors"
 	"syscall"
 )
 
@@ -14,3 +15,5 @@ func signalGroup(int, syscall.Signal) error { return errUnsupported }
 func processExists(int) bool { return false }
 
 func sysProcAttr() *syscall.SysProcAttr { return nil }
+
+var errUnsupported = errors.New("edgecluster runs on Unix-like systems only")

@@ -19,8 +19,6 @@ import (
 	"github.com/kubestellar/kubestellar/test/harness"
 )
 
-var deploymentsGVR = appsv1.SchemeGroupVersion.WithResource("deployments")
-
 // report writes into a mailbox copy what a syncer would: the edge's status
 // and the state of the Deployment's pods.
 func report(t *testing.T, s *harness.InProcess, mailbox, ns, name string, available int32, phases map[string]int64) {
