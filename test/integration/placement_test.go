@@ -236,6 +236,18 @@ func TestPlacementTranslator(t *testing.T) {
 	common = []string{"namespaces common", "configmaps common/settings", "deployments common/web"}
 	waitContents(t, s, mb1, common...)
 
+	// Labels change: the namespace loses the label the ConfigMap clause
+	// selects on, and its ConfigMaps leave the mailboxes; they come back
+	// with the label.
+	commonNS := &corev1.Namespace{}
+	require.NoError(t, c.Get(w, client.ObjectKey{Name: "common"}, commonNS))
+	delete(commonNS.Labels, "app")
+	require.NoError(t, c.Update(w, commonNS))
+	waitContents(t, s, mb1, "namespaces common", "deployments common/web")
+	commonNS.Labels = map[string]string{"app": "common"}
+	require.NoError(t, c.Update(w, commonNS))
+	waitContents(t, s, mb1, common...)
+
 	// Overlapping placements add up without duplicates; create-only copies
 	// are never overwritten.
 	require.NoError(t, c.Create(w, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "seed", Namespace: "common"}, Data: map[string]string{"v": "1"}}))
