@@ -212,13 +212,15 @@ func TestPlacementTranslator(t *testing.T) {
 	cm := &corev1.ConfigMap{}
 	require.NoError(t, c.Get(w, client.ObjectKey{Namespace: "common", Name: "settings"}, cm))
 	cm.Data["new"] = "value"
+	delete(cm.Data, "zone")
 	require.NoError(t, c.Update(w, cm))
 	for _, mb := range []string{mb1, mb2} {
 		eventually(t, 30*time.Second, func() (bool, error) {
 			got := &corev1.ConfigMap{}
 			err := c.Get(in(mb), client.ObjectKey{Namespace: "common", Name: "settings"}, got)
-			return err == nil && got.Data["new"] == "value", err
-		}, "the update to reach %s", mb)
+			_, stale := got.Data["zone"]
+			return err == nil && got.Data["new"] == "value" && !stale, err
+		}, "the update, with a key removed, to reach %s", mb)
 	}
 
 	// Relabel the special Location: the special workload leaves edge2's mailbox.
