@@ -57,27 +57,13 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	logger.Info("started controller")
 	for range workers {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			crossspace.Work(ctx, c.queue, "keeping mailbox failed, will retry", func(ctx context.Context, key string) (bool, error) {
+				return false, c.process(ctx, key)
+			}, crossspace.Conflicts)
+		}, time.Second)
 	}
 	<-ctx.Done()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for {
-		key, quit := c.queue.Get()
-		if quit {
-			return
-		}
-		if err := c.process(ctx, key); err != nil {
-			if !apierrors.IsConflict(err) {
-				klog.FromContext(ctx).Error(err, "keeping mailbox failed, will retry", "syncTarget", key)
-			}
-			c.queue.AddRateLimited(key)
-		} else {
-			c.queue.Forget(key)
-		}
-		c.queue.Done(key)
-	}
 }
 
 func (c *Controller) process(ctx context.Context, key string) error {

@@ -216,50 +216,19 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	logger.Info("started controller")
 	for range workers {
-		go wait.UntilWithContext(ctx, c.mailboxWorker, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			crossspace.Work(ctx, c.mailboxes, "translating placements into mailbox failed, will retry", c.reconcileMailbox,
+				func(err error) bool { return apierrors.IsConflict(err) || errors.Is(err, errRetryLater) })
+		}, time.Second)
 	}
-	go wait.UntilWithContext(ctx, c.statusWorker, time.Second)
+	go wait.UntilWithContext(ctx, func(ctx context.Context) {
+		crossspace.Work(ctx, c.statuses, "updating placement status failed, will retry", func(ctx context.Context, key string) (bool, error) {
+			err := c.updatePlacementStatus(ctx, key)
+			if apierrors.IsNotFound(err) {
+				return false, nil // the placement is gone
+			}
+			return false, err
+		}, crossspace.Conflicts)
+	}, time.Second)
 	<-ctx.Done()
-}
-
-func (c *Controller) mailboxWorker(ctx context.Context) {
-	for {
-		key, quit := c.mailboxes.Get()
-		if quit {
-			return
-		}
-		requeue, err := c.reconcileMailbox(ctx, key)
-		switch {
-		case err != nil:
-			if !apierrors.IsConflict(err) && !errors.Is(err, errRetryLater) {
-				klog.FromContext(ctx).Error(err, "translating placements into mailbox failed, will retry", "syncTarget", key)
-			}
-			c.mailboxes.AddRateLimited(key)
-		case requeue:
-			c.mailboxes.AddAfter(key, 100*time.Millisecond)
-		default:
-			c.mailboxes.Forget(key)
-		}
-		c.mailboxes.Done(key)
-	}
-}
-
-func (c *Controller) statusWorker(ctx context.Context) {
-	for {
-		key, quit := c.statuses.Get()
-		if quit {
-			return
-		}
-		if err := c.updatePlacementStatus(ctx, key); err != nil {
-			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-				klog.FromContext(ctx).Error(err, "updating placement status failed, will retry", "placement", key)
-			}
-			if !apierrors.IsNotFound(err) {
-				c.statuses.AddRateLimited(key)
-			}
-		} else {
-			c.statuses.Forget(key)
-		}
-		c.statuses.Done(key)
-	}
 }

@@ -93,28 +93,13 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	logger.Info("started controller")
 	for range workers {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			crossspace.Work(ctx, c.queue, "scheduling failed, will retry", func(ctx context.Context, key string) (bool, error) {
+				return false, c.process(ctx, key)
+			}, crossspace.Conflicts)
+		}, time.Second)
 	}
 	<-ctx.Done()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for {
-		key, quit := c.queue.Get()
-		if quit {
-			return
-		}
-		err := c.process(ctx, key)
-		if err != nil && !apierrors.IsConflict(err) {
-			klog.FromContext(ctx).Error(err, "scheduling failed, will retry", "placement", key)
-			c.queue.AddRateLimited(key)
-		} else if apierrors.IsConflict(err) {
-			c.queue.AddRateLimited(key)
-		} else {
-			c.queue.Forget(key)
-		}
-		c.queue.Done(key)
-	}
 }
 
 func (c *Controller) process(ctx context.Context, key string) error {

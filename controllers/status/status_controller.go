@@ -18,7 +18,6 @@ import (
 	"context"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -179,51 +178,16 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	logger.Info("started controller")
 	for range workers {
-		go wait.UntilWithContext(ctx, c.objectWorker, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			crossspace.Work(ctx, c.objects, "returning status failed, will retry", c.reconcile, crossspace.Conflicts)
+		}, time.Second)
 	}
-	go wait.UntilWithContext(ctx, c.collectorWorker, time.Second)
+	go wait.UntilWithContext(ctx, func(ctx context.Context) {
+		crossspace.Work(ctx, c.collectorsQ, "validating StatusCollector failed, will retry", func(ctx context.Context, key string) (bool, error) {
+			return false, c.validateCollector(ctx, key)
+		}, crossspace.Conflicts)
+	}, time.Second)
 	<-ctx.Done()
-}
-
-func (c *Controller) objectWorker(ctx context.Context) {
-	for {
-		key, quit := c.objects.Get()
-		if quit {
-			return
-		}
-		requeue, err := c.reconcile(ctx, key)
-		switch {
-		case err != nil:
-			if !apierrors.IsConflict(err) {
-				klog.FromContext(ctx).Error(err, "returning status failed, will retry", "space", key.wds,
-					"resource", key.gvr.Resource, "namespace", key.namespace, "name", key.name)
-			}
-			c.objects.AddRateLimited(key)
-		case requeue:
-			c.objects.AddAfter(key, 100*time.Millisecond)
-		default:
-			c.objects.Forget(key)
-		}
-		c.objects.Done(key)
-	}
-}
-
-func (c *Controller) collectorWorker(ctx context.Context) {
-	for {
-		key, quit := c.collectorsQ.Get()
-		if quit {
-			return
-		}
-		if err := c.validateCollector(ctx, key); err != nil {
-			if !apierrors.IsConflict(err) {
-				klog.FromContext(ctx).Error(err, "validating StatusCollector failed, will retry", "statusCollector", key)
-			}
-			c.collectorsQ.AddRateLimited(key)
-		} else {
-			c.collectorsQ.Forget(key)
-		}
-		c.collectorsQ.Done(key)
-	}
 }
 
 // relevant reports whether a copy carries anything status return reads.

@@ -113,31 +113,11 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	logger.Info("started controller")
 	for range workers {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			crossspace.Work(ctx, c.queue, "upsync failed, will retry", c.reconcile, crossspace.Conflicts)
+		}, time.Second)
 	}
 	<-ctx.Done()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for {
-		key, quit := c.queue.Get()
-		if quit {
-			return
-		}
-		requeue, err := c.reconcile(ctx, key)
-		switch {
-		case err != nil:
-			if !apierrors.IsConflict(err) {
-				klog.FromContext(ctx).Error(err, "upsync failed, will retry", "syncTarget", key)
-			}
-			c.queue.AddRateLimited(key)
-		case requeue:
-			c.queue.AddAfter(key, 100*time.Millisecond)
-		default:
-			c.queue.Forget(key)
-		}
-		c.queue.Done(key)
-	}
 }
 
 // reconcile makes the WDSes hold exactly the selected upsynced objects of
