@@ -18,10 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	genericfeatures "k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/component-base/compatibility"
 	"k8s.io/klog/v2"
@@ -104,6 +106,13 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		}
 	}()
 
+	// Serve watches with initial events (watch-list) no more: the apiserver
+	// does that initial list inside its etcd watcher, where kine's race on
+	// empty lists (see spaces.Decorate's GetList) cannot be corrected.
+	// Clients fall back to list-then-watch, which is corrected.
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(genericfeatures.WatchList): false}); err != nil {
+		return nil, fmt.Errorf("turning off watch-list: %w", err)
+	}
 	scheme, err := builtin.NewScheme()
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package spaces
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -104,7 +105,26 @@ func (s *spaceStorage) GetList(ctx context.Context, key string, opts storage.Lis
 	if err != nil {
 		return err
 	}
-	return s.Interface.GetList(ctx, key, opts, listObj)
+	// kine answers an empty list with the revision of a second query, made
+	// after the list: an object committed in between is then neither in the
+	// list nor after the revision a watch starts from, and a list-then-watch
+	// client never sees it. Report, for an empty list, a revision read before
+	// the list: a watch from there replays anything created since.
+	before, revErr := s.Interface.GetCurrentResourceVersion(ctx)
+	if err := s.Interface.GetList(ctx, key, opts, listObj); err != nil {
+		return err
+	}
+	if revErr != nil || opts.ResourceVersion != "" || meta.LenList(listObj) > 0 {
+		return nil
+	}
+	list, err := meta.ListAccessor(listObj)
+	if err != nil {
+		return nil
+	}
+	if rv, err := strconv.ParseUint(list.GetResourceVersion(), 10, 64); err == nil && rv > before {
+		list.SetResourceVersion(strconv.FormatUint(before, 10))
+	}
+	return nil
 }
 
 func (s *spaceStorage) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,

@@ -19,7 +19,12 @@ import (
 // on the nil embedded interface.
 type recordingStorage struct {
 	storage.Interface
-	calls []call
+	// currentRV is what GetCurrentResourceVersion answers; listed and
+	// listRV are what GetList fills in.
+	currentRV uint64
+	listed    []corev1.ConfigMap
+	listRV    string
+	calls     []call
 	// stored is what GuaranteedUpdate hands to tryUpdate.
 	stored runtime.Object
 	// updated is what tryUpdate returned in GuaranteedUpdate.
@@ -54,9 +59,17 @@ func (s *recordingStorage) Get(_ context.Context, key string, _ storage.GetOptio
 	return nil
 }
 
-func (s *recordingStorage) GetList(_ context.Context, key string, _ storage.ListOptions, _ runtime.Object) error {
+func (s *recordingStorage) GetList(_ context.Context, key string, _ storage.ListOptions, listObj runtime.Object) error {
 	s.record("GetList", key)
+	if list, ok := listObj.(*corev1.ConfigMapList); ok {
+		list.Items = s.listed
+		list.ResourceVersion = s.listRV
+	}
 	return nil
+}
+
+func (s *recordingStorage) GetCurrentResourceVersion(context.Context) (uint64, error) {
+	return s.currentRV, nil
 }
 
 func (s *recordingStorage) GuaranteedUpdate(_ context.Context, key string, _ runtime.Object, _ bool,
@@ -286,6 +299,36 @@ func TestGuaranteedUpdateAnnotates(t *testing.T) {
 			updated := inner.updated.(*corev1.ConfigMap)
 			require.Equal(t, tc.want, updated.Annotations)
 			require.Equal(t, map[string]string{"k": "v"}, updated.Data, "the update itself is kept")
+		})
+	}
+}
+
+// TestEmptyListReportsRevisionReadBefore checks the correction of kine's
+// empty-list revision: a list that comes back empty reports the revision
+// read before it, so that a watch from there misses nothing created
+// meanwhile; other lists keep theirs.
+func TestEmptyListReportsRevisionReadBefore(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		listed    []corev1.ConfigMap
+		opts      storage.ListOptions
+		currentRV uint64
+		listRV    string
+		want      string
+	}{
+		{name: "empty list, revision moved on", currentRV: 7, listRV: "10", want: "7"},
+		{name: "empty list, same revision", currentRV: 10, listRV: "10", want: "10"},
+		{name: "non-empty list keeps its revision", listed: []corev1.ConfigMap{{}}, currentRV: 7, listRV: "10", want: "10"},
+		{name: "list at a given revision is left alone", opts: storage.ListOptions{ResourceVersion: "5"}, currentRV: 7, listRV: "10", want: "10"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &recordingStorage{currentRV: tc.currentRV, listed: tc.listed, listRV: tc.listRV}
+			s := Decorate(fake, "/core/configmaps")
+			list := &corev1.ConfigMapList{}
+			opts := tc.opts
+			opts.Recursive = true
+			require.NoError(t, s.GetList(WithSpace(context.Background(), "one"), "/core/configmaps", opts, list))
+			require.Equal(t, tc.want, list.ResourceVersion)
 		})
 	}
 }
