@@ -29,6 +29,7 @@ import (
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -217,18 +218,18 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	logger.Info("started controller")
 	for range workers {
 		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			crossspace.Work(ctx, c.mailboxes, "translating placements into mailbox failed, will retry", c.reconcileMailbox,
+			worker.Work(ctx, c.mailboxes, "translating placements into mailbox failed, will retry", c.reconcileMailbox,
 				func(err error) bool { return apierrors.IsConflict(err) || errors.Is(err, errRetryLater) })
 		}, time.Second)
 	}
 	go wait.UntilWithContext(ctx, func(ctx context.Context) {
-		crossspace.Work(ctx, c.statuses, "updating placement status failed, will retry", func(ctx context.Context, key string) (bool, error) {
+		worker.Work(ctx, c.statuses, "updating placement status failed, will retry", func(ctx context.Context, key string) (bool, error) {
 			err := c.updatePlacementStatus(ctx, key)
 			if apierrors.IsNotFound(err) {
 				return false, nil // the placement is gone
 			}
 			return false, err
-		}, crossspace.Conflicts)
+		}, worker.Conflicts)
 	}, time.Second)
 	<-ctx.Done()
 }

@@ -23,6 +23,7 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/controllers/internal/epstatus"
+	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -94,9 +95,9 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	logger.Info("started controller")
 	for range workers {
 		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			crossspace.Work(ctx, c.queue, "scheduling failed, will retry", func(ctx context.Context, key string) (bool, error) {
+			worker.Work(ctx, c.queue, "scheduling failed, will retry", func(ctx context.Context, key string) (bool, error) {
 				return false, c.process(ctx, key)
-			}, crossspace.Conflicts)
+			}, worker.Conflicts)
 		}, time.Second)
 	}
 	<-ctx.Done()

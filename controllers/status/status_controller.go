@@ -29,6 +29,7 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/controllers/placement"
+	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -179,13 +180,13 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	logger.Info("started controller")
 	for range workers {
 		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			crossspace.Work(ctx, c.objects, "returning status failed, will retry", c.reconcile, crossspace.Conflicts)
+			worker.Work(ctx, c.objects, "returning status failed, will retry", c.reconcile, worker.Conflicts)
 		}, time.Second)
 	}
 	go wait.UntilWithContext(ctx, func(ctx context.Context) {
-		crossspace.Work(ctx, c.collectorsQ, "validating StatusCollector failed, will retry", func(ctx context.Context, key string) (bool, error) {
+		worker.Work(ctx, c.collectorsQ, "validating StatusCollector failed, will retry", func(ctx context.Context, key string) (bool, error) {
 			return false, c.validateCollector(ctx, key)
-		}, crossspace.Conflicts)
+		}, worker.Conflicts)
 	}, time.Second)
 	<-ctx.Done()
 }

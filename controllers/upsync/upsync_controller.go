@@ -23,6 +23,7 @@ import (
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -114,7 +115,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	logger.Info("started controller")
 	for range workers {
 		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			crossspace.Work(ctx, c.queue, "upsync failed, will retry", c.reconcile, crossspace.Conflicts)
+			worker.Work(ctx, c.queue, "upsync failed, will retry", c.reconcile, worker.Conflicts)
 		}, time.Second)
 	}
 	<-ctx.Done()

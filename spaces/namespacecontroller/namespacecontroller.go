@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -109,7 +110,11 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		return
 	}
 	for range workers {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			// Not finalized yet (contents still going) is the normal case of
+			// an error here: it is logged at V(2) by process, not as an error.
+			worker.Work(ctx, c.queue, "finalizing namespace failed, will retry", c.process, func(error) bool { return true })
+		}, time.Second)
 	}
 	<-ctx.Done()
 }
@@ -117,30 +122,16 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 // HasSynced reports whether the controller has seen every namespace.
 func (c *Controller) HasSynced() bool { return c.controller.HasSynced() }
 
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
+func (c *Controller) process(ctx context.Context, key string) (bool, error) {
 	space, _, name, err := spaces.SplitKey(key)
 	if err != nil {
 		utilruntime.HandleError(err)
-		c.queue.Forget(key)
-		return true
+		return false, nil
 	}
 	logger := klog.FromContext(ctx).WithValues("space", space, "namespace", name)
-	ctx = klog.NewContext(ctx, logger)
-	if err := c.r.reconcile(ctx, space, name); err != nil {
+	if err := c.r.reconcile(klog.NewContext(ctx, logger), space, name); err != nil {
 		logger.V(2).Info("namespace not finalized yet, will retry", "reason", err.Error())
-		c.queue.AddRateLimited(key)
-		return true
+		return false, err
 	}
-	c.queue.Forget(key)
-	return true
+	return false, nil
 }

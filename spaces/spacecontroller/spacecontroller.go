@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/internal/worker"
 )
 
 // ControllerName names the controller in logs and its queue.
@@ -91,31 +92,13 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		return
 	}
 	for range workers {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			worker.Work(ctx, c.queue, "reconciling space failed, will retry", func(ctx context.Context, key string) (bool, error) {
+				return false, c.process(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("space", key)), key)
+			}, nil)
+		}, time.Second)
 	}
 	<-ctx.Done()
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	logger := klog.FromContext(ctx).WithValues("space", key)
-	ctx = klog.NewContext(ctx, logger)
-	if err := c.process(ctx, key); err != nil {
-		logger.Error(err, "reconciling space failed, will retry")
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 func (c *Controller) process(ctx context.Context, key string) error {

@@ -1,4 +1,6 @@
-package crossspace
+// Package worker runs the work loop every controller in kubestellar shares:
+// take a key from a rate-limited queue, process it, and requeue or forget it.
+package worker
 
 import (
 	"context"
