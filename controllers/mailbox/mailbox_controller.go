@@ -7,10 +7,12 @@ package mailbox
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -122,6 +124,17 @@ func (c *Controller) process(ctx context.Context, key string) error {
 		updated := st.DeepCopy()
 		updated.Status.MailboxSpace = mailbox
 		return c.clients.Client.Status().Update(invCtx, updated)
+	}
+	// A syncer that stopped heartbeating is no longer connected.
+	if stale, wait := heartbeatStale(st, time.Now()); stale {
+		updated := st.DeepCopy()
+		meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: edgev2alpha1.SyncTargetSyncerConnected,
+			Status: metav1.ConditionFalse, Reason: "HeartbeatMissed", ObservedGeneration: st.Generation,
+			Message: fmt.Sprintf("no heartbeat from the syncer since %s", st.Status.LastSyncerHeartbeatTime.UTC().Format(time.RFC3339))})
+		logger.Info("syncer stopped heartbeating", "lastHeartbeat", st.Status.LastSyncerHeartbeatTime.Time)
+		return c.clients.Client.Status().Update(invCtx, updated)
+	} else if wait > 0 {
+		c.queue.AddAfter(key, wait)
 	}
 	return nil
 }

@@ -2,10 +2,13 @@ package mailbox
 
 import (
 	"strings"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -38,3 +41,22 @@ const (
 )
 
 func clientKey(name string) client.ObjectKey { return client.ObjectKey{Name: name} }
+
+// HeartbeatTimeout is how long a syncer may stay silent before its
+// SyncTarget says it is no longer connected: a few of its default
+// ten-second heartbeats.
+const HeartbeatTimeout = 45 * time.Second
+
+// heartbeatStale says whether a SyncTarget says its syncer is connected
+// while its last heartbeat is older than HeartbeatTimeout; if not, how long
+// until it would be (0: nothing to watch).
+func heartbeatStale(st *edgev2alpha1.SyncTarget, now time.Time) (bool, time.Duration) {
+	if !meta.IsStatusConditionTrue(st.Status.Conditions, edgev2alpha1.SyncTargetSyncerConnected) || st.Status.LastSyncerHeartbeatTime == nil {
+		return false, 0
+	}
+	age := now.Sub(st.Status.LastSyncerHeartbeatTime.Time)
+	if age > HeartbeatTimeout {
+		return true, 0
+	}
+	return false, HeartbeatTimeout - age + time.Second
+}

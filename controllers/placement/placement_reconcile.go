@@ -396,17 +396,19 @@ func (c *Controller) write(ctx context.Context, d *desiredCopy, current *unstruc
 	// The copy is exactly what the translator says, so it is created and
 	// then replaced whole (a create costs the server far less than an apply:
 	// no read of a missing object, no merge). What syncers write is carried
-	// over: the state of descendants, and status for kinds whose status is
+	// over: the state of descendants, sync errors, and status for kinds whose status is
 	// not a subresource (for the others the server keeps it anyway).
 	rc := c.clients.Dynamic.Resource(d.res.GroupVersionResource).Namespace(obj.GetNamespace())
 	if current == nil {
 		_, err = rc.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
 		return err == nil, err
 	}
-	if state, ok := current.GetAnnotations()[edgev2alpha1.AssociatedStateAnnotation]; ok {
-		annotations[edgev2alpha1.AssociatedStateAnnotation] = state
-		obj.SetAnnotations(annotations)
+	for _, key := range []string{edgev2alpha1.AssociatedStateAnnotation, edgev2alpha1.SyncErrorAnnotation} {
+		if v, ok := current.GetAnnotations()[key]; ok {
+			annotations[key] = v
+		}
 	}
+	obj.SetAnnotations(annotations)
 	if status, ok := current.Object["status"]; ok {
 		obj.Object["status"] = status
 	}

@@ -72,4 +72,14 @@ const (
 	// object's descendants at the edge (ReplicaSets, Pods) as JSON, written
 	// by the syncer (see AssociatedState).
 	AssociatedStateAnnotation = "edge.kubestellar.io/associated-state"
+	// SyncErrorAnnotation on a mailbox copy says why the syncer cannot
+	// keep it in step at the edge ("Reason: message"); absent when it can.
+	SyncErrorAnnotation = "edge.kubestellar.io/sync-error"
+	// SyncerOwnerLabel marks the objects a syncer made in its edge cluster;
+	// its value identifies the SyncTarget (see syncer.OwnerValue). A syncer
+	// updates and deletes only objects that carry its value.
+	SyncerOwnerLabel = "edge.kubestellar.io/syncer"
+	// SyncedConditionType is the condition a syncer adds to the status of a
+	// mailbox copy whose kind has conditions, when it cannot keep it in step.
+	SyncedConditionType = "EdgeSynced"
 )

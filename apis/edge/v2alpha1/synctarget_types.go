@@ -34,7 +34,10 @@ type SyncTargetSpec struct {
 
 // Condition types of a SyncTarget.
 const (
-	SyncTargetReady           = "Ready"
+	SyncTargetReady = "Ready"
+	// SyncTargetSynced is True when the syncer keeps every object of the
+	// mailbox in step, False with the reason of the first problem.
+	SyncTargetSynced          = "Synced"
 	SyncTargetSyncerConnected = "SyncerConnected"
 	SyncTargetHeartbeat       = "Heartbeat"
 )
@@ -60,6 +63,42 @@ type SyncTargetStatus struct {
 	// Conflicts counts edge objects the syncer would overwrite but does not own.
 	// +optional
 	Conflicts int32 `json:"conflicts,omitempty"`
+	// Problems lists (the first few of) the objects the syncer cannot keep
+	// in step, and why.
+	// +optional
+	// +listType=atomic
+	Problems []SyncProblem `json:"problems,omitempty"`
+}
+
+// Reasons a syncer gives for an object it cannot keep in step.
+const (
+	// SyncReasonConflict: an edge object of the same name exists that the
+	// syncer does not own; it is left as it is.
+	SyncReasonConflict = "Conflict"
+	// SyncReasonRejected: the edge cluster refused the object (invalid,
+	// denied by admission...); retried with backoff.
+	SyncReasonRejected = "Rejected"
+	// SyncReasonResourceNotServed: the object's resource is not (yet)
+	// served at the edge, for example its CRD is not established.
+	SyncReasonResourceNotServed = "ResourceNotServed"
+)
+
+// MaxSyncProblems is how many problems a SyncTarget's status lists at most.
+const MaxSyncProblems = 20
+
+// SyncProblem is an object a syncer cannot keep in step.
+type SyncProblem struct {
+	// Group, Resource, Namespace and Name identify the object.
+	// +optional
+	Group    string `json:"group,omitempty"`
+	Resource string `json:"resource"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Reason is one of Conflict, Rejected, ResourceNotServed.
+	Reason string `json:"reason"`
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // SyncTargetList is a list of SyncTargets.

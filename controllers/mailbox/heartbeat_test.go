@@ -1,0 +1,45 @@
+package mailbox
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+)
+
+func TestHeartbeatStale(t *testing.T) {
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	st := func(connected metav1.ConditionStatus, last *time.Time) *edgev2alpha1.SyncTarget {
+		s := &edgev2alpha1.SyncTarget{}
+		if connected != "" {
+			s.Status.Conditions = []metav1.Condition{{Type: edgev2alpha1.SyncTargetSyncerConnected, Status: connected}}
+		}
+		if last != nil {
+			tm := metav1.NewTime(*last)
+			s.Status.LastSyncerHeartbeatTime = &tm
+		}
+		return s
+	}
+	recent, old := now.Add(-10*time.Second), now.Add(-HeartbeatTimeout-time.Second)
+	for _, tc := range []struct {
+		desc      string
+		st        *edgev2alpha1.SyncTarget
+		wantStale bool
+		wantWait  time.Duration
+	}{
+		{desc: "never connected", st: st("", nil)},
+		{desc: "connected, recent heartbeat", st: st(metav1.ConditionTrue, &recent), wantWait: HeartbeatTimeout - 10*time.Second + time.Second},
+		{desc: "connected, old heartbeat", st: st(metav1.ConditionTrue, &old), wantStale: true},
+		{desc: "already disconnected", st: st(metav1.ConditionFalse, &old)},
+		{desc: "connected without a heartbeat time", st: st(metav1.ConditionTrue, nil)},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			stale, wait := heartbeatStale(tc.st, now)
+			if stale != tc.wantStale || wait != tc.wantWait {
+				t.Errorf("heartbeatStale = %v, %v; want %v, %v", stale, wait, tc.wantStale, tc.wantWait)
+			}
+		})
+	}
+}
