@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apiserver/pkg/authentication/token/union"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericfeatures "k8s.io/apiserver/pkg/features"
@@ -54,6 +55,7 @@ type Config struct {
 	legacy     *genericapiserver.APIGroupInfo
 	groups     []*genericapiserver.APIGroupInfo
 	spaces     *spaceLookup
+	syncers    *auth.Syncers
 	lock       *dataDirLock
 }
 
@@ -130,9 +132,12 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	}
 	tokens := &auth.Tokens{}
 	tokens.Add(adminToken, auth.AdminInfo())
-	core.Authentication.Authenticator = auth.NewRequestAuthenticator(tokens)
-	core.Authorization.Authorizer = auth.Authorizer{}
-	core.RuleResolver = auth.Authorizer{}
+	// Syncer tokens work once the kubestellar-spaces hook has started their caches.
+	c.syncers = auth.NewSyncers(ca.PEM)
+	core.Authentication.Authenticator = auth.NewRequestAuthenticator(union.New(tokens, c.syncers.Tokens))
+	authz := auth.Authorizer{SyncTargets: c.syncers.SyncTargets}
+	core.Authorization.Authorizer = authz
+	core.RuleResolver = authz
 	core.EffectiveVersion = compatibility.NewEffectiveVersionFromString(KubernetesVersion, "", "")
 	core.ExternalAddress = net.JoinHostPort(o.AdvertiseAddress, strconv.Itoa(o.Port))
 	namer := openapinamer.NewDefinitionNamer(scheme, apiextensionsapiserver.Scheme)

@@ -33,6 +33,8 @@ import (
 	"github.com/kubestellar/kubestellar/apis/crds"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/controllers"
+	"github.com/kubestellar/kubestellar/embedded/auth"
+	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
 	"github.com/kubestellar/kubestellar/embedded/kubeconfig"
 	"github.com/kubestellar/kubestellar/embedded/storage"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -83,13 +85,19 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 			core.Handler.GoRestfulContainer.Add(ws)
 		}
 	}
+	core.Handler.NonGoRestfulMux.Handle(jointoken.CACertsPath, auth.CACertsHandler(c.CA.PEM))
+	core.Handler.NonGoRestfulMux.Handle(jointoken.SyncerInfoPath, auth.SyncerInfoHandler(c.syncers.SyncTargets))
 	s := &Server{cfg: c, core: core, ext: ext}
 	if err := core.AddPostStartHook("kubestellar-spaces", func(hookCtx genericapiserver.PostStartHookContext) error {
 		// The space machinery watches Spaces, a CRD of ours: install first.
 		if err := s.installCRDs(hookCtx); err != nil {
 			return err
 		}
-		return s.startSpaces(hookCtx)
+		if err := s.startSpaces(hookCtx); err != nil {
+			return err
+		}
+		// Syncer tokens need the SyncTarget CRD served, hence here.
+		return c.syncers.Start(hookCtx.Context, hookCtx.LoopbackClientConfig)
 	}); err != nil {
 		return nil, err
 	}

@@ -3,8 +3,10 @@
 // Identity is carried by bearer tokens only, never client certificates, so it
 // survives TLS-terminating load balancers. The admin token lives in the data
 // directory (0600), as k3s keeps its server token; the authenticator keeps
-// only its SHA-256. Authorization is space-aware: it sees the space of the
-// request in its context, so tokens can later be limited to some spaces.
+// only its SHA-256. Each syncer has a token of its own, for one SyncTarget
+// (see jointoken, CreateToken and SyncerTokens). Authorization is
+// space-aware: it sees the space of the request in its context, so a
+// syncer reaches its SyncTarget and its mailbox space and nothing else.
 package auth
 
 import (
@@ -26,6 +28,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
+	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
 	"github.com/kubestellar/kubestellar/embedded/certs"
 	"github.com/kubestellar/kubestellar/spaces"
 )
@@ -101,8 +104,9 @@ func AdminInfo() *user.DefaultInfo {
 }
 
 // PublicPaths may be read without a token: health probes of load balancers
-// and service managers, and the version.
-var PublicPaths = []string{"/healthz", "/livez", "/readyz", "/version"}
+// and service managers, the version, and the CA certificate (which a
+// joining syncer checks against its token before trusting it).
+var PublicPaths = []string{"/healthz", "/livez", "/readyz", "/version", jointoken.CACertsPath}
 
 func isPublic(path string) bool {
 	for _, p := range PublicPaths {
@@ -132,9 +136,14 @@ func NewRequestAuthenticator(tokens authenticator.Token) authenticator.Request {
 
 // Authorizer decides who may do what in which space. Members of
 // system:masters (the admin token, the server's loopback client) may do
-// everything everywhere; anyone may read PublicPaths; everything else is
-// denied with a reason naming the space.
-type Authorizer struct{}
+// everything everywhere; anyone may read PublicPaths; a syncer may do what
+// its SyncTarget needs (see authorizeSyncer); everything else is denied
+// with a reason naming the user and the space.
+type Authorizer struct {
+	// SyncTargets finds the mailbox of a syncer's SyncTarget; without it,
+	// syncers reach no mailbox.
+	SyncTargets SyncTargetLookup
+}
 
 var (
 	_ authorizer.Authorizer   = Authorizer{}
@@ -142,13 +151,17 @@ var (
 )
 
 // Authorize implements authorizer.Authorizer.
-func (Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+func (az Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	u := a.GetUser()
 	if u != nil && slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) {
 		return authorizer.DecisionAllow, "", nil
 	}
 	if !a.IsResourceRequest() && a.GetVerb() == "get" && isPublic(a.GetPath()) {
 		return authorizer.DecisionAllow, "", nil
+	}
+	if inv, st, ok := SyncTargetOf(u); ok {
+		decision, reason := az.authorizeSyncer(ctx, a, inv, st)
+		return decision, reason, nil
 	}
 	name := "<anonymous>"
 	if u != nil {
@@ -158,10 +171,15 @@ func (Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (autho
 }
 
 // RulesFor implements authorizer.RuleResolver, for kubectl auth can-i --list.
-func (Authorizer) RulesFor(_ context.Context, u user.Info, _ string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
+// The rules of a syncer depend on the space in ctx.
+func (az Authorizer) RulesFor(ctx context.Context, u user.Info, _ string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
 	if slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) {
 		return []authorizer.ResourceRuleInfo{&authorizer.DefaultResourceRuleInfo{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}},
 			[]authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}}, false, nil
+	}
+	if inv, st, ok := SyncTargetOf(u); ok {
+		resources, nonResources := az.syncerRules(ctx, inv, st)
+		return resources, nonResources, false, nil
 	}
 	return nil, []authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"get"}, NonResourceURLs: PublicPaths}}, false, nil
 }

@@ -1,0 +1,87 @@
+// Package create is `kubestellar token create`: a new syncer token for an
+// existing SyncTarget.
+package create
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/clientconfig"
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/token/center"
+	"github.com/kubestellar/kubestellar/embedded/auth"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+type options struct {
+	client      clientconfig.Options
+	syncTarget  string
+	ttl         time.Duration
+	description string
+}
+
+// NewCommand returns the command.
+func NewCommand(streams iostreams.IOStreams) *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:   "create --sync-target INVENTORY-SPACE/NAME",
+		Short: "Create a syncer token for a SyncTarget and print it",
+		Long: `Create a token that a syncer uses to serve one SyncTarget: it reaches that
+SyncTarget (and its status) and its mailbox space, nothing else. Only the
+token goes to stdout; the server keeps only a hash of its secret, so it cannot
+be shown again.`,
+		Example: "  kubestellar token create --sync-target inv1/edge1 --ttl 24h --description 'edge1 rebuild'",
+		Args:    cobra.NoArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runE(cmd.Context(), o, streams) },
+	}
+	o.client.AddFlags(cmd.Flags())
+	cmd.Flags().StringVar(&o.syncTarget, "sync-target", "", "The SyncTarget, as INVENTORY-SPACE/NAME (required).")
+	cmd.Flags().DurationVar(&o.ttl, "ttl", 0, "How long the token works, e.g. 24h (default: 0, for ever).")
+	cmd.Flags().StringVar(&o.description, "description", "", "Free-form note shown by 'kubestellar token list'.")
+	return cmd
+}
+
+func runE(ctx context.Context, o *options, streams iostreams.IOStreams) error {
+	if o.syncTarget == "" {
+		return fmt.Errorf("--sync-target is required, as INVENTORY-SPACE/NAME")
+	}
+	inv, name, err := auth.ParseSyncTargetRef(o.syncTarget)
+	if err != nil {
+		return fmt.Errorf("--sync-target: %w", err)
+	}
+	if err := center.ValidateTTL(o.ttl); err != nil {
+		return err
+	}
+	c, err := center.Connect(&o.client)
+	if err != nil {
+		return err
+	}
+	if err := c.RequireSpace(ctx, "--sync-target", inv); err != nil {
+		return err
+	}
+	_, err = c.Dynamic.Resource(edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")).Get(spaces.WithSpace(ctx, inv), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("--sync-target: there is no SyncTarget %q in space %q (create it with: kubestellar synctarget create %s --inventory-space %s)", name, inv, name, inv)
+	}
+	if err != nil {
+		return fmt.Errorf("--sync-target: reading SyncTarget %q: %w", name, err)
+	}
+	caPEM, err := c.CACerts(ctx)
+	if err != nil {
+		return err
+	}
+	tok, info, err := auth.CreateToken(ctx, c.Root, auth.NewTokenOptions{InventorySpace: inv, SyncTarget: name,
+		TTL: o.ttl, Description: o.description, CAPEM: caPEM})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(streams.ErrOut, "token %s created for %s (expires: %s)\n", info.ID, info.SyncTargetRef(), center.DescribeExpiration(info, time.Now()))
+	fmt.Fprintln(streams.Out, tok.String())
+	return nil
+}

@@ -1,0 +1,264 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// Syncer tokens are kept as Secrets in the root space, one per token, each
+// holding only the SHA-256 of the token's secret.
+const (
+	// TokenNamespace is the namespace of the root space holding them.
+	TokenNamespace = "kube-system"
+	// TokenSecretPrefix starts their names; the token id ends them.
+	TokenSecretPrefix = "kubestellar-token-"
+	// TokenSecretType is their type.
+	TokenSecretType corev1.SecretType = "kubestellar.io/token"
+	// TokenLabel is "true" on each of them.
+	TokenLabel = "kubestellar.io/token"
+
+	// Keys of their data.
+	TokenIDKey           = "token-id"
+	TokenSecretSHA256Key = "secret-sha256"
+	TokenSyncTargetKey   = "sync-target"
+	TokenExpirationKey   = "expiration"
+	TokenDescriptionKey  = "description"
+)
+
+// TokenSelector selects the token Secrets.
+var TokenSelector = labels.Set{TokenLabel: "true"}.AsSelector()
+
+// TokenSecretName returns the name of the Secret of a token id.
+func TokenSecretName(id string) string { return TokenSecretPrefix + id }
+
+// TokenInfo is what the server knows of a syncer token (never its secret).
+type TokenInfo struct {
+	ID string
+	// InventorySpace and SyncTarget name the SyncTarget the token is for.
+	InventorySpace string
+	SyncTarget     string
+	// Expiration is when the token stops working; zero for never.
+	Expiration  time.Time
+	Description string
+	// SecretSHA256 is the hex SHA-256 of the token's secret.
+	SecretSHA256 string
+}
+
+// SyncTargetRef returns "inventory-space/name".
+func (i TokenInfo) SyncTargetRef() string { return i.InventorySpace + "/" + i.SyncTarget }
+
+// Expired tells whether the token has expired at now.
+func (i TokenInfo) Expired(now time.Time) bool {
+	return !i.Expiration.IsZero() && !now.Before(i.Expiration)
+}
+
+// ParseSyncTargetRef splits "inventory-space/name" and checks both parts.
+func ParseSyncTargetRef(ref string) (inventorySpace, name string, err error) {
+	inventorySpace, name, ok := strings.Cut(ref, "/")
+	if !ok || inventorySpace == "" || name == "" || strings.Contains(name, "/") {
+		return "", "", fmt.Errorf("%q is not INVENTORY-SPACE/NAME", ref)
+	}
+	if err := spaces.ValidateName(inventorySpace); err != nil {
+		return "", "", fmt.Errorf("%q: %w", ref, err)
+	}
+	if err := ValidateSyncTargetName(name); err != nil {
+		return "", "", fmt.Errorf("%q: %w", ref, err)
+	}
+	return inventorySpace, name, nil
+}
+
+// ValidateSyncTargetName returns what is wrong with a SyncTarget name for a
+// syncer identity: it is a DNS label, so that it also serves as the value
+// of the SyncTarget's name label and as part of the syncer's user name.
+func ValidateSyncTargetName(name string) error {
+	if err := spaces.ValidateName(name); err != nil {
+		return fmt.Errorf("invalid SyncTarget name %q: must be a DNS label (lower-case letters, digits and '-', at most 63 characters)", name)
+	}
+	return nil
+}
+
+// TokenFromSecret reads a token Secret; it fails for anything that is not
+// a well-formed token Secret.
+func TokenFromSecret(s *corev1.Secret) (TokenInfo, error) {
+	if s.Type != TokenSecretType {
+		return TokenInfo{}, fmt.Errorf("secret %s is of type %q, not %q", s.Name, s.Type, TokenSecretType)
+	}
+	id := string(s.Data[TokenIDKey])
+	if !jointoken.ValidID(id) || s.Name != TokenSecretName(id) {
+		return TokenInfo{}, fmt.Errorf("secret %s does not hold the token it is named after", s.Name)
+	}
+	hash := string(s.Data[TokenSecretSHA256Key])
+	if len(hash) != 64 {
+		return TokenInfo{}, fmt.Errorf("secret %s holds no valid %s", s.Name, TokenSecretSHA256Key)
+	}
+	inv, st, err := ParseSyncTargetRef(string(s.Data[TokenSyncTargetKey]))
+	if err != nil {
+		return TokenInfo{}, fmt.Errorf("secret %s: %s: %w", s.Name, TokenSyncTargetKey, err)
+	}
+	info := TokenInfo{ID: id, InventorySpace: inv, SyncTarget: st, SecretSHA256: hash, Description: string(s.Data[TokenDescriptionKey])}
+	if exp := string(s.Data[TokenExpirationKey]); exp != "" {
+		if info.Expiration, err = time.Parse(time.RFC3339, exp); err != nil {
+			return TokenInfo{}, fmt.Errorf("secret %s: %s is not RFC 3339: %w", s.Name, TokenExpirationKey, err)
+		}
+	}
+	return info, nil
+}
+
+// NewTokenOptions describe a new syncer token.
+type NewTokenOptions struct {
+	// InventorySpace and SyncTarget name the SyncTarget the token is for.
+	InventorySpace string
+	SyncTarget     string
+	// TTL limits how long the token works; zero for ever.
+	TTL         time.Duration
+	Description string
+	// CAPEM is the server's CA certificate, as served at /cacerts; the token
+	// pins its hash.
+	CAPEM []byte
+	// Now is the time TTL counts from (default time.Now).
+	Now func() time.Time
+}
+
+// CreateToken makes a new syncer token and stores it, through root (a
+// client of the root space). The returned token is the only place its
+// secret is ever kept.
+func CreateToken(ctx context.Context, root kubernetes.Interface, o NewTokenOptions) (jointoken.Token, TokenInfo, error) {
+	if err := spaces.ValidateName(o.InventorySpace); err != nil {
+		return jointoken.Token{}, TokenInfo{}, fmt.Errorf("inventory space: %w", err)
+	}
+	if err := ValidateSyncTargetName(o.SyncTarget); err != nil {
+		return jointoken.Token{}, TokenInfo{}, err
+	}
+	if o.TTL < 0 {
+		return jointoken.Token{}, TokenInfo{}, fmt.Errorf("negative TTL %s", o.TTL)
+	}
+	now := time.Now
+	if o.Now != nil {
+		now = o.Now
+	}
+	if err := ensureTokenNamespace(ctx, root); err != nil {
+		return jointoken.Token{}, TokenInfo{}, err
+	}
+	// Ids are random; a clash with an existing token just draws again.
+	for range 5 {
+		tok, err := jointoken.New(o.CAPEM)
+		if err != nil {
+			return jointoken.Token{}, TokenInfo{}, err
+		}
+		info := TokenInfo{ID: tok.ID, InventorySpace: o.InventorySpace, SyncTarget: o.SyncTarget,
+			Description: o.Description, SecretSHA256: jointoken.SecretHash(tok.Secret)}
+		if o.TTL > 0 {
+			info.Expiration = now().Add(o.TTL).UTC().Truncate(time.Second)
+		}
+		_, err = root.CoreV1().Secrets(TokenNamespace).Create(ctx, tokenSecret(info), metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			continue
+		}
+		if err != nil {
+			return jointoken.Token{}, TokenInfo{}, fmt.Errorf("storing token %s: %w", tok.ID, err)
+		}
+		return tok, info, nil
+	}
+	return jointoken.Token{}, TokenInfo{}, errors.New("could not find a free token id")
+}
+
+func tokenSecret(info TokenInfo) *corev1.Secret {
+	data := map[string][]byte{
+		TokenIDKey:           []byte(info.ID),
+		TokenSecretSHA256Key: []byte(info.SecretSHA256),
+		TokenSyncTargetKey:   []byte(info.SyncTargetRef()),
+	}
+	if !info.Expiration.IsZero() {
+		data[TokenExpirationKey] = []byte(info.Expiration.UTC().Format(time.RFC3339))
+	}
+	if info.Description != "" {
+		data[TokenDescriptionKey] = []byte(info.Description)
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: TokenSecretName(info.ID), Namespace: TokenNamespace, Labels: map[string]string{TokenLabel: "true"}},
+		Type:       TokenSecretType,
+		Data:       data,
+	}
+}
+
+func ensureTokenNamespace(ctx context.Context, root kubernetes.Interface) error {
+	_, err := root.CoreV1().Namespaces().Get(ctx, TokenNamespace, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = root.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: TokenNamespace}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("namespace %s of the root space: %w", TokenNamespace, err)
+	}
+	return nil
+}
+
+// ListTokens returns the syncer tokens stored in the root space, by id.
+// Secrets that are not well-formed tokens are skipped.
+func ListTokens(ctx context.Context, root kubernetes.Interface) ([]TokenInfo, error) {
+	list, err := root.CoreV1().Secrets(TokenNamespace).List(ctx, metav1.ListOptions{LabelSelector: TokenSelector.String()})
+	if err != nil {
+		return nil, fmt.Errorf("listing tokens: %w", err)
+	}
+	var out []TokenInfo
+	for i := range list.Items {
+		if info, err := TokenFromSecret(&list.Items[i]); err == nil {
+			out = append(out, info)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// ErrTokenNotFound is returned for a token id the server does not know.
+var ErrTokenNotFound = errors.New("no such token")
+
+// RevokeToken deletes a syncer token; it stops working at once.
+func RevokeToken(ctx context.Context, root kubernetes.Interface, id string) error {
+	if !jointoken.ValidID(id) {
+		return fmt.Errorf("%q is not a token id (%d characters of [a-z0-9])", id, jointoken.IDLength)
+	}
+	err := root.CoreV1().Secrets(TokenNamespace).Delete(ctx, TokenSecretName(id), metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("token %s: %w", id, ErrTokenNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("revoking token %s: %w", id, err)
+	}
+	return nil
+}
+
+// RevokeSyncTargetTokens deletes every token of one SyncTarget and returns
+// the ids it deleted.
+func RevokeSyncTargetTokens(ctx context.Context, root kubernetes.Interface, inventorySpace, syncTarget string) ([]string, error) {
+	all, err := ListTokens(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	var revoked []string
+	for _, info := range all {
+		if info.InventorySpace != inventorySpace || info.SyncTarget != syncTarget {
+			continue
+		}
+		if err := RevokeToken(ctx, root, info.ID); err != nil && !errors.Is(err, ErrTokenNotFound) {
+			return revoked, err
+		}
+		revoked = append(revoked, info.ID)
+	}
+	return revoked, nil
+}
