@@ -125,3 +125,6 @@ func tail(b []byte, n int) []byte {
 	}
 	return b
 }
+
+// BaseURL is the server's URL, without a space.
+func (p *Process) BaseURL() string { return fmt.Sprintf("https://127.0.0.1:%d", p.Port) }

@@ -20,6 +20,12 @@ import (
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/space/create"
 	spacedelete "github.com/kubestellar/kubestellar/cmd/kubestellar/app/space/delete"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/space/list"
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/syncer/join"
+	synctargetcreate "github.com/kubestellar/kubestellar/cmd/kubestellar/app/synctarget/create"
+	synctargetdelete "github.com/kubestellar/kubestellar/cmd/kubestellar/app/synctarget/delete"
+	tokencreate "github.com/kubestellar/kubestellar/cmd/kubestellar/app/token/create"
+	tokenlist "github.com/kubestellar/kubestellar/cmd/kubestellar/app/token/list"
+	tokenrevoke "github.com/kubestellar/kubestellar/cmd/kubestellar/app/token/revoke"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/version"
 )
 
@@ -66,6 +72,12 @@ func NewCommand(streams IOStreams) *cobra.Command {
 	server.AddCommand(start.NewCommand(streams))
 	space := &cobra.Command{Use: "space", Short: "Create, list and delete spaces (logical clusters)"}
 	space.AddCommand(create.NewCommand(streams), list.NewCommand(streams), spacedelete.NewCommand(streams))
-	cmd.AddCommand(server, space, kubeconfig.NewCommand(streams), version.NewCommand(streams))
+	syncer := &cobra.Command{Use: "syncer", Short: "Run the edge syncer"}
+	syncer.AddCommand(join.NewCommand(streams))
+	synctarget := &cobra.Command{Use: "synctarget", Aliases: []string{"st"}, Short: "Add and remove edge clusters (SyncTargets) and make their syncer tokens"}
+	synctarget.AddCommand(synctargetcreate.NewCommand(streams), synctargetdelete.NewCommand(streams))
+	token := &cobra.Command{Use: "token", Short: "Create, list and revoke syncer tokens"}
+	token.AddCommand(tokencreate.NewCommand(streams), tokenlist.NewCommand(streams), tokenrevoke.NewCommand(streams))
+	cmd.AddCommand(server, space, syncer, synctarget, token, kubeconfig.NewCommand(streams), version.NewCommand(streams))
 	return cmd
 }

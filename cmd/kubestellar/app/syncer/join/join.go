@@ -1,0 +1,44 @@
+// Package join is `kubestellar syncer join`.
+package join
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
+	"github.com/kubestellar/kubestellar/syncer"
+)
+
+// NewCommand returns the command.
+func NewCommand(streams iostreams.IOStreams) *cobra.Command {
+	o := syncer.NewOptions()
+	cmd := &cobra.Command{
+		Use:   "join",
+		Short: "Run the syncer: keep an edge cluster in step with its SyncTarget's mailbox at the center",
+		Long: `Join an edge cluster to a kubestellar server and keep it in step.
+
+The syncer connects to the server (every connection goes from the edge to the
+center), checks the server's CA against the hash in the token, finds the
+SyncTarget's mailbox, applies what the mailbox holds into the edge cluster,
+and reports status, the state of pods and ReplicaSets, and upsynced objects
+back. It runs until stopped. When the center is unreachable the edge keeps
+what it runs; the syncer keeps its last desired state in --data-dir.
+
+The command to run is printed by 'kubestellar synctarget create'.`,
+		Example: `  kubestellar syncer join --server https://center:6443 --token K10...::abcdef.0123456789abcdef \
+      --sync-target edge1 --kubeconfig edge1.kubeconfig`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runE(cmd.Context(), o, streams) },
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func runE(ctx context.Context, o *syncer.Options, streams iostreams.IOStreams) error {
+	o.Complete()
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	return syncer.Run(ctx, o, streams.Out)
+}

@@ -1,0 +1,83 @@
+package syncer
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+)
+
+func controlled(name string, uid, owner types.UID) metav1.ObjectMeta {
+	yes := true
+	m := metav1.ObjectMeta{Name: name, UID: uid}
+	if owner != "" {
+		m.OwnerReferences = []metav1.OwnerReference{{UID: owner, Controller: &yes, Name: "owner"}}
+	}
+	return m
+}
+
+func pod(name string, owner types.UID, phase corev1.PodPhase, ready bool, waiting string) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: controlled(name, types.UID("pod-"+name), owner), Status: corev1.PodStatus{Phase: phase}}
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, Reason: "ContainersNotReady"}}
+	if waiting != "" {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: waiting}}}}
+	}
+	return p
+}
+
+func TestAssociatedStateOfADeployment(t *testing.T) {
+	rsets := []*appsv1.ReplicaSet{
+		{ObjectMeta: controlled("web-1", "rs1", "deploy")},
+		{ObjectMeta: controlled("web-2", "rs2", "deploy")},
+		{ObjectMeta: controlled("other", "rs3", "someone-else")},
+	}
+	pods := []*corev1.Pod{
+		pod("web-1-a", "rs1", corev1.PodRunning, true, ""),
+		pod("web-2-b", "rs2", corev1.PodRunning, false, "CrashLoopBackOff"),
+		pod("web-2-c", "rs2", corev1.PodPending, false, ""),
+		pod("other-a", "rs3", corev1.PodRunning, true, ""),
+		pod("bare", "", corev1.PodRunning, true, ""),
+	}
+	got := associatedState("deploy", rsets, pods)
+	require.Equal(t, edgev2alpha1.AssociatedState{
+		ReplicaSets: 2,
+		PodPhases:   map[string]int64{"Running": 2, "Pending": 1},
+		NotReadyPods: []edgev2alpha1.NotReadyPod{
+			{Name: "web-2-b", Reason: "CrashLoopBackOff"},
+			{Name: "web-2-c", Reason: "ContainersNotReady"},
+		},
+	}, got)
+}
+
+func TestAssociatedStateOfAJob(t *testing.T) {
+	pods := []*corev1.Pod{
+		pod("job-a", "job", corev1.PodSucceeded, false, ""),
+		pod("job-b", "job", corev1.PodRunning, true, ""),
+	}
+	got := associatedState("job", nil, pods)
+	require.Equal(t, edgev2alpha1.AssociatedState{PodPhases: map[string]int64{"Succeeded": 1, "Running": 1}}, got,
+		"a finished pod is not 'not ready'")
+	require.Equal(t, edgev2alpha1.AssociatedState{}, associatedState("nothing", nil, pods))
+}
+
+func TestWhyNotReady(t *testing.T) {
+	unscheduled := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable"}}}}
+	reason, notReady := whyNotReady(unscheduled)
+	require.True(t, notReady)
+	require.Equal(t, "Unschedulable", reason)
+	reason, notReady = whyNotReady(&corev1.Pod{})
+	require.True(t, notReady)
+	require.Equal(t, "Pending", reason)
+	_, notReady = whyNotReady(pod("ok", "", corev1.PodRunning, true, ""))
+	require.False(t, notReady)
+}

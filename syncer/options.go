@@ -1,0 +1,113 @@
+package syncer
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
+)
+
+// Options configure a syncer.
+type Options struct {
+	// Server is the center's URL, https://HOST:PORT.
+	Server string
+	// Token is the join token `kubestellar synctarget create` printed.
+	Token string
+	// SyncTarget is the name of the SyncTarget this syncer serves.
+	SyncTarget string
+	// Kubeconfig is the edge cluster's kubeconfig ("" for the usual
+	// resolution: $KUBECONFIG, ~/.kube/config, in-cluster).
+	Kubeconfig string
+	// Context is the kubeconfig context to use ("" for the current one).
+	Context string
+	// CertificateAuthority is a PEM file with the center's CA, needed only
+	// for a token without the CA hash.
+	CertificateAuthority string
+	// DataDir keeps the syncer's saved state.
+	DataDir string
+	// HeartbeatInterval is how often the SyncTarget's status is refreshed.
+	HeartbeatInterval time.Duration
+	// Workers is the number of objects kept in step in parallel.
+	Workers int
+}
+
+// DefaultDataDir is where the syncer of syncTarget keeps its state.
+func DefaultDataDir(syncTarget string) string {
+	if os.Geteuid() == 0 {
+		return filepath.Join("/var/lib/kubestellar-syncer", syncTarget)
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".kubestellar-syncer", syncTarget)
+	}
+	return filepath.Join(".kubestellar-syncer", syncTarget)
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{HeartbeatInterval: 10 * time.Second, Workers: 4}
+}
+
+// AddFlags binds the options to flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Server, "server", o.Server, "URL of the kubestellar server (https://HOST:PORT)")
+	fs.StringVar(&o.Token, "token", o.Token, "join token printed by `kubestellar synctarget create` or `kubestellar token create`")
+	fs.StringVar(&o.SyncTarget, "sync-target", o.SyncTarget, "name of the SyncTarget this edge cluster is")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the edge cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fs.StringVar(&o.Context, "context", o.Context, "kubeconfig context of the edge cluster (default: the current one)")
+	fs.StringVar(&o.CertificateAuthority, "certificate-authority", o.CertificateAuthority, "PEM file with the server's CA; only for a token without the CA hash (K10...)")
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory for the syncer's saved state (default /var/lib/kubestellar-syncer/SYNC-TARGET as root, else ~/.kubestellar-syncer/SYNC-TARGET)")
+	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", o.HeartbeatInterval, "how often the SyncTarget's status is refreshed")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "objects kept in step in parallel")
+}
+
+// Complete fills in defaults that depend on other options.
+func (o *Options) Complete() {
+	o.Server = strings.TrimRight(o.Server, "/")
+	if o.DataDir == "" && o.SyncTarget != "" {
+		o.DataDir = DefaultDataDir(o.SyncTarget)
+	}
+}
+
+// Validate says what is wrong with the options, naming the flag.
+func (o *Options) Validate() error {
+	if o.Server == "" {
+		return fmt.Errorf("--server is required: the URL of the kubestellar server, e.g. https://center:6443")
+	}
+	u, err := url.Parse(o.Server)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("--server %q must be an https URL such as https://center:6443", o.Server)
+	}
+	if u.Path != "" {
+		return fmt.Errorf("--server %q must not have a path: give the server's base URL, not a space's", o.Server)
+	}
+	if o.Token == "" {
+		return fmt.Errorf("--token is required: it is printed by `kubestellar synctarget create`")
+	}
+	tok, err := jointoken.Parse(o.Token)
+	if err != nil {
+		return fmt.Errorf("--token: %w", err)
+	}
+	if tok.CAHash == "" && o.CertificateAuthority == "" {
+		return fmt.Errorf("--token has no CA hash (K10<hash>::...), so --certificate-authority must name the server's CA file")
+	}
+	if o.SyncTarget == "" {
+		return fmt.Errorf("--sync-target is required: the name of the SyncTarget this edge cluster is")
+	}
+	if errs := validation.IsDNS1123Subdomain(o.SyncTarget); len(errs) > 0 {
+		return fmt.Errorf("--sync-target %q is not a valid name: %s", o.SyncTarget, strings.Join(errs, "; "))
+	}
+	if o.HeartbeatInterval < time.Second {
+		return fmt.Errorf("--heartbeat-interval must be at least 1s, not %s", o.HeartbeatInterval)
+	}
+	if o.Workers < 1 {
+		return fmt.Errorf("--workers must be at least 1, not %d", o.Workers)
+	}
+	return nil
+}

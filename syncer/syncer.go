@@ -1,0 +1,643 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
+	"github.com/kubestellar/kubestellar/internal/worker"
+)
+
+var syncerConfigsGVR = edgev2alpha1.SchemeGroupVersion.WithResource("syncerconfigs")
+
+// Syncer keeps one edge cluster in step with its mailbox.
+type Syncer struct {
+	opts *Options
+	out  io.Writer
+	tok  jointoken.Token
+
+	edge       dynamic.Interface
+	edgeMapper meta.ResettableRESTMapper
+
+	// Set once connected.
+	id        Identity
+	owner     string
+	mailbox   dynamic.Interface
+	inventory dynamic.Interface
+	connected atomic.Bool
+
+	downQ   workqueue.TypedRateLimitingInterface[objKey]
+	reportQ workqueue.TypedRateLimitingInterface[objKey]
+	upQ     workqueue.TypedRateLimitingInterface[schema.GroupVersionResource]
+
+	mu       sync.Mutex
+	desired  map[objKey]*desired
+	live     bool            // the mailbox has been read: removals may be carried out
+	deferred map[objKey]bool // removals waiting for the mailbox to be read
+	dirty    bool            // desired changed since it was saved
+	inStep   map[objKey]bool
+	problems map[objKey]problem
+	config   *edgev2alpha1.SyncerConfig
+	// Mailbox caches: copies per resource, the CRDs, upsynced objects.
+	copies     map[schema.GroupVersionResource]*running
+	crds       *running
+	configInf  *running
+	upsynced   map[schema.GroupVersionResource]*running
+	upsyncGVRs map[schema.GroupVersionResource]bool
+	// Edge caches per resource, and the descendants of workloads.
+	edgeObjs    map[schema.GroupVersionResource]*running
+	pods, rsets *running
+	workloadUID map[string]objKey // UID of an owned edge workload -> its key
+}
+
+// running is an informer with its own stop channel.
+type running struct {
+	informer cache.SharedIndexInformer
+	synced   func() bool
+	stop     chan struct{}
+}
+
+func (r *running) store() cache.Store { return r.informer.GetStore() }
+
+func (r *running) get(namespace, name string) *unstructured.Unstructured {
+	key := name
+	if namespace != "" {
+		key = namespace + "/" + name
+	}
+	obj, ok, _ := r.informer.GetStore().GetByKey(key)
+	if !ok {
+		return nil
+	}
+	u, _ := obj.(*unstructured.Unstructured)
+	return u
+}
+
+// problem is why an object is not in step at the edge.
+type problem struct {
+	Reason, Message string
+}
+
+// Run runs the syncer until ctx is done.
+func Run(ctx context.Context, o *Options, out io.Writer) error {
+	tok, err := jointoken.Parse(o.Token)
+	if err != nil {
+		return fmt.Errorf("--token: %w", err)
+	}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return fmt.Errorf("--data-dir %s: %w", o.DataDir, err)
+	}
+	unlock, err := lockDir(o.DataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	edgeCfg, err := edgeConfig(o)
+	if err != nil {
+		return err
+	}
+	s, err := newSyncer(o, out, tok, edgeCfg)
+	if err != nil {
+		return err
+	}
+	return s.run(ctx)
+}
+
+func edgeConfig(o *Options) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context}).ClientConfig()
+	if err != nil {
+		if o.Kubeconfig == "" {
+			return nil, fmt.Errorf("no edge cluster to sync to: pass --kubeconfig (or set $KUBECONFIG): %w", err)
+		}
+		return nil, fmt.Errorf("--kubeconfig %s: %w", o.Kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	cfg.UserAgent = FieldManager
+	return cfg, nil
+}
+
+func newSyncer(o *Options, out io.Writer, tok jointoken.Token, edgeCfg *rest.Config) (*Syncer, error) {
+	edge, err := dynamic.NewForConfig(edgeCfg)
+	if err != nil {
+		return nil, fmt.Errorf("edge cluster: %w", err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(edgeCfg)
+	if err != nil {
+		return nil, fmt.Errorf("edge cluster: %w", err)
+	}
+	limiter := func() workqueue.TypedRateLimiter[objKey] {
+		return workqueue.NewTypedMaxOfRateLimiter(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[objKey](200*time.Millisecond, 30*time.Second),
+			&workqueue.TypedBucketRateLimiter[objKey]{Limiter: newLimiter()})
+	}
+	return &Syncer{
+		opts: o, out: out, tok: tok, edge: edge,
+		edgeMapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
+		downQ:      workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[objKey]{Name: "downsync"}),
+		reportQ:    workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[objKey]{Name: "report"}),
+		upQ: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[schema.GroupVersionResource](200*time.Millisecond, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[schema.GroupVersionResource]{Name: "upsync"}),
+		desired: map[objKey]*desired{}, deferred: map[objKey]bool{}, inStep: map[objKey]bool{}, problems: map[objKey]problem{},
+		copies: map[schema.GroupVersionResource]*running{}, upsynced: map[schema.GroupVersionResource]*running{},
+		upsyncGVRs: map[schema.GroupVersionResource]bool{}, edgeObjs: map[schema.GroupVersionResource]*running{},
+		workloadUID: map[string]objKey{},
+	}, nil
+}
+
+// newLimiter bounds the overall rate of retries.
+func newLimiter() *rate.Limiter { return rate.NewLimiter(rate.Limit(50), 300) }
+
+func (s *Syncer) progress(format string, args ...any) {
+	fmt.Fprintf(s.out, format+"\n", args...)
+}
+
+func (s *Syncer) run(ctx context.Context) error {
+	logger := klog.FromContext(ctx).WithValues("syncTarget", s.opts.SyncTarget)
+	ctx = klog.NewContext(ctx, logger)
+	defer utilruntime.HandleCrash()
+	defer s.stopInformers()
+
+	// The saved state keeps the edge as it was told while the center cannot
+	// be reached. It is applied only where the edge differs from it; nothing
+	// is removed until the mailbox has been read.
+	saved, err := loadState(s.opts.DataDir)
+	if err != nil {
+		return err
+	}
+	if saved != nil && saved.SyncTarget == s.opts.SyncTarget {
+		s.id = Identity{InventorySpace: saved.InventorySpace, SyncTarget: saved.SyncTarget, MailboxSpace: saved.MailboxSpace}
+		s.owner = OwnerValue(saved.InventorySpace, saved.SyncTarget)
+		objs := saved.desiredObjects()
+		s.mu.Lock()
+		for _, d := range objs {
+			s.desired[d.Key] = d
+		}
+		s.mu.Unlock()
+		for _, d := range objs {
+			s.downQ.Add(d.Key)
+		}
+		s.progress("loaded the last desired state (%d objects) from %s", len(objs), s.opts.DataDir)
+	}
+	var wg sync.WaitGroup
+	defer func() {
+		// Workers return once their queues shut down.
+		s.downQ.ShutDown()
+		s.reportQ.ShutDown()
+		s.upQ.ShutDown()
+		wg.Wait()
+	}()
+	start := func(n int, f func()) {
+		for range n {
+			wg.Add(1)
+			go func() { defer wg.Done(); f() }()
+		}
+	}
+	startDown := func() {
+		start(s.opts.Workers, func() { worker.Work(ctx, s.downQ, "downsync failed", s.reconcileDownsync, isExpected) })
+	}
+	if saved != nil {
+		startDown()
+	}
+	start(1, func() { s.saveLoop(ctx) })
+
+	if err := s.connect(ctx); err != nil || ctx.Err() != nil {
+		return err
+	}
+	if saved == nil {
+		startDown()
+	}
+	start(s.opts.Workers, func() { worker.Work(ctx, s.reportQ, "reporting to the mailbox failed", s.reconcileReport, isExpected) })
+	start(1, func() { worker.Work(ctx, s.upQ, "upsync failed", s.reconcileUpsync, isExpected) })
+	start(1, func() { s.heartbeatLoop(ctx) })
+	s.startMailbox(ctx)
+	start(1, func() { s.awaitFirstSync(ctx) })
+	<-ctx.Done()
+	s.progress("stopping")
+	return nil
+}
+
+// isExpected are errors retried without logging: another writer was first,
+// or the center is unreachable (reported once by the heartbeat).
+func isExpected(err error) bool {
+	return worker.Conflicts(err) || errors.Is(err, errOffline) || errors.Is(err, errRetry)
+}
+
+var (
+	errOffline = errors.New("the center is unreachable")
+	errRetry   = errors.New("not yet")
+)
+
+// connect finds the server's CA, learns the token's SyncTarget and its
+// mailbox, retrying with backoff and jitter until it succeeds or an error
+// says retrying is pointless.
+func (s *Syncer) connect(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 1 << 30, Cap: 30 * time.Second}
+	var base *rest.Config
+	var id Identity
+	reported := ""
+	for {
+		err := func() error {
+			ca, err := serverCA(ctx, s.opts, s.tok)
+			if err != nil {
+				return err
+			}
+			base = baseConfig(s.opts, s.tok, ca)
+			id, err = identify(ctx, base, s.opts.SyncTarget)
+			if err != nil {
+				return err
+			}
+			if id.MailboxSpace == "" {
+				return fmt.Errorf("SyncTarget %s/%s has no mailbox yet", id.InventorySpace, id.SyncTarget)
+			}
+			return nil
+		}()
+		if err == nil {
+			break
+		}
+		if IsPermanent(err) {
+			return err
+		}
+		if msg := err.Error(); msg != reported {
+			s.progress("waiting for the center: %v (retrying)", err)
+			logger.Info("cannot reach the center yet", "err", err)
+			reported = msg
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff.Step()):
+		}
+	}
+	s.mu.Lock()
+	s.id = id
+	s.owner = OwnerValue(id.InventorySpace, id.SyncTarget)
+	s.mu.Unlock()
+	var err error
+	if s.mailbox, err = dynamic.NewForConfig(spaceConfig(base, id.MailboxSpace)); err != nil {
+		return err
+	}
+	if s.inventory, err = dynamic.NewForConfig(spaceConfig(base, id.InventorySpace)); err != nil {
+		return err
+	}
+	s.connected.Store(true)
+	s.progress("connected to %s as SyncTarget %s/%s", s.opts.Server, id.InventorySpace, id.SyncTarget)
+	s.progress("mailbox %s found", id.MailboxSpace)
+	return nil
+}
+
+// startMailbox starts the caches of the mailbox's SyncerConfig and CRDs;
+// the config starts the caches of the copies.
+func (s *Syncer) startMailbox(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.configInf = s.startInformer(ctx, s.mailbox, syncerConfigsGVR, nil, nil, cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.onConfig(ctx, obj) },
+		UpdateFunc: func(_, obj any) { s.onConfig(ctx, obj) },
+		DeleteFunc: func(any) { s.onConfig(ctx, nil) },
+	})
+	s.crds = s.startInformer(ctx, s.mailbox, crdsGVR, nil, nil, cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.onCRD(obj, false) },
+		UpdateFunc: func(_, obj any) { s.onCRD(obj, false) },
+		DeleteFunc: func(obj any) { s.onCRD(obj, true) },
+	})
+}
+
+// startInformer starts a cache of one resource; s.mu is held.
+func (s *Syncer) startInformer(ctx context.Context, client dynamic.Interface, gvr schema.GroupVersionResource,
+	tweak dynamicinformer.TweakListOptionsFunc, indexers cache.Indexers, handler cache.ResourceEventHandler) *running {
+	all := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	for k, v := range indexers {
+		all[k] = v
+	}
+	inf := dynamicinformer.NewFilteredDynamicInformer(client, gvr, metav1.NamespaceAll, 0, all, tweak).Informer()
+	_ = inf.SetTransform(func(obj any) (any, error) {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			u.SetManagedFields(nil)
+		}
+		return obj, nil
+	})
+	r := &running{informer: inf, synced: inf.HasSynced, stop: make(chan struct{})}
+	if handler != nil {
+		reg, err := inf.AddEventHandler(handler)
+		if err == nil {
+			r.synced = reg.HasSynced
+		}
+	}
+	go inf.RunWithContext(wait.ContextForChannel(mergeDone(ctx, r.stop)))
+	return r
+}
+
+// mergeDone closes when ctx is done or stop is closed.
+func mergeDone(ctx context.Context, stop chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stop:
+		}
+		close(done)
+	}()
+	return done
+}
+
+func (s *Syncer) stopInformers() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, group := range []map[schema.GroupVersionResource]*running{s.copies, s.upsynced, s.edgeObjs} {
+		for gvr, r := range group {
+			close(r.stop)
+			delete(group, gvr)
+		}
+	}
+	for _, r := range []*running{s.crds, s.configInf, s.pods, s.rsets} {
+		if r != nil {
+			close(r.stop)
+		}
+	}
+	s.crds, s.configInf, s.pods, s.rsets = nil, nil, nil, nil
+}
+
+func copySelector(o *metav1.ListOptions) { o.LabelSelector = placementCopyLabel + "=true" }
+
+func upsyncedSelector(o *metav1.ListOptions) { o.LabelSelector = UpsyncedLabel + "=true" }
+
+// onConfig follows the SyncerConfig: caches of the resources it names,
+// the CRDs it lists, the upsync clauses.
+func (s *Syncer) onConfig(ctx context.Context, obj any) {
+	cfg := &edgev2alpha1.SyncerConfig{}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cfg); err != nil {
+			klog.FromContext(ctx).Error(err, "cannot read the SyncerConfig")
+			return
+		}
+		if u.GetName() != edgev2alpha1.SyncerConfigName {
+			return
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.config = cfg
+	want := map[schema.GroupVersionResource]bool{}
+	for _, r := range cfg.Spec.Resources {
+		want[schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}] = true
+	}
+	for gvr := range want {
+		if _, ok := s.copies[gvr]; ok {
+			continue
+		}
+		s.copies[gvr] = s.startInformer(ctx, s.mailbox, gvr, copySelector, nil, s.copyHandler(gvr))
+	}
+	for gvr, r := range s.copies {
+		if want[gvr] {
+			continue
+		}
+		close(r.stop)
+		delete(s.copies, gvr)
+		for k := range s.desired {
+			if k.GVR == gvr {
+				s.removeDesiredLocked(k)
+			}
+		}
+	}
+	s.syncCRDsLocked()
+	for _, cl := range cfg.Spec.Upsync {
+		for _, res := range cl.Resources {
+			if res == "*" || cl.APIGroup == "*" {
+				continue // wildcards need discovery of every resource; not supported yet
+			}
+			gvr, err := s.edgeMapper.ResourceFor(schema.GroupVersionResource{Group: cl.APIGroup, Resource: res})
+			if err != nil {
+				s.edgeMapper.Reset()
+				klog.FromContext(ctx).Info("upsync resource not served at the edge", "group", cl.APIGroup, "resource", res, "err", err)
+				continue
+			}
+			s.upsyncGVRs[gvr] = true
+			s.ensureEdgeInformerLocked(ctx, gvr)
+			if _, ok := s.upsynced[gvr]; !ok {
+				g := gvr
+				s.upsynced[gvr] = s.startInformer(ctx, s.mailbox, gvr, upsyncedSelector, nil, handlerFunc(func(any) { s.upQ.Add(g) }))
+			}
+		}
+	}
+	for gvr := range s.upsyncGVRs {
+		s.upQ.Add(gvr)
+	}
+}
+
+func handlerFunc(f func(obj any)) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{AddFunc: f, UpdateFunc: func(_, obj any) { f(obj) }, DeleteFunc: f}
+}
+
+func (s *Syncer) copyHandler(gvr schema.GroupVersionResource) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.onCopy(gvr, obj) },
+		UpdateFunc: func(_, obj any) { s.onCopy(gvr, obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				s.mu.Lock()
+				s.removeDesiredLocked(keyOf(gvr, u))
+				s.mu.Unlock()
+			}
+		},
+	}
+}
+
+func (s *Syncer) onCopy(gvr schema.GroupVersionResource, obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, err := edgeObject(u, gvr, s.owner, s.id.InventorySpace+"/"+s.id.SyncTarget)
+	if err != nil {
+		return
+	}
+	s.setDesiredLocked(d)
+	s.reportQ.Add(d.Key)
+}
+
+func (s *Syncer) onCRD(obj any, deleted bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.syncCRDsLocked()
+}
+
+// syncCRDsLocked makes the desired CRDs those the config lists.
+func (s *Syncer) syncCRDsLocked() {
+	if s.crds == nil || s.config == nil {
+		return
+	}
+	names := map[string]bool{}
+	for _, n := range s.config.Spec.CRDs {
+		names[n] = true
+		if u := s.crds.get("", n); u != nil {
+			if d, err := edgeObject(u, crdsGVR, s.owner, s.id.InventorySpace+"/"+s.id.SyncTarget); err == nil {
+				s.setDesiredLocked(d)
+			}
+		}
+	}
+	for k := range s.desired {
+		if k.GVR == crdsGVR && !names[k.Name] {
+			s.removeDesiredLocked(k)
+		}
+	}
+}
+
+func (s *Syncer) setDesiredLocked(d *desired) {
+	if old, ok := s.desired[d.Key]; ok && old.Hash == d.Hash && old.CreateOnly == d.CreateOnly {
+		return
+	}
+	s.desired[d.Key] = d
+	s.dirty = true
+	s.downQ.Add(d.Key)
+}
+
+func (s *Syncer) removeDesiredLocked(k objKey) {
+	if _, ok := s.desired[k]; !ok {
+		return
+	}
+	delete(s.desired, k)
+	s.dirty = true
+	s.downQ.Add(k)
+}
+
+// awaitFirstSync waits until the mailbox has been read whole, then lets
+// removals happen: what the saved state held but the mailbox no longer does
+// is removed, and the initial count is reported.
+func (s *Syncer) awaitFirstSync(ctx context.Context) {
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.config == nil || s.configInf == nil || !s.configInf.synced() || !s.crds.synced() {
+			return false, nil
+		}
+		for _, r := range s.copies {
+			if !r.synced() {
+				return false, nil
+			}
+		}
+		for k := range s.desired {
+			if k.GVR == crdsGVR {
+				continue
+			}
+			r, ok := s.copies[k.GVR]
+			if !ok || r.get(k.Namespace, k.Name) == nil {
+				s.removeDesiredLocked(k)
+			}
+		}
+		s.live = true
+		for k := range s.desired {
+			s.downQ.Add(k)
+		}
+		for k := range s.deferred {
+			s.downQ.Add(k)
+		}
+		s.deferred = nil
+		return true, nil
+	})
+	if err != nil {
+		return
+	}
+	// Report once the first pass is through.
+	_ = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+		if s.downQ.Len() > 0 {
+			return false, nil
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.inStep)+len(s.problems) < len(s.desired) {
+			return false, nil
+		}
+		s.progress("%d objects synced to the edge cluster (%d with problems)", len(s.inStep), len(s.problems))
+		return true, nil
+	})
+}
+
+// saveLoop saves the desired state at most once a second while it changes.
+func (s *Syncer) saveLoop(ctx context.Context) {
+	save := func() {
+		s.mu.Lock()
+		if !s.dirty || s.id.MailboxSpace == "" {
+			s.mu.Unlock()
+			return
+		}
+		objs := make([]*desired, 0, len(s.desired))
+		for _, d := range s.desired {
+			objs = append(objs, d)
+		}
+		id := s.id
+		s.dirty = false
+		s.mu.Unlock()
+		if err := saveState(s.opts.DataDir, id, objs); err != nil {
+			klog.FromContext(ctx).Error(err, "cannot save the desired state", "dataDir", s.opts.DataDir)
+			s.mu.Lock()
+			s.dirty = true
+			s.mu.Unlock()
+		}
+	}
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			save()
+			return
+		case <-ticker.C:
+			save()
+		}
+	}
+}
+
+// lockDir keeps two syncers off one data directory.
+func lockDir(dir string) (func(), error) {
+	path := filepath.Join(dir, "syncer.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("--data-dir %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		return nil, fmt.Errorf("--data-dir %s is in use by another syncer (pid %s): stop it or choose another --data-dir",
+			dir, strings.TrimSpace(string(holder)))
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(fmt.Sprintf("%d\n", os.Getpid())), 0)
+	return func() { f.Close() }, nil
+}
