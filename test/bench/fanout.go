@@ -137,7 +137,10 @@ func fanout(ctx context.Context, s *server, targets, objects int, progress func(
 	updated := map[string]bool{}
 	for len(updated) < targets {
 		select {
-		case ev := <-w.ResultChan():
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return nil, fmt.Errorf("watch ended after the update reached %d of %d mailboxes", len(updated), targets)
+			}
 			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && cm.Name == "obj-000" && cm.Data["version"] == "2" {
 				updated[cm.Annotations[spaces.Annotation]] = true
 			}

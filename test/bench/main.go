@@ -1,8 +1,15 @@
 // Command bench measures a kubestellar server built from this tree and
 // prints the figures as a table: time to ready, memory at rest and with many
-// spaces, write throughput, watch latency and list latency.
+// spaces, write throughput, watch latency and list latency, the fan-out of
+// placements, and the edge syncer's latencies and memory against a real edge
+// cluster.
 //
 //	go run ./test/bench -kubestellar _output/kubestellar   (make bench)
+//
+// Every section's size flag skips the section when 0, e.g. only the syncer:
+//
+//	go run ./test/bench -ready-repeats 0 -throughput-objects 0 -latency-samples 0 \
+//		-list-objects 0 -spaces 0 -fanout-targets 0 -syncer-objects 200
 package main
 
 import (
@@ -13,6 +20,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -49,21 +57,39 @@ type options struct {
 	readyRepeats int
 	fanTargets   int
 	fanObjects   int
+	syncer       syncerOptions
+}
+
+// serverSections reports whether any section measuring one server runs.
+func (o options) serverSections() bool {
+	return o.throughputN > 0 || o.latencyN > 0 || o.listN > 0 || o.spaces > 0
 }
 
 func main() {
 	o := options{}
 	flag.StringVar(&o.bin, "kubestellar", "_output/kubestellar", "the kubestellar binary to measure")
-	flag.IntVar(&o.spaces, "spaces", 1000, "spaces to create for the memory-per-space figure")
+	flag.IntVar(&o.spaces, "spaces", 1000, "spaces to create for the memory-per-space figure (0 skips it and the restart)")
 	flag.IntVar(&o.perSpace, "objects-per-space", 10, "ConfigMaps to create in each of those spaces")
-	flag.IntVar(&o.throughputN, "throughput-objects", 2000, "ConfigMaps to create per throughput run")
-	flag.IntVar(&o.latencyN, "latency-samples", 500, "create-to-watch-event samples")
-	flag.IntVar(&o.listN, "list-objects", 1000, "objects in the listed namespace")
-	flag.IntVar(&o.readyRepeats, "ready-repeats", 5, "cold starts to time")
+	flag.IntVar(&o.throughputN, "throughput-objects", 2000, "ConfigMaps to create per throughput run (0 skips)")
+	flag.IntVar(&o.latencyN, "latency-samples", 500, "create-to-watch-event samples (0 skips)")
+	flag.IntVar(&o.listN, "list-objects", 1000, "objects in the listed namespace (0 skips)")
+	flag.IntVar(&o.readyRepeats, "ready-repeats", 5, "cold starts to time (0 skips)")
 	flag.IntVar(&o.fanTargets, "fanout-targets", 1000, "SyncTargets to place objects on (0 skips the fan-out)")
 	flag.IntVar(&o.fanObjects, "fanout-objects", 100, "objects to place on every SyncTarget")
+	flag.IntVar(&o.syncer.objects, "syncer-objects", 200, "ConfigMaps, and Gauges, synced to one real edge cluster (0 skips the syncer section)")
+	flag.Float64Var(&o.syncer.rate, "syncer-rate", 20, "creates and edge status patches per second in the syncer section")
 	flag.Parse()
-	if err := run(context.Background(), o); err != nil {
+	if o.syncer.objects > 0 && o.syncer.rate <= 0 {
+		fmt.Fprintln(os.Stderr, "bench: -syncer-rate must be positive")
+		os.Exit(2)
+	}
+	// The first interrupt cancels ctx so that the bench stops what it started
+	// (servers, the edge cluster, the syncer); a second one kills it.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() { <-ctx.Done(); stop() }()
+	err := run(ctx, o)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -82,87 +108,28 @@ func run(ctx context.Context, o options) error {
 	var rows []row
 	progress := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
 
-	progress("timing %d cold starts", o.readyRepeats)
-	var readies []time.Duration
-	for range o.readyRepeats {
-		s, err := start(ctx, bin, "")
+	if o.readyRepeats > 0 {
+		progress("timing %d cold starts", o.readyRepeats)
+		var readies []time.Duration
+		for range o.readyRepeats {
+			s, err := start(ctx, bin, "")
+			if err != nil {
+				return err
+			}
+			readies = append(readies, s.ready)
+			s.stop()
+			os.RemoveAll(s.dataDir)
+		}
+		rows = append(rows, row{"time to ready, fresh data dir (median)", ms(percentile(readies, 50)), fmt.Sprintf("%d starts; target < 2 s", o.readyRepeats)})
+	}
+
+	if o.serverSections() {
+		r, err := serverSections(ctx, bin, o, progress)
 		if err != nil {
 			return err
 		}
-		readies = append(readies, s.ready)
-		s.stop()
-		os.RemoveAll(s.dataDir)
+		rows = append(rows, r...)
 	}
-	rows = append(rows, row{"time to ready, fresh data dir (median)", ms(percentile(readies, 50)), fmt.Sprintf("%d starts; target < 2 s", o.readyRepeats)})
-
-	s, err := start(ctx, bin, "")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(s.dataDir)
-	defer s.stop()
-	idle := s.rss()
-	rows = append(rows, row{"idle RSS", mib(idle), "right after ready, no spaces"})
-
-	cfg := s.config(spaces.Root)
-	kube := kubernetes.NewForConfigOrDie(cfg)
-
-	for _, clients := range []int{1, 32} {
-		n := o.throughputN
-		if clients == 1 {
-			n /= 4
-		}
-		progress("creating %d ConfigMaps with %d client(s)", n, clients)
-		ns := fmt.Sprintf("throughput-%d", clients)
-		if _, err := kube.CoreV1().Namespaces().Create(ctx, namespace(ns), metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		took, err := parallel(clients, n, func(i int) error {
-			_, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, configMap(fmt.Sprintf("cm-%d", i)), metav1.CreateOptions{})
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		rows = append(rows, row{fmt.Sprintf("ConfigMap creates/s, %d client(s)", clients), fmt.Sprintf("%.0f", float64(n)/took.Seconds()), fmt.Sprintf("%d creates in %s", n, took.Round(time.Millisecond))})
-	}
-
-	progress("measuring create-to-watch-event latency over %d creates", o.latencyN)
-	lat, err := watchLatency(ctx, kube, o.latencyN)
-	if err != nil {
-		return err
-	}
-	rows = append(rows, row{"create→watch event latency p50", ms(percentile(lat, 50)), fmt.Sprintf("%d samples, one client", len(lat))},
-		row{"create→watch event latency p99", ms(percentile(lat, 99)), ""})
-
-	progress("measuring list latency of %d objects", o.listN)
-	list, err := listLatency(ctx, kube, o.listN)
-	if err != nil {
-		return err
-	}
-	rows = append(rows, row{fmt.Sprintf("list latency, %d ConfigMaps p50", o.listN), ms(percentile(list, 50)), fmt.Sprintf("%d lists", len(list))},
-		row{fmt.Sprintf("list latency, %d ConfigMaps p99", o.listN), ms(percentile(list, 99)), ""})
-
-	before := s.rss()
-	progress("creating %d spaces with %d ConfigMaps each", o.spaces, o.perSpace)
-	took, err := manySpaces(ctx, s, o.spaces, o.perSpace)
-	if err != nil {
-		return err
-	}
-	after := s.rss()
-	rows = append(rows,
-		row{fmt.Sprintf("RSS after %d spaces × %d objects", o.spaces, o.perSpace), mib(after), fmt.Sprintf("created in %s", took.Round(time.Millisecond))},
-		row{"RSS cost per space", fmt.Sprintf("%.1f KiB", float64(after-before)/float64(o.spaces)/1024), "(RSS after − before) / spaces"},
-	)
-
-	restart := time.Now()
-	s.stop()
-	s2, err := startOn(ctx, bin, s.dataDir, s.port)
-	if err != nil {
-		return err
-	}
-	defer s2.stop()
-	rows = append(rows, row{fmt.Sprintf("time to ready, restart with %d spaces", o.spaces), ms(s2.ready), fmt.Sprintf("stop+start %s", time.Since(restart).Round(time.Millisecond))})
 
 	if o.fanTargets > 0 {
 		fs, err := start(ctx, bin, "")
@@ -178,12 +145,111 @@ func run(ctx context.Context, o options) error {
 		rows = append(rows, fanRows...)
 	}
 
+	if o.syncer.objects > 0 {
+		ss, err := start(ctx, bin, "")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(ss.dataDir)
+		defer ss.stop()
+		syncRows, err := syncerBench(ctx, bin, ss, o.syncer, progress)
+		if err != nil {
+			// The server's data dir goes too; keep the end of its log.
+			return fmt.Errorf("syncer: %w\n--- end of the server's log ---\n%s", err, tailFile(filepath.Join(ss.dataDir, "server.log"), 3000))
+		}
+		rows = append(rows, syncRows...)
+	}
+
 	w := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(w, "METRIC\tVALUE\tNOTE")
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\t%s\n", r.metric, r.value, r.note)
 	}
 	return w.Flush()
+}
+
+// serverSections measures one server: idle memory, then each section whose
+// size is not 0: write throughput, watch and list latency, memory with many
+// spaces and the restart with them.
+func serverSections(ctx context.Context, bin string, o options, progress func(string, ...any)) ([]row, error) {
+	var rows []row
+	s, err := start(ctx, bin, "")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(s.dataDir)
+	defer s.stop()
+	idle := s.rss()
+	rows = append(rows, row{"idle RSS", mib(idle), "right after ready, no spaces"})
+
+	cfg := s.config(spaces.Root)
+	kube := kubernetes.NewForConfigOrDie(cfg)
+
+	if o.throughputN > 0 {
+		for _, clients := range []int{1, 32} {
+			n := o.throughputN
+			if clients == 1 {
+				n /= 4
+			}
+			progress("creating %d ConfigMaps with %d client(s)", n, clients)
+			ns := fmt.Sprintf("throughput-%d", clients)
+			if _, err := kube.CoreV1().Namespaces().Create(ctx, namespace(ns), metav1.CreateOptions{}); err != nil {
+				return nil, err
+			}
+			took, err := parallel(clients, n, func(i int) error {
+				_, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, configMap(fmt.Sprintf("cm-%d", i)), metav1.CreateOptions{})
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, row{fmt.Sprintf("ConfigMap creates/s, %d client(s)", clients), fmt.Sprintf("%.0f", float64(n)/took.Seconds()), fmt.Sprintf("%d creates in %s", n, took.Round(time.Millisecond))})
+		}
+	}
+
+	if o.latencyN > 0 {
+		progress("measuring create-to-watch-event latency over %d creates", o.latencyN)
+		lat, err := watchLatency(ctx, kube, o.latencyN)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row{"create→watch event latency p50", ms(percentile(lat, 50)), fmt.Sprintf("%d samples, one client", len(lat))},
+			row{"create→watch event latency p99", ms(percentile(lat, 99)), ""})
+	}
+
+	if o.listN > 0 {
+		progress("measuring list latency of %d objects", o.listN)
+		list, err := listLatency(ctx, kube, o.listN)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row{fmt.Sprintf("list latency, %d ConfigMaps p50", o.listN), ms(percentile(list, 50)), fmt.Sprintf("%d lists", len(list))},
+			row{fmt.Sprintf("list latency, %d ConfigMaps p99", o.listN), ms(percentile(list, 99)), ""})
+	}
+
+	if o.spaces > 0 {
+		before := s.rss()
+		progress("creating %d spaces with %d ConfigMaps each", o.spaces, o.perSpace)
+		took, err := manySpaces(ctx, s, o.spaces, o.perSpace)
+		if err != nil {
+			return nil, err
+		}
+		after := s.rss()
+		rows = append(rows,
+			row{fmt.Sprintf("RSS after %d spaces × %d objects", o.spaces, o.perSpace), mib(after), fmt.Sprintf("created in %s", took.Round(time.Millisecond))},
+			row{"RSS cost per space", fmt.Sprintf("%.1f KiB", float64(after-before)/float64(o.spaces)/1024), "(RSS after − before) / spaces"},
+		)
+
+		restart := time.Now()
+		s.stop()
+		s2, err := startOn(ctx, bin, s.dataDir, s.port)
+		if err != nil {
+			return nil, err
+		}
+		defer s2.stop()
+		rows = append(rows, row{fmt.Sprintf("time to ready, restart with %d spaces", o.spaces), ms(s2.ready), fmt.Sprintf("stop+start %s", time.Since(restart).Round(time.Millisecond))})
+	}
+	return rows, nil
 }
 
 type server struct {
@@ -328,7 +394,10 @@ func watchLatency(ctx context.Context, kube kubernetes.Interface, n int) ([]time
 		timeout := time.After(30 * time.Second)
 		for seen := false; !seen; {
 			select {
-			case ev := <-w.ResultChan():
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return nil, fmt.Errorf("watch ended waiting for %s", name)
+				}
 				if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Added && cm.Name == name {
 					out = append(out, time.Since(began))
 					seen = true

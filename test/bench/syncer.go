@@ -1,0 +1,560 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/test/edgecluster"
+)
+
+// The syncer section's fixtures: one inventory space, one WDS, one edge
+// cluster and its SyncTarget, and a namespace whose ConfigMaps and Gauges
+// one EdgePlacement downsyncs with the singleton reported state.
+const (
+	syncInv   = "bench-inv"
+	syncWDS   = "bench-wds"
+	syncEdge  = "bench-edge"
+	syncNS    = "bench"
+	gaugeCRD  = "gauges.bench.kubestellar.io"
+	gaugeKind = "Gauge"
+)
+
+var (
+	gaugesGVR = schema.GroupVersionResource{Group: "bench.kubestellar.io", Version: "v1", Resource: "gauges"}
+	crdsGVR   = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	stGVR     = edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")
+	epGVR     = edgev2alpha1.SchemeGroupVersion.WithResource("edgeplacements")
+)
+
+// syncerOptions configures the syncer section.
+type syncerOptions struct {
+	objects int     // ConfigMaps, and Gauges, to sync
+	rate    float64 // creates (and edge status patches) per second
+}
+
+// syncerBench measures the edge syncer with the built binary, one real edge
+// cluster (test/edgecluster) and one `kubestellar syncer join` process, on
+// the fresh server s: WDS create → edge ADDED latency, edge status → WDS
+// singleton status latency, and the syncer's idle resident memory.
+func syncerBench(ctx context.Context, bin string, s *server, o syncerOptions, progress func(string, ...any)) (_ []row, err error) {
+	for _, sp := range [][]string{{syncInv, "inventory"}, {syncWDS, "wds"}} {
+		if _, err := s.cli(ctx, bin, "space", "create", sp[0], "--type", sp[1], "--no-context"); err != nil {
+			return nil, err
+		}
+	}
+
+	progress("syncer: starting an edge cluster (builds its binaries on first use)")
+	cluster, err := edgecluster.StartCluster(ctx, edgecluster.Options{Name: syncEdge,
+		Logf: func(format string, args ...any) { progress("edgecluster: "+format, args...) }})
+	if err != nil {
+		return nil, fmt.Errorf("starting the edge cluster: %w", err)
+	}
+	defer func() {
+		if stopErr := cluster.Stop(); stopErr != nil && err == nil {
+			err = fmt.Errorf("stopping the edge cluster: %w", stopErr)
+		}
+	}()
+
+	out, err := s.cli(ctx, bin, "synctarget", "create", syncEdge, "--inventory-space", syncInv, "--labels", "env=bench")
+	if err != nil {
+		return nil, err
+	}
+	// Only the join command goes to stdout; it holds the token, which must
+	// not end up in an error message.
+	join := strings.Fields(strings.TrimSpace(out))
+	if len(join) < 3 || join[0] != "kubestellar" || join[1] != "syncer" {
+		return nil, fmt.Errorf("kubestellar synctarget create printed %d words, not a 'kubestellar syncer join' command", len(join))
+	}
+	dataDir, err := os.MkdirTemp("", "kubestellar-bench-syncer-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dataDir)
+	syncer, err := startSyncer(bin, join[1:], cluster.KubeconfigPath, dataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer syncer.stop()
+	defer func() {
+		// The log goes with the data dir; keep its end.
+		if tail := tailFile(syncer.logPath, 3000); err != nil && tail != "" {
+			err = fmt.Errorf("%w\n--- end of the syncer's log ---\n%s", err, tail)
+		}
+	}()
+
+	inv := dynamic.NewForConfigOrDie(s.config(syncInv))
+	progress("syncer: waiting for the syncer to connect")
+	if err := syncer.poll(ctx, time.Minute, "the SyncTarget to say the syncer is connected", func(ctx context.Context) (bool, error) {
+		st, err := inv.Resource(stGVR).Get(ctx, syncEdge, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		conds, _, _ := unstructured.NestedSlice(st.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == edgev2alpha1.SyncTargetSyncerConnected {
+				return m["status"] == "True", nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		return nil, err
+	}
+
+	wdsCfg := s.config(syncWDS)
+	wds := kubernetes.NewForConfigOrDie(wdsCfg)
+	wdsDyn := dynamic.NewForConfigOrDie(wdsCfg)
+	// client-go's default 5 requests/s would pace the edge status patches.
+	edgeCfg := rest.CopyConfig(cluster.Config)
+	edgeCfg.QPS, edgeCfg.Burst = 1000, 2000
+	edge := kubernetes.NewForConfigOrDie(edgeCfg)
+	edgeDyn := dynamic.NewForConfigOrDie(edgeCfg)
+	if err := placeWorkload(ctx, syncer, wds, wdsDyn); err != nil {
+		return nil, err
+	}
+	progress("syncer: waiting for the namespace and the Gauge CRD at the edge")
+	if err := syncer.poll(ctx, 2*time.Minute, "the namespace and an established Gauge CRD at the edge", func(ctx context.Context) (bool, error) {
+		if _, err := edge.CoreV1().Namespaces().Get(ctx, syncNS, metav1.GetOptions{}); err != nil {
+			return false, nil
+		}
+		crd, err := edgeDyn.Resource(crdsGVR).Get(ctx, gaugeCRD, metav1.GetOptions{})
+		return err == nil && established(crd), nil
+	}); err != nil {
+		return nil, err
+	}
+
+	// 1. WDS create → ADDED at the edge.
+	cmWatch, err := edge.CoreV1().ConfigMaps(syncNS).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer cmWatch.Stop()
+	cmArrivals := collect(cmWatch, func(ev watch.Event) (string, bool) {
+		if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Added {
+			return cm.Name, true
+		}
+		return "", false
+	})
+	progress("syncer: creating %d ConfigMaps in the WDS at %g/s", o.objects, o.rate)
+	sent := make(map[string]time.Time, o.objects)
+	createsTook, err := paced(ctx, o.objects, o.rate, func(i int) error {
+		name := fmt.Sprintf("cm-%03d", i)
+		if _, err := wds.CoreV1().ConfigMaps(syncNS).Create(ctx, configMap(name), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		sent[name] = time.Now()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	propagation, err := cmArrivals.wait(ctx, sent, syncer, progress, "ConfigMaps at the edge")
+	if err != nil {
+		return nil, err
+	}
+
+	// 2. Edge status → WDS singleton status. Nothing at the edge writes the
+	// Gauges' status, so each value seen in the WDS is the one set here.
+	progress("syncer: creating %d Gauges in the WDS", o.objects)
+	if _, err := paced(ctx, o.objects, o.rate, func(i int) error {
+		_, err := wdsDyn.Resource(gaugesGVR).Namespace(syncNS).Create(ctx, gauge(i), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	progress("syncer: waiting for the %d Gauges at the edge and their executing-count in the WDS", o.objects)
+	if err := syncer.poll(ctx, 3*time.Minute, fmt.Sprintf("%d Gauges at the edge, each counted as executing in the WDS", o.objects), func(ctx context.Context) (bool, error) {
+		atEdge, err := edgeDyn.Resource(gaugesGVR).Namespace(syncNS).List(ctx, metav1.ListOptions{})
+		if err != nil || len(atEdge.Items) < o.objects {
+			return false, nil
+		}
+		inWDS, err := wdsDyn.Resource(gaugesGVR).Namespace(syncNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		counted := 0
+		for _, g := range inWDS.Items {
+			if _, ok := g.GetLabels()[edgev2alpha1.ExecutingCountLabel]; ok {
+				counted++
+			}
+		}
+		return counted >= o.objects, nil
+	}); err != nil {
+		return nil, err
+	}
+	gaugeWatch, err := wdsDyn.Resource(gaugesGVR).Namespace(syncNS).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer gaugeWatch.Stop()
+	statusArrivals := collect(gaugeWatch, func(ev watch.Event) (string, bool) {
+		u, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified) {
+			return "", false
+		}
+		v, found, _ := unstructured.NestedInt64(u.Object, "status", "value")
+		return u.GetName(), found && u.GetName() == gaugeName(int(v))
+	})
+	progress("syncer: patching the status of %d Gauges at the edge at %g/s", o.objects, o.rate)
+	patched := make(map[string]time.Time, o.objects)
+	patchesTook, err := paced(ctx, o.objects, o.rate, func(i int) error {
+		patch := fmt.Appendf(nil, `{"status":{"value":%d}}`, i)
+		if _, err := edgeDyn.Resource(gaugesGVR).Namespace(syncNS).Patch(ctx, gaugeName(i), types.MergePatchType, patch,
+			metav1.PatchOptions{}, "status"); err != nil {
+			return err
+		}
+		patched[gaugeName(i)] = time.Now()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	statusReturn, err := statusArrivals.wait(ctx, patched, syncer, progress, "statuses in the WDS")
+	if err != nil {
+		return nil, err
+	}
+
+	// 3. Idle memory.
+	progress("syncer: 5 s of quiet before reading the syncer's memory")
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(5 * time.Second):
+	}
+	if syncer.exited() {
+		return nil, errors.New("the syncer exited")
+	}
+	mem, err := procMemory(syncer.cmd.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
+
+	const theirs = "KubeStellar's performance test reports about 5 s on average"
+	return []row{
+		{"syncer: WDS create → edge ADDED p50", ms(percentile(propagation, 50)), fmt.Sprintf("%d ConfigMaps created at %g/s (in %s), one edge cluster; %s", o.objects, o.rate, createsTook.Round(100*time.Millisecond), theirs)},
+		{"syncer: WDS create → edge ADDED p99", ms(percentile(propagation, 99)), "target ≤ 1 s"},
+		{"syncer: WDS create → edge ADDED max", ms(percentile(propagation, 100)), ""},
+		{"syncer: edge status → WDS status p50", ms(percentile(statusReturn, 50)), fmt.Sprintf("%d status patches at %g/s (in %s) at the edge (a CRD's objects), singleton status; %s", o.objects, o.rate, patchesTook.Round(100*time.Millisecond), theirs)},
+		{"syncer: edge status → WDS status p99", ms(percentile(statusReturn, 99)), "target ≤ 1 s"},
+		{"syncer: edge status → WDS status max", ms(percentile(statusReturn, 100)), ""},
+		{"syncer idle RSS (VmRSS)", mib(mem["VmRSS"]), fmt.Sprintf("5 s after the last change, %d objects synced; target ≤ 40 MB", 2*o.objects)},
+		{"syncer idle RssAnon", mib(mem["RssAnon"]), "heap and stacks: the syncer's own memory"},
+		{"syncer idle RssFile", mib(mem["RssFile"]), "mapped pages of the binary, which also holds the whole server"},
+	}, nil
+}
+
+// placeWorkload makes the namespace, the Gauge CRD (established) and the
+// EdgePlacement in the WDS.
+func placeWorkload(ctx context.Context, syncer *syncerProcess, wds kubernetes.Interface, wdsDyn dynamic.Interface) error {
+	if _, err := wds.CoreV1().Namespaces().Create(ctx, namespace(syncNS), metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := wdsDyn.Resource(crdsGVR).Create(ctx, gaugeCRDObject(), metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if err := syncer.poll(ctx, time.Minute, "the Gauge CRD to be established in the WDS", func(ctx context.Context) (bool, error) {
+		crd, err := wdsDyn.Resource(crdsGVR).Get(ctx, gaugeCRD, metav1.GetOptions{})
+		return err == nil && established(crd), nil
+	}); err != nil {
+		return err
+	}
+	ep := &edgev2alpha1.EdgePlacement{
+		TypeMeta:   metav1.TypeMeta{APIVersion: edgev2alpha1.SchemeGroupVersion.String(), Kind: "EdgePlacement"},
+		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
+		Spec: edgev2alpha1.EdgePlacementSpec{
+			LocationSelectors:          []metav1.LabelSelector{{MatchLabels: map[string]string{"env": "bench"}}},
+			WantSingletonReportedState: true,
+			Downsync: []edgev2alpha1.DownsyncClause{
+				{APIGroup: ptr.To(crdsGVR.Group), Resources: []string{crdsGVR.Resource}, ObjectNames: []string{gaugeCRD}},
+				{APIGroup: ptr.To(""), Resources: []string{"namespaces"}, ObjectNames: []string{syncNS}},
+				{APIGroup: ptr.To(""), Resources: []string{"configmaps"}, Namespaces: []string{syncNS}},
+				{APIGroup: ptr.To(gaugesGVR.Group), Resources: []string{gaugesGVR.Resource}, Namespaces: []string{syncNS}},
+			},
+		},
+	}
+	u, err := toUnstructured(ep)
+	if err != nil {
+		return err
+	}
+	_, err = wdsDyn.Resource(epGVR).Create(ctx, u, metav1.CreateOptions{})
+	return err
+}
+
+// gaugeCRDObject is a namespaced CRD with a status subresource whose
+// status.value is an integer.
+func gaugeCRDObject() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1",
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": gaugeCRD},
+		"spec": map[string]any{
+			"group": gaugesGVR.Group,
+			"scope": "Namespaced",
+			"names": map[string]any{"plural": "gauges", "singular": "gauge", "kind": gaugeKind, "listKind": gaugeKind + "List"},
+			"versions": []any{map[string]any{
+				"name": gaugesGVR.Version, "served": true, "storage": true,
+				"subresources": map[string]any{"status": map[string]any{}},
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{
+					"type": "object",
+					"properties": map[string]any{
+						"spec": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+						// Beside value, the syncer may add conditions.
+						"status": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+							"properties": map[string]any{"value": map[string]any{"type": "integer"}}},
+					},
+				}},
+			}},
+		},
+	}}
+}
+
+func gaugeName(i int) string { return fmt.Sprintf("gauge-%03d", i) }
+
+func gauge(i int) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": gaugesGVR.GroupVersion().String(),
+		"kind":       gaugeKind,
+		"metadata":   map[string]any{"name": gaugeName(i), "namespace": syncNS},
+		"spec":       map[string]any{"unit": "bench"},
+	}}
+}
+
+func established(crd *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// paced calls fn for 0..n-1 at a steady rate per second (fn's own time
+// included), so that latencies measure the path and not a queue. It
+// returns how long the n calls took.
+func paced(ctx context.Context, n int, rate float64, fn func(i int) error) (time.Duration, error) {
+	interval := time.Duration(float64(time.Second) / rate)
+	began := time.Now()
+	for i := range n {
+		if d := time.Until(began.Add(time.Duration(i) * interval)); d > 0 {
+			select {
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			case <-time.After(d):
+			}
+		}
+		if err := fn(i); err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(began), nil
+}
+
+// arrivals records when a watch first delivered each name that match
+// accepts.
+type arrivals struct {
+	mu    sync.Mutex
+	first map[string]time.Time
+	ended chan struct{} // closed when the watch ends
+}
+
+func collect(w watch.Interface, match func(watch.Event) (string, bool)) *arrivals {
+	a := &arrivals{first: map[string]time.Time{}, ended: make(chan struct{})}
+	go func() {
+		defer close(a.ended)
+		for ev := range w.ResultChan() {
+			at := time.Now()
+			if name, ok := match(ev); ok {
+				a.mu.Lock()
+				if _, seen := a.first[name]; !seen {
+					a.first[name] = at
+				}
+				a.mu.Unlock()
+			}
+		}
+	}()
+	return a
+}
+
+// wait waits until every name in sent has arrived and returns the
+// latencies, giving up after a minute without progress.
+func (a *arrivals) wait(ctx context.Context, sent map[string]time.Time, syncer *syncerProcess, progress func(string, ...any), what string) ([]time.Duration, error) {
+	count := func() int {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		n := 0
+		for name := range sent {
+			if _, ok := a.first[name]; ok {
+				n++
+			}
+		}
+		return n
+	}
+	last, lastChange, lastReport := -1, time.Now(), time.Now()
+	for {
+		n := count()
+		if n == len(sent) {
+			break
+		}
+		if n != last {
+			last, lastChange = n, time.Now()
+		}
+		switch {
+		case time.Since(lastChange) > time.Minute:
+			return nil, fmt.Errorf("%d of %d %s, none more for a minute", n, len(sent), what)
+		case syncer.exited():
+			return nil, fmt.Errorf("the syncer exited with %d of %d %s", n, len(sent), what)
+		case time.Since(lastReport) > 10*time.Second:
+			progress("syncer: %d of %d %s", n, len(sent), what)
+			lastReport = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-a.ended:
+			return nil, fmt.Errorf("the watch ended with %d of %d %s", count(), len(sent), what)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]time.Duration, 0, len(sent))
+	for name, at := range sent {
+		out = append(out, max(0, a.first[name].Sub(at)))
+	}
+	return out, nil
+}
+
+// syncerProcess is `kubestellar syncer join` running as a child process.
+type syncerProcess struct {
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+}
+
+func startSyncer(bin string, joinArgs []string, edgeKubeconfig, dataDir string) (*syncerProcess, error) {
+	logPath := filepath.Join(dataDir, "syncer.log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	args := append(append([]string{}, joinArgs...), "--kubeconfig", edgeKubeconfig, "--data-dir", dataDir, "--heartbeat-interval", "2s")
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	// If the bench dies, so does the syncer.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return nil, fmt.Errorf("starting the syncer: %w", err)
+	}
+	p := &syncerProcess{cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); log.Close(); close(p.done) }()
+	return p, nil
+}
+
+func (p *syncerProcess) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM and waits, killing the syncer after 30 s.
+func (p *syncerProcess) stop() {
+	if p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// tailFile returns the last n bytes of a file, or "" if it cannot be read.
+func tailFile(path string, n int) string {
+	data, _ := os.ReadFile(path)
+	if len(data) > n {
+		data = data[len(data)-n:]
+	}
+	return string(data)
+}
+
+// poll checks cond until it holds, failing after timeout or as soon as the
+// syncer exits.
+func (p *syncerProcess) poll(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) (bool, error)) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if p.exited() {
+			return false, errors.New("the syncer exited")
+		}
+		return cond(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %s: %w", what, err)
+	}
+	return nil
+}
+
+// cli runs one of the binary's client commands with the server's admin
+// kubeconfig and returns its stdout.
+func (s *server) cli(ctx context.Context, bin string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+filepath.Join(s.dataDir, "admin.kubeconfig"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("kubestellar %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out), nil
+}
+
+// procMemory reads the resident-memory lines of /proc/PID/status, in bytes.
+func procMemory(pid int) (map[string]int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 || f[2] != "kB" || !strings.HasPrefix(f[0], "Rss") && f[0] != "VmRSS:" {
+			continue
+		}
+		kb, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("/proc/%d/status: %s: %w", pid, line, err)
+		}
+		out[strings.TrimSuffix(f[0], ":")] = kb * 1024
+	}
+	if _, ok := out["VmRSS"]; !ok {
+		return nil, fmt.Errorf("/proc/%d/status has no VmRSS", pid)
+	}
+	return out, nil
+}
