@@ -37,6 +37,11 @@ kind: ConfigMap
 metadata: {name: cfg, namespace: app}
 data: {greeting: hello}
 ---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: seed, namespace: app}
+data: {value: initial}
+---
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, namespace: app}
@@ -77,7 +82,8 @@ spec:
   wantSingletonReportedState: true
   downsync:
   - {apiGroup: "", resources: [namespaces], objectNames: [app]}
-  - {apiGroup: "", resources: [configmaps], namespaces: [app]}
+  - {apiGroup: "", resources: [configmaps], namespaces: [app], objectNames: [cfg]}
+  - {apiGroup: "", resources: [configmaps], namespaces: [app], objectNames: [seed], createOnly: true}
   - {apiGroup: apps, resources: [deployments], namespaces: [app]}
 `
 
@@ -104,6 +110,8 @@ func TestSyncerOffline(t *testing.T) {
 		poll(t, ek, equals(replicas), name+" to be available at the edge",
 			"get", "deployment", name, "-n", "app", "-o", "jsonpath={.status.availableReplicas}")
 	}
+	poll(t, ek, equals("initial"), "the create-only ConfigMap at the edge",
+		"get", "configmap", "seed", "-n", "app", "-o", "jsonpath={.data.value}")
 	poll(t, k, equals("1"), "the singleton status of steady in the WDS",
 		"--context", "wds1", "get", "deployment", "steady", "-n", "app", "-o", "jsonpath={.status.availableReplicas}")
 
@@ -145,6 +153,7 @@ func TestSyncerOffline(t *testing.T) {
 	// The center returns; a change made there reaches the edge, and what did
 	// not change is left alone.
 	srv.Restart(t)
+	k.MustRun(t, "--context", "wds1", "patch", "configmap", "seed", "-n", "app", "--type=merge", "-p", `{"data":{"value":"changed"}}`)
 	k.MustRun(t, "--context", "wds1", "patch", "configmap", "cfg", "-n", "app", "--type=merge", "-p", `{"data":{"greeting":"welcome back"}}`)
 	pollFor(t, 2*time.Minute, ek, equals("welcome back"), "the change made at the center to reach the edge",
 		"get", "configmap", "cfg", "-n", "app", "-o", "jsonpath={.data.greeting}")
@@ -157,6 +166,9 @@ func TestSyncerOffline(t *testing.T) {
 	}
 	require.NotEqual(t, field(stateBefore, "ConfigMap/cfg"), field(stateAfter, "ConfigMap/cfg"))
 	require.Contains(t, syncer.Log(), "connected to "+srv.BaseURL())
+	// The create-only object was made once and is left alone (the change to
+	// it was made before the one to cfg, which has arrived).
+	require.Equal(t, "initial", ek.MustRun(t, "get", "configmap", "seed", "-n", "app", "-o", "jsonpath={.data.value}"))
 }
 
 // field returns the "name@..." entry of obj in a space-separated list.
