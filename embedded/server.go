@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -45,9 +46,10 @@ import (
 
 // Server is a configured kubestellar server, ready to Run.
 type Server struct {
-	cfg  *Config
-	core *genericapiserver.GenericAPIServer
-	ext  *apiextensionsapiserver.CustomResourceDefinitions
+	cfg     *Config
+	core    *genericapiserver.GenericAPIServer
+	ext     *apiextensionsapiserver.CustomResourceDefinitions
+	onReady func()
 }
 
 // BaseURL is the URL clients on this machine reach the server at.
@@ -119,7 +121,40 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("writing admin kubeconfig: %w", err)
 	}
 	klog.FromContext(ctx).Info("serving", "url", s.cfg.BaseURL(), "kubeconfig", s.cfg.AdminKubeconfigPath())
+	if s.onReady != nil {
+		go s.awaitReady(ctx)
+	}
 	return prepared.RunWithContext(ctx)
+}
+
+// OnReady sets a function to call once the server is ready: /readyz is ok,
+// which needs every post-start hook done, and so the CRDs installed and the
+// spaces machinery and controllers started.
+func (s *Server) OnReady(f func()) { s.onReady = f }
+
+func (s *Server) awaitReady(ctx context.Context) {
+	client, err := rest.HTTPClientFor(s.core.LoopbackClientConfig)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "cannot check readiness")
+		return
+	}
+	url := s.core.LoopbackClientConfig.Host + "/readyz"
+	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err == nil {
+		klog.FromContext(ctx).Info("ready")
+		s.onReady()
+	}
 }
 
 // installCRDs creates or updates kubestellar's own CRDs and waits until

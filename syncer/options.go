@@ -36,6 +36,9 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// Workers is the number of objects kept in step in parallel.
 	Workers int
+	// OnReady, if set, is called once the syncer keeps the edge: when it has
+	// connected to the center, or loaded its saved state before that.
+	OnReady func(status string)
 }
 
 // DefaultDataDir is where the syncer of syncTarget keeps its state.

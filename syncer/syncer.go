@@ -54,6 +54,7 @@ type Syncer struct {
 	mailbox   dynamic.Interface
 	inventory dynamic.Interface
 	connected atomic.Bool
+	announced bool // readiness was announced
 
 	downQ   workqueue.TypedRateLimitingInterface[objKey]
 	reportQ workqueue.TypedRateLimitingInterface[objKey]
@@ -178,6 +179,14 @@ func newSyncer(o *Options, out io.Writer, tok jointoken.Token, edgeCfg *rest.Con
 // newLimiter bounds the overall rate of retries.
 func newLimiter() *rate.Limiter { return rate.NewLimiter(rate.Limit(50), 300) }
 
+// ready says the syncer keeps the edge, once.
+func (s *Syncer) ready(status string) {
+	if s.opts.OnReady != nil && !s.announced {
+		s.announced = true
+		s.opts.OnReady(status)
+	}
+}
+
 func (s *Syncer) progress(format string, args ...any) {
 	fmt.Fprintf(s.out, format+"\n", args...)
 }
@@ -208,6 +217,7 @@ func (s *Syncer) run(ctx context.Context) error {
 			s.downQ.Add(d.Key)
 		}
 		s.progress("loaded the last desired state (%d objects) from %s", len(objs), s.opts.DataDir)
+		s.ready(fmt.Sprintf("keeping the edge from the saved state (%d objects)", len(objs)))
 	}
 	var wg sync.WaitGroup
 	defer func() {
@@ -217,6 +227,9 @@ func (s *Syncer) run(ctx context.Context) error {
 		s.upQ.ShutDown()
 		wg.Wait()
 	}()
+	// Returning (on an error too) stops every goroutine before the wait above.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	start := func(n int, f func()) {
 		for range n {
 			wg.Add(1)
@@ -237,6 +250,7 @@ func (s *Syncer) run(ctx context.Context) error {
 	if saved == nil {
 		startDown()
 	}
+	s.ready("connected; mailbox " + s.id.MailboxSpace)
 	start(s.opts.Workers, func() { worker.Work(ctx, s.reportQ, "reporting to the mailbox failed", s.reconcileReport, isExpected) })
 	start(1, func() { worker.Work(ctx, s.upQ, "upsync failed", s.reconcileUpsync, isExpected) })
 	start(1, func() { s.heartbeatLoop(ctx) })

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
 	"github.com/kubestellar/kubestellar/embedded"
+	"github.com/kubestellar/kubestellar/internal/sdnotify"
 )
 
 type options struct {
@@ -36,6 +37,8 @@ The admin kubeconfig is written to DATA_DIR/admin.kubeconfig.`,
 
 func runE(cmd *cobra.Command, o *options, _ iostreams.IOStreams) error {
 	ctx := klog.NewContext(cmd.Context(), klog.Background())
+	// Readiness is ours to announce to systemd, not the apiserver's.
+	notifier := sdnotify.Take()
 	completed, err := o.server.Complete()
 	if err != nil {
 		return err
@@ -52,6 +55,15 @@ func runE(cmd *cobra.Command, o *options, _ iostreams.IOStreams) error {
 		cfg.Close()
 		return err
 	}
+	srv.OnReady(func() {
+		if err := notifier.Notify(sdnotify.Ready("serving " + cfg.BaseURL())...); err != nil {
+			klog.FromContext(ctx).Error(err, "cannot tell systemd the server is ready")
+		}
+	})
+	go func() {
+		<-ctx.Done()
+		_ = notifier.Notify(sdnotify.Stopping()...)
+	}()
 	if err := srv.Run(ctx); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}

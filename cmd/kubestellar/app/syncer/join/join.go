@@ -5,8 +5,10 @@ import (
 	"context"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
+	"github.com/kubestellar/kubestellar/internal/sdnotify"
 	"github.com/kubestellar/kubestellar/syncer"
 )
 
@@ -40,5 +42,17 @@ func runE(ctx context.Context, o *syncer.Options, streams iostreams.IOStreams) e
 	if err := o.Validate(); err != nil {
 		return err
 	}
+	// Under systemd (Type=notify), say when the syncer keeps the edge and
+	// when it stops.
+	notifier := sdnotify.Take()
+	o.OnReady = func(status string) {
+		if err := notifier.Notify(sdnotify.Ready(status)...); err != nil {
+			klog.FromContext(ctx).Error(err, "cannot tell systemd the syncer is ready")
+		}
+	}
+	go func() {
+		<-ctx.Done()
+		_ = notifier.Notify(sdnotify.Stopping()...)
+	}()
 	return syncer.Run(ctx, o, streams.Out)
 }
