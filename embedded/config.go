@@ -56,7 +56,9 @@ type Config struct {
 	groups     []*genericapiserver.APIGroupInfo
 	spaces     *spaceLookup
 	syncers    *auth.Syncers
-	lock       *dataDirLock
+	// tunnelConditions records syncers' tunnels on their SyncTargets.
+	tunnelConditions *tunnelConditions
+	lock             *dataDirLock
 }
 
 // Close stops the datastore and releases the data directory; Server.Run
@@ -138,6 +140,8 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	authz := auth.Authorizer{SyncTargets: c.syncers.SyncTargets}
 	core.Authorization.Authorizer = authz
 	core.RuleResolver = authz
+	core.LongRunningFunc = withTunnelsLongRunning(core.LongRunningFunc)
+	c.tunnelConditions = newTunnelConditions()
 	core.EffectiveVersion = compatibility.NewEffectiveVersionFromString(KubernetesVersion, "", "")
 	core.ExternalAddress = net.JoinHostPort(o.AdvertiseAddress, strconv.Itoa(o.Port))
 	namer := openapinamer.NewDefinitionNamer(scheme, apiextensionsapiserver.Scheme)

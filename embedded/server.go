@@ -42,6 +42,7 @@ import (
 	"github.com/kubestellar/kubestellar/spaces/crdcontroller"
 	"github.com/kubestellar/kubestellar/spaces/namespacecontroller"
 	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
+	"github.com/kubestellar/kubestellar/tunnel"
 )
 
 // Server is a configured kubestellar server, ready to Run.
@@ -50,6 +51,7 @@ type Server struct {
 	core    *genericapiserver.GenericAPIServer
 	ext     *apiextensionsapiserver.CustomResourceDefinitions
 	onReady func()
+	tunnels *tunnel.Server
 }
 
 // BaseURL is the URL clients on this machine reach the server at.
@@ -89,7 +91,10 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 	}
 	core.Handler.NonGoRestfulMux.Handle(jointoken.CACertsPath, auth.CACertsHandler(c.CA.PEM))
 	core.Handler.NonGoRestfulMux.Handle(jointoken.SyncerInfoPath, auth.SyncerInfoHandler(c.syncers.SyncTargets))
-	s := &Server{cfg: c, core: core, ext: ext}
+	tunnels := tunnel.NewServer(ctx, c.tunnelConditions.changed)
+	core.Handler.NonGoRestfulMux.Handle(tunnel.Path, tunnels)
+	core.Handler.NonGoRestfulMux.HandlePrefix(tunnel.EdgesPrefix, tunnels.EdgeProxy())
+	s := &Server{cfg: c, core: core, ext: ext, tunnels: tunnels}
 	if err := core.AddPostStartHook("kubestellar-spaces", func(hookCtx genericapiserver.PostStartHookContext) error {
 		// The space machinery watches Spaces, a CRD of ours: install first.
 		if err := s.installCRDs(hookCtx); err != nil {
@@ -98,6 +103,7 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 		if err := s.startSpaces(hookCtx); err != nil {
 			return err
 		}
+		go c.tunnelConditions.run(hookCtx.Context, &spaceClients{base: hookCtx.LoopbackClientConfig})
 		// Syncer tokens need the SyncTarget CRD served, hence here.
 		return c.syncers.Start(hookCtx.Context, hookCtx.LoopbackClientConfig)
 	}); err != nil {

@@ -55,7 +55,7 @@ func serverCA(ctx context.Context, o *Options, tok jointoken.Token) ([]byte, err
 	}
 	// The CA is public; what makes it trusted is its hash in the token. So
 	// it is read without verifying the server, and nothing secret is sent.
-	transport := &http.Transport{Proxy: http.ProxyFromEnvironment,
+	transport := &http.Transport{Proxy: o.ProxyFunc(),
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // checked against the token's hash below
 	defer transport.CloseIdleConnections()
 	client := &http.Client{Transport: transport, Timeout: 15 * time.Second}
@@ -100,6 +100,7 @@ func baseConfig(o *Options, tok jointoken.Token, ca []byte) *rest.Config {
 		BearerToken:     tok.Bearer(),
 		TLSClientConfig: rest.TLSClientConfig{CAData: ca},
 		UserAgent:       "kubestellar-syncer/" + version.Version,
+		Proxy:           o.ProxyFunc(),
 		QPS:             100,
 		Burst:           200,
 		Timeout:         30 * time.Second,

@@ -101,7 +101,7 @@ func (s *Syncer) heartbeat(ctx context.Context) error {
 		problems = problems[:edgev2alpha1.MaxSyncProblems]
 	}
 	host, _ := os.Hostname()
-	meta.SetStatusCondition(&st.Status.Conditions, metav1.Condition{Type: edgev2alpha1.SyncTargetSyncerConnected, Status: metav1.ConditionTrue,
+	meta.SetStatusCondition(&st.Status.Conditions, metav1.Condition{Type: edgev2alpha1.SyncTargetHeartbeat, Status: metav1.ConditionTrue,
 		Reason: "Heartbeat", Message: fmt.Sprintf("syncer %s on %s reports every %s", version.Version, host, s.opts.HeartbeatInterval), ObservedGeneration: st.Generation})
 	cond := metav1.Condition{Type: edgev2alpha1.SyncTargetSynced, Status: metav1.ConditionTrue, Reason: "InStep",
 		Message: fmt.Sprintf("%d objects in step", synced), ObservedGeneration: st.Generation}

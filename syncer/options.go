@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -30,6 +31,9 @@ type Options struct {
 	// CertificateAuthority is a PEM file with the center's CA, needed only
 	// for a token without the CA hash.
 	CertificateAuthority string
+	// Proxy is the HTTP proxy for every connection to the server (""
+	// for $HTTPS_PROXY and $NO_PROXY).
+	Proxy string
 	// DataDir keeps the syncer's saved state.
 	DataDir string
 	// HeartbeatInterval is how often the SyncTarget's status is refreshed.
@@ -65,6 +69,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the edge cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringVar(&o.Context, "context", o.Context, "kubeconfig context of the edge cluster (default: the current one)")
 	fs.StringVar(&o.CertificateAuthority, "certificate-authority", o.CertificateAuthority, "PEM file with the server's CA; only for a token without the CA hash (K10...)")
+	fs.StringVar(&o.Proxy, "proxy", o.Proxy, "HTTP proxy (http://HOST:PORT) for every connection to the server, tunnel included (default: $HTTPS_PROXY, except hosts in $NO_PROXY)")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory for the syncer's saved state (default /var/lib/kubestellar-syncer/SYNC-TARGET as root, else ~/.kubestellar-syncer/SYNC-TARGET)")
 	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", o.HeartbeatInterval, "how often the SyncTarget's status is refreshed")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "objects kept in step in parallel")
@@ -100,6 +105,11 @@ func (o *Options) Validate() error {
 	if tok.CAHash == "" && o.CertificateAuthority == "" {
 		return fmt.Errorf("--token has no CA hash (K10<hash>::...), so --certificate-authority must name the server's CA file")
 	}
+	if o.Proxy != "" {
+		if p, err := url.Parse(o.Proxy); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return fmt.Errorf("--proxy %q must be an http:// or https:// URL of an HTTP proxy, e.g. http://proxy:3128", o.Proxy)
+		}
+	}
 	if o.SyncTarget == "" {
 		return fmt.Errorf("--sync-target is required: the name of the SyncTarget this edge cluster is")
 	}
@@ -113,4 +123,16 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--workers must be at least 1, not %d", o.Workers)
 	}
 	return nil
+}
+
+// ProxyFunc picks the proxy for connections to the server.
+func (o *Options) ProxyFunc() func(*http.Request) (*url.URL, error) {
+	if o.Proxy == "" {
+		return http.ProxyFromEnvironment
+	}
+	u, err := url.Parse(o.Proxy)
+	if err != nil {
+		return http.ProxyFromEnvironment
+	}
+	return http.ProxyURL(u)
 }

@@ -2,6 +2,8 @@ package syncer
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +37,7 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
 	"github.com/kubestellar/kubestellar/internal/worker"
+	"github.com/kubestellar/kubestellar/tunnel"
 )
 
 var syncerConfigsGVR = edgev2alpha1.SchemeGroupVersion.WithResource("syncerconfigs")
@@ -46,7 +49,9 @@ type Syncer struct {
 	tok  jointoken.Token
 
 	edge       dynamic.Interface
+	edgeCfg    *rest.Config
 	edgeMapper meta.ResettableRESTMapper
+	ca         []byte // the server's CA, once connected
 
 	// Set once connected.
 	id        Identity
@@ -162,7 +167,7 @@ func newSyncer(o *Options, out io.Writer, tok jointoken.Token, edgeCfg *rest.Con
 			&workqueue.TypedBucketRateLimiter[objKey]{Limiter: newLimiter()})
 	}
 	return &Syncer{
-		opts: o, out: out, tok: tok, edge: edge,
+		opts: o, out: out, tok: tok, edge: edge, edgeCfg: edgeCfg,
 		edgeMapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
 		downQ:      workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[objKey]{Name: "downsync"}),
 		reportQ:    workqueue.NewTypedRateLimitingQueueWithConfig(limiter(), workqueue.TypedRateLimitingQueueConfig[objKey]{Name: "report"}),
@@ -254,6 +259,9 @@ func (s *Syncer) run(ctx context.Context) error {
 	start(s.opts.Workers, func() { worker.Work(ctx, s.reportQ, "reporting to the mailbox failed", s.reconcileReport, isExpected) })
 	start(1, func() { worker.Work(ctx, s.upQ, "upsync failed", s.reconcileUpsync, isExpected) })
 	start(1, func() { s.heartbeatLoop(ctx) })
+	if err := s.startTunnel(ctx, start); err != nil {
+		return err
+	}
 	s.startMailbox(ctx)
 	start(1, func() { s.awaitFirstSync(ctx) })
 	<-ctx.Done()
@@ -287,6 +295,7 @@ func (s *Syncer) connect(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
+			s.ca = ca
 			base = baseConfig(s.opts, s.tok, ca)
 			id, err = identify(ctx, base, s.opts.SyncTarget)
 			if err != nil {
@@ -654,4 +663,26 @@ func lockDir(dir string) (func(), error) {
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(fmt.Sprintf("%d\n", os.Getpid())), 0)
 	return func() { f.Close() }, nil
+}
+
+// startTunnel keeps the reverse tunnel to the server open, through which
+// the center reaches the edge cluster's API.
+func (s *Syncer) startTunnel(ctx context.Context, start func(int, func())) error {
+	edge, err := tunnel.EdgeHandler(s.edgeCfg)
+	if err != nil {
+		return fmt.Errorf("edge cluster: %w", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.ca)
+	client := &tunnel.Client{Server: s.opts.Server, BearerToken: s.tok.Bearer(), Proxy: s.opts.ProxyFunc(), Edge: edge,
+		TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+		OnChange: func(open bool) {
+			if open {
+				s.progress("tunnel open")
+			} else {
+				s.progress("tunnel closed; reconnecting")
+			}
+		}}
+	start(1, func() { client.Run(ctx) })
+	return nil
 }

@@ -43,3 +43,13 @@ func TestHeartbeatStale(t *testing.T) {
 		})
 	}
 }
+
+func TestHeartbeatStaleWithoutTunnel(t *testing.T) {
+	old := metav1.NewTime(time.Now().Add(-HeartbeatTimeout - time.Minute))
+	st := &edgev2alpha1.SyncTarget{}
+	st.Status.Conditions = []metav1.Condition{{Type: edgev2alpha1.SyncTargetHeartbeat, Status: metav1.ConditionTrue}}
+	st.Status.LastSyncerHeartbeatTime = &old
+	if stale, _ := heartbeatStale(st, time.Now()); !stale {
+		t.Error("a silent syncer that heartbeated is stale even without a tunnel condition")
+	}
+}

@@ -47,11 +47,13 @@ func clientKey(name string) client.ObjectKey { return client.ObjectKey{Name: nam
 // ten-second heartbeats.
 const HeartbeatTimeout = 45 * time.Second
 
-// heartbeatStale says whether a SyncTarget says its syncer is connected
-// while its last heartbeat is older than HeartbeatTimeout; if not, how long
+// heartbeatStale says whether a SyncTarget says its syncer is connected or
+// heartbeating while its last heartbeat is older than HeartbeatTimeout; if not, how long
 // until it would be (0: nothing to watch).
 func heartbeatStale(st *edgev2alpha1.SyncTarget, now time.Time) (bool, time.Duration) {
-	if !meta.IsStatusConditionTrue(st.Status.Conditions, edgev2alpha1.SyncTargetSyncerConnected) || st.Status.LastSyncerHeartbeatTime == nil {
+	live := meta.IsStatusConditionTrue(st.Status.Conditions, edgev2alpha1.SyncTargetSyncerConnected) ||
+		meta.IsStatusConditionTrue(st.Status.Conditions, edgev2alpha1.SyncTargetHeartbeat)
+	if !live || st.Status.LastSyncerHeartbeatTime == nil {
 		return false, 0
 	}
 	age := now.Sub(st.Status.LastSyncerHeartbeatTime.Time)

@@ -9,6 +9,9 @@ const (
 	// SyncerInfoPath tells a syncer, authenticated by its token, who it is:
 	// a SyncerInfo as JSON.
 	SyncerInfoPath = "/kubestellar/v1/syncer"
+	// TunnelPath is where a syncer, authenticated by its token, opens its
+	// reverse tunnel (a WebSocket; see package tunnel).
+	TunnelPath = "/kubestellar/v1/tunnel"
 )
 
 // SyncerInfo is what SyncerInfoPath returns.

@@ -5,35 +5,55 @@ package kubeconfig
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/clientconfig"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
 	kskubeconfig "github.com/kubestellar/kubestellar/embedded/kubeconfig"
 	"github.com/kubestellar/kubestellar/spaces"
+	"github.com/kubestellar/kubestellar/tunnel"
 )
 
 type options struct {
-	client clientconfig.Options
-	space  string
+	client         clientconfig.Options
+	space          string
+	edge           string
+	inventorySpace string
 }
 
 // NewCommand returns the command.
 func NewCommand(streams iostreams.IOStreams) *cobra.Command {
 	o := &options{}
 	cmd := &cobra.Command{
-		Use:     "kubeconfig --space NAME",
-		Short:   "Print a kubeconfig for one space",
-		Example: "  kubestellar kubeconfig --space wds1 > wds1.kubeconfig\n  kubectl --kubeconfig wds1.kubeconfig get ns",
-		Args:    cobra.NoArgs,
+		Use:   "kubeconfig (--space NAME | --edge SYNCTARGET --inventory-space SPACE)",
+		Short: "Print a kubeconfig for one space, or for an edge cluster through the center",
+		Example: "  kubestellar kubeconfig --space wds1 > wds1.kubeconfig\n  kubectl --kubeconfig wds1.kubeconfig get ns\n" +
+			"  kubestellar kubeconfig --edge edge1 --inventory-space inv1 > edge1.kubeconfig\n  kubectl --kubeconfig edge1.kubeconfig get pods -A",
+		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			if o.space == "" {
-				return errors.New("--space is required")
-			}
-			if err := spaces.ValidateName(o.space); err != nil && o.space != spaces.Root {
-				return fmt.Errorf("--space: %w", err)
+			switch {
+			case o.space == "" && o.edge == "":
+				return errors.New("--space or --edge is required")
+			case o.space != "" && o.edge != "":
+				return errors.New("--space and --edge exclude each other")
+			case o.space != "":
+				if err := spaces.ValidateName(o.space); err != nil && o.space != spaces.Root {
+					return fmt.Errorf("--space: %w", err)
+				}
+			default:
+				if o.inventorySpace == "" {
+					return errors.New("--edge needs --inventory-space: the space of the SyncTarget")
+				}
+				if err := spaces.ValidateName(o.inventorySpace); err != nil {
+					return fmt.Errorf("--inventory-space: %w", err)
+				}
+				if errs := validation.IsDNS1123Subdomain(o.edge); len(errs) > 0 {
+					return fmt.Errorf("--edge %q is not a SyncTarget name: %s", o.edge, strings.Join(errs, "; "))
+				}
 			}
 			loaded, err := o.client.Load()
 			if err != nil {
@@ -42,7 +62,11 @@ func NewCommand(streams iostreams.IOStreams) *cobra.Command {
 			if loaded.Token == "" {
 				return fmt.Errorf("the kubeconfig %s carries no bearer token to hand out", loaded.Path)
 			}
-			data, err := clientcmd.Write(*kskubeconfig.ForSpace(loaded.BaseURL, o.space, loaded.CAData, loaded.Token))
+			cfg := kskubeconfig.ForSpace(loaded.BaseURL, o.space, loaded.CAData, loaded.Token)
+			if o.edge != "" {
+				cfg = kskubeconfig.ForEdge(loaded.BaseURL, tunnel.EdgesPrefix, o.inventorySpace, o.edge, loaded.CAData, loaded.Token)
+			}
+			data, err := clientcmd.Write(*cfg)
 			if err != nil {
 				return err
 			}
@@ -52,5 +76,7 @@ func NewCommand(streams iostreams.IOStreams) *cobra.Command {
 	}
 	o.client.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&o.space, "space", "", "The space the kubeconfig addresses.")
+	cmd.Flags().StringVar(&o.edge, "edge", "", "A SyncTarget whose edge cluster the kubeconfig reaches, through the center and its syncer's tunnel (admins only).")
+	cmd.Flags().StringVar(&o.inventorySpace, "inventory-space", "", "The space of the --edge SyncTarget.")
 	return cmd
 }

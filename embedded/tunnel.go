@@ -1,0 +1,125 @@
+package embedded
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/tunnel"
+)
+
+// isTunnelRequest: tunnels and what goes through them live long; they are
+// kept out of the request timeout and the in-flight limits.
+func isTunnelRequest(r *http.Request) bool {
+	return r.URL.Path == tunnel.Path || strings.HasPrefix(r.URL.Path, tunnel.EdgesPrefix)
+}
+
+// withTunnelsLongRunning extends a long-running-request check.
+func withTunnelsLongRunning(check func(*http.Request, *request.RequestInfo) bool) func(*http.Request, *request.RequestInfo) bool {
+	return func(r *http.Request, ri *request.RequestInfo) bool {
+		return isTunnelRequest(r) || (check != nil && check(r, ri))
+	}
+}
+
+// tunnelConditions makes each SyncTarget's SyncerConnected condition
+// follow its syncer's tunnel. Changes heard before the server is ready
+// wait until it is.
+type tunnelConditions struct {
+	mu      sync.Mutex
+	pending map[string]bool // "inventory/synctarget" -> connected
+	wake    chan struct{}
+}
+
+func newTunnelConditions() *tunnelConditions {
+	return &tunnelConditions{pending: map[string]bool{}, wake: make(chan struct{}, 1)}
+}
+
+// changed is the tunnel server's onChange.
+func (t *tunnelConditions) changed(_ context.Context, inventorySpace, syncTarget string, connected bool) {
+	t.mu.Lock()
+	t.pending[inventorySpace+"/"+syncTarget] = connected
+	t.mu.Unlock()
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run writes the conditions until ctx is done.
+func (t *tunnelConditions) run(ctx context.Context, clients *spaceClients) {
+	logger := klog.FromContext(ctx)
+	retryTimer := time.NewTimer(time.Hour)
+	defer retryTimer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.wake:
+		case <-retryTimer.C:
+		}
+		t.mu.Lock()
+		batch := t.pending
+		t.pending = map[string]bool{}
+		t.mu.Unlock()
+		for key, connected := range batch {
+			inv, st, _ := strings.Cut(key, "/")
+			if err := writeTunnelCondition(ctx, clients, inv, st, connected); err != nil {
+				logger.Error(err, "cannot record the tunnel on the SyncTarget; will retry", "syncTarget", key, "connected", connected)
+				t.mu.Lock()
+				if _, newer := t.pending[key]; !newer {
+					t.pending[key] = connected
+				}
+				t.mu.Unlock()
+				retryTimer.Reset(time.Second)
+			}
+		}
+	}
+}
+
+func writeTunnelCondition(ctx context.Context, clients *spaceClients, inv, st string, connected bool) error {
+	dyn, err := clients.Dynamic(inv)
+	if err != nil {
+		return err
+	}
+	rc := dyn.Resource(edgev2alpha1.SchemeGroupVersion.WithResource("synctargets"))
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		u, err := rc.Get(ctx, st, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		obj := &edgev2alpha1.SyncTarget{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+			return err
+		}
+		cond := metav1.Condition{Type: edgev2alpha1.SyncTargetSyncerConnected, Status: metav1.ConditionTrue,
+			Reason: "TunnelOpen", Message: "the syncer's tunnel to the server is open", ObservedGeneration: obj.Generation}
+		if !connected {
+			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "TunnelClosed", "the syncer's tunnel to the server is closed"
+		}
+		if !meta.SetStatusCondition(&obj.Status.Conditions, cond) {
+			return nil
+		}
+		out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return err
+		}
+		_, err = rc.UpdateStatus(ctx, &unstructured.Unstructured{Object: out}, metav1.UpdateOptions{FieldManager: "kubestellar-tunnel"})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil // the SyncTarget is gone
+	}
+	return err
+}

@@ -1,0 +1,106 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubestellar/kubestellar/test/edgecluster"
+	"github.com/kubestellar/kubestellar/test/harness"
+)
+
+// TestTunnel: the syncer's reverse tunnel carries an admin's kubectl from
+// the center to the edge cluster (gets, a watch), SyncerConnected follows
+// it, it comes back after a server restart, and whatever is not a syncer's
+// own tunnel or an admin's request is refused.
+func TestTunnel(t *testing.T) {
+	srv := harness.StartBinary(t, "")
+	k := srv.Kubectl()
+	srv.CLI(t, "space", "create", "inv1", "--type", "inventory")
+	join := srv.JoinCommand(t, "edge1", "--inventory-space", "inv1")
+	c := edgecluster.Start(t, edgecluster.Options{Name: "edge1"})
+	ek := harness.Kubectl{Kubeconfig: c.KubeconfigPath}
+	syncer := harness.StartSyncer(t, join, c.KubeconfigPath, "")
+	syncer.WaitLog(t, "tunnel open", time.Minute)
+	poll(t, k, equals("True TunnelOpen"), "SyncerConnected to follow the tunnel", "--context", "inv1", "get", "synctarget", "edge1",
+		"-o", `jsonpath={.status.conditions[?(@.type=="SyncerConnected")].status} {.status.conditions[?(@.type=="SyncerConnected")].reason}`)
+
+	// kubectl on the edge cluster, through the center.
+	viaCenter := harness.Kubectl{Kubeconfig: filepath.Join(t.TempDir(), "edge1.kubeconfig")}
+	require.NoError(t, os.WriteFile(viaCenter.Kubeconfig, []byte(srv.CLI(t, "kubeconfig", "--edge", "edge1", "--inventory-space", "inv1")), 0o600))
+	require.Equal(t, strings.Join(c.NodeNames, " "), viaCenter.MustRun(t, "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}"))
+	ek.MustRun(t, "create", "deployment", "hello", "--image", "nginx:1.27", "--replicas", "2")
+	poll(t, viaCenter, func(s string) bool { return strings.Count(s, "hello-") == 2 }, "the edge's pods through the center",
+		"get", "pods", "-A", "-o", "name")
+	require.Contains(t, viaCenter.MustRun(t, "describe", "deployment", "hello"), "Replicas:")
+
+	// A watch through the tunnel sees a change made at the edge.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	watch := exec.CommandContext(ctx, "kubectl", "--kubeconfig", viaCenter.Kubeconfig, "get", "configmaps", "-n", "default", "--watch", "-o", "name")
+	stdout, err := watch.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, watch.Start())
+	defer func() { cancel(); _ = watch.Wait() }()
+	lines := make(chan string, 16)
+	go func() {
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			lines <- scanner.Text()
+		}
+		close(lines)
+	}()
+	require.Equal(t, "configmap/kube-root-ca.crt", <-lines, "the watch's initial list")
+	ek.MustRun(t, "create", "configmap", "seen-through-the-tunnel")
+	select {
+	case line := <-lines:
+		require.Equal(t, "configmap/seen-through-the-tunnel", line)
+	case <-ctx.Done():
+		t.Fatal("the watch through the tunnel saw nothing")
+	}
+
+	// Refusals: only admins use the edge proxy; only a syncer's own token
+	// opens a tunnel, with a WebSocket handshake; no token at all is 401.
+	token := strings.SplitN(flagValue(t, join, "--token"), "::", 2)[1]
+	require.Contains(t, viaCenter.MustFail(t, "--token", token, "get", "nodes"), "Forbidden")
+	admin := strings.TrimSpace(readFile(t, filepath.Join(srv.DataDir, "admin.token")))
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second}
+	status := func(bearer string) int {
+		req, err := http.NewRequest(http.MethodGet, srv.BaseURL()+"/kubestellar/v1/tunnel", nil)
+		require.NoError(t, err)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusUnauthorized, status(""))
+	require.Equal(t, http.StatusUnauthorized, status("abcdef.0000000000000000"))
+	require.Equal(t, http.StatusForbidden, status(admin), "an admin token is not a syncer's")
+	require.Equal(t, http.StatusBadRequest, status(token), "a plain GET is not a WebSocket handshake")
+
+	// The tunnel comes back after a server restart.
+	before := strings.Count(syncer.Log(), "\ntunnel open")
+	srv.Stop(t)
+	restarted := time.Now()
+	srv.Restart(t)
+	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return strings.Count(syncer.Log(), "\ntunnel open") > before, nil
+	})
+	require.NoError(t, err, "the tunnel did not come back; syncer log:\n%s", syncer.Log())
+	t.Logf("tunnel back %s after the restarted server was ready", time.Since(restarted).Round(10*time.Millisecond))
+	poll(t, viaCenter, func(s string) bool { return strings.Contains(s, "hello") }, "the edge through the center again",
+		"get", "deployments", "-o", "name")
+}

@@ -1,0 +1,37 @@
+// Package tunnel is the reverse tunnel between syncers and the server.
+//
+// A syncer opens one long-lived WebSocket to the server (on its one HTTPS
+// port, through any HTTP proxy or load balancer in between, authenticated
+// by its token) and keeps it open, reconnecting with backoff and jitter.
+// The tunnel is multiplexed (github.com/rancher/remotedialer, as k3s uses):
+// the server opens connections through it to the syncer, which serves them
+// from its edge cluster's API with its own edge credentials. So the center
+// reaches edges it could never connect to, and an admin can use kubectl on
+// an edge cluster through the center: Server.EdgeProxy serves
+// /kubestellar/v1/edges/INVENTORY/SYNCTARGET/proxy/... from that edge.
+//
+// The server side is plain http.Handlers behind the API server's
+// authentication and authorization: only a syncer's token opens a tunnel,
+// and only for its own SyncTarget; only admins use the edge proxy.
+package tunnel
+
+import (
+	"time"
+
+	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
+)
+
+const (
+	// Path is where syncers open their tunnel.
+	Path = jointoken.TunnelPath
+	// EdgesPrefix is where admins reach edge clusters through their tunnels:
+	// EdgesPrefix + INVENTORY/SYNCTARGET/proxy/<edge API path>.
+	EdgesPrefix = "/kubestellar/v1/edges/"
+	// EdgeAPIAddress is the one address the server dials through a tunnel:
+	// the syncer serves it from its edge cluster's API.
+	EdgeAPIAddress = "kubestellar-edge-api:80"
+	// DeadAfter is how long a tunnel may be silent before either side
+	// drops it: remotedialer pings every 5 s, but only gives up after a
+	// minute on its own.
+	DeadAfter = 15 * time.Second
+)
