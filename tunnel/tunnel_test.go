@@ -1,0 +1,211 @@
+package tunnel
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/request"
+)
+
+func TestParseEdgePath(t *testing.T) {
+	for _, tc := range []struct {
+		path, inv, st, rest string
+		wantErr             bool
+	}{
+		{path: EdgesPrefix + "inv1/edge1/proxy/api/v1/pods", inv: "inv1", st: "edge1", rest: "/api/v1/pods"},
+		{path: EdgesPrefix + "inv1/edge1/proxy", inv: "inv1", st: "edge1", rest: "/"},
+		{path: EdgesPrefix + "inv1/edge1/proxy/", inv: "inv1", st: "edge1", rest: "/"},
+		{path: EdgesPrefix + "inv1/edge1", wantErr: true},
+		{path: EdgesPrefix + "inv1/edge1/other/api", wantErr: true},
+		{path: EdgesPrefix + "Inv1/edge1/proxy/api", wantErr: true},
+		{path: EdgesPrefix + "inv1/../proxy/api", wantErr: true},
+		{path: "/api/v1/pods", wantErr: true},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			inv, st, rest, err := parseEdgePath(tc.path)
+			if tc.wantErr {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, []string{tc.inv, tc.st, tc.rest}, []string{inv, st, rest})
+		})
+	}
+}
+
+// FuzzParseEdgePath: nothing a client sends in the path crashes the
+// server, and what is accepted names valid objects.
+func FuzzParseEdgePath(f *testing.F) {
+	for _, s := range []string{EdgesPrefix + "inv1/edge1/proxy/api", EdgesPrefix, EdgesPrefix + "a/b/proxy", EdgesPrefix + "//proxy/", "/x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, path string) {
+		inv, st, rest, err := parseEdgePath(path)
+		if err != nil {
+			return
+		}
+		if inv == "" || st == "" || strings.Contains(inv+st, "/") || !strings.HasPrefix(rest, "/") {
+			t.Fatalf("accepted %q as %q %q %q", path, inv, st, rest)
+		}
+	})
+}
+
+// withUser stands in for the API server's authentication.
+func withUser(h http.Handler, u user.Info) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u != nil {
+			r = r.WithContext(request.WithUser(r.Context(), u))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func syncerUser(inv, st string) user.Info {
+	return &user.DefaultInfo{Name: "system:kubestellar:syncer:" + inv + ":" + st, Groups: []string{"kubestellar:syncers"},
+		Extra: map[string][]string{"kubestellar.io/inventory-space": {inv}, "kubestellar.io/sync-target": {st}}}
+}
+
+func TestTunnelRefusals(t *testing.T) {
+	s := NewServer(t.Context(), nil)
+	for _, tc := range []struct {
+		desc string
+		user user.Info
+		want int
+	}{
+		{desc: "no user", want: http.StatusForbidden},
+		{desc: "not a syncer", user: &user.DefaultInfo{Name: "alice"}, want: http.StatusForbidden},
+		{desc: "a syncer without a WebSocket handshake", user: syncerUser("inv1", "edge1"), want: http.StatusBadRequest},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			withUser(s, tc.user).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, Path, nil))
+			require.Equal(t, tc.want, rec.Code)
+			require.Contains(t, rec.Body.String(), `"kind":"Status"`)
+		})
+	}
+	rec := httptest.NewRecorder()
+	s.EdgeProxy().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, EdgesPrefix+"inv1/edge1/proxy/api", nil))
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, "no tunnel open")
+	require.Contains(t, rec.Body.String(), "inv1/edge1 has no tunnel open")
+}
+
+// TestTunnelRoundTrip runs a real client against a real server over TLS:
+// requests to the edge proxy reach the client's edge handler, without the
+// caller's credentials, and the tunnel comes back after it is cut.
+func TestTunnelRoundTrip(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var changes []bool
+	s := NewServer(ctx, func(_ context.Context, inv, st string, connected bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, "inv1/edge1", inv+"/"+st)
+		changes = append(changes, connected)
+	})
+	mux := http.NewServeMux()
+	mux.Handle(Path, withUser(s, syncerUser("inv1", "edge1")))
+	mux.Handle(EdgesPrefix, s.EdgeProxy())
+	srv := httptest.NewUnstartedServer(mux)
+	conns := &trackingListener{Listener: srv.Listener}
+	srv.Listener = conns
+	srv.EnableHTTP2 = false
+	srv.StartTLS()
+	defer srv.Close()
+
+	edge := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery+" auth="+r.Header.Get("Authorization"))
+	})
+	client := &Client{Server: srv.URL, BearerToken: "t", Edge: edge,
+		TLS: &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, MinVersion: tls.VersionTLS12}}
+	done := make(chan struct{})
+	go func() { client.Run(ctx); close(done) }()
+
+	get := func() (int, string) {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+EdgesPrefix+"inv1/edge1/proxy/api/v1/pods?watch=true", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer center-admin")
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	waitOpen := func() {
+		require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true,
+			func(context.Context) (bool, error) { return s.Connected("inv1", "edge1"), nil }))
+	}
+	waitOpen()
+	code, body := get()
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "GET /api/v1/pods?watch=true auth=", body, "the caller's token stays at the center")
+	require.Equal(t, 1, s.Tunnels())
+
+	// Cut every connection: the client comes back by itself.
+	conns.closeAll()
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(changes) >= 3, nil
+	}))
+	waitOpen()
+	code, _ = get()
+	require.Equal(t, http.StatusOK, code)
+	mu.Lock()
+	require.Equal(t, []bool{true, false, true}, changes[:3])
+	mu.Unlock()
+	cancel()
+	<-done
+}
+
+func TestSilentConnectionIsDropped(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	w := newWatchedConn(a)
+	dead := make(chan struct{})
+	go w.watch(context.Background(), 100*time.Millisecond, func() { close(dead) })
+	select {
+	case <-dead:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a silent connection was not dropped")
+	}
+	_, err := w.Write([]byte("x"))
+	require.Error(t, err, "the dropped connection is closed")
+}
+
+// trackingListener can cut every connection it accepted, hijacked or not.
+type trackingListener struct {
+	net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (l *trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.mu.Lock()
+		l.conns = append(l.conns, c)
+		l.mu.Unlock()
+	}
+	return c, err
+}
+
+func (l *trackingListener) closeAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.conns {
+		c.Close()
+	}
+	l.conns = nil
+}
