@@ -8,7 +8,7 @@ export KUBESTELLAR_BIN ?= $(CURDIR)/$(BIN)
 TEST_FLAGS ?=
 RUN_ARGS ?=
 
-.PHONY: help build run test test-unit test-integration test-e2e verify codegen bench clean
+.PHONY: help build run test test-unit test-integration test-e2e verify codegen bench clean deb deb-test
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-20s %s\n", $$1, $$2}'
@@ -39,6 +39,12 @@ codegen: ## Regenerate deepcopy, CRDs and OpenAPI models
 
 bench: build ## Measure the server: readiness, memory, throughput, latency (prints tables)
 	$(GO) run ./test/bench -kubestellar $(BIN)
+
+deb: build ## Build the Debian package _output/kubestellar_<version>_<arch>.deb (needs dpkg-deb)
+	hack/build-deb.sh $(BIN) $(VERSION) _output
+
+deb-test: deb ## As root: install the .deb, check it, purge it, check nothing is left
+	hack/test-deb.sh _output
 
 clean: ## Remove build output
 	rm -rf _output

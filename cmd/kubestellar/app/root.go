@@ -16,11 +16,15 @@ import (
 
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/kubeconfig"
+	serverinstall "github.com/kubestellar/kubestellar/cmd/kubestellar/app/server/install"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/server/start"
+	serveruninstall "github.com/kubestellar/kubestellar/cmd/kubestellar/app/server/uninstall"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/space/create"
 	spacedelete "github.com/kubestellar/kubestellar/cmd/kubestellar/app/space/delete"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/space/list"
+	syncerinstall "github.com/kubestellar/kubestellar/cmd/kubestellar/app/syncer/install"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/syncer/join"
+	synceruninstall "github.com/kubestellar/kubestellar/cmd/kubestellar/app/syncer/uninstall"
 	synctargetcreate "github.com/kubestellar/kubestellar/cmd/kubestellar/app/synctarget/create"
 	synctargetdelete "github.com/kubestellar/kubestellar/cmd/kubestellar/app/synctarget/delete"
 	tokencreate "github.com/kubestellar/kubestellar/cmd/kubestellar/app/token/create"
@@ -69,11 +73,11 @@ func NewCommand(streams IOStreams) *cobra.Command {
 	cmd.PersistentFlags().AddGoFlag(klogFlags.Lookup("v"))
 
 	server := &cobra.Command{Use: "server", Short: "Run and manage the kubestellar server"}
-	server.AddCommand(start.NewCommand(streams))
+	server.AddCommand(start.NewCommand(streams), serverinstall.NewCommand(streams), serveruninstall.NewCommand(streams))
 	space := &cobra.Command{Use: "space", Short: "Create, list and delete spaces (logical clusters)"}
 	space.AddCommand(create.NewCommand(streams), list.NewCommand(streams), spacedelete.NewCommand(streams))
-	syncer := &cobra.Command{Use: "syncer", Short: "Run the edge syncer"}
-	syncer.AddCommand(join.NewCommand(streams))
+	syncer := &cobra.Command{Use: "syncer", Short: "Run the edge syncer, or install it as a service"}
+	syncer.AddCommand(join.NewCommand(streams), syncerinstall.NewCommand(streams), synceruninstall.NewCommand(streams))
 	synctarget := &cobra.Command{Use: "synctarget", Aliases: []string{"st"}, Short: "Add and remove edge clusters (SyncTargets) and make their syncer tokens"}
 	synctarget.AddCommand(synctargetcreate.NewCommand(streams), synctargetdelete.NewCommand(streams))
 	token := &cobra.Command{Use: "token", Short: "Create, list and revoke syncer tokens"}
