@@ -176,7 +176,7 @@ func parseEdgePath(path string) (inv, st, rest string, err error) {
 	}
 	parts := strings.SplitN(tail, "/", 4)
 	if len(parts) < 3 || parts[2] != "proxy" {
-		return "", "", "", fmt.Errorf("an edge is reached at %sINVENTORY/SYNCTARGET/proxy/...", EdgesPrefix)
+		return "", "", "", fmt.Errorf("an edge is reached at %sINVENTORY/SYNCTARGET/proxy/PATH", EdgesPrefix)
 	}
 	for _, name := range parts[:2] {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
