@@ -133,3 +133,24 @@ func TestValidID(t *testing.T) {
 		require.Equal(t, want, ValidID(in), in)
 	}
 }
+
+// FuzzParse: no token a client sends crashes the server, and what is
+// accepted prints back as itself (less surrounding spaces, which a pasted
+// token may carry).
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"abcdef.0123456789abcdef", "K10" + strings.Repeat("a", 64) + "::abcdef.0123456789abcdef", "K10::.", "", "::", "a.b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tok, err := Parse(s)
+		if err != nil {
+			return
+		}
+		if tok.String() != strings.TrimSpace(s) {
+			t.Fatalf("Parse(%q).String() = %q", s, tok.String())
+		}
+		if !ValidID(tok.ID) {
+			t.Fatalf("Parse(%q) accepted the id %q", s, tok.ID)
+		}
+	})
+}
