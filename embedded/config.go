@@ -87,6 +87,21 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 			lock.release()
 		}
 	}()
+	ds, err := storage.Start(ctx, o.DatastoreEndpoint, o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			ds.Stop()
+		}
+	}()
+	if o.Token != "" {
+		// Servers of one cluster share the CA and the admin token.
+		if err := syncIdentity(ctx, ds.Endpoints, o.Token, o.DataDir); err != nil {
+			return nil, err
+		}
+	}
 	ca, err := certs.EnsureCA(PKIDir(o.DataDir), "kubestellar-ca")
 	if err != nil {
 		return nil, fmt.Errorf("certificate authority: %w", err)
@@ -99,16 +114,6 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	if err != nil {
 		return nil, fmt.Errorf("admin token: %w", err)
 	}
-
-	ds, err := storage.Start(ctx, o.DatastoreEndpoint, o.DataDir)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			ds.Stop()
-		}
-	}()
 
 	// Serve watches with initial events (watch-list) no more: the apiserver
 	// does that initial list inside its etcd watcher, where kine's race on

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/pflag"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -25,6 +26,10 @@ type Options struct {
 	TLSSANs []string
 	// DatastoreEndpoint is a kine endpoint; empty means SQLite in DataDir.
 	DatastoreEndpoint string
+	// Token is the secret the servers of one cluster share (see package
+	// bootstrap); TokenFile holds it instead, keeping it out of ps.
+	Token     string
+	TokenFile string
 }
 
 // DefaultDataDir is /var/lib/kubestellar for root and ~/.kubestellar for
@@ -51,6 +56,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Port, "port", o.Port, "Port to serve the API (and spaces, syncer tunnels, health) on.")
 	fs.StringVar(&o.AdvertiseAddress, "advertise-address", o.AdvertiseAddress, "Address edges and clients are told to reach the server at (default: the host's primary address).")
 	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "Extra host name or IP address for the serving certificate (repeatable).")
+	fs.StringVar(&o.Token, "token", o.Token, "Secret shared by the servers of one cluster: the first server started with it stores the CA and admin token in the datastore, encrypted with a key derived from it; servers started later with the same --token and --datastore-endpoint load them.")
+	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "File holding --token (keeps it out of the process list).")
 	fs.StringVar(&o.DatastoreEndpoint, "datastore-endpoint", o.DatastoreEndpoint, "kine datastore endpoint, e.g. postgres://user:pw@host:5432/db, mysql://user:pw@tcp(host:3306)/db, http://etcd:2379 (default: SQLite in the data dir).")
 }
 
@@ -82,6 +89,19 @@ func (o *Options) Complete() (*CompletedOptions, error) {
 			} else {
 				c.AdvertiseAddress = "127.0.0.1"
 			}
+		}
+	}
+	if c.TokenFile != "" {
+		data, err := os.ReadFile(c.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		if c.Token != "" {
+			return nil, errors.New("--token and --token-file exclude each other")
+		}
+		c.Token = strings.TrimSpace(string(data))
+		if c.Token == "" {
+			return nil, fmt.Errorf("--token-file %s is empty", c.TokenFile)
 		}
 	}
 	c.KubeconfigHost = "127.0.0.1"

@@ -1,0 +1,51 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kubestellar/kubestellar/test/harness"
+)
+
+// TestServersShareIdentityOnPostgres: servers on one PostgreSQL started
+// with the same --token present the same CA and admin token, and each sees
+// what the other writes; a server with another token refuses to start; the
+// datastore password appears in no log.
+func TestServersShareIdentityOnPostgres(t *testing.T) {
+	pg := harness.StartPostgres(t)
+	args := []string{"--datastore-endpoint", pg.DSN, "--token", "cluster-secret"}
+	a := harness.StartBinary(t, "", args...)
+	b := harness.StartBinary(t, "", args...)
+	for _, f := range []string{"pki/ca.crt", "admin.token"} {
+		require.Equal(t, readFile(t, filepath.Join(a.DataDir, f)), readFile(t, filepath.Join(b.DataDir, f)), "%s differs between the servers", f)
+	}
+	ka, kb := a.Kubectl(), b.Kubectl()
+	a.CLI(t, "space", "create", "wds1")
+	// b learns of the space from the datastore (kine polls PostgreSQL).
+	poll(t, kb, func(string) bool { return true }, "the space made through a to be served by b",
+		"--server", b.BaseURL()+"/spaces/wds1", "create", "configmap", "from-b", "--from-literal=k=v")
+	poll(t, ka, equals("v"), "the ConfigMap written through b, read through a",
+		"--server", a.BaseURL()+"/spaces/wds1", "get", "configmap", "from-b", "-o", "jsonpath={.data.k}")
+	// a's admin kubeconfig works against b: same CA, same token.
+	require.Contains(t, ka.MustRun(t, "--server", b.BaseURL(), "get", "namespaces", "-o", "name"), "namespace/default")
+
+	// Another token: refused, with the reason, and no second CA.
+	dir := t.TempDir()
+	cmd := exec.Command(harness.Binary(t), "server", "start", "--data-dir", dir, "--bind-address", "127.0.0.1",
+		"--port", strconv.Itoa(harness.FreePort(t)), "--datastore-endpoint", pg.DSN, "--token", "another-secret")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "a server with another token started:\n%s", out)
+	require.Contains(t, string(out), "started with another --token")
+	_, statErr := os.Stat(filepath.Join(dir, "pki", "ca.crt"))
+	require.True(t, os.IsNotExist(statErr), "the refused server made a CA of its own")
+
+	for _, p := range []*harness.Process{a, b} {
+		require.NotContains(t, readFile(t, p.LogPath), pg.Password, "the datastore password is in %s", p.LogPath)
+	}
+	require.NotContains(t, string(out), pg.Password)
+}
