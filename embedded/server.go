@@ -251,25 +251,11 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 			return fmt.Errorf("creating namespace %s in the root space: %w", ns, err)
 		}
 	}
-	spaceCtl, err := spacecontroller.New(spaceInformer.Informer(), root, clients.Kube, purger.PurgeSpace)
-	if err != nil {
-		return err
-	}
-	wildcard, err := clients.Kube(spaces.Wildcard)
-	if err != nil {
-		return err
-	}
-	nsCtl := namespacecontroller.New(wildcard, rootKube.Discovery(), clients)
-
 	extClient, err := apiextensionsclient.NewForConfig(loopback)
 	if err != nil {
 		return err
 	}
 	crdInformers := apiextensionsinformers.NewSharedInformerFactory(extClient, 0)
-	crdCtl, err := crdcontroller.New(crdInformers.Apiextensions().V1().CustomResourceDefinitions().Informer(), purger.PurgeResource)
-	if err != nil {
-		return err
-	}
 	crds := crdInformers.Apiextensions().V1().CustomResourceDefinitions()
 	legacy := &legacyDiscovery{groups: s.core.DiscoveryGroupManager, crds: crds.Lister()}
 	if err := legacy.register(crds.Informer()); err != nil {
@@ -281,10 +267,37 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 		return errors.New("space cache did not sync")
 	}
 	s.cfg.spaces.lister.Store(&spaceLister{spaceInformer.Lister()})
-	go spaceCtl.Run(ctx, 2)
-	go nsCtl.Run(ctx, 2)
-	go crdCtl.Run(ctx)
-	return controllers.Start(ctx, loopback)
+
+	// The controllers: the spaces' own and the workload-management ones.
+	// Made anew each time this server leads, so a server that loses the
+	// lead and wins it back starts clean.
+	runControllers := func(ctx context.Context) error {
+		spaceCtl, err := spacecontroller.New(spaceInformer.Informer(), root, clients.Kube, purger.PurgeSpace)
+		if err != nil {
+			return err
+		}
+		wildcard, err := clients.Kube(spaces.Wildcard)
+		if err != nil {
+			return err
+		}
+		nsCtl := namespacecontroller.New(wildcard, rootKube.Discovery(), clients)
+		crdCtl, err := crdcontroller.New(crds.Informer(), purger.PurgeResource)
+		if err != nil {
+			return err
+		}
+		go spaceCtl.Run(ctx, 2)
+		go nsCtl.Run(ctx, 2)
+		go crdCtl.Run(ctx)
+		return controllers.Start(ctx, loopback)
+	}
+	if s.cfg.Options.DatastoreEndpoint == "" {
+		// SQLite in the data dir: this is the only server.
+		return runControllers(ctx)
+	}
+	// Several servers may share an external datastore: the controllers run
+	// on the one that holds the lease.
+	go s.lead(ctx, rootKube, runControllers)
+	return nil
 }
 
 // spaceClients builds loopback clients for the inside of a space.

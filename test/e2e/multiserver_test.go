@@ -5,7 +5,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -48,4 +50,31 @@ func TestServersShareIdentityOnPostgres(t *testing.T) {
 		require.NotContains(t, readFile(t, p.LogPath), pg.Password, "the datastore password is in %s", p.LogPath)
 	}
 	require.NotContains(t, string(out), pg.Password)
+
+	// The controllers run on one server, the lease holder; when it dies the
+	// other takes over and the controllers work on.
+	holder := func() string {
+		return ka.MustRun(t, "--server", b.BaseURL(), "get", "lease", "-n", "kube-system", "kubestellar-controllers", "-o", "jsonpath={.spec.holderIdentity}")
+	}
+	poll(t, kb, func(s string) bool { return s != "" }, "a leader", "--server", b.BaseURL(), "get", "lease", "-n", "kube-system",
+		"kubestellar-controllers", "-o", "jsonpath={.spec.holderIdentity}")
+	a.CLI(t, "space", "create", "inv1", "--type", "inventory")
+	poll(t, ka, func(string) bool { return true }, "a SyncTarget to be created", "--server", a.BaseURL()+"/spaces/inv1",
+		"create", "-f", filepath.Join(harness.RepoRoot(), "docs", "examples", "placement", "inventory.yaml"))
+	poll(t, ka, func(s string) bool { return s != "" }, "edge1's mailbox", "--server", a.BaseURL()+"/spaces/inv1",
+		"get", "synctarget", "edge1", "-o", "jsonpath={.status.mailboxSpace}")
+	leader, survivor := a, b
+	if strings.Contains(holder(), b.BaseURL()) {
+		leader, survivor = b, a
+	}
+	killed := time.Now()
+	leader.Kill()
+	ks := survivor.Kubectl()
+	pollFor(t, time.Minute, ks, func(s string) bool { return strings.Contains(s, survivor.BaseURL()) }, "the survivor to lead",
+		"--server", survivor.BaseURL(), "get", "lease", "-n", "kube-system", "kubestellar-controllers", "-o", "jsonpath={.spec.holderIdentity}")
+	t.Logf("new leader %s after the leader was killed", time.Since(killed).Round(100*time.Millisecond))
+	ks.MustRun(t, "--server", survivor.BaseURL()+"/spaces/inv1", "label", "synctarget", "edge2", "moved=yes")
+	ks.MustRun(t, "--server", survivor.BaseURL()+"/spaces/inv1", "delete", "synctarget", "edge1", "--wait=false")
+	pollFor(t, time.Minute, ks, equals("edge2"), "the new leader's controllers to finish deleting edge1 (its mailbox, then the finalizer)",
+		"--server", survivor.BaseURL()+"/spaces/inv1", "get", "synctargets", "-o", "jsonpath={.items[*].metadata.name}")
 }
