@@ -103,7 +103,11 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 		if err := s.startSpaces(hookCtx); err != nil {
 			return err
 		}
-		go c.tunnelConditions.run(hookCtx.Context, &spaceClients{base: hookCtx.LoopbackClientConfig})
+		var connected func(inv, st string) bool
+		if c.Options.DatastoreEndpoint == "" {
+			connected = tunnels.Connected
+		}
+		go c.tunnelConditions.run(hookCtx.Context, &spaceClients{base: hookCtx.LoopbackClientConfig}, connected)
 		// Syncer tokens need the SyncTarget CRD served, hence here.
 		return c.syncers.Start(hookCtx.Context, hookCtx.LoopbackClientConfig)
 	}); err != nil {

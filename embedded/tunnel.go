@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/tunnel"
 )
 
@@ -57,11 +58,24 @@ func (t *tunnelConditions) changed(_ context.Context, inventorySpace, syncTarget
 	}
 }
 
-// run writes the conditions until ctx is done.
-func (t *tunnelConditions) run(ctx context.Context, clients *spaceClients) {
+// run writes the conditions until ctx is done. A while after the server
+// starts (time for syncers to come back), SyncTargets still said to be
+// connected from before, but without a tunnel now, are said not to be.
+//
+// connected is nil where other servers may hold tunnels too (a shared
+// datastore): then only this server's own tunnels' changes are recorded.
+func (t *tunnelConditions) run(ctx context.Context, clients *spaceClients, connected func(inv, st string) bool) {
 	logger := klog.FromContext(ctx)
 	retryTimer := time.NewTimer(time.Hour)
 	defer retryTimer.Stop()
+	if connected == nil {
+		connected = func(string, string) bool { return true }
+	}
+	time.AfterFunc(2*tunnel.DeadAfter, func() {
+		if err := t.sweep(ctx, clients, connected); err != nil && ctx.Err() == nil {
+			logger.Error(err, "cannot check which SyncTargets lost their tunnel while the server was down")
+		}
+	})
 	for {
 		select {
 		case <-ctx.Done():
@@ -122,4 +136,30 @@ func writeTunnelCondition(ctx context.Context, clients *spaceClients, inv, st st
 		return nil // the SyncTarget is gone
 	}
 	return err
+}
+
+// sweep queues SyncerConnected=False for SyncTargets that say True but have
+// no tunnel to this server.
+func (t *tunnelConditions) sweep(ctx context.Context, clients *spaceClients, connected func(inv, st string) bool) error {
+	dyn, err := clients.Dynamic(spaces.Wildcard)
+	if err != nil {
+		return err
+	}
+	list, err := dyn.Resource(edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for i := range list.Items {
+		u := &list.Items[i]
+		obj := &edgev2alpha1.SyncTarget{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+			continue
+		}
+		inv := u.GetAnnotations()[spaces.Annotation]
+		if inv == "" || !meta.IsStatusConditionTrue(obj.Status.Conditions, edgev2alpha1.SyncTargetSyncerConnected) || connected(inv, obj.Name) {
+			continue
+		}
+		t.changed(ctx, inv, obj.Name, false)
+	}
+	return nil
 }

@@ -14,7 +14,7 @@ func TestHeartbeatStale(t *testing.T) {
 	st := func(connected metav1.ConditionStatus, last *time.Time) *edgev2alpha1.SyncTarget {
 		s := &edgev2alpha1.SyncTarget{}
 		if connected != "" {
-			s.Status.Conditions = []metav1.Condition{{Type: edgev2alpha1.SyncTargetSyncerConnected, Status: connected}}
+			s.Status.Conditions = []metav1.Condition{{Type: edgev2alpha1.SyncTargetHeartbeat, Status: connected}}
 		}
 		if last != nil {
 			tm := metav1.NewTime(*last)
@@ -41,15 +41,5 @@ func TestHeartbeatStale(t *testing.T) {
 				t.Errorf("heartbeatStale = %v, %v; want %v, %v", stale, wait, tc.wantStale, tc.wantWait)
 			}
 		})
-	}
-}
-
-func TestHeartbeatStaleWithoutTunnel(t *testing.T) {
-	old := metav1.NewTime(time.Now().Add(-HeartbeatTimeout - time.Minute))
-	st := &edgev2alpha1.SyncTarget{}
-	st.Status.Conditions = []metav1.Condition{{Type: edgev2alpha1.SyncTargetHeartbeat, Status: metav1.ConditionTrue}}
-	st.Status.LastSyncerHeartbeatTime = &old
-	if stale, _ := heartbeatStale(st, time.Now()); !stale {
-		t.Error("a silent syncer that heartbeated is stale even without a tunnel condition")
 	}
 }

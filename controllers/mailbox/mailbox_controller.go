@@ -125,14 +125,12 @@ func (c *Controller) process(ctx context.Context, key string) error {
 		updated.Status.MailboxSpace = mailbox
 		return c.clients.Client.Status().Update(invCtx, updated)
 	}
-	// A syncer that stopped heartbeating is no longer connected.
+	// A syncer that stopped heartbeating says so.
 	if stale, wait := heartbeatStale(st, time.Now()); stale {
 		updated := st.DeepCopy()
-		for _, t := range []string{edgev2alpha1.SyncTargetSyncerConnected, edgev2alpha1.SyncTargetHeartbeat} {
-			meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: t,
-				Status: metav1.ConditionFalse, Reason: "HeartbeatMissed", ObservedGeneration: st.Generation,
-				Message: fmt.Sprintf("no heartbeat from the syncer since %s", st.Status.LastSyncerHeartbeatTime.UTC().Format(time.RFC3339))})
-		}
+		meta.SetStatusCondition(&updated.Status.Conditions, metav1.Condition{Type: edgev2alpha1.SyncTargetHeartbeat,
+			Status: metav1.ConditionFalse, Reason: "HeartbeatMissed", ObservedGeneration: st.Generation,
+			Message: fmt.Sprintf("no heartbeat from the syncer since %s", st.Status.LastSyncerHeartbeatTime.UTC().Format(time.RFC3339))})
 		logger.Info("syncer stopped heartbeating", "lastHeartbeat", st.Status.LastSyncerHeartbeatTime.Time)
 		return c.clients.Client.Status().Update(invCtx, updated)
 	} else if wait > 0 {

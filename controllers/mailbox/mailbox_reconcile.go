@@ -43,17 +43,15 @@ const (
 func clientKey(name string) client.ObjectKey { return client.ObjectKey{Name: name} }
 
 // HeartbeatTimeout is how long a syncer may stay silent before its
-// SyncTarget says it is no longer connected: a few of its default
-// ten-second heartbeats.
+// SyncTarget's Heartbeat condition turns False: a few of its default
+// ten-second heartbeats. (SyncerConnected follows the syncer's tunnel.)
 const HeartbeatTimeout = 45 * time.Second
 
-// heartbeatStale says whether a SyncTarget says its syncer is connected or
-// heartbeating while its last heartbeat is older than HeartbeatTimeout; if not, how long
+// heartbeatStale says whether a SyncTarget says its syncer heartbeats
+// while its last heartbeat is older than HeartbeatTimeout; if not, how long
 // until it would be (0: nothing to watch).
 func heartbeatStale(st *edgev2alpha1.SyncTarget, now time.Time) (bool, time.Duration) {
-	live := meta.IsStatusConditionTrue(st.Status.Conditions, edgev2alpha1.SyncTargetSyncerConnected) ||
-		meta.IsStatusConditionTrue(st.Status.Conditions, edgev2alpha1.SyncTargetHeartbeat)
-	if !live || st.Status.LastSyncerHeartbeatTime == nil {
+	if !meta.IsStatusConditionTrue(st.Status.Conditions, edgev2alpha1.SyncTargetHeartbeat) || st.Status.LastSyncerHeartbeatTime == nil {
 		return false, 0
 	}
 	age := now.Sub(st.Status.LastSyncerHeartbeatTime.Time)
