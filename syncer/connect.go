@@ -42,7 +42,7 @@ func IsPermanent(err error) bool {
 // serverCA returns the CA that the server's certificate must chain to: the
 // one the token pins (read from the server and checked against the token's
 // hash before anything else is sent), or the --certificate-authority file.
-func serverCA(ctx context.Context, o *Options, tok jointoken.Token) ([]byte, error) {
+func serverCA(ctx context.Context, o *Options, server string, tok jointoken.Token) ([]byte, error) {
 	if o.CertificateAuthority != "" {
 		pem, err := os.ReadFile(o.CertificateAuthority)
 		if err != nil {
@@ -59,7 +59,7 @@ func serverCA(ctx context.Context, o *Options, tok jointoken.Token) ([]byte, err
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // checked against the token's hash below
 	defer transport.CloseIdleConnections()
 	client := &http.Client{Transport: transport, Timeout: 15 * time.Second}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.Server+"/cacerts", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, server+"/cacerts", nil)
 	if err != nil {
 		return nil, errPermanent{err}
 	}
@@ -73,15 +73,15 @@ func serverCA(ctx context.Context, o *Options, tok jointoken.Token) ([]byte, err
 		return nil, fmt.Errorf("reading the server's CA: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("reading the server's CA: %s answered %s", o.Server, resp.Status)
+		return nil, fmt.Errorf("reading the server's CA: %s answered %s", server, resp.Status)
 	}
 	if got := jointoken.CAHash(pem); got != tok.CAHash {
 		return nil, errPermanent{fmt.Errorf("the server at %s has CA %s, but the token pins CA %s: "+
 			"the token is for another server (or something is in between); get a token from this server with `kubestellar synctarget create` or `kubestellar token create`",
-			o.Server, short(got), short(tok.CAHash))}
+			server, short(got), short(tok.CAHash))}
 	}
 	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
-		return nil, errPermanent{fmt.Errorf("the server at %s sent a CA that is not PEM certificates", o.Server)}
+		return nil, errPermanent{fmt.Errorf("the server at %s sent a CA that is not PEM certificates", server)}
 	}
 	return pem, nil
 }
@@ -93,10 +93,12 @@ func short(hash string) string {
 	return hash
 }
 
-// baseConfig is the client configuration of the center, as the syncer.
-func baseConfig(o *Options, tok jointoken.Token, ca []byte) *rest.Config {
+// baseConfig is the client configuration of the center, as the syncer;
+// requests go to the server in use.
+func baseConfig(o *Options, tok jointoken.Token, ca []byte, srv *servers) *rest.Config {
 	return &rest.Config{
-		Host:            o.Server,
+		Host:            srv.URL(),
+		WrapTransport:   srv.wrap,
 		BearerToken:     tok.Bearer(),
 		TLSClientConfig: rest.TLSClientConfig{CAData: ca},
 		UserAgent:       "kubestellar-syncer/" + version.Version,

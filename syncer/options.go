@@ -17,7 +17,9 @@ import (
 
 // Options configure a syncer.
 type Options struct {
-	// Server is the center's URL, https://HOST:PORT.
+	// Server is the center's URL, https://HOST:PORT, or several servers of
+	// one cluster, comma-separated: the syncer uses one and moves to the
+	// next when it cannot reach it.
 	Server string
 	// Token is the join token `kubestellar synctarget create` printed.
 	Token string
@@ -63,7 +65,7 @@ func NewOptions() *Options {
 
 // AddFlags binds the options to flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Server, "server", o.Server, "URL of the kubestellar server (https://HOST:PORT)")
+	fs.StringVar(&o.Server, "server", o.Server, "URL of the kubestellar server (https://HOST:PORT); several servers of one cluster comma-separated, to fail over between them")
 	fs.StringVar(&o.Token, "token", o.Token, "join token printed by `kubestellar synctarget create` or `kubestellar token create`")
 	fs.StringVar(&o.SyncTarget, "sync-target", o.SyncTarget, "name of the SyncTarget this edge cluster is")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the edge cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
@@ -77,7 +79,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 // Complete fills in defaults that depend on other options.
 func (o *Options) Complete() {
-	o.Server = strings.TrimRight(o.Server, "/")
+	o.Server = strings.Join(o.Servers(), ",")
 	if o.DataDir == "" && o.SyncTarget != "" {
 		o.DataDir = DefaultDataDir(o.SyncTarget)
 	}
@@ -88,12 +90,14 @@ func (o *Options) Validate() error {
 	if o.Server == "" {
 		return fmt.Errorf("--server is required: the URL of the kubestellar server, e.g. https://center:6443")
 	}
-	u, err := url.Parse(o.Server)
-	if err != nil || u.Scheme != "https" || u.Host == "" {
-		return fmt.Errorf("--server %q must be an https URL such as https://center:6443", o.Server)
-	}
-	if u.Path != "" {
-		return fmt.Errorf("--server %q must not have a path: give the server's base URL, not a space's", o.Server)
+	for _, server := range o.Servers() {
+		u, err := url.Parse(server)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("--server %q must be an https URL such as https://center:6443", server)
+		}
+		if u.Path != "" {
+			return fmt.Errorf("--server %q must not have a path: give the server's base URL, not a space's", server)
+		}
 	}
 	if o.Token == "" {
 		return fmt.Errorf("--token is required: it is printed by `kubestellar synctarget create`")
@@ -135,4 +139,15 @@ func (o *Options) ProxyFunc() func(*http.Request) (*url.URL, error) {
 		return http.ProxyFromEnvironment
 	}
 	return http.ProxyURL(u)
+}
+
+// Servers returns the server URLs, without trailing slashes.
+func (o *Options) Servers() []string {
+	var out []string
+	for _, s := range strings.Split(o.Server, ",") {
+		if s = strings.TrimRight(strings.TrimSpace(s), "/"); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -52,6 +52,7 @@ type Syncer struct {
 	edgeCfg    *rest.Config
 	edgeMapper meta.ResettableRESTMapper
 	ca         []byte // the server's CA, once connected
+	servers    *servers
 
 	// Set once connected.
 	id        Identity
@@ -199,6 +200,10 @@ func (s *Syncer) progress(format string, args ...any) {
 func (s *Syncer) run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("syncTarget", s.opts.SyncTarget)
 	ctx = klog.NewContext(ctx, logger)
+	var err error
+	if s.servers, err = newServers(s.opts.Servers(), logger); err != nil {
+		return fmt.Errorf("--server: %w", err)
+	}
 	defer utilruntime.HandleCrash()
 	defer s.stopInformers()
 
@@ -291,14 +296,17 @@ func (s *Syncer) connect(ctx context.Context) error {
 	reported := ""
 	for {
 		err := func() error {
-			ca, err := serverCA(ctx, s.opts, s.tok)
-			if err != nil {
-				return err
+			i := s.servers.current.Load()
+			ca, err := serverCA(ctx, s.opts, s.servers.URL(), s.tok)
+			if err == nil {
+				s.ca = ca
+				base = baseConfig(s.opts, s.tok, ca, s.servers)
+				id, err = identify(ctx, base, s.opts.SyncTarget)
 			}
-			s.ca = ca
-			base = baseConfig(s.opts, s.tok, ca)
-			id, err = identify(ctx, base, s.opts.SyncTarget)
 			if err != nil {
+				if !IsPermanent(err) {
+					s.servers.failed(i, err)
+				}
 				return err
 			}
 			if id.MailboxSpace == "" {
@@ -335,7 +343,7 @@ func (s *Syncer) connect(ctx context.Context) error {
 		return err
 	}
 	s.connected.Store(true)
-	s.progress("connected to %s as SyncTarget %s/%s", s.opts.Server, id.InventorySpace, id.SyncTarget)
+	s.progress("connected to %s as SyncTarget %s/%s", s.servers.URL(), id.InventorySpace, id.SyncTarget)
 	s.progress("mailbox %s found", id.MailboxSpace)
 	return nil
 }
@@ -674,7 +682,7 @@ func (s *Syncer) startTunnel(ctx context.Context, start func(int, func())) error
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(s.ca)
-	client := &tunnel.Client{Server: s.opts.Server, BearerToken: s.tok.Bearer(), Proxy: s.opts.ProxyFunc(), Edge: edge,
+	client := &tunnel.Client{Servers: s.opts.Servers(), BearerToken: s.tok.Bearer(), Proxy: s.opts.ProxyFunc(), Edge: edge,
 		TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 		OnChange: func(open bool) {
 			if open {

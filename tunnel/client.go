@@ -22,6 +22,9 @@ import (
 type Client struct {
 	// Server is the server's base URL, https://HOST:PORT.
 	Server string
+	// Servers, if set, are several servers of one cluster, used in turn:
+	// the next one when the tunnel to one cannot be opened or closes.
+	Servers []string
 	// BearerToken is the syncer's token.
 	BearerToken string
 	// TLS trusts the server's CA.
@@ -44,11 +47,16 @@ func (c *Client) Run(ctx context.Context) {
 	go func() { _ = srv.Serve(edge) }()
 	defer srv.Close()
 
-	wsURL := "wss://" + strings.TrimPrefix(c.Server, "https://") + Path
+	servers := c.Servers
+	if len(servers) == 0 {
+		servers = []string{c.Server}
+	}
 	headers := http.Header{"Authorization": []string{"Bearer " + c.BearerToken}}
 	backoff := newBackoff()
 	lastErr := ""
-	for ctx.Err() == nil {
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		server := servers[attempt%len(servers)]
+		wsURL := "wss://" + strings.TrimPrefix(server, "https://") + Path
 		started := time.Now()
 		dialer := &websocket.Dialer{
 			Proxy:            c.Proxy,
@@ -69,7 +77,7 @@ func (c *Client) Run(ctx context.Context) {
 			dialer, edge.dial,
 			func(context.Context, *remotedialer.Session) error {
 				lastErr = ""
-				logger.Info("tunnel open", "server", c.Server)
+				logger.Info("tunnel open", "server", server)
 				if c.OnChange != nil {
 					c.OnChange(true)
 				}
@@ -77,6 +85,7 @@ func (c *Client) Run(ctx context.Context) {
 			})
 		if time.Since(started) > DeadAfter {
 			backoff = newBackoff() // it was up for a while: come back fast
+			attempt--              // and to the same server first
 		}
 		if ctx.Err() != nil {
 			break

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kubestellar/kubestellar/test/edgecluster"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
 
@@ -77,4 +78,47 @@ func TestServersShareIdentityOnPostgres(t *testing.T) {
 	ks.MustRun(t, "--server", survivor.BaseURL()+"/spaces/inv1", "delete", "synctarget", "edge1", "--wait=false")
 	pollFor(t, time.Minute, ks, equals("edge2"), "the new leader's controllers to finish deleting edge1 (its mailbox, then the finalizer)",
 		"--server", survivor.BaseURL()+"/spaces/inv1", "get", "synctargets", "-o", "jsonpath={.items[*].metadata.name}")
+}
+
+// TestSyncerFailsOver: a syncer given two servers of one cluster keeps
+// syncing when the one it uses is killed: a change made meanwhile reaches
+// the edge, and the edge's pods are the same pods.
+func TestSyncerFailsOver(t *testing.T) {
+	pg := harness.StartPostgres(t)
+	args := []string{"--datastore-endpoint", pg.DSN, "--token", "cluster-secret"}
+	a := harness.StartBinary(t, "", args...)
+	b := harness.StartBinary(t, "", args...)
+	ka, kb := a.Kubectl(), b.Kubectl()
+	a.CLI(t, "space", "create", "inv1", "--type", "inventory")
+	a.CLI(t, "space", "create", "wds1", "--type", "wds")
+	c := edgecluster.Start(t, edgecluster.Options{Name: "edge1"})
+	ek := harness.Kubectl{Kubeconfig: c.KubeconfigPath}
+	join := a.JoinCommand(t, "edge1", "--inventory-space", "inv1", "--labels", "env=prod")
+	for i := range join {
+		if join[i] == "--server" {
+			join[i+1] += "," + b.BaseURL()
+		}
+	}
+	syncer := harness.StartSyncer(t, join, c.KubeconfigPath, "")
+	syncer.WaitLog(t, "connected to "+a.BaseURL(), time.Minute)
+
+	manifest := filepath.Join(t.TempDir(), "app.yaml")
+	require.NoError(t, os.WriteFile(manifest, []byte(offlineWorkload), 0o600))
+	ka.MustRun(t, "--server", a.BaseURL()+"/spaces/wds1", "apply", "-f", manifest)
+	pollFor(t, 2*time.Minute, ek, equals("2"), "web to be available at the edge",
+		"get", "deployment", "web", "-n", "app", "-o", "jsonpath={.status.availableReplicas}")
+	pods := func() string {
+		return ek.MustRun(t, "get", "pods", "-n", "app", "-l", "app in (web,steady)", "--sort-by=.metadata.name", "-o", "jsonpath={.items[*].metadata.uid}")
+	}
+	before := pods()
+
+	a.Kill()
+	poll(t, kb, func(string) bool { return true }, "a change through the surviving server",
+		"--server", b.BaseURL()+"/spaces/wds1", "patch", "configmap", "cfg", "-n", "app", "--type=merge", "-p", `{"data":{"greeting":"failed over"}}`)
+	pollFor(t, 2*time.Minute, ek, equals("failed over"), "the change to reach the edge through the other server",
+		"get", "configmap", "cfg", "-n", "app", "-o", "jsonpath={.data.greeting}")
+	require.Equal(t, before, pods(), "pods were replaced on failover")
+	require.Contains(t, syncer.Log(), "moving to the next")
+	require.NotContains(t, syncer.Log()[strings.Index(syncer.Log(), "moving to the next"):], "objects synced to the edge cluster",
+		"the syncer started over instead of resuming")
 }
