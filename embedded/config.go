@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -146,6 +147,9 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	core.Authorization.Authorizer = authz
 	core.RuleResolver = authz
 	core.LongRunningFunc = withTunnelsLongRunning(core.LongRunningFunc)
+	// On shutdown, end open watches within 2 s rather than wait for their
+	// clients (syncers, kubectl) to drop them.
+	core.ShutdownWatchTerminationGracePeriod = 2 * time.Second
 	c.tunnelConditions = newTunnelConditions()
 	core.EffectiveVersion = compatibility.NewEffectiveVersionFromString(KubernetesVersion, "", "")
 	core.ExternalAddress = net.JoinHostPort(o.AdvertiseAddress, strconv.Itoa(o.Port))

@@ -95,6 +95,13 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 	core.Handler.NonGoRestfulMux.Handle(tunnel.Path, tunnels)
 	core.Handler.NonGoRestfulMux.HandlePrefix(tunnel.EdgesPrefix, tunnels.EdgeProxy())
 	s := &Server{cfg: c, core: core, ext: ext, tunnels: tunnels}
+	// Say the tunnels are closing while the API still serves: SyncTargets
+	// show the outage, and a syncer that does not come back stays shown so.
+	if err := core.AddPreShutdownHook("kubestellar-tunnels", func() error {
+		return c.tunnelConditions.closing(tunnels.Open())
+	}); err != nil {
+		return nil, err
+	}
 	if err := core.AddPostStartHook("kubestellar-spaces", func(hookCtx genericapiserver.PostStartHookContext) error {
 		// The space machinery watches Spaces, a CRD of ours: install first.
 		if err := s.installCRDs(hookCtx); err != nil {

@@ -2,6 +2,8 @@ package embedded
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -41,6 +43,7 @@ type tunnelConditions struct {
 	mu      sync.Mutex
 	pending map[string]bool // "inventory/synctarget" -> connected
 	wake    chan struct{}
+	clients *spaceClients // set once the server runs
 }
 
 func newTunnelConditions() *tunnelConditions {
@@ -66,6 +69,9 @@ func (t *tunnelConditions) changed(_ context.Context, inventorySpace, syncTarget
 // datastore): then only this server's own tunnels' changes are recorded.
 func (t *tunnelConditions) run(ctx context.Context, clients *spaceClients, connected func(inv, st string) bool) {
 	logger := klog.FromContext(ctx)
+	t.mu.Lock()
+	t.clients = clients
+	t.mu.Unlock()
 	retryTimer := time.NewTimer(time.Hour)
 	defer retryTimer.Stop()
 	if connected == nil {
@@ -162,4 +168,25 @@ func (t *tunnelConditions) sweep(ctx context.Context, clients *spaceClients, con
 		t.changed(ctx, inv, obj.Name, false)
 	}
 	return nil
+}
+
+// closing records, while the server still serves, that the tunnels open
+// now (keys "inventory/synctarget") are closing with it.
+func (t *tunnelConditions) closing(open []string) error {
+	t.mu.Lock()
+	clients := t.clients
+	t.mu.Unlock()
+	if clients == nil || len(open) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var errs []error
+	for _, key := range open {
+		inv, st, _ := strings.Cut(key, "/")
+		if err := writeTunnelCondition(ctx, clients, inv, st, false); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -104,6 +104,17 @@ func (s *Server) Connected(inventorySpace, syncTarget string) bool {
 	return s.rd.HasSession(inventorySpace + "/" + syncTarget)
 }
 
+// Open lists the SyncTargets ("inventory/name") with a tunnel open.
+func (s *Server) Open() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.sessions))
+	for key := range s.sessions {
+		out = append(out, key)
+	}
+	return out
+}
+
 // Tunnels counts the open tunnels.
 func (s *Server) Tunnels() int {
 	return len(s.rd.ListClients())
@@ -148,7 +159,11 @@ func (s *Server) EdgeProxy() http.Handler {
 				writeStatus(w, http.StatusBadGateway, fmt.Sprintf("reaching the edge cluster of SyncTarget %s: %v", key, err))
 			},
 		}
-		proxy.ServeHTTP(w, req)
+		// Requests through a tunnel (watches, logs) end with the server.
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		defer context.AfterFunc(s.ctx, cancel)()
+		proxy.ServeHTTP(w, req.WithContext(ctx))
 	})
 }
 

@@ -93,7 +93,9 @@ func TestTunnel(t *testing.T) {
 
 	// The tunnel comes back after a server restart.
 	before := strings.Count(syncer.Log(), "\ntunnel open")
-	srv.Stop(t)
+	connectedSince := k.MustRun(t, "--context", "inv1", "get", "synctarget", "edge1",
+		"-o", `jsonpath={.status.conditions[?(@.type=="SyncerConnected")].lastTransitionTime}`)
+	t.Logf("server stopped in %s", srv.Stop(t).Round(10*time.Millisecond))
 	restarted := time.Now()
 	srv.Restart(t)
 	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
@@ -103,4 +105,9 @@ func TestTunnel(t *testing.T) {
 	t.Logf("tunnel back %s after the restarted server was ready", time.Since(restarted).Round(10*time.Millisecond))
 	poll(t, viaCenter, func(s string) bool { return strings.Contains(s, "hello") }, "the edge through the center again",
 		"get", "deployments", "-o", "name")
+	// The outage was recorded: False when the server stopped, True since the
+	// tunnel came back.
+	poll(t, k, func(s string) bool { return strings.HasPrefix(s, "True ") && s != "True "+connectedSince }, "SyncerConnected to show the outage",
+		"--context", "inv1", "get", "synctarget", "edge1",
+		"-o", `jsonpath={.status.conditions[?(@.type=="SyncerConnected")].status} {.status.conditions[?(@.type=="SyncerConnected")].lastTransitionTime}`)
 }

@@ -4,6 +4,7 @@ package join
 import (
 	"context"
 
+	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
@@ -41,6 +42,11 @@ func runE(ctx context.Context, o *syncer.Options, streams iostreams.IOStreams) e
 	o.Complete()
 	if err := o.Validate(); err != nil {
 		return err
+	}
+	// The tunnel library logs every failed attempt through logrus; the
+	// syncer reports the tunnel itself, once per change.
+	if !klog.V(4).Enabled() {
+		logrus.SetLevel(logrus.FatalLevel)
 	}
 	// Under systemd (Type=notify), say when the syncer keeps the edge and
 	// when it stops.
