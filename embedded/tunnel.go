@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -93,17 +94,36 @@ func (t *tunnelConditions) run(ctx context.Context, clients *spaceClients, conne
 		batch := t.pending
 		t.pending = map[string]bool{}
 		t.mu.Unlock()
-		for key, connected := range batch {
-			inv, st, _ := strings.Cut(key, "/")
-			if err := writeTunnelCondition(ctx, clients, inv, st, connected); err != nil {
-				logger.Error(err, "cannot record the tunnel on the SyncTarget; will retry", "syncTarget", key, "connected", connected)
-				t.mu.Lock()
-				if _, newer := t.pending[key]; !newer {
-					t.pending[key] = connected
+		// A few writers at once: after a restart every syncer comes back.
+		keys := make(chan string)
+		var wg sync.WaitGroup
+		var failed atomic.Bool
+		for range min(8, len(batch)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for key := range keys {
+					connected := batch[key]
+					inv, st, _ := strings.Cut(key, "/")
+					if err := writeTunnelCondition(ctx, clients, inv, st, connected); err != nil {
+						logger.Error(err, "cannot record the tunnel on the SyncTarget; will retry", "syncTarget", key, "connected", connected)
+						t.mu.Lock()
+						if _, newer := t.pending[key]; !newer {
+							t.pending[key] = connected
+						}
+						t.mu.Unlock()
+						failed.Store(true)
+					}
 				}
-				t.mu.Unlock()
-				retryTimer.Reset(time.Second)
-			}
+			}()
+		}
+		for key := range batch {
+			keys <- key
+		}
+		close(keys)
+		wg.Wait()
+		if failed.Load() {
+			retryTimer.Reset(time.Second)
 		}
 	}
 }

@@ -106,7 +106,9 @@ func (c *Client) Run(ctx context.Context) {
 }
 
 func newBackoff() wait.Backoff {
-	return wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 1 << 30, Cap: 2 * time.Second}
+	// At most 1.5 s plus half of it as jitter: back within about 2 s of a
+	// server's return.
+	return wait.Backoff{Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 1 << 30, Cap: 1500 * time.Millisecond}
 }
 
 func errString(err error) string {

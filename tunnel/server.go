@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/rancher/remotedialer"
@@ -176,7 +177,12 @@ func (s *Server) transport(inv, st string) *http.Transport {
 		t = &http.Transport{
 			DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return s.DialEdge(ctx, inv, st) },
 			ForceAttemptHTTP2: false,
-			MaxIdleConns:      10,
+			// Keep connections through the tunnel for reuse: each new one
+			// costs a round trip to the edge, and remotedialer may drop a
+			// connection opened just as the client reports its open ones.
+			MaxIdleConns:        64,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
 		}
 		s.transports[key] = t
 	}
