@@ -1,15 +1,18 @@
 // Command bench measures a kubestellar server built from this tree and
 // prints the figures as a table: time to ready, memory at rest and with many
 // spaces, write throughput, watch latency and list latency, the fan-out of
-// placements, and the edge syncer's latencies and memory against a real edge
-// cluster.
+// placements, the edge syncer's latencies and memory against a real edge
+// cluster, and the reverse tunnels: many syncers' tunnels held by one server
+// (memory, CPU, coming back after a restart) and requests forwarded through
+// one compared with the same requests sent to the edge directly.
 //
 //	go run ./test/bench -kubestellar _output/kubestellar   (make bench)
 //
 // Every section's size flag skips the section when 0, e.g. only the syncer:
 //
 //	go run ./test/bench -ready-repeats 0 -throughput-objects 0 -latency-samples 0 \
-//		-list-objects 0 -spaces 0 -fanout-targets 0 -syncer-objects 200
+//		-list-objects 0 -spaces 0 -fanout-targets 0 -syncer-objects 200 \
+//		-tunnels 0 -forward-requests 0
 package main
 
 import (
@@ -58,6 +61,7 @@ type options struct {
 	fanTargets   int
 	fanObjects   int
 	syncer       syncerOptions
+	tunnel       tunnelOptions
 }
 
 // serverSections reports whether any section measuring one server runs.
@@ -78,9 +82,16 @@ func main() {
 	flag.IntVar(&o.fanObjects, "fanout-objects", 100, "objects to place on every SyncTarget")
 	flag.IntVar(&o.syncer.objects, "syncer-objects", 200, "ConfigMaps, and Gauges, synced to one real edge cluster (0 skips the syncer section)")
 	flag.Float64Var(&o.syncer.rate, "syncer-rate", 20, "creates and edge status patches per second in the syncer section")
+	flag.IntVar(&o.tunnel.tunnels, "tunnels", 1000, "simulated syncers holding a tunnel to one server, for its memory, CPU and restart figures (0 skips)")
+	flag.IntVar(&o.tunnel.requests, "forward-requests", 2000, "GETs sent to one real edge cluster directly, and again through the center's edge proxy (0 skips)")
+	flag.IntVar(&o.tunnel.workers, "forward-workers", 8, "concurrent GETs in the forwarding comparison")
 	flag.Parse()
 	if o.syncer.objects > 0 && o.syncer.rate <= 0 {
 		fmt.Fprintln(os.Stderr, "bench: -syncer-rate must be positive")
+		os.Exit(2)
+	}
+	if o.tunnel.requests > 0 && o.tunnel.workers <= 0 {
+		fmt.Fprintln(os.Stderr, "bench: -forward-workers must be positive")
 		os.Exit(2)
 	}
 	// The first interrupt cancels ctx so that the bench stops what it started
@@ -158,6 +169,22 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("syncer: %w\n--- end of the server's log ---\n%s", err, tailFile(filepath.Join(ss.dataDir, "server.log"), 3000))
 		}
 		rows = append(rows, syncRows...)
+	}
+
+	if o.tunnel.tunnels > 0 {
+		tunnelRows, err := tunnelsBench(ctx, bin, o.tunnel.tunnels, progress)
+		if err != nil {
+			return fmt.Errorf("tunnels: %w", err)
+		}
+		rows = append(rows, tunnelRows...)
+	}
+
+	if o.tunnel.requests > 0 {
+		forwardRows, err := forwardBench(ctx, bin, o.tunnel, progress)
+		if err != nil {
+			return fmt.Errorf("forwarding: %w", err)
+		}
+		rows = append(rows, forwardRows...)
 	}
 
 	w := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)

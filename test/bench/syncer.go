@@ -27,7 +27,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
-	"github.com/kubestellar/kubestellar/test/edgecluster"
 )
 
 // The syncer section's fixtures: one inventory space, one WDS, one edge
@@ -66,62 +65,17 @@ func syncerBench(ctx context.Context, bin string, s *server, o syncerOptions, pr
 		}
 	}
 
-	progress("syncer: starting an edge cluster (builds its binaries on first use)")
-	cluster, err := edgecluster.StartCluster(ctx, edgecluster.Options{Name: syncEdge,
-		Logf: func(format string, args ...any) { progress("edgecluster: "+format, args...) }})
+	joined, err := joinEdge(ctx, bin, s, syncInv, syncEdge, "env=bench", prefixed(progress, "syncer: "))
 	if err != nil {
-		return nil, fmt.Errorf("starting the edge cluster: %w", err)
+		return nil, err
 	}
 	defer func() {
-		if stopErr := cluster.Stop(); stopErr != nil && err == nil {
-			err = fmt.Errorf("stopping the edge cluster: %w", stopErr)
+		err = joined.withLog(err)
+		if stopErr := joined.stop(); stopErr != nil && err == nil {
+			err = stopErr
 		}
 	}()
-
-	out, err := s.cli(ctx, bin, "synctarget", "create", syncEdge, "--inventory-space", syncInv, "--labels", "env=bench")
-	if err != nil {
-		return nil, err
-	}
-	// Only the join command goes to stdout; it holds the token, which must
-	// not end up in an error message.
-	join := strings.Fields(strings.TrimSpace(out))
-	if len(join) < 3 || join[0] != "kubestellar" || join[1] != "syncer" {
-		return nil, fmt.Errorf("kubestellar synctarget create printed %d words, not a 'kubestellar syncer join' command", len(join))
-	}
-	dataDir, err := os.MkdirTemp("", "kubestellar-bench-syncer-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dataDir)
-	syncer, err := startSyncer(bin, join[1:], cluster.KubeconfigPath, dataDir)
-	if err != nil {
-		return nil, err
-	}
-	defer syncer.stop()
-	defer func() {
-		// The log goes with the data dir; keep its end.
-		if tail := tailFile(syncer.logPath, 3000); err != nil && tail != "" {
-			err = fmt.Errorf("%w\n--- end of the syncer's log ---\n%s", err, tail)
-		}
-	}()
-
-	inv := dynamic.NewForConfigOrDie(s.config(syncInv))
-	progress("syncer: waiting for the syncer to connect")
-	if err := syncer.poll(ctx, time.Minute, "the SyncTarget to say the syncer is connected", func(ctx context.Context) (bool, error) {
-		st, err := inv.Resource(stGVR).Get(ctx, syncEdge, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		conds, _, _ := unstructured.NestedSlice(st.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, ok := c.(map[string]any); ok && m["type"] == edgev2alpha1.SyncTargetSyncerConnected {
-				return m["status"] == "True", nil
-			}
-		}
-		return false, nil
-	}); err != nil {
-		return nil, err
-	}
+	cluster, syncer := joined.cluster, joined.syncer
 
 	wdsCfg := s.config(syncWDS)
 	wds := kubernetes.NewForConfigOrDie(wdsCfg)

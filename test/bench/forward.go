@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubestellar/kubestellar/tunnel"
+)
+
+// The forwarding comparison's fixtures.
+const (
+	forwardInv  = "bench-fwd-inv"  // inventory space
+	forwardEdge = "bench-fwd-edge" // the edge cluster and its SyncTarget
+	// forwardPath is what it GETs: a small object every cluster has
+	// (kube-controller-manager publishes it).
+	forwardPath = "/api/v1/namespaces/default/configmaps/kube-root-ca.crt"
+)
+
+// forwardBench compares GETs sent to a real edge cluster directly with the
+// same GETs sent through the center's edge proxy and the syncer's tunnel,
+// on a fresh server with one `kubestellar syncer join` process.
+func forwardBench(ctx context.Context, bin string, o tunnelOptions, progress func(string, ...any)) (_ []row, err error) {
+	progress = prefixed(progress, "forward: ")
+	s, err := start(ctx, bin, "")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(s.dataDir)
+	defer s.stop()
+	defer func() {
+		if err != nil && ctx.Err() == nil {
+			err = fmt.Errorf("%w\n--- end of the server's log ---\n%s", err, tailFile(filepath.Join(s.dataDir, "server.log"), 3000))
+		}
+	}()
+	if _, err := s.cli(ctx, bin, "space", "create", forwardInv, "--type", "inventory", "--no-context"); err != nil {
+		return nil, err
+	}
+	edge, err := joinEdge(ctx, bin, s, forwardInv, forwardEdge, "env=bench", progress)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		err = edge.withLog(err)
+		if stopErr := edge.stop(); stopErr != nil && err == nil {
+			err = stopErr
+		}
+	}()
+
+	// Plain http.Clients from the rest.Configs: client-go's rate limiter
+	// (5 requests/s by default) lives in its REST client, not in these.
+	directCfg := rest.CopyConfig(edge.cluster.Config)
+	direct, err := rest.HTTPClientFor(directCfg)
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig, err := s.cli(ctx, bin, "kubeconfig", "--edge", forwardEdge, "--inventory-space", forwardInv)
+	if err != nil {
+		return nil, err
+	}
+	viaCfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(kubeconfig))
+	if err != nil {
+		return nil, fmt.Errorf("kubestellar kubeconfig --edge: %w", err)
+	}
+	via, err := rest.HTTPClientFor(viaCfg)
+	if err != nil {
+		return nil, err
+	}
+	directURL, viaURL := strings.TrimSuffix(directCfg.Host, "/")+forwardPath, strings.TrimSuffix(viaCfg.Host, "/")+forwardPath
+
+	progress("waiting for %s at the edge, directly and through the tunnel", forwardPath)
+	for _, c := range []struct {
+		client *http.Client
+		url    string
+	}{{direct, directURL}, {via, viaURL}} {
+		var lastErr error
+		if err := edge.syncer.poll(ctx, time.Minute, "GET "+c.url, func(ctx context.Context) (bool, error) {
+			_, lastErr = get(ctx, c.client, c.url)
+			return lastErr == nil, nil
+		}); err != nil {
+			return nil, fmt.Errorf("%w (last: %v)", err, lastErr)
+		}
+		// Warm up: connections, the edge's caches.
+		if _, err := getMany(ctx, c.client, c.url, 100, o.workers); err != nil {
+			return nil, fmt.Errorf("GET %s: %w", c.url, err)
+		}
+	}
+	progress("%d GETs directly to the edge cluster, %d workers", o.requests, o.workers)
+	directRun, err := getMany(ctx, direct, directURL, o.requests, o.workers)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s directly: %w", directURL, err)
+	}
+	progress("%d GETs through the center's edge proxy, %d workers", o.requests, o.workers)
+	viaRun, err := getMany(ctx, via, viaURL, o.requests, o.workers)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s through the tunnel: %w", viaURL, err)
+	}
+	if edge.syncer.exited() {
+		return nil, errors.New("the syncer exited")
+	}
+
+	workload := fmt.Sprintf("%d GETs of %s, %d concurrent, one edge cluster (kube-apiserver on loopback)", o.requests, forwardPath, o.workers)
+	return []row{
+		{"edge GETs direct: requests/s", fmt.Sprintf("%.0f", directRun.rate()), workload + ", with its admin credentials" + directRun.failures()},
+		{"edge GETs direct: latency p50", ms(percentile(directRun.latencies, 50)), ""},
+		{"edge GETs direct: latency p99", ms(percentile(directRun.latencies, 99)), ""},
+		{"edge GETs through the tunnel: requests/s", fmt.Sprintf("%.0f", viaRun.rate()),
+			"same GETs, admin token, " + tunnel.EdgesPrefix + forwardInv + "/" + forwardEdge + "/proxy (kubestellar kubeconfig --edge) → tunnel → syncer → edge" + viaRun.failures()},
+		{"edge GETs through the tunnel: latency p50", ms(percentile(viaRun.latencies, 50)), ""},
+		{"edge GETs through the tunnel: latency p99", ms(percentile(viaRun.latencies, 99)), ""},
+		{"tunnel / direct: throughput", fmt.Sprintf("%.2f", viaRun.rate()/directRun.rate()), "requests/s through the tunnel ÷ direct"},
+		{"tunnel / direct: latency p50", fmt.Sprintf("%.2f", float64(percentile(viaRun.latencies, 50))/float64(percentile(directRun.latencies, 50))),
+			"p50 through the tunnel ÷ direct"},
+	}, nil
+}
+
+// getRun is the outcome of many GETs.
+type getRun struct {
+	latencies []time.Duration // of those that answered 200
+	took      time.Duration   // wall time of them all
+	failed    int
+	first     error // the first failure
+}
+
+func (r getRun) rate() float64 { return float64(len(r.latencies)) / r.took.Seconds() }
+
+// failures describes the failed GETs for a note, "" for none.
+func (r getRun) failures() string {
+	if r.failed == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d FAILED, first: %.200v", r.failed, r.first)
+}
+
+// getMany sends n GETs of url from workers goroutines. A benchmark counts
+// failures rather than stopping at the first; more than one in ten is an
+// error.
+func getMany(ctx context.Context, client *http.Client, url string, n, workers int) (getRun, error) {
+	lat := make([]time.Duration, n)
+	ok := make([]bool, n)
+	var mu sync.Mutex
+	run := getRun{}
+	began := time.Now()
+	took, err := parallel(workers, n, func(i int) error {
+		sent := time.Now()
+		if _, err := get(ctx, client, url); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if run.failed++; run.first == nil {
+				run.first = fmt.Errorf("%s into the run: %w", sent.Sub(began).Round(time.Millisecond), err)
+			}
+			return nil
+		}
+		lat[i], ok[i] = time.Since(sent), true
+		return nil
+	})
+	if err != nil {
+		return getRun{}, err
+	}
+	run.took = took
+	for i := range lat {
+		if ok[i] {
+			run.latencies = append(run.latencies, lat[i])
+		}
+	}
+	if run.failed*10 > n {
+		return getRun{}, fmt.Errorf("%d of %d GETs failed, first: %w", run.failed, n, run.first)
+	}
+	return run, nil
+}
+
+// get returns the body of a GET that must answer 200.
+func get(ctx context.Context, client *http.Client, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		// The API servers, and the edge proxy, say why in a Status.
+		var status metav1.Status
+		if json.Unmarshal(body, &status) == nil && status.Message != "" {
+			return "", fmt.Errorf("%s: %s", resp.Status, status.Message)
+		}
+		return "", fmt.Errorf("%s: %.300s", resp.Status, body)
+	}
+	return string(body), nil
+}
