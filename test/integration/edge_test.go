@@ -140,16 +140,14 @@ func TestSchedulerAndMailboxes(t *testing.T) {
 	waitDestinations(t, c, "wds1", "special", "inv1/edge2")
 
 	// An unschedulable SyncTarget is no destination.
-	st := &edgev2alpha1.SyncTarget{}
-	require.NoError(t, c.Get(in("inv1"), client.ObjectKey{Name: "edge1"}, st))
-	st.Spec.Unschedulable = true
-	require.NoError(t, c.Update(in("inv1"), st))
+	st := &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "edge1"}}
+	update(t, c, in("inv1"), st, func() { st.Spec.Unschedulable = true })
 	waitDestinations(t, c, "wds1", "common", "inv1/edge2")
 
 	// An invalid selector is reported and moves nothing.
-	require.NoError(t, c.Get(in("wds1"), client.ObjectKey{Name: "common"}, common))
-	common.Spec.LocationSelectors = []metav1.LabelSelector{{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Bogus"}}}}
-	require.NoError(t, c.Update(in("wds1"), common))
+	update(t, c, in("wds1"), common, func() {
+		common.Spec.LocationSelectors = []metav1.LabelSelector{{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Bogus"}}}}
+	})
 	eventually(t, 30*time.Second, func() (bool, error) {
 		ep := &edgev2alpha1.EdgePlacement{}
 		if err := c.Get(in("wds1"), client.ObjectKey{Name: "common"}, ep); err != nil {

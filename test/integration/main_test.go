@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -78,4 +80,17 @@ func spaceObject(name string) *unstructured.Unstructured {
 	u.SetKind("Space")
 	u.SetName(name)
 	return u
+}
+
+// update reads obj, changes it with mutate and writes it back, again on a
+// conflict: the controllers write status to the same objects meanwhile.
+func update(t *testing.T, c client.Client, ctx context.Context, obj client.Object, mutate func()) {
+	t.Helper()
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		mutate()
+		return c.Update(ctx, obj)
+	}))
 }

@@ -276,10 +276,8 @@ func TestPlacementTranslator(t *testing.T) {
 	require.Equal(t, "true", seed.Annotations[edgev2alpha1.CreateOnlyAnnotation])
 
 	// Narrow the common placement: its Deployments leave the mailboxes.
-	ep := &edgev2alpha1.EdgePlacement{}
-	require.NoError(t, c.Get(w, client.ObjectKey{Name: "common"}, ep))
-	ep.Spec.Downsync = ep.Spec.Downsync[:2]
-	require.NoError(t, c.Update(w, ep))
+	ep := &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "common"}}
+	update(t, c, w, ep, func() { ep.Spec.Downsync = ep.Spec.Downsync[:2] })
 	waitContents(t, s, mb1, "namespaces common", "configmaps common/settings", "configmaps common/seed")
 
 	// Bad input: a missing Customizer, a missing parameter, a bad path and an
@@ -305,9 +303,10 @@ func TestPlacementTranslator(t *testing.T) {
 	waitProblem(t, c, "wds1", "broken", "CustomizationFailed", "parameter %(missing-key) is not a label or annotation")
 	require.NotContains(t, contents(t, s, mb1), "deployments common/bad", "a copy that could not be customized is never written")
 
-	require.NoError(t, c.Get(w, client.ObjectKey{Name: "broken"}, ep))
-	ep.Spec.Downsync = append(ep.Spec.Downsync, edgev2alpha1.DownsyncClause{APIGroup: ptr.To("nowhere.example.com"), Resources: []string{"gizmos"}})
-	require.NoError(t, c.Update(w, ep))
+	ep = &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "broken"}}
+	update(t, c, w, ep, func() {
+		ep.Spec.Downsync = append(ep.Spec.Downsync, edgev2alpha1.DownsyncClause{APIGroup: ptr.To("nowhere.example.com"), Resources: []string{"gizmos"}})
+	})
 	eventually(t, 30*time.Second, func() (bool, error) {
 		got := &edgev2alpha1.EdgePlacement{}
 		if err := c.Get(w, client.ObjectKey{Name: "broken"}, got); err != nil {
