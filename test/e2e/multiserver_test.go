@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubestellar/kubestellar/test/edgecluster"
 	"github.com/kubestellar/kubestellar/test/harness"
@@ -121,4 +124,92 @@ func TestSyncerFailsOver(t *testing.T) {
 	require.Contains(t, syncer.Log(), "moving to the next")
 	require.NotContains(t, syncer.Log()[strings.Index(syncer.Log(), "moving to the next"):], "objects synced to the edge cluster",
 		"the syncer started over instead of resuming")
+}
+
+// TestLeaderKilledDuringPropagation kills the leading server while it
+// propagates 1,000 objects to 10 SyncTargets: the other server leads
+// within seconds and every mailbox ends exactly right, nothing lost,
+// duplicated or half-written.
+func TestLeaderKilledDuringPropagation(t *testing.T) {
+	const targets, objects = 10, 1000
+	pg := harness.StartPostgres(t)
+	args := []string{"--datastore-endpoint", pg.DSN, "--token", "cluster-secret"}
+	a := harness.StartBinary(t, "", args...)
+	b := harness.StartBinary(t, "", args...)
+	ka := a.Kubectl()
+	a.CLI(t, "space", "create", "inv1", "--type", "inventory")
+	a.CLI(t, "space", "create", "wds1", "--type", "wds")
+	dir := t.TempDir()
+	var inv, work strings.Builder
+	for i := range targets {
+		fmt.Fprintf(&inv, "apiVersion: edge.kubestellar.io/v2alpha1\nkind: SyncTarget\nmetadata: {name: st%d, labels: {env: prod}}\n---\n", i)
+	}
+	inv.WriteString("apiVersion: edge.kubestellar.io/v2alpha1\nkind: Location\nmetadata: {name: all, labels: {env: prod}}\n" +
+		"spec:\n  resource: {group: edge.kubestellar.io, version: v2alpha1, resource: synctargets}\n  instanceSelector: {matchLabels: {env: prod}}\n")
+	work.WriteString("apiVersion: v1\nkind: Namespace\nmetadata: {name: bulk}\n")
+	for i := range objects {
+		fmt.Fprintf(&work, "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm%d, namespace: bulk}\ndata: {index: \"%d\"}\n", i, i)
+	}
+	placement := "apiVersion: edge.kubestellar.io/v2alpha1\nkind: EdgePlacement\nmetadata: {name: bulk}\nspec:\n" +
+		"  locationSelectors: [{matchLabels: {env: prod}}]\n  downsync:\n" +
+		"  - {apiGroup: \"\", resources: [namespaces], objectNames: [bulk]}\n  - {apiGroup: \"\", resources: [configmaps], namespaces: [bulk]}\n"
+	for name, content := range map[string]string{"inv.yaml": inv.String(), "work.yaml": work.String(), "placement.yaml": placement} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600))
+	}
+	ka.MustRun(t, "--context", "inv1", "apply", "-f", filepath.Join(dir, "inv.yaml"))
+	ka.MustRun(t, "--context", "wds1", "create", "-f", filepath.Join(dir, "work.yaml"))
+	mailboxes := make([]string, targets)
+	for i := range targets {
+		mailboxes[i] = poll(t, ka, func(s string) bool { return s != "" }, "a mailbox", "--context", "inv1",
+			"get", "synctarget", fmt.Sprintf("st%d", i), "-o", "jsonpath={.status.mailboxSpace}")
+	}
+	count := func(k harness.Kubectl, server, mailbox string) int {
+		out, _, err := k.Run(context.Background(), "--server", server+"/spaces/"+mailbox, "get", "configmaps", "-n", "bulk", "-o", "name")
+		if err != nil {
+			return -1
+		}
+		return strings.Count(out, "configmap/")
+	}
+
+	// Start propagating, and kill the leader once it is under way.
+	ka.MustRun(t, "--context", "wds1", "apply", "-f", filepath.Join(dir, "placement.yaml"))
+	leader, survivor := a, b
+	holder := ka.MustRun(t, "get", "lease", "-n", "kube-system", "kubestellar-controllers", "-o", "jsonpath={.spec.holderIdentity}")
+	if strings.Contains(holder, b.BaseURL()) {
+		leader, survivor = b, a
+	}
+	ks := survivor.Kubectl()
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		return count(ks, survivor.BaseURL(), mailboxes[0]) > 0, nil
+	})
+	require.NoError(t, err, "propagation did not start")
+	killed := time.Now()
+	leader.Kill()
+	total := 0
+	for _, mb := range mailboxes {
+		total += max(count(ks, survivor.BaseURL(), mb), 0)
+	}
+	t.Logf("leader killed with %d of %d copies written", total, targets*objects)
+	pollFor(t, time.Minute, ks, func(s string) bool { return strings.Contains(s, survivor.BaseURL()) }, "the survivor to lead",
+		"--server", survivor.BaseURL(), "get", "lease", "-n", "kube-system", "kubestellar-controllers", "-o", "jsonpath={.spec.holderIdentity}")
+	t.Logf("new leader %s after the leader was killed", time.Since(killed).Round(100*time.Millisecond))
+
+	// Every mailbox ends with exactly the 1,000 copies, each with its content.
+	for _, mb := range mailboxes {
+		err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, 5*time.Minute, true, func(context.Context) (bool, error) {
+			return count(ks, survivor.BaseURL(), mb) == objects, nil
+		})
+		require.NoError(t, err, "mailbox %s has %d copies, want %d", mb, count(ks, survivor.BaseURL(), mb), objects)
+		out := ks.MustRun(t, "--server", survivor.BaseURL()+"/spaces/"+mb, "get", "configmaps", "-n", "bulk",
+			"-o", `jsonpath={range .items[*]}{.metadata.name}={.data.index} {end}`)
+		seen := map[string]bool{}
+		for _, f := range strings.Fields(out) {
+			name, index, _ := strings.Cut(f, "=")
+			require.Equal(t, "cm"+index, name, "copy %s in %s has the wrong content", name, mb)
+			require.False(t, seen[name], "copy %s twice in %s", name, mb)
+			seen[name] = true
+		}
+		require.Len(t, seen, objects)
+	}
+	t.Logf("all %d mailboxes exactly right %s after the leader was killed", targets, time.Since(killed).Round(100*time.Millisecond))
 }
