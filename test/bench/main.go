@@ -38,7 +38,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -62,6 +61,7 @@ type options struct {
 	fanObjects   int
 	syncer       syncerOptions
 	tunnel       tunnelOptions
+	datastoreN   int
 }
 
 // serverSections reports whether any section measuring one server runs.
@@ -85,6 +85,7 @@ func main() {
 	flag.IntVar(&o.tunnel.tunnels, "tunnels", 1000, "simulated syncers holding a tunnel to one server, for its memory, CPU and restart figures (0 skips)")
 	flag.IntVar(&o.tunnel.requests, "forward-requests", 2000, "GETs sent to one real edge cluster directly, and again through the center's edge proxy (0 skips)")
 	flag.IntVar(&o.tunnel.workers, "forward-workers", 8, "concurrent GETs in the forwarding comparison")
+	flag.IntVar(&o.datastoreN, "datastore-objects", 1000, "ConfigMaps created on SQLite and on PostgreSQL (two servers) for write throughput and watch latency (0 skips)")
 	flag.Parse()
 	if o.syncer.objects > 0 && o.syncer.rate <= 0 {
 		fmt.Fprintln(os.Stderr, "bench: -syncer-rate must be positive")
@@ -187,6 +188,14 @@ func run(ctx context.Context, o options) error {
 		rows = append(rows, forwardRows...)
 	}
 
+	if o.datastoreN > 0 {
+		dsRows, err := datastoreBench(ctx, bin, o.datastoreN, progress)
+		if err != nil {
+			return fmt.Errorf("datastores: %w", err)
+		}
+		rows = append(rows, dsRows...)
+	}
+
 	w := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(w, "METRIC\tVALUE\tNOTE")
 	for _, r := range rows {
@@ -287,7 +296,7 @@ type server struct {
 	done    chan struct{}
 }
 
-func start(ctx context.Context, bin, dataDir string) (*server, error) {
+func start(ctx context.Context, bin, dataDir string, args ...string) (*server, error) {
 	if dataDir == "" {
 		dir, err := os.MkdirTemp("", "kubestellar-bench-")
 		if err != nil {
@@ -299,15 +308,15 @@ func start(ctx context.Context, bin, dataDir string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return startOn(ctx, bin, dataDir, port)
+	return startOn(ctx, bin, dataDir, port, args...)
 }
 
-func startOn(ctx context.Context, bin, dataDir string, port int) (*server, error) {
+func startOn(ctx context.Context, bin, dataDir string, port int, args ...string) (*server, error) {
 	log, err := os.Create(filepath.Join(dataDir, "server.log"))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "server", "start", "--data-dir", dataDir, "--bind-address", "127.0.0.1", "--port", strconv.Itoa(port))
+	cmd := exec.Command(bin, append([]string{"server", "start", "--data-dir", dataDir, "--bind-address", "127.0.0.1", "--port", strconv.Itoa(port)}, args...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -402,39 +411,7 @@ func manySpaces(ctx context.Context, s *server, n, perSpace int) (time.Duration,
 }
 
 func watchLatency(ctx context.Context, kube kubernetes.Interface, n int) ([]time.Duration, error) {
-	ns := "latency"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, namespace(ns), metav1.CreateOptions{}); err != nil {
-		return nil, err
-	}
-	w, err := kube.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	defer w.Stop()
-	var out []time.Duration
-	for i := range n {
-		name := fmt.Sprintf("cm-%d", i)
-		began := time.Now()
-		if _, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, configMap(name), metav1.CreateOptions{}); err != nil {
-			return nil, err
-		}
-		timeout := time.After(30 * time.Second)
-		for seen := false; !seen; {
-			select {
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					return nil, fmt.Errorf("watch ended waiting for %s", name)
-				}
-				if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Added && cm.Name == name {
-					out = append(out, time.Since(began))
-					seen = true
-				}
-			case <-timeout:
-				return nil, fmt.Errorf("no watch event for %s within 30s", name)
-			}
-		}
-	}
-	return out, nil
+	return createToWatch(ctx, kube, kube, "latency", n)
 }
 
 func listLatency(ctx context.Context, kube kubernetes.Interface, n int) ([]time.Duration, error) {
