@@ -27,8 +27,11 @@ func TestServersShareIdentityOnPostgres(t *testing.T) {
 	args := []string{"--datastore-endpoint", pg.DSN, "--token", "cluster-secret"}
 	a := harness.StartBinary(t, "", args...)
 	b := harness.StartBinary(t, "", args...)
+	c := harness.StartBinary(t, "", args...)
 	for _, f := range []string{"pki/ca.crt", "admin.token"} {
-		require.Equal(t, readFile(t, filepath.Join(a.DataDir, f)), readFile(t, filepath.Join(b.DataDir, f)), "%s differs between the servers", f)
+		for _, other := range []*harness.Process{b, c} {
+			require.Equal(t, readFile(t, filepath.Join(a.DataDir, f)), readFile(t, filepath.Join(other.DataDir, f)), "%s differs between the servers", f)
+		}
 	}
 	ka, kb := a.Kubectl(), b.Kubectl()
 	a.CLI(t, "space", "create", "wds1")
@@ -37,8 +40,12 @@ func TestServersShareIdentityOnPostgres(t *testing.T) {
 		"--server", b.BaseURL()+"/spaces/wds1", "create", "configmap", "from-b", "--from-literal=k=v")
 	poll(t, ka, equals("v"), "the ConfigMap written through b, read through a",
 		"--server", a.BaseURL()+"/spaces/wds1", "get", "configmap", "from-b", "-o", "jsonpath={.data.k}")
-	// a's admin kubeconfig works against b: same CA, same token.
-	require.Contains(t, ka.MustRun(t, "--server", b.BaseURL(), "get", "namespaces", "-o", "name"), "namespace/default")
+	poll(t, ka, equals("v"), "the ConfigMap written through b, read through c",
+		"--server", c.BaseURL()+"/spaces/wds1", "get", "configmap", "from-b", "-o", "jsonpath={.data.k}")
+	// a's admin kubeconfig works against b and c: same CA, same token.
+	for _, other := range []*harness.Process{b, c} {
+		require.Contains(t, ka.MustRun(t, "--server", other.BaseURL(), "get", "namespaces", "-o", "name"), "namespace/default")
+	}
 
 	// Another token: refused, with the reason, and no second CA.
 	dir := t.TempDir()
@@ -50,7 +57,7 @@ func TestServersShareIdentityOnPostgres(t *testing.T) {
 	_, statErr := os.Stat(filepath.Join(dir, "pki", "ca.crt"))
 	require.True(t, os.IsNotExist(statErr), "the refused server made a CA of its own")
 
-	for _, p := range []*harness.Process{a, b} {
+	for _, p := range []*harness.Process{a, b, c} {
 		require.NotContains(t, readFile(t, p.LogPath), pg.Password, "the datastore password is in %s", p.LogPath)
 	}
 	require.NotContains(t, string(out), pg.Password)
@@ -67,14 +74,12 @@ func TestServersShareIdentityOnPostgres(t *testing.T) {
 		"create", "-f", filepath.Join(harness.RepoRoot(), "docs", "examples", "placement", "inventory.yaml"))
 	poll(t, ka, func(s string) bool { return s != "" }, "edge1's mailbox", "--server", a.BaseURL()+"/spaces/inv1",
 		"get", "synctarget", "edge1", "-o", "jsonpath={.status.mailboxSpace}")
-	leader, survivor := a, b
-	if strings.Contains(holder(), b.BaseURL()) {
-		leader, survivor = b, a
-	}
+	leader, survivors := splitLeader(t, holder(), a, b, c)
+	survivor := survivors[0]
 	killed := time.Now()
 	leader.Kill()
 	ks := survivor.Kubectl()
-	pollFor(t, time.Minute, ks, func(s string) bool { return strings.Contains(s, survivor.BaseURL()) }, "the survivor to lead",
+	pollFor(t, time.Minute, ks, func(s string) bool { return leads(s, survivors) }, "a survivor to lead",
 		"--server", survivor.BaseURL(), "get", "lease", "-n", "kube-system", "kubestellar-controllers", "-o", "jsonpath={.spec.holderIdentity}")
 	t.Logf("new leader %s after the leader was killed", time.Since(killed).Round(100*time.Millisecond))
 	ks.MustRun(t, "--server", survivor.BaseURL()+"/spaces/inv1", "label", "synctarget", "edge2", "moved=yes")
@@ -136,6 +141,7 @@ func TestLeaderKilledDuringPropagation(t *testing.T) {
 	args := []string{"--datastore-endpoint", pg.DSN, "--token", "cluster-secret"}
 	a := harness.StartBinary(t, "", args...)
 	b := harness.StartBinary(t, "", args...)
+	c := harness.StartBinary(t, "", args...)
 	ka := a.Kubectl()
 	a.CLI(t, "space", "create", "inv1", "--type", "inventory")
 	a.CLI(t, "space", "create", "wds1", "--type", "wds")
@@ -173,11 +179,9 @@ func TestLeaderKilledDuringPropagation(t *testing.T) {
 
 	// Start propagating, and kill the leader once it is under way.
 	ka.MustRun(t, "--context", "wds1", "apply", "-f", filepath.Join(dir, "placement.yaml"))
-	leader, survivor := a, b
 	holder := ka.MustRun(t, "get", "lease", "-n", "kube-system", "kubestellar-controllers", "-o", "jsonpath={.spec.holderIdentity}")
-	if strings.Contains(holder, b.BaseURL()) {
-		leader, survivor = b, a
-	}
+	leader, survivors := splitLeader(t, holder, a, b, c)
+	survivor := survivors[0]
 	ks := survivor.Kubectl()
 	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		return count(ks, survivor.BaseURL(), mailboxes[0]) > 0, nil
@@ -190,7 +194,7 @@ func TestLeaderKilledDuringPropagation(t *testing.T) {
 		total += max(count(ks, survivor.BaseURL(), mb), 0)
 	}
 	t.Logf("leader killed with %d of %d copies written", total, targets*objects)
-	pollFor(t, time.Minute, ks, func(s string) bool { return strings.Contains(s, survivor.BaseURL()) }, "the survivor to lead",
+	pollFor(t, time.Minute, ks, func(s string) bool { return leads(s, survivors) }, "a survivor to lead",
 		"--server", survivor.BaseURL(), "get", "lease", "-n", "kube-system", "kubestellar-controllers", "-o", "jsonpath={.spec.holderIdentity}")
 	t.Logf("new leader %s after the leader was killed", time.Since(killed).Round(100*time.Millisecond))
 
@@ -212,4 +216,30 @@ func TestLeaderKilledDuringPropagation(t *testing.T) {
 		require.Len(t, seen, objects)
 	}
 	t.Logf("all %d mailboxes exactly right %s after the leader was killed", targets, time.Since(killed).Round(100*time.Millisecond))
+}
+
+// splitLeader returns the server a Lease holder identity names, and the others.
+func splitLeader(t *testing.T, holder string, servers ...*harness.Process) (*harness.Process, []*harness.Process) {
+	t.Helper()
+	var leader *harness.Process
+	var others []*harness.Process
+	for _, s := range servers {
+		if strings.Contains(holder, s.BaseURL()+"_") {
+			leader = s
+		} else {
+			others = append(others, s)
+		}
+	}
+	require.NotNil(t, leader, "no server holds the lease %q", holder)
+	return leader, others
+}
+
+// leads reports whether a Lease holder identity names one of servers.
+func leads(holder string, servers []*harness.Process) bool {
+	for _, s := range servers {
+		if strings.Contains(holder, s.BaseURL()+"_") {
+			return true
+		}
+	}
+	return false
 }
