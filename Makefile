@@ -8,7 +8,7 @@ export KUBESTELLAR_BIN ?= $(CURDIR)/$(BIN)
 TEST_FLAGS ?=
 RUN_ARGS ?=
 
-.PHONY: help build run test test-unit test-integration test-e2e verify codegen bench clean deb deb-test
+.PHONY: help build run test test-deps test-unit test-integration test-e2e verify codegen bench clean deb deb-test
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-20s %s\n", $$1, $$2}'
@@ -19,8 +19,11 @@ build: ## Build the kubestellar binary into _output/
 run: build ## Run the server on its embedded default (SQLite in ~/.kubestellar or /var/lib/kubestellar)
 	$(BIN) server start $(RUN_ARGS)
 
-test: build ## Run every test: unit, integration (in-process server), e2e (built binary, real kubectl, edge clusters)
+test: build test-deps ## Run every test: unit, integration (in-process server), e2e (built binary, real kubectl, edge clusters, proxies, PostgreSQL)
 	$(GO) test $(TEST_FLAGS) -timeout 60m ./...
+
+test-deps: ## Install the Debian packages the tests use, where missing (as root; else says what to install)
+	hack/test-deps.sh
 
 test-unit: ## Run the unit tests only
 	$(GO) test $(TEST_FLAGS) -short ./...
@@ -28,7 +31,7 @@ test-unit: ## Run the unit tests only
 test-integration: ## Run the integration tests (in-process server)
 	$(GO) test $(TEST_FLAGS) ./test/integration/...
 
-test-e2e: build ## Run the end-to-end tests (built binary, real kubectl)
+test-e2e: build test-deps ## Run the end-to-end tests (built binary, real kubectl)
 	$(GO) test $(TEST_FLAGS) ./test/e2e/...
 
 verify: ## gofmt, go vet, staticcheck, generated code and go.mod drift
