@@ -6,6 +6,7 @@ package create
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"sort"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
 
@@ -183,12 +185,17 @@ func ensureSyncTarget(ctx context.Context, client dynamic.ResourceInterface, nam
 	if have.GetDeletionTimestamp() != nil {
 		return "", fmt.Errorf("SyncTarget %q is being deleted: wait until it is gone, then create it again", name)
 	}
-	merged, changed := merge(have.GetLabels(), labels)
-	if !changed {
+	if _, changed := merge(have.GetLabels(), labels); !changed {
 		return "exists, unchanged", nil
 	}
-	have.SetLabels(merged)
-	if _, err := client.Update(ctx, have, metav1.UpdateOptions{}); err != nil {
+	// A merge patch of the labels alone: the server's controllers write the
+	// SyncTarget's status meanwhile, which an update of the whole object
+	// would meet as a conflict.
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	if err != nil {
+		return "", err
+	}
+	if _, err := client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return "", fmt.Errorf("updating the labels of SyncTarget %q: %w", name, err)
 	}
 	return "exists, labels updated (" + describe(labels) + ")", nil
