@@ -359,9 +359,9 @@ func (s *Syncer) startMailbox(ctx context.Context) {
 		DeleteFunc: func(any) { s.onConfig(ctx, nil) },
 	})
 	s.crds = s.startInformer(ctx, s.mailbox, crdsGVR, nil, nil, cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { s.onCRD(obj, false) },
-		UpdateFunc: func(_, obj any) { s.onCRD(obj, false) },
-		DeleteFunc: func(obj any) { s.onCRD(obj, true) },
+		AddFunc:    func(any) { s.onCRD() },
+		UpdateFunc: func(_, _ any) { s.onCRD() },
+		DeleteFunc: func(any) { s.onCRD() },
 	})
 }
 
@@ -523,7 +523,8 @@ func (s *Syncer) onCopy(gvr schema.GroupVersionResource, obj any) {
 	s.reportQ.Add(d.Key)
 }
 
-func (s *Syncer) onCRD(obj any, deleted bool) {
+// onCRD refreshes the desired CRDs from the mailbox's.
+func (s *Syncer) onCRD() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.syncCRDsLocked()

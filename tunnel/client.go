@@ -20,10 +20,9 @@ import (
 
 // Client keeps a syncer's tunnel open.
 type Client struct {
-	// Server is the server's base URL, https://HOST:PORT.
-	Server string
-	// Servers, if set, are several servers of one cluster, used in turn:
-	// the next one when the tunnel to one cannot be opened or closes.
+	// Servers are the base URLs, https://HOST:PORT, of the servers of one
+	// cluster (usually one), used in turn: the next one when the tunnel to
+	// one cannot be opened or closes.
 	Servers []string
 	// BearerToken is the syncer's token.
 	BearerToken string
@@ -48,9 +47,6 @@ func (c *Client) Run(ctx context.Context) {
 	defer srv.Close()
 
 	servers := c.Servers
-	if len(servers) == 0 {
-		servers = []string{c.Server}
-	}
 	headers := http.Header{"Authorization": []string{"Bearer " + c.BearerToken}}
 	backoff := newBackoff()
 	lastErr := ""

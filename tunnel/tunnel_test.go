@@ -127,7 +127,7 @@ func TestTunnelRoundTrip(t *testing.T) {
 	edge := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery+" auth="+r.Header.Get("Authorization"))
 	})
-	client := &Client{Server: srv.URL, BearerToken: "t", Edge: edge,
+	client := &Client{Servers: []string{srv.URL}, BearerToken: "t", Edge: edge,
 		TLS: &tls.Config{RootCAs: srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, MinVersion: tls.VersionTLS12}}
 	done := make(chan struct{})
 	go func() { client.Run(ctx); close(done) }()

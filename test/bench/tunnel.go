@@ -370,7 +370,7 @@ func startSimulatedSyncers(ctx context.Context, serverURL string, tlsConfig *tls
 	for i, bearer := range bearers {
 		one := &ss.each[i]
 		name := simulatedName(i)
-		c := &tunnel.Client{Server: serverURL, BearerToken: bearer, TLS: tlsConfig,
+		c := &tunnel.Client{Servers: []string{serverURL}, BearerToken: bearer, TLS: tlsConfig,
 			Edge: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, name) }),
 			OnChange: func(open bool) {
 				if open {

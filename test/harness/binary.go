@@ -82,20 +82,28 @@ func (p *Process) signal(sig syscall.Signal) {
 // it took; after 30 s it kills the process and fails the test.
 func (p *Process) Stop(t testing.TB) time.Duration {
 	t.Helper()
+	return terminate(t, p.signal, p.exited, "server (log: "+p.LogPath+")")
+}
+
+// terminate sends SIGTERM through signal and waits until exited closes,
+// returning how long it took; after 30 s it sends SIGKILL and fails the
+// test naming what.
+func terminate(t testing.TB, signal func(syscall.Signal), exited <-chan struct{}, what string) time.Duration {
+	t.Helper()
 	start := time.Now()
 	select {
-	case <-p.exited:
+	case <-exited:
 		return 0
 	default:
 	}
-	p.signal(syscall.SIGTERM)
+	signal(syscall.SIGTERM)
 	select {
-	case <-p.exited:
+	case <-exited:
 		return time.Since(start)
 	case <-time.After(30 * time.Second):
-		p.signal(syscall.SIGKILL)
-		<-p.exited
-		t.Errorf("server did not exit within 30s of SIGTERM; log: %s", p.LogPath)
+		signal(syscall.SIGKILL)
+		<-exited
+		t.Errorf("%s did not exit within 30s of SIGTERM", what)
 		return time.Since(start)
 	}
 }

@@ -82,19 +82,7 @@ func (s *Syncer) Stop(t testing.TB) {
 	if s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
-	select {
-	case <-s.exited:
-		return
-	default:
-	}
-	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(30 * time.Second):
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.exited
-		t.Errorf("syncer did not exit within 30s of SIGTERM; log: %s", s.LogPath)
-	}
+	terminate(t, func(sig syscall.Signal) { _ = syscall.Kill(-s.cmd.Process.Pid, sig) }, s.exited, "syncer (log: "+s.LogPath+")")
 }
 
 // Pid is the syncer's process id.
