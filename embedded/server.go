@@ -103,12 +103,21 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 		return nil, err
 	}
 	if err := core.AddPostStartHook("kubestellar-spaces", func(hookCtx genericapiserver.PostStartHookContext) error {
-		// The space machinery watches Spaces, a CRD of ours: install first.
-		if err := s.installCRDs(hookCtx); err != nil {
+		// A failed hook ends the process (klog.Fatal); one interrupted by
+		// shutdown has not failed.
+		interrupted := func(err error) error {
+			if err != nil && hookCtx.Context.Err() != nil {
+				klog.FromContext(ctx).Info("server stopped before it was ready", "err", err)
+				return nil
+			}
 			return err
 		}
+		// The space machinery watches Spaces, a CRD of ours: install first.
+		if err := s.installCRDs(hookCtx); err != nil {
+			return interrupted(err)
+		}
 		if err := s.startSpaces(hookCtx); err != nil {
-			return err
+			return interrupted(err)
 		}
 		var connected func(inv, st string) bool
 		if c.Options.DatastoreEndpoint == "" {
@@ -116,7 +125,7 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 		}
 		go c.tunnelConditions.run(hookCtx.Context, &spaceClients{base: hookCtx.LoopbackClientConfig}, connected)
 		// Syncer tokens need the SyncTarget CRD served, hence here.
-		return c.syncers.Start(hookCtx.Context, hookCtx.LoopbackClientConfig)
+		return interrupted(c.syncers.Start(hookCtx.Context, hookCtx.LoopbackClientConfig))
 	}); err != nil {
 		return nil, err
 	}
