@@ -20,7 +20,8 @@ import (
 )
 
 // TestTunnel: the syncer's reverse tunnel carries an admin's kubectl from
-// the center to the edge cluster (gets, a watch), SyncerConnected follows
+// the center to the edge cluster (gets, describe, logs, logs -f, exec, exec
+// with stdin, a watch), SyncerConnected follows
 // it, it comes back after a server restart, and whatever is not a syncer's
 // own tunnel or an admin's request is refused.
 func TestTunnel(t *testing.T) {
@@ -44,9 +45,40 @@ func TestTunnel(t *testing.T) {
 		"get", "pods", "-A", "-o", "name")
 	require.Contains(t, viaCenter.MustRun(t, "describe", "deployment", "hello"), "Replicas:")
 
-	// A watch through the tunnel sees a change made at the edge.
+	// logs and exec: the center's API server, the tunnel, the syncer, the
+	// edge's API server, then the node's kubelet API (kwok's).
+	require.Equal(t, "edgecluster edge1: container started\n", viaCenter.MustRun(t, "logs", "deployment/hello"))
+	require.Equal(t, "edge1\n", viaCenter.MustRun(t, "exec", "deployment/hello", "--", "sh", "-c", "echo $EDGECLUSTER"))
+	// (kwok's exec does not pass on the end of stdin, so the command reads
+	// one line rather than to the end.)
+	require.Equal(t, "read from the center\n", viaCenter.MustRunStdin(t, strings.NewReader("from the center\n"),
+		"exec", "-i", "deployment/hello", "--", "sh", "-c", `read line; echo "read $line"`),
+		"exec -i carries stdin to the edge and back")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	follow := exec.CommandContext(ctx, "kubectl", "--kubeconfig", viaCenter.Kubeconfig, "logs", "-f", "deployment/hello")
+	followed, err := follow.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, follow.Start())
+	defer func() { cancel(); _ = follow.Wait() }()
+	logLines := make(chan string, 16)
+	go func() {
+		scanner := bufio.NewScanner(followed)
+		for scanner.Scan() {
+			logLines <- scanner.Text()
+		}
+		close(logLines)
+	}()
+	require.Equal(t, "edgecluster edge1: container started", <-logLines)
+	require.NoError(t, c.AppendPodLog("written at the edge while followed from the center"))
+	select {
+	case line := <-logLines:
+		require.Equal(t, "written at the edge while followed from the center", line)
+	case <-ctx.Done():
+		t.Fatal("kubectl logs -f through the tunnel saw nothing new")
+	}
+
+	// A watch through the tunnel sees a change made at the edge.
 	watch := exec.CommandContext(ctx, "kubectl", "--kubeconfig", viaCenter.Kubeconfig, "get", "configmaps", "-n", "default", "--watch", "-o", "name")
 	stdout, err := watch.StdoutPipe()
 	require.NoError(t, err)

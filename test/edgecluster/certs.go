@@ -18,9 +18,10 @@ import (
 
 // pki is the set of keys and certificates of one cluster, all made here:
 // a CA, a serving certificate for the loopback addresses (used by
-// kube-apiserver, kube-controller-manager and kube-scheduler), client
-// certificates for the admin, the controller manager and the scheduler, and
-// the service-account signing key pair.
+// kube-apiserver, kube-controller-manager, kube-scheduler and kwok's kubelet
+// API), client certificates for the admin, the controller manager, the
+// scheduler and kube-apiserver towards the kubelet API, and the
+// service-account signing key pair.
 type pki struct {
 	dir string
 
@@ -33,6 +34,7 @@ type pki struct {
 	AdminCert, AdminKey                         string
 	ControllerManagerCert, ControllerManagerKey string
 	SchedulerCert, SchedulerKey                 string
+	KubeletClientCert, KubeletClientKey         string
 
 	// PEM of the admin client credentials, for kubeconfigs and rest.Config.
 	AdminCertPEM, AdminKeyPEM []byte
@@ -126,6 +128,15 @@ func newPKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	if p.SchedulerCert, p.SchedulerKey, err = p.write("kube-scheduler", p.SchedulerCertPEM, p.SchedulerKeyPEM); err != nil {
+		return nil, err
+	}
+	// kube-apiserver's identity towards the nodes' kubelet API (kwok's
+	// server), for logs, exec and port-forward.
+	kubeletClientCert, kubeletClientKey, err := client("kube-apiserver-kubelet-client", "system:masters")
+	if err != nil {
+		return nil, err
+	}
+	if p.KubeletClientCert, p.KubeletClientKey, err = p.write("kubelet-client", kubeletClientCert, kubeletClientKey); err != nil {
 		return nil, err
 	}
 

@@ -114,6 +114,11 @@ type Cluster struct {
 	Config *rest.Config
 	// NodeNames are the fake nodes.
 	NodeNames []string
+	// PodLogPath is the log that every container of every pod shows
+	// (`kubectl logs`), in the CRI log format; AppendPodLog adds to it.
+	// `kubectl exec` runs its command on this machine, in Dir, with
+	// EDGECLUSTER set to the cluster's name. kwok serves both.
+	PodLogPath string
 
 	bins    *Binaries
 	logf    Logf
@@ -221,13 +226,13 @@ func startOnce(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}()
 
-	portList, err := freePorts(5)
+	portList, err := freePorts(6)
 	if err != nil {
 		return c, err
 	}
 	c.ports = map[string]int{
 		"etcd-client": portList[0], "etcd-peer": portList[1], "kube-apiserver": portList[2],
-		"kube-controller-manager": portList[3], "kube-scheduler": portList[4],
+		"kube-controller-manager": portList[3], "kube-scheduler": portList[4], "kwok": portList[5],
 	}
 	if c.pki, err = newPKI(filepath.Join(c.Dir, "pki")); err != nil {
 		return c, fmt.Errorf("generating certificates: %w", err)
@@ -311,6 +316,12 @@ func startOnce(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--authorization-mode=RBAC",
 		"--allow-privileged=true",
 		"--profiling=false",
+		// The nodes' kubelet API is kwok's server, on the loopback address
+		// kwok gives every node, with the cluster's serving certificate.
+		"--kubelet-client-certificate="+c.pki.KubeletClientCert,
+		"--kubelet-client-key="+c.pki.KubeletClientKey,
+		"--kubelet-certificate-authority="+c.pki.CACert,
+		"--kubelet-preferred-address-types=InternalIP",
 	)
 	if err != nil {
 		return c, err
@@ -381,9 +392,19 @@ func startOnce(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := os.MkdirAll(kwokDir, 0o755); err != nil {
 		return c, err
 	}
+	debugging, err := c.writeKwokDebugging(kwokDir)
+	if err != nil {
+		return c, err
+	}
 	kwok, err := c.start("kwok", append(env, "KWOK_WORKDIR="+kwokDir), bins.Kwok,
 		"--kubeconfig="+c.KubeconfigPath,
 		"--config="+bins.KwokStages,
+		"--config="+debugging,
+		// The kubelet API of every node: logs and exec.
+		fmt.Sprintf("--server-address=127.0.0.1:%d", c.ports["kwok"]),
+		fmt.Sprintf("--node-port=%d", c.ports["kwok"]),
+		"--tls-cert-file="+c.pki.ServingCert,
+		"--tls-private-key-file="+c.pki.ServingKey,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
 		"--node-lease-duration-seconds=40",
@@ -414,6 +435,12 @@ func startOnce(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}); err != nil {
 			return c, err
 		}
+	}
+	kwokHealth := fmt.Sprintf("https://127.0.0.1:%d/healthz", c.ports["kwok"])
+	if err := c.waitFor(ctx, "kwok's kubelet API to be healthy", kwok, func(ctx context.Context) error {
+		return getOK(ctx, secure, kwokHealth)
+	}); err != nil {
+		return c, err
 	}
 	c.logf("edgecluster %s: %d node(s) Ready (%s)", c.Name, len(c.NodeNames), since(step))
 
@@ -586,6 +613,56 @@ func (c *Cluster) ResidentMemory() (map[string]uint64, error) {
 		out[p.name] = rss
 	}
 	return out, nil
+}
+
+// writeKwokDebugging writes kwok's configuration of the kubelet API's
+// debugging handlers: every container logs PodLogPath, and exec runs the
+// command here. It returns the file's path.
+func (c *Cluster) writeKwokDebugging(dir string) (string, error) {
+	c.PodLogPath = filepath.Join(dir, "pods.log")
+	if err := c.AppendPodLog("edgecluster " + c.Name + ": container started"); err != nil {
+		return "", err
+	}
+	config := fmt.Sprintf(`apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: edgecluster-logs
+spec:
+  logs:
+  - logsFile: %[1]q
+    follow: true
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterExec
+metadata:
+  name: edgecluster-exec
+spec:
+  execs:
+  - local:
+      workDir: %[2]q
+      envs:
+      - name: EDGECLUSTER
+        value: %[3]q
+`, c.PodLogPath, dir, c.Name)
+	path := filepath.Join(dir, "debugging.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		return "", fmt.Errorf("writing kwok configuration: %w", err)
+	}
+	return path, nil
+}
+
+// AppendPodLog adds a line to the log that every container shows.
+func (c *Cluster) AppendPodLog(line string) error {
+	f, err := os.OpenFile(c.PodLogPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	// The CRI log format: time, stream, full-line tag, the line.
+	_, err = fmt.Fprintf(f, "%s stdout F %s\n", time.Now().UTC().Format(time.RFC3339Nano), line)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func fakeNode(name string) *corev1.Node {

@@ -267,7 +267,8 @@ func TestLockFileExcludes(t *testing.T) {
 }
 
 // exerciseDeployment applies a 3-replica Deployment with kubectl, waits for
-// it to be available, scales it to 5, and deletes it.
+// it to be available, reads a pod's logs and runs a command in it, scales
+// it to 5, and deletes it.
 func exerciseDeployment(ctx context.Context, t *testing.T, kubectl string, c *Cluster) error {
 	client, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
@@ -281,6 +282,26 @@ func exerciseDeployment(ctx context.Context, t *testing.T, kubectl string, c *Cl
 		return err
 	}
 	t.Logf("cluster %s: 3-replica Deployment available %s after kubectl apply", c.Name, since(applied))
+
+	// logs and exec go from kube-apiserver to kwok's kubelet API.
+	line := "a line written by " + t.Name()
+	if err := c.AppendPodLog(line); err != nil {
+		return err
+	}
+	out, err := runKubectl(ctx, kubectl, c.KubeconfigPath, nil, "logs", "deployment/web")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(out, "edgecluster "+c.Name+": container started\n"+line+"\n") {
+		return fmt.Errorf("cluster %s: kubectl logs printed %q", c.Name, out)
+	}
+	out, err = runKubectl(ctx, kubectl, c.KubeconfigPath, nil, "exec", "deployment/web", "--", "sh", "-c", "echo $EDGECLUSTER; pwd")
+	if err != nil {
+		return err
+	}
+	if want := c.Name + "\n" + filepath.Join(c.Dir, "kwok") + "\n"; out != want {
+		return fmt.Errorf("cluster %s: kubectl exec printed %q, want %q", c.Name, out, want)
+	}
 
 	scaled := time.Now()
 	if _, err := runKubectl(ctx, kubectl, c.KubeconfigPath, nil, "scale", "deployment/web", "--replicas=5"); err != nil {

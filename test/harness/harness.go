@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -115,7 +116,13 @@ type Kubectl struct {
 
 // Run runs kubectl and returns stdout, stderr and the error.
 func (k Kubectl) Run(ctx context.Context, args ...string) (string, string, error) {
+	return k.RunStdin(ctx, nil, args...)
+}
+
+// RunStdin runs kubectl with stdin and returns stdout, stderr and the error.
+func (k Kubectl) RunStdin(ctx context.Context, stdin io.Reader, args ...string) (string, string, error) {
 	cmd := exec.CommandContext(ctx, "kubectl", args...)
+	cmd.Stdin = stdin
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+k.Kubeconfig, "KUBECACHEDIR="+filepath.Join(filepath.Dir(k.Kubeconfig), ".kube-cache"))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -129,6 +136,16 @@ func (k Kubectl) MustRun(t testing.TB, args ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out, errOut, err := k.Run(ctx, args...)
+	require.NoError(t, err, "kubectl %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), out, errOut)
+	return out
+}
+
+// MustRunStdin runs kubectl with stdin and fails the test when it fails.
+func (k Kubectl) MustRunStdin(t testing.TB, stdin io.Reader, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, errOut, err := k.RunStdin(ctx, stdin, args...)
 	require.NoError(t, err, "kubectl %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), out, errOut)
 	return out
 }
