@@ -154,7 +154,7 @@ func (s *Server) EdgeProxy() http.Handler {
 					}
 				}
 			},
-			Transport:     s.transport(inv, st),
+			Transport:     retryTransport{rt: s.transport(inv, st), attempts: 3},
 			FlushInterval: -1, // watches and logs stream
 			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 				writeStatus(w, http.StatusBadGateway, fmt.Sprintf("reaching the edge cluster of SyncTarget %s: %v", key, err))
@@ -187,6 +187,35 @@ func (s *Server) transport(inv, st string) *http.Transport {
 		s.transports[key] = t
 	}
 	return t
+}
+
+// retryTransport sends a request that is safe to repeat again when it
+// failed before any answer came. remotedialer closes a connection that the
+// server opened just as the client listed its open ones (once a minute); a
+// GET lost so has not reached the edge, or changed nothing there.
+type retryTransport struct {
+	rt       http.RoundTripper
+	attempts int
+}
+
+func (r retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	for attempt := 1; ; attempt++ {
+		resp, err := r.rt.RoundTrip(req)
+		if err == nil || attempt >= r.attempts || !replayable(req) || req.Context().Err() != nil {
+			return resp, err
+		}
+	}
+}
+
+// replayable: a bodiless GET, HEAD or OPTIONS that upgrades nothing (exec
+// and attach start a process; they are not repeated).
+func replayable(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		return false
+	}
+	return (req.Body == nil || req.Body == http.NoBody) && req.Header.Get("Upgrade") == ""
 }
 
 // parseEdgePath splits EdgesPrefix + INV/ST/proxy/REST.

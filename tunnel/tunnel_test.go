@@ -209,3 +209,66 @@ func (l *trackingListener) closeAll() {
 	}
 	l.conns = nil
 }
+
+// failingTransport fails its first fails round trips, then answers 200.
+type failingTransport struct {
+	fails, calls int
+}
+
+func (f *failingTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	f.calls++
+	if f.calls <= f.fails {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+}
+
+func TestRetryTransport(t *testing.T) {
+	upgrade := func(r *http.Request) { r.Header.Set("Upgrade", "websocket") }
+	for _, tc := range []struct {
+		name      string
+		method    string
+		body      string
+		change    func(*http.Request)
+		fails     int
+		wantCalls int
+		wantOK    bool
+	}{
+		{name: "a GET lost once is sent again", method: http.MethodGet, fails: 1, wantCalls: 2, wantOK: true},
+		{name: "a GET lost twice is sent a third time", method: http.MethodGet, fails: 2, wantCalls: 3, wantOK: true},
+		{name: "three attempts at most", method: http.MethodGet, fails: 5, wantCalls: 3},
+		{name: "a POST is never repeated", method: http.MethodPost, body: "{}", fails: 1, wantCalls: 1},
+		{name: "a DELETE is never repeated", method: http.MethodDelete, fails: 1, wantCalls: 1},
+		{name: "exec (an upgrade) is never repeated", method: http.MethodGet, change: upgrade, fails: 1, wantCalls: 1},
+		{name: "a GET that answers is sent once", method: http.MethodGet, wantCalls: 1, wantOK: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var body io.Reader
+			if tc.body != "" {
+				body = strings.NewReader(tc.body)
+			}
+			req := httptest.NewRequest(tc.method, "http://edge/api", body)
+			if tc.change != nil {
+				tc.change(req)
+			}
+			fake := &failingTransport{fails: tc.fails}
+			resp, err := retryTransport{rt: fake, attempts: 3}.RoundTrip(req)
+			require.Equal(t, tc.wantCalls, fake.calls)
+			if tc.wantOK {
+				require.NoError(t, err)
+				require.Equal(t, http.StatusOK, resp.StatusCode)
+			} else {
+				require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+			}
+		})
+	}
+	t.Run("a cancelled request is not repeated", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		req := httptest.NewRequest(http.MethodGet, "http://edge/api", nil).WithContext(ctx)
+		fake := &failingTransport{fails: 1}
+		_, err := retryTransport{rt: fake, attempts: 3}.RoundTrip(req)
+		require.Error(t, err)
+		require.Equal(t, 1, fake.calls)
+	})
+}
