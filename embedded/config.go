@@ -88,7 +88,8 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 			lock.release()
 		}
 	}()
-	ds, err := storage.Start(ctx, o.DatastoreEndpoint, o.DataDir)
+	ds, err := storage.Start(ctx, storage.Config{Endpoint: o.DatastoreEndpoint, DataDir: o.DataDir,
+		CAFile: o.DatastoreCAFile, CertFile: o.DatastoreCertFile, KeyFile: o.DatastoreKeyFile})
 	if err != nil {
 		return nil, err
 	}
@@ -97,9 +98,12 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 			ds.Stop()
 		}
 	}()
+	if err := ds.WaitReady(ctx, o.DatastoreEndpoint); err != nil {
+		return nil, err
+	}
 	if o.Token != "" {
 		// Servers of one cluster share the CA and the admin token.
-		if err := syncIdentity(ctx, ds.Endpoints, o.Token, o.DataDir); err != nil {
+		if err := syncIdentity(ctx, ds, o.Token, o.DataDir); err != nil {
 			return nil, err
 		}
 	}
@@ -159,7 +163,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	core.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
 	core.OpenAPIV3Config.Info.Title = "kubestellar"
 	core.AggregatedDiscoveryGroupManager = aggregated.NewResourceManager("apis")
-	core.RESTOptionsGetter = storage.RESTOptionsGetter{Endpoints: ds.Endpoints, SpaceScoped: true, Codec: builtinCodec(codecs)}
+	core.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: ds, SpaceScoped: true, Codec: builtinCodec(codecs)}
 	core.BuildHandlerChainFunc = func(apiHandler http.Handler, gc *genericapiserver.Config) http.Handler {
 		inner := spaces.WithSpaceAdmission(apiHandler, c.spaces)
 		return spaces.WithSpacePath(genericapiserver.DefaultBuildHandlerChain(inner, gc))
@@ -178,12 +182,12 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	// custom resources per space.
 	extGeneric := *core
 	extGeneric.Config.PostStartHooks = map[string]genericapiserver.PostStartHookConfigEntry{}
-	extGeneric.Config.RESTOptionsGetter = storage.RESTOptionsGetter{Endpoints: ds.Endpoints, Codec: apiextensionsCodec}
+	extGeneric.Config.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: ds, Codec: apiextensionsCodec}
 	extGeneric.Config.MergedResourceConfig = apiextensionsapiserver.DefaultAPIResourceConfigSource()
 	c.extensions = &apiextensionsapiserver.Config{
 		GenericConfig: &extGeneric,
 		ExtraConfig: apiextensionsapiserver.ExtraConfig{
-			CRDRESTOptionsGetter: storage.RESTOptionsGetter{Endpoints: ds.Endpoints, SpaceScoped: true, Codec: customResourceCodec},
+			CRDRESTOptionsGetter: storage.RESTOptionsGetter{Datastore: ds, SpaceScoped: true, Codec: customResourceCodec},
 			MasterCount:          1,
 			ServiceResolver:      webhook.NewDefaultServiceResolver(),
 			AuthResolverWrapper:  webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, core.LoopbackClientConfig, nil),

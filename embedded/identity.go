@@ -8,20 +8,20 @@ import (
 	"path/filepath"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/klog/v2"
 
 	"github.com/kubestellar/kubestellar/embedded/auth"
 	"github.com/kubestellar/kubestellar/embedded/bootstrap"
 	"github.com/kubestellar/kubestellar/embedded/certs"
+	"github.com/kubestellar/kubestellar/embedded/storage"
 )
 
 // syncIdentity makes the data directory hold the cluster's shared CA and
 // admin token: those in the datastore, or this server's own (made now if
 // needed), which it then stores there for the servers to come.
-func syncIdentity(ctx context.Context, endpoints []string, token, dataDir string) error {
+func syncIdentity(ctx context.Context, ds *storage.Datastore, token, dataDir string) error {
 	logger := klog.FromContext(ctx)
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 30 * time.Second, Context: ctx})
+	cli, err := ds.Client(ctx, 30*time.Second)
 	if err != nil {
 		return fmt.Errorf("datastore: %w", err)
 	}

@@ -26,6 +26,8 @@ type Options struct {
 	TLSSANs []string
 	// DatastoreEndpoint is a kine endpoint; empty means SQLite in DataDir.
 	DatastoreEndpoint string
+	// TLS files for the connection to the datastore.
+	DatastoreCAFile, DatastoreCertFile, DatastoreKeyFile string
 	// Token is the secret the servers of one cluster share (see package
 	// bootstrap); TokenFile holds it instead, keeping it out of ps.
 	Token     string
@@ -58,7 +60,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "Extra host name or IP address for the serving certificate (repeatable).")
 	fs.StringVar(&o.Token, "token", o.Token, "Secret shared by the servers of one cluster: the first server started with it stores the CA and admin token in the datastore, encrypted with a key derived from it; servers started later with the same --token and --datastore-endpoint load them.")
 	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "File holding --token (keeps it out of the process list).")
-	fs.StringVar(&o.DatastoreEndpoint, "datastore-endpoint", o.DatastoreEndpoint, "kine datastore endpoint, e.g. postgres://user:pw@host:5432/db, mysql://user:pw@tcp(host:3306)/db, http://etcd:2379 (default: SQLite in the data dir).")
+	fs.StringVar(&o.DatastoreEndpoint, "datastore-endpoint", o.DatastoreEndpoint, "Datastore to keep the state in, through kine: postgres://user:pw@host:5432/db, mysql://user:pw@tcp(host:3306)/db, or an etcd cluster, https://etcd1:2379,https://etcd2:2379 (default: SQLite in the data dir).")
+	fs.StringVar(&o.DatastoreCAFile, "datastore-cafile", o.DatastoreCAFile, "CA certificate file that verifies the datastore's serving certificate.")
+	fs.StringVar(&o.DatastoreCertFile, "datastore-certfile", o.DatastoreCertFile, "Client certificate file for the datastore (with --datastore-keyfile).")
+	fs.StringVar(&o.DatastoreKeyFile, "datastore-keyfile", o.DatastoreKeyFile, "Client key file for the datastore (with --datastore-certfile).")
 }
 
 // CompletedOptions are options with every default filled in.
@@ -126,10 +131,35 @@ func (c *CompletedOptions) Validate() []error {
 	if net.ParseIP(c.AdvertiseAddress) == nil {
 		errs = append(errs, fmt.Errorf("--advertise-address %q is not an IP address", c.AdvertiseAddress))
 	}
+	errs = append(errs, c.validateDatastore()...)
 	for _, san := range c.TLSSANs {
 		if san == "" {
 			errs = append(errs, errors.New("--tls-san must not be empty"))
 		}
+	}
+	return errs
+}
+
+// validateDatastore checks the datastore's TLS files: only with an external
+// datastore, the certificate and key together, each one readable.
+func (c *CompletedOptions) validateDatastore() []error {
+	var errs []error
+	files := []struct{ flag, path string }{
+		{"--datastore-cafile", c.DatastoreCAFile}, {"--datastore-certfile", c.DatastoreCertFile}, {"--datastore-keyfile", c.DatastoreKeyFile},
+	}
+	for _, f := range files {
+		if f.path == "" {
+			continue
+		}
+		if c.DatastoreEndpoint == "" || strings.HasPrefix(c.DatastoreEndpoint, "sqlite://") {
+			errs = append(errs, fmt.Errorf("%s is for an external datastore: set --datastore-endpoint too", f.flag))
+		}
+		if _, err := os.ReadFile(f.path); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.flag, err))
+		}
+	}
+	if (c.DatastoreCertFile == "") != (c.DatastoreKeyFile == "") {
+		errs = append(errs, errors.New("--datastore-certfile and --datastore-keyfile go together"))
 	}
 	return errs
 }

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
@@ -251,7 +250,7 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 	spaceInformer := dynamicinformer.NewFilteredDynamicInformer(root, spacecontroller.SpacesGVR, "", 0, cache.Indexers{}, nil)
 	go spaceInformer.Informer().RunWithContext(ctx)
 
-	etcd, err := clientv3.New(clientv3.Config{Endpoints: s.cfg.Datastore.Endpoints, DialTimeout: 10 * time.Second, Context: ctx})
+	etcd, err := s.cfg.Datastore.Client(ctx, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("connecting to datastore: %w", err)
 	}

@@ -35,7 +35,7 @@ func TestSyncAgainstKine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	ds, err := storage.Start(ctx, "", dir)
+	ds, err := storage.Start(ctx, storage.Config{DataDir: dir})
 	require.NoError(t, err)
 	defer ds.Stop()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: ds.Endpoints, DialTimeout: 10 * time.Second})

@@ -6,6 +6,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,12 +14,16 @@ import (
 	"time"
 
 	"github.com/k3s-io/kine/pkg/endpoint"
+	kinetls "github.com/k3s-io/kine/pkg/tls"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/klog/v2"
 
 	// kine's datastore drivers register themselves with kine.
 	_ "github.com/k3s-io/kine/pkg/drivers/mysql"
 	_ "github.com/k3s-io/kine/pkg/drivers/nats"
 	_ "github.com/k3s-io/kine/pkg/drivers/pgsql"
+	_ "github.com/k3s-io/kine/pkg/drivers/remote" // etcd, passed through
 	_ "github.com/k3s-io/kine/pkg/drivers/sqlite"
 )
 
@@ -34,8 +39,23 @@ const SQLiteParams = "_journal_mode=WAL&_busy_timeout=30000&_synchronous=NORMAL&
 type Datastore struct {
 	// Endpoints are the etcd endpoints the API server uses.
 	Endpoints []string
-	cancel    context.CancelFunc
-	wg        *sync.WaitGroup
+	// TLS secures the connection to Endpoints: set for an etcd cluster
+	// reached directly, empty for kine's socket.
+	TLS kinetls.Config
+	// etcd is true when Endpoints are an etcd cluster rather than kine.
+	etcd   bool
+	cancel context.CancelFunc
+	wg     *sync.WaitGroup
+}
+
+// Config says which datastore to use and how to reach it.
+type Config struct {
+	// Endpoint is a kine endpoint; empty means SQLite in DataDir.
+	Endpoint string
+	DataDir  string
+	// TLS files for the connection to the datastore: an etcd cluster, or a
+	// PostgreSQL or MySQL server (kine adds them to the connection).
+	CAFile, CertFile, KeyFile string
 }
 
 // DefaultEndpoint returns the SQLite endpoint in dataDir.
@@ -43,25 +63,27 @@ func DefaultEndpoint(dataDir string) string {
 	return "sqlite://" + filepath.Join(dataDir, "db", "state.db") + "?" + SQLiteParams
 }
 
-// Start starts kine for endpoint (DefaultEndpoint when empty). It keeps
+// Start starts kine for cfg.Endpoint (DefaultEndpoint when empty). It keeps
 // running until Stop.
-func Start(ctx context.Context, endpointURL, dataDir string) (*Datastore, error) {
+func Start(ctx context.Context, cfg Config) (*Datastore, error) {
 	logger := klog.FromContext(ctx)
+	endpointURL := cfg.Endpoint
 	if endpointURL == "" {
-		endpointURL = DefaultEndpoint(dataDir)
+		endpointURL = DefaultEndpoint(cfg.DataDir)
 	}
 	if strings.HasPrefix(endpointURL, "sqlite://") {
-		if err := os.MkdirAll(filepath.Join(dataDir, "db"), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Join(cfg.DataDir, "db"), 0o700); err != nil {
 			return nil, err
 		}
 	}
 	logger.Info("starting datastore", "endpoint", Redact(endpointURL))
 	kineCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	wg := &sync.WaitGroup{}
-	cfg, err := endpoint.Listen(kineCtx, endpoint.Config{
-		Listener:  "unix://" + filepath.Join(dataDir, "kine.sock"),
-		Endpoint:  endpointURL,
-		WaitGroup: wg,
+	etcdCfg, err := endpoint.Listen(kineCtx, endpoint.Config{
+		Listener:         "unix://" + filepath.Join(cfg.DataDir, "kine.sock"),
+		Endpoint:         endpointURL,
+		BackendTLSConfig: kinetls.Config{CAFile: cfg.CAFile, CertFile: cfg.CertFile, KeyFile: cfg.KeyFile},
+		WaitGroup:        wg,
 		// kine's own defaults (its command's flags), with compaction on as k3s runs it.
 		NotifyInterval:      5 * time.Second,
 		EmulatedETCDVersion: "3.6.11",
@@ -76,8 +98,106 @@ func Start(ctx context.Context, endpointURL, dataDir string) (*Datastore, error)
 		// kine's errors do not carry the endpoint, which may hold a password.
 		return nil, fmt.Errorf("starting datastore %s: %w", Redact(endpointURL), err)
 	}
-	return &Datastore{Endpoints: cfg.Endpoints, cancel: cancel, wg: wg}, nil
+	return &Datastore{Endpoints: etcdCfg.Endpoints, TLS: etcdCfg.TLSConfig, etcd: IsEtcd(endpointURL), cancel: cancel, wg: wg}, nil
 }
+
+// IsEtcd reports whether an endpoint is an etcd cluster, which kine passes
+// through to the API server (comma-separated http, https, unix or unixs
+// URLs).
+func IsEtcd(endpointURL string) bool {
+	scheme, _, _ := strings.Cut(endpointURL, "://")
+	switch scheme {
+	case "http", "https", "unix", "unixs":
+		return true
+	}
+	return false
+}
+
+// Client connects to the datastore with the etcd client.
+func (d *Datastore) Client(ctx context.Context, dialTimeout time.Duration) (*clientv3.Client, error) {
+	tlsConfig, err := d.TLS.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("datastore TLS: %w", err)
+	}
+	return clientv3.New(clientv3.Config{Endpoints: d.Endpoints, TLS: tlsConfig, DialTimeout: dialTimeout, Context: ctx})
+}
+
+// WaitReady returns once the datastore answers a read. Until then it says
+// every few seconds why not, and keeps trying, as k3s does: a database may
+// well start after the server (it ends only with ctx).
+func (d *Datastore) WaitReady(ctx context.Context, endpointURL string) error {
+	logger := klog.FromContext(ctx)
+	cli, err := d.Client(ctx, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	started := time.Now()
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := cli.Get(attempt, "/kubestellar/datastore-check", clientv3.WithCountOnly())
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("datastore %s did not answer: %w", Redact(endpointURL), err)
+		}
+		if cause := d.diagnose(ctx); cause != nil {
+			err = cause
+		}
+		hint := "is it running and reachable from here?"
+		if strings.Contains(err.Error(), "certificate") || strings.Contains(err.Error(), "tls:") {
+			hint = "check --datastore-cafile, --datastore-certfile and --datastore-keyfile"
+		}
+		logger.Info("waiting for the datastore", "endpoint", Redact(endpointURL), "waited", time.Since(started).Round(time.Second), "err", err.Error(), "hint", hint)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("datastore %s did not answer: %w", Redact(endpointURL), err)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// diagnose finds why an etcd cluster does not answer, which its gRPC client
+// keeps to itself ("context deadline exceeded"): it GETs each endpoint's
+// /health over the same TLS.
+func (d *Datastore) diagnose(ctx context.Context) error {
+	if !d.etcd {
+		return nil
+	}
+	tlsConfig, err := d.TLS.ClientConfig()
+	if err != nil {
+		return err
+	}
+	transport := &http.Transport{TLSClientConfig: tlsConfig}
+	defer transport.CloseIdleConnections()
+	client := &http.Client{Transport: transport, Timeout: 3 * time.Second}
+	for _, ep := range d.Endpoints {
+		if !strings.HasPrefix(ep, "http://") && !strings.HasPrefix(ep, "https://") {
+			continue
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(ep, "/")+"/health", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+	}
+	return nil
+}
+
+// Transport is how the API server's storage reaches the datastore.
+func (d *Datastore) Transport() storagebackend.TransportConfig {
+	return storagebackend.TransportConfig{ServerList: d.Endpoints, TrustedCAFile: d.TLS.CAFile, CertFile: d.TLS.CertFile, KeyFile: d.TLS.KeyFile}
+}
+
+// Compacts reports whether the datastore compacts its own history (kine
+// does); an etcd cluster is compacted by the API server, as Kubernetes does.
+func (d *Datastore) Compacts() bool { return !d.etcd }
 
 // Stop stops kine and waits until its datastore is closed.
 func (d *Datastore) Stop() {

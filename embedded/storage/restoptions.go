@@ -26,7 +26,7 @@ type CodecFunc func(schema.GroupResource) (runtime.Codec, error)
 // a stored key reads /registry/<group>/<resource>/<space>/<namespace>/<name>
 // when SpaceScoped, and /registry/<group>/<resource>/<name> otherwise.
 type RESTOptionsGetter struct {
-	Endpoints   []string
+	Datastore   *Datastore
 	Codec       CodecFunc
 	SpaceScoped bool
 }
@@ -49,9 +49,10 @@ func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Obj
 		return generic.RESTOptions{}, fmt.Errorf("storage codec for %s: %w", gr, err)
 	}
 	cfg := storagebackend.NewDefaultConfig(KeyPrefix, codec)
-	cfg.Transport.ServerList = g.Endpoints
-	// kine compacts its own history.
-	cfg.CompactionInterval = 0
+	cfg.Transport = g.Datastore.Transport()
+	if g.Datastore.Compacts() {
+		cfg.CompactionInterval = 0
+	}
 	cfg.DBMetricPollInterval = 0
 	spaceScoped := g.SpaceScoped
 	return generic.RESTOptions{

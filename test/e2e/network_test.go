@@ -6,16 +6,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -30,7 +24,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/keyutil"
 
 	"github.com/kubestellar/kubestellar/embedded/certs"
 	"github.com/kubestellar/kubestellar/test/edgecluster"
@@ -231,7 +224,7 @@ func (lab *netLab) waitSquid(t *testing.T) {
 func (lab *netLab) startNginx(t *testing.T) {
 	lab.lbDir = t.TempDir()
 	pki := filepath.Join(lab.srv.DataDir, "pki")
-	writeLBCert(t, pki, lab.lbDir, lab.proxyIP)
+	harness.IssueCert(t, pki, lab.lbDir, "lb", x509.ExtKeyUsageServerAuth, lab.proxyIP)
 	lab.nginxAccess = filepath.Join(lab.lbDir, "access.log")
 	conf := fmt.Sprintf(`# nginx for %s: TLS in, TLS to the center.
 daemon off;
@@ -281,42 +274,6 @@ http {
 	lab.nginx = lab.proxy.StartDaemon(t, filepath.Join(lab.lbDir, "nginx.out"),
 		"nginx", "-p", lab.lbDir, "-e", filepath.Join(lab.lbDir, "error.log"), "-c", confPath)
 	harness.WaitListening(t, net.JoinHostPort(lab.proxyIP, strconv.Itoa(lbPort)), lab.nginx, time.Minute)
-}
-
-// writeLBCert issues the load balancer's serving certificate for ip with
-// the CA in pki, into dir (lb.crt, lb.key).
-func writeLBCert(t *testing.T, pki, dir, ip string) {
-	caPEM, err := os.ReadFile(filepath.Join(pki, certs.CACertFile))
-	require.NoError(t, err)
-	block, _ := pem.Decode(caPEM)
-	require.NotNil(t, block, "no PEM in the CA certificate")
-	caCert, err := x509.ParseCertificate(block.Bytes)
-	require.NoError(t, err)
-	caKeyAny, err := keyutil.PrivateKeyFromFile(filepath.Join(pki, certs.CAKeyFile))
-	require.NoError(t, err)
-	caKey, ok := caKeyAny.(*ecdsa.PrivateKey)
-	require.True(t, ok, "the CA key is a %T", caKeyAny)
-
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	require.NoError(t, err)
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: "kubestellar-load-balancer"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.ParseIP(ip)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, key.Public(), caKey)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "lb.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "lb.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
 }
 
 // scenario places a Deployment on one edge through one way in (c) and

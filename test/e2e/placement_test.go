@@ -35,7 +35,15 @@ func equals(want string) func(string) bool { return func(s string) bool { return
 // the README with the built binary and the real kubectl; the syncers' side
 // is simulated by writing status into the mailboxes with kubectl.
 func TestPlacementScenarioWithKubectl(t *testing.T) {
-	srv := harness.StartBinary(t, "")
+	placementScenario(t, harness.StartBinary(t, ""))
+}
+
+// placementScenario runs the README's placement scenario through srv with
+// kubectl, reporting for the syncers, and returns the SyncTargets' mailbox
+// spaces. Each mailbox ends with its customized copies: the ConfigMap
+// "settings" in namespace "common" has region east in edge1's, west in
+// edge2's.
+func placementScenario(t *testing.T, srv *harness.Process) map[string]string {
 	k := srv.Kubectl()
 	examples := filepath.Join(harness.RepoRoot(), "docs", "examples", "placement")
 	srv.CLI(t, "space", "create", "inv1", "--type", "inventory")
@@ -107,4 +115,5 @@ func TestPlacementScenarioWithKubectl(t *testing.T) {
 	poll(t, k, equals(""), "the special workload to leave edge2's mailbox",
 		in(mb["edge2"], "get", "deployments,widgets", "-n", "special", "-o", "jsonpath={.items[*].metadata.name}")...)
 	require.Equal(t, "web", k.MustRun(t, in(mb["edge2"], "get", "deployment", "-n", "common", "-o", "jsonpath={.items[*].metadata.name}")...))
+	return mb
 }

@@ -1,0 +1,67 @@
+package embedded
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestValidateDatastoreTLS(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ca.crt")
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
+	missing := filepath.Join(dir, "missing.crt")
+	for _, tc := range []struct {
+		name string
+		set  func(*Options)
+		want []string // each in one of the errors; none for valid options
+	}{
+		{name: "SQLite without TLS files", set: func(*Options) {}},
+		{name: "etcd with CA, certificate and key", set: func(o *Options) {
+			o.DatastoreEndpoint = "https://127.0.0.1:2379"
+			o.DatastoreCAFile, o.DatastoreCertFile, o.DatastoreKeyFile = file, file, file
+		}},
+		{name: "PostgreSQL with a CA only", set: func(o *Options) {
+			o.DatastoreEndpoint = "postgres://ks:pw@db/ks"
+			o.DatastoreCAFile = file
+		}},
+		{name: "TLS files without an external datastore", set: func(o *Options) { o.DatastoreCAFile = file },
+			want: []string{"--datastore-cafile is for an external datastore: set --datastore-endpoint too"}},
+		{name: "TLS files with SQLite named", set: func(o *Options) {
+			o.DatastoreEndpoint = "sqlite:///tmp/x.db"
+			o.DatastoreCAFile = file
+		}, want: []string{"--datastore-cafile is for an external datastore"}},
+		{name: "a certificate without its key", set: func(o *Options) {
+			o.DatastoreEndpoint = "https://127.0.0.1:2379"
+			o.DatastoreCertFile = file
+		}, want: []string{"--datastore-certfile and --datastore-keyfile go together"}},
+		{name: "a file that is not there", set: func(o *Options) {
+			o.DatastoreEndpoint = "https://127.0.0.1:2379"
+			o.DatastoreCAFile = missing
+		}, want: []string{"--datastore-cafile: open " + missing}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			o.DataDir = dir
+			tc.set(o)
+			c, err := o.Complete()
+			require.NoError(t, err)
+			errs := c.Validate()
+			if len(tc.want) == 0 {
+				require.Empty(t, errs)
+				return
+			}
+			var msgs []string
+			for _, err := range errs {
+				msgs = append(msgs, err.Error())
+			}
+			all := strings.Join(msgs, "\n")
+			for _, w := range tc.want {
+				require.Contains(t, all, w)
+			}
+		})
+	}
+}
