@@ -2,12 +2,12 @@
 # Installs the Debian packages the tests use, where missing: the test
 # edge cluster is built from Go modules, but the end-to-end tests also run
 # a real HTTP proxy (squid), a TLS-terminating load balancer (nginx),
-# PostgreSQL's server, systemd-analyze and dpkg-deb, and make network
+# PostgreSQL and MariaDB servers, systemd-analyze and dpkg-deb, and make network
 # namespaces (iproute2). As root it installs them with apt-get; otherwise
 # it says what to install.
 set -euo pipefail
 missing=()
-for pkg_cmd in gcc:gcc make:make git:git systemd-analyze:systemd dpkg-deb:dpkg squid:squid nginx:nginx ip:iproute2 runuser:util-linux; do
+for pkg_cmd in gcc:gcc make:make git:git systemd-analyze:systemd dpkg-deb:dpkg squid:squid nginx:nginx ip:iproute2 runuser:util-linux mariadbd:mariadb-server; do
   cmd=${pkg_cmd%%:*}
   command -v "$cmd" >/dev/null || [ -x "/usr/sbin/$cmd" ] || missing+=("${pkg_cmd##*:}")
 done
