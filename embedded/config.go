@@ -154,7 +154,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	// On shutdown, end open watches within 2 s rather than wait for their
 	// clients (syncers, kubectl) to drop them.
 	core.ShutdownWatchTerminationGracePeriod = 2 * time.Second
-	c.tunnelConditions = newTunnelConditions()
+	c.tunnelConditions = newTunnelConditions(o.SelfURL())
 	core.EffectiveVersion = compatibility.NewEffectiveVersionFromString(KubernetesVersion, "", "")
 	core.ExternalAddress = net.JoinHostPort(o.AdvertiseAddress, strconv.Itoa(o.Port))
 	namer := openapinamer.NewDefinitionNamer(scheme, apiextensionsapiserver.Scheme)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -114,6 +115,11 @@ func (o *Options) Complete() (*CompletedOptions, error) {
 		c.KubeconfigHost = bind.String()
 	}
 	return c, nil
+}
+
+// SelfURL is where the other servers of the cluster reach this one.
+func (c *CompletedOptions) SelfURL() string {
+	return "https://" + net.JoinHostPort(c.AdvertiseAddress, strconv.Itoa(c.Port))
 }
 
 // Validate returns everything wrong with the options, naming the flags.

@@ -91,6 +91,15 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 	core.Handler.NonGoRestfulMux.Handle(jointoken.CACertsPath, auth.CACertsHandler(c.CA.PEM))
 	core.Handler.NonGoRestfulMux.Handle(jointoken.SyncerInfoPath, auth.SyncerInfoHandler(c.syncers.SyncTargets))
 	tunnels := tunnel.NewServer(ctx, c.tunnelConditions.changed)
+	if c.Options.DatastoreEndpoint != "" {
+		// Other servers of the cluster may hold the tunnel asked for.
+		clients := &spaceClients{base: core.LoopbackClientConfig}
+		peers, err := tunnel.NewPeers(c.Options.SelfURL(), c.CA.PEM, c.AdminToken, clients.tunnelServer)
+		if err != nil {
+			return nil, err
+		}
+		tunnels.SetPeers(peers)
+	}
 	core.Handler.NonGoRestfulMux.Handle(tunnel.Path, tunnels)
 	core.Handler.NonGoRestfulMux.HandlePrefix(tunnel.EdgesPrefix, tunnels.EdgeProxy())
 	s := &Server{cfg: c, core: core, ext: ext, tunnels: tunnels}

@@ -41,14 +41,17 @@ func withTunnelsLongRunning(check func(*http.Request, *request.RequestInfo) bool
 // follow its syncer's tunnel. Changes heard before the server is ready
 // wait until it is.
 type tunnelConditions struct {
+	// self is this server's advertised URL, recorded as the SyncTarget's
+	// tunnelServer while the tunnel is open here.
+	self    string
 	mu      sync.Mutex
 	pending map[string]bool // "inventory/synctarget" -> connected
 	wake    chan struct{}
 	clients *spaceClients // set once the server runs
 }
 
-func newTunnelConditions() *tunnelConditions {
-	return &tunnelConditions{pending: map[string]bool{}, wake: make(chan struct{}, 1)}
+func newTunnelConditions(self string) *tunnelConditions {
+	return &tunnelConditions{self: self, pending: map[string]bool{}, wake: make(chan struct{}, 1)}
 }
 
 // changed is the tunnel server's onChange.
@@ -105,7 +108,7 @@ func (t *tunnelConditions) run(ctx context.Context, clients *spaceClients, conne
 				for key := range keys {
 					connected := batch[key]
 					inv, st, _ := strings.Cut(key, "/")
-					if err := writeTunnelCondition(ctx, clients, inv, st, connected); err != nil {
+					if err := writeTunnelCondition(ctx, clients, t.self, inv, st, connected); err != nil {
 						logger.Error(err, "cannot record the tunnel on the SyncTarget; will retry", "syncTarget", key, "connected", connected)
 						t.mu.Lock()
 						if _, newer := t.pending[key]; !newer {
@@ -128,7 +131,10 @@ func (t *tunnelConditions) run(ctx context.Context, clients *spaceClients, conne
 	}
 }
 
-func writeTunnelCondition(ctx context.Context, clients *spaceClients, inv, st string, connected bool) error {
+// writeTunnelCondition records that the SyncTarget's tunnel to server self
+// opened or closed. A close is not recorded once another server holds the
+// tunnel: the syncer has moved there.
+func writeTunnelCondition(ctx context.Context, clients *spaceClients, self, inv, st string, connected bool) error {
 	dyn, err := clients.Dynamic(inv)
 	if err != nil {
 		return err
@@ -144,13 +150,20 @@ func writeTunnelCondition(ctx context.Context, clients *spaceClients, inv, st st
 			return err
 		}
 		cond := metav1.Condition{Type: edgev2alpha1.SyncTargetSyncerConnected, Status: metav1.ConditionTrue,
-			Reason: "TunnelOpen", Message: "the syncer's tunnel to the server is open", ObservedGeneration: obj.Generation}
+			Reason: "TunnelOpen", Message: "the syncer's tunnel to " + self + " is open", ObservedGeneration: obj.Generation}
+		server := self
 		if !connected {
+			if obj.Status.TunnelServer != "" && obj.Status.TunnelServer != self {
+				return nil
+			}
 			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "TunnelClosed", "the syncer's tunnel to the server is closed"
+			server = ""
 		}
-		if !meta.SetStatusCondition(&obj.Status.Conditions, cond) {
+		changed := meta.SetStatusCondition(&obj.Status.Conditions, cond)
+		if !changed && obj.Status.TunnelServer == server {
 			return nil
 		}
+		obj.Status.TunnelServer = server
 		out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 		if err != nil {
 			return err
@@ -162,6 +175,27 @@ func writeTunnelCondition(ctx context.Context, clients *spaceClients, inv, st st
 		return nil // the SyncTarget is gone
 	}
 	return err
+}
+
+// tunnelServer returns the server said to hold a SyncTarget's tunnel, ""
+// when it is not connected.
+func (c *spaceClients) tunnelServer(ctx context.Context, inv, st string) (string, error) {
+	dyn, err := c.Dynamic(inv)
+	if err != nil {
+		return "", err
+	}
+	u, err := dyn.Resource(edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")).Get(ctx, st, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	obj := &edgev2alpha1.SyncTarget{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
+		return "", err
+	}
+	if !meta.IsStatusConditionTrue(obj.Status.Conditions, edgev2alpha1.SyncTargetSyncerConnected) {
+		return "", nil
+	}
+	return obj.Status.TunnelServer, nil
 }
 
 // sweep queues SyncerConnected=False for SyncTargets that say True but have
@@ -204,7 +238,7 @@ func (t *tunnelConditions) closing(open []string) error {
 	var errs []error
 	for _, key := range open {
 		inv, st, _ := strings.Cut(key, "/")
-		if err := writeTunnelCondition(ctx, clients, inv, st, false); err != nil {
+		if err := writeTunnelCondition(ctx, clients, t.self, inv, st, false); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", key, err))
 		}
 	}

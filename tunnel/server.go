@@ -27,6 +27,9 @@ type Server struct {
 	rd       *remotedialer.Server
 	onChange func(ctx context.Context, inventorySpace, syncTarget string, connected bool)
 
+	// peers, when set, forward requests for tunnels held by other servers.
+	peers *Peers
+
 	mu         sync.Mutex
 	sessions   map[string]int // open tunnels per "inventory/synctarget"
 	transports map[string]*http.Transport
@@ -41,6 +44,10 @@ func NewServer(ctx context.Context, onChange func(ctx context.Context, inventory
 	})
 	return s
 }
+
+// SetPeers makes the edge proxy forward requests for tunnels that other
+// servers of the cluster hold. Call it before serving.
+func (s *Server) SetPeers(p *Peers) { s.peers = p }
 
 // clientKey names a tunnel after the SyncTarget of its token.
 func (s *Server) clientKey(req *http.Request) (string, bool, error) {
@@ -138,6 +145,9 @@ func (s *Server) EdgeProxy() http.Handler {
 		}
 		key := inv + "/" + st
 		if !s.rd.HasSession(key) {
+			if s.peers != nil && s.peers.forward(w, req, inv, st) {
+				return
+			}
 			writeStatus(w, http.StatusServiceUnavailable, fmt.Sprintf("SyncTarget %s has no tunnel open: its syncer is not connected", key))
 			return
 		}

@@ -3,7 +3,9 @@ package tunnel
 import (
 	"context"
 	"crypto/tls"
+	"encoding/pem"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -271,4 +273,55 @@ func TestRetryTransport(t *testing.T) {
 		require.Error(t, err)
 		require.Equal(t, 1, fake.calls)
 	})
+}
+
+// TestEdgeProxyForwardsToPeer: a server without the tunnel forwards an
+// edge request once, as admin, to the server that holds it.
+func TestEdgeProxyForwardsToPeer(t *testing.T) {
+	type seen struct{ path, query, auth, forwardedBy, impersonate string }
+	got := make(chan seen, 4)
+	holder := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- seen{r.URL.Path, r.URL.RawQuery, r.Header.Get("Authorization"), r.Header.Get(ForwardedHeader), r.Header.Get("Impersonate-User")}
+		_, _ = io.WriteString(w, "from the holder")
+	}))
+	defer holder.Close()
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: holder.Certificate().Raw})
+	const self = "https://127.0.0.1:1"
+	holderURL := holder.URL
+	peers, err := NewPeers(self, caPEM, "admin-token", func(_ context.Context, inv, st string) (string, error) {
+		if inv == "inv1" && st == "edge1" {
+			return holderURL, nil
+		}
+		return "", nil
+	})
+	require.NoError(t, err)
+	s := NewServer(t.Context(), nil)
+	s.SetPeers(peers)
+	proxy := s.EdgeProxy()
+	serve := func(path string, header http.Header) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		maps.Copy(req.Header, header)
+		rec := httptest.NewRecorder()
+		proxy.ServeHTTP(rec, req)
+		return rec
+	}
+
+	rec := serve(EdgesPrefix+"inv1/edge1/proxy/api/v1/pods?watch=true", http.Header{"Impersonate-User": {"someone"}, "Authorization": {"Bearer user-token"}})
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	require.Equal(t, "from the holder", rec.Body.String())
+	require.Equal(t, seen{EdgesPrefix + "inv1/edge1/proxy/api/v1/pods", "watch=true", "Bearer admin-token", self, ""}, <-got)
+
+	rec = serve(EdgesPrefix+"inv1/edge1/proxy/api", http.Header{ForwardedHeader: {"https://127.0.0.1:2"}})
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, "a forwarded request is not forwarded again")
+	rec = serve(EdgesPrefix+"inv1/edge2/proxy/api", nil)
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, "no server holds edge2's tunnel")
+	holderURL = self
+	rec = serve(EdgesPrefix+"inv1/edge1/proxy/api", nil)
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, "the SyncTarget names this server, which has no tunnel")
+	holder.Close()
+	holderURL = holder.URL
+	rec = serve(EdgesPrefix+"inv1/edge1/proxy/api", nil)
+	require.Equal(t, http.StatusBadGateway, rec.Code)
+	require.Contains(t, rec.Body.String(), "reaching "+holder.URL+", the server holding its tunnel")
+	require.Empty(t, got)
 }

@@ -90,7 +90,9 @@ func TestServersShareIdentityOnPostgres(t *testing.T) {
 
 // TestSyncerFailsOver: a syncer given two servers of one cluster keeps
 // syncing when the one it uses is killed: a change made meanwhile reaches
-// the edge, and the edge's pods are the same pods.
+// the edge, and the edge's pods are the same pods. The edge's API is
+// reachable through either server: the one without the tunnel forwards to
+// the one with it.
 func TestSyncerFailsOver(t *testing.T) {
 	pg := harness.StartPostgres(t)
 	args := []string{"--datastore-endpoint", pg.DSN, "--token", "cluster-secret"}
@@ -120,12 +122,30 @@ func TestSyncerFailsOver(t *testing.T) {
 	}
 	before := pods()
 
+	// The edge through the server that does not hold the tunnel: b
+	// forwards to a, which the SyncTarget names.
+	tunnelServer := func(k harness.Kubectl, server string) string {
+		return k.MustRun(t, "--server", server+"/spaces/inv1", "get", "synctarget", "edge1",
+			"-o", `jsonpath={.status.conditions[?(@.type=="SyncerConnected")].status} {.status.tunnelServer}`)
+	}
+	poll(t, kb, equals("True "+a.BaseURL()), "edge1's tunnel to be recorded on a", "--server", b.BaseURL()+"/spaces/inv1",
+		"get", "synctarget", "edge1", "-o", `jsonpath={.status.conditions[?(@.type=="SyncerConnected")].status} {.status.tunnelServer}`)
+	viaB := harness.Kubectl{Kubeconfig: filepath.Join(t.TempDir(), "edge1-via-b.kubeconfig")}
+	require.NoError(t, os.WriteFile(viaB.Kubeconfig, []byte(b.CLI(t, "kubeconfig", "--edge", "edge1", "--inventory-space", "inv1")), 0o600))
+	require.Contains(t, viaB.MustRun(t, "get", "pods", "-n", "app", "-o", "name"), "pod/web-")
+	require.Equal(t, "edge1\n", viaB.MustRun(t, "exec", "-n", "app", "deployment/web", "--", "sh", "-c", "echo $EDGECLUSTER"),
+		"exec through b, forwarded to a")
+
 	a.Kill()
 	poll(t, kb, func(string) bool { return true }, "a change through the surviving server",
 		"--server", b.BaseURL()+"/spaces/wds1", "patch", "configmap", "cfg", "-n", "app", "--type=merge", "-p", `{"data":{"greeting":"failed over"}}`)
 	pollFor(t, 2*time.Minute, ek, equals("failed over"), "the change to reach the edge through the other server",
 		"get", "configmap", "cfg", "-n", "app", "-o", "jsonpath={.data.greeting}")
 	require.Equal(t, before, pods(), "pods were replaced on failover")
+	pollFor(t, time.Minute, kb, equals("True "+b.BaseURL()), "edge1's tunnel to be recorded on b", "--server", b.BaseURL()+"/spaces/inv1",
+		"get", "synctarget", "edge1", "-o", `jsonpath={.status.conditions[?(@.type=="SyncerConnected")].status} {.status.tunnelServer}`)
+	require.Equal(t, "True "+b.BaseURL(), tunnelServer(kb, b.BaseURL()))
+	require.Contains(t, viaB.MustRun(t, "get", "pods", "-n", "app", "-o", "name"), "pod/web-", "the edge through b, which holds the tunnel now")
 	require.Contains(t, syncer.Log(), "moving to the next")
 	require.NotContains(t, syncer.Log()[strings.Index(syncer.Log(), "moving to the next"):], "objects synced to the edge cluster",
 		"the syncer started over instead of resuming")

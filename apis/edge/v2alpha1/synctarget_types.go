@@ -54,6 +54,11 @@ type SyncTargetStatus struct {
 	// SyncerVersion is the version of the syncer serving this cluster.
 	// +optional
 	SyncerVersion string `json:"syncerVersion,omitempty"`
+	// TunnelServer is the server (its advertised URL) that holds the
+	// syncer's tunnel while SyncerConnected is True. Another server of the
+	// same cluster forwards edge requests there.
+	// +optional
+	TunnelServer string `json:"tunnelServer,omitempty"`
 	// MailboxSpace is the space holding what goes to this cluster.
 	// +optional
 	MailboxSpace string `json:"mailboxSpace,omitempty"`
