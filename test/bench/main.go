@@ -85,7 +85,7 @@ func main() {
 	flag.IntVar(&o.tunnel.tunnels, "tunnels", 1000, "simulated syncers holding a tunnel to one server, for its memory, CPU and restart figures (0 skips)")
 	flag.IntVar(&o.tunnel.requests, "forward-requests", 2000, "GETs sent to one real edge cluster directly, and again through the center's edge proxy (0 skips)")
 	flag.IntVar(&o.tunnel.workers, "forward-workers", 8, "concurrent GETs in the forwarding comparison")
-	flag.IntVar(&o.datastoreN, "datastore-objects", 1000, "ConfigMaps created on SQLite and on PostgreSQL (two servers) for write throughput and watch latency (0 skips)")
+	flag.IntVar(&o.datastoreN, "datastore-objects", 1000, "ConfigMaps created on SQLite, and on PostgreSQL, MySQL and etcd (two servers each), for write throughput and watch latency (0 skips)")
 	flag.Parse()
 	if o.syncer.objects > 0 && o.syncer.rate <= 0 {
 		fmt.Fprintln(os.Stderr, "bench: -syncer-rate must be positive")
@@ -411,7 +411,7 @@ func manySpaces(ctx context.Context, s *server, n, perSpace int) (time.Duration,
 }
 
 func watchLatency(ctx context.Context, kube kubernetes.Interface, n int) ([]time.Duration, error) {
-	return createToWatch(ctx, kube, kube, "latency", n)
+	return createToWatch(ctx, kube, kube, "latency", n, false)
 }
 
 func listLatency(ctx context.Context, kube kubernetes.Interface, n int) ([]time.Duration, error) {

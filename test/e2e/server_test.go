@@ -3,11 +3,9 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -105,22 +103,8 @@ func TestTwoSpacesWithIdenticalObjectsAndWatches(t *testing.T) {
 	srv.CLI(t, "space", "create", "left")
 	srv.CLI(t, "space", "create", "right")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	watch := exec.CommandContext(ctx, "kubectl", "--context", "left", "get", "configmaps", "-n", "default", "--watch",
+	lines := k.Lines(t, "--context", "left", "get", "configmaps", "-n", "default", "--watch",
 		"--output-watch-events", "-o", `jsonpath={.type} {.object.metadata.name} {.object.data.side}{"\n"}`)
-	watch.Env = append(os.Environ(), "KUBECONFIG="+srv.Kubeconfig)
-	stdout, err := watch.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, watch.Start())
-	lines := make(chan string, 100)
-	go func() {
-		scanner := bufio.NewScanner(stdout)
-		for scanner.Scan() {
-			lines <- scanner.Text()
-		}
-		close(lines)
-	}()
 	// kube-root-ca is not created here; wait until the watch is established
 	// by writing a first marker and seeing it.
 	k.MustRun(t, "--context", "left", "create", "configmap", "ready", "--from-literal=side=left")

@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,50 +52,24 @@ func TestTunnel(t *testing.T) {
 	require.Equal(t, "read from the center\n", viaCenter.MustRunStdin(t, strings.NewReader("from the center\n"),
 		"exec", "-i", "deployment/hello", "--", "sh", "-c", `read line; echo "read $line"`),
 		"exec -i carries stdin to the edge and back")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	follow := exec.CommandContext(ctx, "kubectl", "--kubeconfig", viaCenter.Kubeconfig, "logs", "-f", "deployment/hello")
-	followed, err := follow.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, follow.Start())
-	defer func() { cancel(); _ = follow.Wait() }()
-	logLines := make(chan string, 16)
-	go func() {
-		scanner := bufio.NewScanner(followed)
-		for scanner.Scan() {
-			logLines <- scanner.Text()
-		}
-		close(logLines)
-	}()
+	logLines := viaCenter.Lines(t, "logs", "-f", "deployment/hello")
 	require.Equal(t, "edgecluster edge1: container started", <-logLines)
 	require.NoError(t, c.AppendPodLog("written at the edge while followed from the center"))
 	select {
 	case line := <-logLines:
 		require.Equal(t, "written at the edge while followed from the center", line)
-	case <-ctx.Done():
+	case <-time.After(time.Minute):
 		t.Fatal("kubectl logs -f through the tunnel saw nothing new")
 	}
 
 	// A watch through the tunnel sees a change made at the edge.
-	watch := exec.CommandContext(ctx, "kubectl", "--kubeconfig", viaCenter.Kubeconfig, "get", "configmaps", "-n", "default", "--watch", "-o", "name")
-	stdout, err := watch.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, watch.Start())
-	defer func() { cancel(); _ = watch.Wait() }()
-	lines := make(chan string, 16)
-	go func() {
-		scanner := bufio.NewScanner(stdout)
-		for scanner.Scan() {
-			lines <- scanner.Text()
-		}
-		close(lines)
-	}()
+	lines := viaCenter.Lines(t, "get", "configmaps", "-n", "default", "--watch", "-o", "name")
 	require.Equal(t, "configmap/kube-root-ca.crt", <-lines, "the watch's initial list")
 	ek.MustRun(t, "create", "configmap", "seen-through-the-tunnel")
 	select {
 	case line := <-lines:
 		require.Equal(t, "configmap/seen-through-the-tunnel", line)
-	case <-ctx.Done():
+	case <-time.After(time.Minute):
 		t.Fatal("the watch through the tunnel saw nothing")
 	}
 
@@ -130,7 +102,7 @@ func TestTunnel(t *testing.T) {
 	t.Logf("server stopped in %s", srv.Stop(t).Round(10*time.Millisecond))
 	restarted := time.Now()
 	srv.Restart(t)
-	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		return strings.Count(syncer.Log(), "\ntunnel open") > before, nil
 	})
 	require.NoError(t, err, "the tunnel did not come back; syncer log:\n%s", syncer.Log())

@@ -29,36 +29,74 @@ type Etcd struct {
 	// CAFile verifies etcd's certificate; CertFile and KeyFile are a
 	// client's certificate.
 	CAFile, CertFile, KeyFile string
-	server                    *Daemon
+	dir                       string
+	server                    *background
 }
 
 // StartEtcd starts etcd for a test and stops it when the test ends.
 func StartEtcd(t testing.TB) *Etcd {
 	t.Helper()
-	bins, err := edgecluster.EnsureBinaries(t.Context(), t.Logf)
+	e, err := NewEtcd(t.Context(), t.Logf)
 	require.NoError(t, err)
-	dir := t.TempDir()
-	pki := filepath.Join(dir, "pki")
-	require.NoError(t, os.MkdirAll(pki, 0o700))
-	serverCert, serverKey := IssueCert(t, pki, pki, "etcd-server", x509.ExtKeyUsageServerAuth, "127.0.0.1")
-	e := &Etcd{CAFile: filepath.Join(pki, certs.CACertFile)}
-	e.CertFile, e.KeyFile = IssueCert(t, pki, pki, "etcd-client", x509.ExtKeyUsageClientAuth)
+	t.Cleanup(e.Stop)
+	return e
+}
 
-	client, peer := FreePort(t), FreePort(t)
+// NewEtcd starts etcd on free loopback ports (building it first if the
+// edge clusters' binaries are not built yet); Stop removes it.
+func NewEtcd(ctx context.Context, logf edgecluster.Logf) (_ *Etcd, err error) {
+	bins, err := edgecluster.EnsureBinaries(ctx, logf)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "ks-etcd-")
+	if err != nil {
+		return nil, err
+	}
+	e := &Etcd{dir: dir}
+	defer func() {
+		if err != nil {
+			e.Stop()
+		}
+	}()
+	pki := filepath.Join(dir, "pki")
+	if err := os.MkdirAll(pki, 0o700); err != nil {
+		return nil, err
+	}
+	serverCert, serverKey, err := issueCert(pki, pki, "etcd-server", x509.ExtKeyUsageServerAuth, "127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	e.CAFile = filepath.Join(pki, certs.CACertFile)
+	if e.CertFile, e.KeyFile, err = issueCert(pki, pki, "etcd-client", x509.ExtKeyUsageClientAuth); err != nil {
+		return nil, err
+	}
+	client, err := freeLoopbackPort()
+	if err != nil {
+		return nil, err
+	}
+	peer, err := freeLoopbackPort()
+	if err != nil {
+		return nil, err
+	}
 	e.Endpoint = fmt.Sprintf("https://127.0.0.1:%d", client)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
-	e.server = (*Netns)(nil).StartDaemon(t, filepath.Join(dir, "etcd.log"), bins.Etcd,
+	e.server, err = startBackground(filepath.Join(dir, "etcd.log"), bins.Etcd,
 		"--name=ks", "--data-dir="+filepath.Join(dir, "data"),
 		"--listen-client-urls="+e.Endpoint, "--advertise-client-urls="+e.Endpoint,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL, "--initial-cluster=ks="+peerURL,
 		"--client-cert-auth", "--trusted-ca-file="+e.CAFile, "--cert-file="+serverCert, "--key-file="+serverKey,
 		"--unsafe-no-fsync", "--log-level=warn")
-
+	if err != nil {
+		return nil, err
+	}
 	tlsConfig, err := e.clientTLS()
-	require.NoError(t, err)
+	if err != nil {
+		return nil, err
+	}
 	health := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}, Timeout: 5 * time.Second}
-	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		if e.server.HasExited() {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		if e.server.hasExited() {
 			return false, errors.New("etcd exited")
 		}
 		resp, err := health.Get(e.Endpoint + "/health")
@@ -68,8 +106,16 @@ func StartEtcd(t testing.TB) *Etcd {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
 	})
-	require.NoError(t, err, "etcd did not become healthy; log:\n%s", e.server.Log())
-	return e
+	if err != nil {
+		return nil, fmt.Errorf("etcd did not become healthy: %w; log:\n%s", err, e.server.log())
+	}
+	return e, nil
+}
+
+// Stop stops etcd and removes its files.
+func (e *Etcd) Stop() {
+	e.server.stop()
+	os.RemoveAll(e.dir)
 }
 
 func (e *Etcd) clientTLS() (*tls.Config, error) {

@@ -5,6 +5,7 @@
 package harness
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -148,6 +149,38 @@ func (k Kubectl) MustRunStdin(t testing.TB, stdin io.Reader, args ...string) str
 	out, errOut, err := k.RunStdin(ctx, stdin, args...)
 	require.NoError(t, err, "kubectl %s\nstdout: %s\nstderr: %s", strings.Join(args, " "), out, errOut)
 	return out
+}
+
+// Lines starts a long-running kubectl (a watch, logs -f) and returns its
+// output line by line; it is stopped when the test ends.
+func (k Kubectl) Lines(t testing.TB, args ...string) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, "kubectl", args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+k.Kubeconfig, "KUBECACHEDIR="+filepath.Join(filepath.Dir(k.Kubeconfig), ".kube-cache"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		scanner := bufio.NewScanner(stdout)
+		for scanner.Scan() {
+			lines <- scanner.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		for range lines { // what nobody read
+		}
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("kubectl %s: stderr: %s", strings.Join(args, " "), stderr.String())
+		}
+	})
+	return lines
 }
 
 // MustFail runs kubectl, expects it to fail and returns its stderr.

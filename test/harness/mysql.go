@@ -16,7 +16,8 @@ import (
 )
 
 // MySQL is a throwaway MariaDB server (Debian's mariadb-server) on a
-// loopback port, run as the mysql user when the tests run as root.
+// loopback port, run as the mysql user when running as root (mariadbd
+// refuses root).
 type MySQL struct {
 	// DSN reaches database "kubestellar" as user "ks" with Password, in
 	// kine's form: mysql://user:password@tcp(host:port)/database.
@@ -24,60 +25,81 @@ type MySQL struct {
 	Password string
 	Port     int
 	Dir      string
-	server   *Daemon
+	server   *background
 }
 
-// asMySQL runs a command as the mysql user when running as root: mariadbd
-// refuses to run as root.
-func asMySQL(argv ...string) []string {
-	if os.Geteuid() != 0 {
-		return argv
-	}
-	return append([]string{"runuser", "-u", "mysql", "--"}, argv...)
-}
-
-// StartMySQL starts MariaDB for a test and stops it, removing its files,
-// when the test ends.
+// StartMySQL starts MariaDB for a test and stops it when the test ends.
 func StartMySQL(t testing.TB) *MySQL {
 	t.Helper()
+	m, err := NewMySQL(t.Context())
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	return m
+}
+
+// NewMySQL starts MariaDB on a free loopback port; Stop removes it.
+func NewMySQL(ctx context.Context) (_ *MySQL, err error) {
 	for _, bin := range []string{"mariadbd", "mariadb-install-db", "mariadb"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("%s not found: install Debian's mariadb-server package (hack/test-deps.sh does)", bin)
+			return nil, fmt.Errorf("%s not found: install Debian's mariadb-server package (hack/test-deps.sh does)", bin)
 		}
 	}
 	dir, err := os.MkdirTemp("", "ks-mysql-")
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if os.Geteuid() == 0 {
-		out, err := exec.Command("chown", "mysql", dir).CombinedOutput()
-		require.NoError(t, err, "chown: %s", out)
+	if err != nil {
+		return nil, err
 	}
-	m := &MySQL{Password: "p@ss:" + strconv.FormatInt(time.Now().UnixNano(), 36), Port: FreePort(t), Dir: dir}
-	install := []string{"mariadb-install-db", "--no-defaults", "--datadir=" + filepath.Join(dir, "data"),
-		"--auth-root-authentication-method=socket", "--skip-test-db"}
+	port, err := freeLoopbackPort()
+	if err != nil {
+		return nil, err
+	}
+	// ':' and '@' in the password: the DSN's parser and the log redaction
+	// must both cope.
+	m := &MySQL{Password: "p@ss:" + strconv.FormatInt(time.Now().UnixNano(), 36), Port: port, Dir: dir}
+	defer func() {
+		if err != nil {
+			m.Stop()
+		}
+	}()
+	install := []string{"--no-defaults", "--datadir=" + filepath.Join(dir, "data"), "--auth-root-authentication-method=socket", "--skip-test-db"}
+	server := []string{"mariadbd", "--no-defaults", "--datadir=" + filepath.Join(dir, "data"),
+		"--socket=" + filepath.Join(dir, "mysqld.sock"), "--pid-file=" + filepath.Join(dir, "mariadbd.pid"),
+		"--bind-address=127.0.0.1", "--port=" + strconv.Itoa(port), "--skip-log-bin", "--innodb-flush-log-at-trx-commit=0", "--max-connections=500"}
 	if os.Geteuid() == 0 {
+		if out, err := exec.Command("chown", "mysql", dir).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("chown: %w: %s", err, out)
+		}
 		install = append(install, "--user=mysql")
+		server = append([]string{"runuser", "-u", "mysql", "--"}, server...)
 	}
-	out, err := exec.Command(install[0], install[1:]...).CombinedOutput()
-	require.NoError(t, err, "mariadb-install-db: %s", out)
-
-	socket := filepath.Join(dir, "mysqld.sock")
-	m.server = (*Netns)(nil).StartDaemon(t, filepath.Join(dir, "mariadbd.log"), asMySQL("mariadbd", "--no-defaults",
-		"--datadir="+filepath.Join(dir, "data"), "--socket="+socket, "--pid-file="+filepath.Join(dir, "mariadbd.pid"),
-		"--bind-address=127.0.0.1", "--port="+strconv.Itoa(m.Port), "--skip-log-bin", "--innodb-flush-log-at-trx-commit=0",
-		"--max-connections=500")...)
-	// The root user reaches the server on its socket, as the OS user root.
-	sql := fmt.Sprintf("CREATE DATABASE kubestellar; CREATE USER 'ks'@'127.0.0.1' IDENTIFIED BY '%s'; "+
-		"GRANT ALL ON kubestellar.* TO 'ks'@'127.0.0.1';", m.Password)
-	err = wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		if m.server.HasExited() {
+	if out, err := exec.CommandContext(ctx, "mariadb-install-db", install...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("mariadb-install-db: %w: %s", err, out)
+	}
+	if m.server, err = startBackground(filepath.Join(dir, "mariadbd.log"), server...); err != nil {
+		return nil, err
+	}
+	// root reaches the server on its socket, as the OS user root.
+	rootSQL := func(sql string) *exec.Cmd {
+		return exec.CommandContext(ctx, "mariadb", "--no-defaults", "-S", filepath.Join(dir, "mysqld.sock"), "-u", "root", "-e", sql)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		if m.server.hasExited() {
 			return false, errors.New("mariadbd exited")
 		}
-		return exec.Command("mariadb", "--no-defaults", "-S", socket, "-u", "root", "-e", "SELECT 1").Run() == nil, nil
+		return rootSQL("SELECT 1").Run() == nil, nil
 	})
-	require.NoError(t, err, "MariaDB did not come up; log:\n%s", m.server.Log())
-	out, err = exec.Command("mariadb", "--no-defaults", "-S", socket, "-u", "root", "-e", sql).CombinedOutput()
-	require.NoError(t, err, "creating the database: %s", out)
+	if err != nil {
+		return nil, fmt.Errorf("MariaDB did not come up: %w; log:\n%s", err, m.server.log())
+	}
+	if out, err := rootSQL(fmt.Sprintf("CREATE DATABASE kubestellar; CREATE USER 'ks'@'127.0.0.1' IDENTIFIED BY '%s'; "+
+		"GRANT ALL ON kubestellar.* TO 'ks'@'127.0.0.1';", m.Password)).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("creating the database: %w: %s", err, out)
+	}
 	m.DSN = fmt.Sprintf("mysql://ks:%s@tcp(127.0.0.1:%d)/kubestellar", m.Password, m.Port)
-	return m
+	return m, nil
+}
+
+// Stop stops MariaDB and removes its files.
+func (m *MySQL) Stop() {
+	m.server.stop()
+	os.RemoveAll(m.Dir)
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -25,12 +26,24 @@ import (
 // returns the two paths.
 func IssueCert(t testing.TB, caDir, dir, name string, usage x509.ExtKeyUsage, ips ...string) (certPath, keyPath string) {
 	t.Helper()
+	certPath, keyPath, err := issueCert(caDir, dir, name, usage, ips...)
+	require.NoError(t, err)
+	return certPath, keyPath
+}
+
+func issueCert(caDir, dir, name string, usage x509.ExtKeyUsage, ips ...string) (certPath, keyPath string, err error) {
 	ca, err := certs.EnsureCA(caDir, "test-ca")
-	require.NoError(t, err)
+	if err != nil {
+		return "", "", err
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
+	if err != nil {
+		return "", "", err
+	}
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	require.NoError(t, err)
+	if err != nil {
+		return "", "", err
+	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
@@ -42,15 +55,22 @@ func IssueCert(t testing.TB, caDir, dir, name string, usage x509.ExtKeyUsage, ip
 	}
 	for _, ip := range ips {
 		parsed := net.ParseIP(ip)
-		require.NotNil(t, parsed, "%q is not an IP address", ip)
+		if parsed == nil {
+			return "", "", fmt.Errorf("%q is not an IP address", ip)
+		}
 		tmpl.IPAddresses = append(tmpl.IPAddresses, parsed)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
-	require.NoError(t, err)
+	if err != nil {
+		return "", "", err
+	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
+	if err != nil {
+		return "", "", err
+	}
 	certPath, keyPath = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	require.NoError(t, os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
-	require.NoError(t, os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644))
-	return certPath, keyPath
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return "", "", err
+	}
+	return certPath, keyPath, os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
 }
