@@ -25,6 +25,10 @@ type Options struct {
 	AdvertiseAddress string
 	// TLSSANs are extra names and addresses for the serving certificate.
 	TLSSANs []string
+	// HTTPAddress, when set, is a host:port where the API is also served
+	// over plain HTTP, for a TLS-terminating load balancer that does not
+	// re-encrypt.
+	HTTPAddress string
 	// DatastoreEndpoint is a kine endpoint; empty means SQLite in DataDir.
 	DatastoreEndpoint string
 	// TLS files for the connection to the datastore.
@@ -59,6 +63,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Port, "port", o.Port, "Port to serve the API (and spaces, syncer tunnels, health) on.")
 	fs.StringVar(&o.AdvertiseAddress, "advertise-address", o.AdvertiseAddress, "Address edges and clients are told to reach the server at (default: the host's primary address).")
 	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "Extra host name or IP address for the serving certificate (repeatable).")
+	fs.StringVar(&o.HTTPAddress, "http-address", o.HTTPAddress, "Also serve the API over plain HTTP at this host:port (off by default), for a TLS-terminating load balancer that does not re-encrypt. Requests still need a bearer token; listen only where nothing but the load balancer reaches.")
 	fs.StringVar(&o.Token, "token", o.Token, "Secret shared by the servers of one cluster: the first server started with it stores the CA and admin token in the datastore, encrypted with a key derived from it; servers started later with the same --token and --datastore-endpoint load them.")
 	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "File holding --token (keeps it out of the process list).")
 	fs.StringVar(&o.DatastoreEndpoint, "datastore-endpoint", o.DatastoreEndpoint, "Datastore to keep the state in, through kine: postgres://user:pw@host:5432/db, mysql://user:pw@tcp(host:3306)/db, or an etcd cluster, https://etcd1:2379,https://etcd2:2379 (default: SQLite in the data dir).")
@@ -138,6 +143,21 @@ func (c *CompletedOptions) Validate() []error {
 		errs = append(errs, fmt.Errorf("--advertise-address %q is not an IP address", c.AdvertiseAddress))
 	}
 	errs = append(errs, c.validateDatastore()...)
+	if c.HTTPAddress != "" {
+		host, port, err := net.SplitHostPort(c.HTTPAddress)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("--http-address %q: %w (want host:port, e.g. 10.0.0.5:6080)", c.HTTPAddress, err))
+		case host != "" && net.ParseIP(host) == nil:
+			errs = append(errs, fmt.Errorf("--http-address %q: %q is not an IP address", c.HTTPAddress, host))
+		default:
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				errs = append(errs, fmt.Errorf("--http-address %q: port %q is not between 1 and 65535", c.HTTPAddress, port))
+			} else if n == c.Port && (host == "" || host == c.BindAddress || net.ParseIP(c.BindAddress).IsUnspecified()) {
+				errs = append(errs, fmt.Errorf("--http-address %q: port %d is the HTTPS --port", c.HTTPAddress, n))
+			}
+		}
+	}
 	for _, san := range c.TLSSANs {
 		if san == "" {
 			errs = append(errs, errors.New("--tls-san must not be empty"))

@@ -65,3 +65,38 @@ func TestValidateDatastoreTLS(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateHTTPAddress(t *testing.T) {
+	for _, tc := range []struct {
+		addr, bind string
+		want       string // "" for valid
+	}{
+		{addr: "10.0.0.5:6080"},
+		{addr: ":6080"},
+		{addr: "6080", want: `--http-address "6080": address 6080: missing port in address`},
+		{addr: "lb.example.com:6080", want: `"lb.example.com" is not an IP address`},
+		{addr: "10.0.0.5:0", want: `port "0" is not between 1 and 65535`},
+		{addr: "10.0.0.5:http", want: `port "http" is not between 1 and 65535`},
+		{addr: ":6443", want: "port 6443 is the HTTPS --port"},
+		{addr: "127.0.0.1:6443", bind: "127.0.0.1", want: "port 6443 is the HTTPS --port"},
+		{addr: "127.0.0.2:6443", bind: "127.0.0.1"},
+	} {
+		t.Run(tc.addr, func(t *testing.T) {
+			o := NewOptions()
+			o.DataDir = t.TempDir()
+			o.HTTPAddress = tc.addr
+			if tc.bind != "" {
+				o.BindAddress = tc.bind
+			}
+			c, err := o.Complete()
+			require.NoError(t, err)
+			errs := c.Validate()
+			if tc.want == "" {
+				require.Empty(t, errs)
+				return
+			}
+			require.Len(t, errs, 1)
+			require.Contains(t, errs[0].Error(), tc.want)
+		})
+	}
+}

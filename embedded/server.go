@@ -51,6 +51,8 @@ type Server struct {
 	ext     *apiextensionsapiserver.CustomResourceDefinitions
 	onReady func()
 	tunnels *tunnel.Server
+	// plain listens for --http-address, if set.
+	plain net.Listener
 }
 
 // BaseURL is the URL clients on this machine reach the server at.
@@ -103,6 +105,11 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 	core.Handler.NonGoRestfulMux.Handle(tunnel.Path, tunnels)
 	core.Handler.NonGoRestfulMux.HandlePrefix(tunnel.EdgesPrefix, tunnels.EdgeProxy())
 	s := &Server{cfg: c, core: core, ext: ext, tunnels: tunnels}
+	if addr := c.Options.HTTPAddress; addr != "" {
+		if s.plain, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("--http-address: %w", err)
+		}
+	}
 	// Say the tunnels are closing while the API still serves: SyncTargets
 	// show the outage, and a syncer that does not come back stays shown so.
 	if err := core.AddPreShutdownHook("kubestellar-tunnels", func() error {
@@ -158,7 +165,33 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.onReady != nil {
 		go s.awaitReady(ctx)
 	}
+	if s.plain != nil {
+		go s.servePlain(ctx)
+	}
 	return prepared.RunWithContext(ctx)
+}
+
+// servePlain serves the API, with every filter of the HTTPS port, over
+// plain HTTP on --http-address until ctx ends: for a load balancer that
+// terminates TLS and does not re-encrypt. Identity is in bearer tokens,
+// which pass through such a load balancer; client certificates do not.
+func (s *Server) servePlain(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	srv := &http.Server{Handler: s.core.Handler, ReadHeaderTimeout: 30 * time.Second}
+	go func() {
+		<-ctx.Done()
+		// As the HTTPS port: a moment for requests to finish, then close
+		// what is left (watches, tunnels).
+		stop, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(stop); err != nil {
+			_ = srv.Close()
+		}
+	}()
+	logger.Info("serving over plain HTTP, for a TLS-terminating load balancer", "address", s.plain.Addr().String())
+	if err := srv.Serve(s.plain); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Error(err, "plain HTTP listener failed", "address", s.plain.Addr().String())
+	}
 }
 
 // OnReady sets a function to call once the server is ready: /readyz is ok,

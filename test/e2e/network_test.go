@@ -34,12 +34,13 @@ import (
 //
 //	root (the test, kubectl, edge clusters, syncers)  .1
 //	  |  10.213.K.0/30
-//	proxy (squid :3128, nginx :8443; ip_forward off)  .2 | .5
+//	proxy (squid :3128, nginx :8443 :8444; no ip_forward)  .2 | .5
 //	  |  10.213.K.4/30
-//	center (kubestellar server start :6443)           .6
+//	center (kubestellar server start :6443, HTTP :6080)    .6
 //
 // K is picked per run. The root namespace reaches the center only through
-// squid (HTTP CONNECT) or nginx (TLS terminated and re-encrypted); an
+// squid (HTTP CONNECT) or nginx (TLS terminated, then re-encrypted to :6443
+// on :8443, plain HTTP to the server's --http-address :6080 on :8444); an
 // unreachable route keeps packets for the center's /30 from leaving the
 // machine by the default route.
 
@@ -47,10 +48,12 @@ const (
 	// centerName is a DNS name on the server's certificate, for nginx to
 	// verify the upstream by: nginx 1.22 checks proxy_ssl_name against DNS
 	// names only, never against IP addresses.
-	centerName = "center.kubestellar.test"
-	centerPort = 6443
-	squidPort  = 3128
-	lbPort     = 8443
+	centerName     = "center.kubestellar.test"
+	centerPort     = 6443
+	centerHTTPPort = 6080
+	squidPort      = 3128
+	lbPort         = 8443
+	lbPlainPort    = 8444
 )
 
 // syncerConnected prints a SyncTarget's SyncerConnected status and reason.
@@ -66,14 +69,17 @@ type netLab struct {
 	squid, nginx                *harness.Daemon
 	lbDir                       string
 	proxyURL, centerURL, lbURL  string
-	viaProxy, viaLB             client
+	lbPlainURL                  string
+	viaProxy, viaLB, viaLBPlain client
 	squidAccessLog, nginxAccess string
+	nginxPlainAccess            string
 }
 
 // TestNetworkProxyAndLoadBalancer: syncers and clients that reach the
 // center only through an HTTP CONNECT proxy (squid) or a TLS-terminating
-// load balancer (nginx) work as they do with a direct connection, and
-// their tunnels come back after the proxy or the server restarts.
+// load balancer (nginx, re-encrypting or not) work as they do with a direct
+// connection, and their tunnels come back after the proxy, the load
+// balancer or the server restarts.
 func TestNetworkProxyAndLoadBalancer(t *testing.T) {
 	lab := startNetLab(t)
 
@@ -81,12 +87,15 @@ func TestNetworkProxyAndLoadBalancer(t *testing.T) {
 	// its syncer will use, with the URL that reaches the center from there.
 	edge1 := edgecluster.Start(t, edgecluster.Options{Name: "edge1"})
 	edge2 := edgecluster.Start(t, edgecluster.Options{Name: "edge2"})
+	edge3 := edgecluster.Start(t, edgecluster.Options{Name: "edge3"})
 	join1 := lab.viaProxy.join(t, "edge1", "--inventory-space", "inv1", "--labels", "env=prod,via=proxy", "--server", lab.centerURL)
 	require.Equal(t, lab.centerURL, flagValue(t, join1, "--server"))
 	join2 := lab.viaLB.join(t, "edge2", "--inventory-space", "inv1", "--labels", "env=prod,via=lb", "--server", lab.lbURL)
 	require.Equal(t, lab.lbURL, flagValue(t, join2, "--server"))
 	syncer1 := harness.StartSyncer(t, join1, edge1.KubeconfigPath, "", "--proxy", lab.proxyURL)
 	syncer2 := harness.StartSyncer(t, join2, edge2.KubeconfigPath, "") // no proxy: the load balancer is its only way
+	join3 := lab.viaLBPlain.join(t, "edge3", "--inventory-space", "inv1", "--labels", "env=prod,via=lb-plain", "--server", lab.lbPlainURL)
+	syncer3 := harness.StartSyncer(t, join3, edge3.KubeconfigPath, "")
 
 	proxyOK := t.Run("Proxy", func(t *testing.T) {
 		lab.scenario(t, lab.viaProxy, "edge1", edge1, syncer1, "proxy", lab.centerURL)
@@ -95,12 +104,17 @@ func TestNetworkProxyAndLoadBalancer(t *testing.T) {
 		lab.scenario(t, lab.viaLB, "edge2", edge2, syncer2, "lb", lab.lbURL)
 		lab.bearerTokensThroughLB(t, join2)
 	})
+	plainOK := t.Run("LoadBalancerPlainHTTP", func(t *testing.T) {
+		lab.scenario(t, lab.viaLBPlain, "edge3", edge3, syncer3, "lb-plain", lab.lbPlainURL)
+	})
 	t.Run("Restarts", func(t *testing.T) {
-		if !proxyOK || !lbOK {
-			t.Skip("needs both syncers working, which the subtests above did not show")
+		if !proxyOK || !lbOK || !plainOK {
+			t.Skip("needs every syncer working, which the subtests above did not show")
 		}
+		syncers := []edgeSyncer{{"edge1", syncer1, "squid"}, {"edge2", syncer2, "nginx"}, {"edge3", syncer3, "nginx, plain HTTP to the server"}}
 		lab.restartSquid(t, syncer1, syncer2)
-		lab.restartServer(t, syncer1, syncer2)
+		lab.restartNginx(t, syncer1, syncers[1:])
+		lab.restartServer(t, syncers)
 	})
 }
 
@@ -130,10 +144,11 @@ func startNetLab(t *testing.T) *netLab {
 	t.Logf("network: root %s, proxy %s and %s.5, center %s", lab.rootIP, lab.proxyIP, lab.subnet, lab.centerIP)
 
 	lab.srv = harness.StartBinaryInNetns(t, lab.center, "", lab.centerIP, centerPort,
-		"--tls-san", lab.centerIP, "--tls-san", centerName)
+		"--tls-san", lab.centerIP, "--tls-san", centerName, "--http-address", net.JoinHostPort(lab.centerIP, strconv.Itoa(centerHTTPPort)))
 	lab.centerURL = lab.srv.BaseURL()
 	lab.proxyURL = fmt.Sprintf("http://%s:%d", lab.proxyIP, squidPort)
 	lab.lbURL = fmt.Sprintf("https://%s:%d", lab.proxyIP, lbPort)
+	lab.lbPlainURL = fmt.Sprintf("https://%s:%d", lab.proxyIP, lbPlainPort)
 	cfg, err := clientcmd.LoadFromFile(lab.srv.Kubeconfig)
 	require.NoError(t, err)
 	require.Equal(t, lab.centerURL, cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster].Server,
@@ -160,19 +175,29 @@ func startNetLab(t *testing.T) *netLab {
 	lab.viaProxy.kubestellar(t, "space", "create", "inv1", "--type", "inventory")
 	lab.viaProxy.kubestellar(t, "space", "create", "wds1", "--type", "wds")
 
-	// The same kubeconfig (contexts for root, inv1 and wds1), pointed at
-	// the load balancer.
-	cfg, err = clientcmd.LoadFromFile(lab.srv.Kubeconfig)
-	require.NoError(t, err)
-	for name, cluster := range cfg.Clusters {
-		rest, ok := strings.CutPrefix(cluster.Server, lab.centerURL)
-		require.True(t, ok, "cluster %s of the admin kubeconfig is at %s", name, cluster.Server)
-		cluster.Server = lab.lbURL + rest
-	}
-	lbKubeconfig := filepath.Join(lab.lbDir, "admin-via-lb.kubeconfig")
-	require.NoError(t, clientcmd.WriteToFile(*cfg, lbKubeconfig))
-	lab.viaLB = client{kubeconfig: lbKubeconfig}
+	lab.viaLB = client{kubeconfig: lab.kubeconfigVia(t, lab.lbURL, "lb")}
+	lab.viaLBPlain = client{kubeconfig: lab.kubeconfigVia(t, lab.lbPlainURL, "lb-plain")}
+	// The plain-HTTP port serves only with a bearer token, as the other.
+	out, err := lab.proxy.Command("kubectl", "--kubeconfig", "/dev/null", "--server", fmt.Sprintf("http://%s:%d", lab.centerIP, centerHTTPPort),
+		"--token", "abcdef.0000000000000000", "get", "--raw", "/api").CombinedOutput()
+	require.Error(t, err, "a bad token through the plain-HTTP port: %s", out)
+	require.Contains(t, string(out), "Unauthorized")
 	return lab
+}
+
+// kubeconfigVia writes the admin kubeconfig (contexts for root, inv1 and
+// wds1) pointed at url instead of the center.
+func (lab *netLab) kubeconfigVia(t *testing.T, url, name string) string {
+	cfg, err := clientcmd.LoadFromFile(lab.srv.Kubeconfig)
+	require.NoError(t, err)
+	for clusterName, cluster := range cfg.Clusters {
+		rest, ok := strings.CutPrefix(cluster.Server, lab.centerURL)
+		require.True(t, ok, "cluster %s of the admin kubeconfig is at %s", clusterName, cluster.Server)
+		cluster.Server = url + rest
+	}
+	path := filepath.Join(lab.lbDir, "admin-via-"+name+".kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*cfg, path))
+	return path
 }
 
 // startSquid runs squid in the proxy namespace, allowing CONNECT to the
@@ -226,7 +251,18 @@ func (lab *netLab) startNginx(t *testing.T) {
 	pki := filepath.Join(lab.srv.DataDir, "pki")
 	harness.IssueCert(t, pki, lab.lbDir, "lb", x509.ExtKeyUsageServerAuth, lab.proxyIP)
 	lab.nginxAccess = filepath.Join(lab.lbDir, "access.log")
-	conf := fmt.Sprintf(`# nginx for %s: TLS in, TLS to the center.
+	lab.nginxPlainAccess = filepath.Join(lab.lbDir, "access-plain.log")
+	// What both server blocks pass on: the tunnel is a WebSocket; it and
+	// watches live long.
+	const passOn = `proxy_http_version 1.1;
+      proxy_set_header Upgrade $http_upgrade;
+      proxy_set_header Connection $connection_upgrade;
+      proxy_buffering off;
+      proxy_request_buffering off;
+      proxy_read_timeout 1h;
+      proxy_send_timeout 1h;
+      client_max_body_size 0;`
+	conf := fmt.Sprintf(`# nginx for %s: TLS in; TLS to the center on one port, plain HTTP on the other.
 daemon off;
 # One process, which keeps root and so the parent-death signal: it dies
 # with the test process.
@@ -255,25 +291,34 @@ http {
       proxy_ssl_verify on;
       proxy_ssl_name %[9]s;
       proxy_ssl_server_name on;
-      # The tunnel is a WebSocket; it and watches live long.
-      proxy_http_version 1.1;
-      proxy_set_header Upgrade $http_upgrade;
-      proxy_set_header Connection $connection_upgrade;
-      proxy_buffering off;
-      proxy_request_buffering off;
-      proxy_read_timeout 1h;
-      proxy_send_timeout 1h;
-      client_max_body_size 0;
+      %[10]s
+    }
+  }
+  server {
+    listen %[4]s:%[11]d ssl;
+    ssl_certificate %[2]s/lb.crt;
+    ssl_certificate_key %[2]s/lb.key;
+    access_log %[12]s;
+    location / {
+      proxy_pass http://%[6]s:%[13]d;
+      %[10]s
     }
   }
 }
 `, t.Name(), lab.lbDir, lab.nginxAccess, lab.proxyIP, lbPort, lab.centerIP, centerPort,
-		filepath.Join(pki, certs.CACertFile), centerName)
+		filepath.Join(pki, certs.CACertFile), centerName, passOn, lbPlainPort, lab.nginxPlainAccess, centerHTTPPort)
 	confPath := filepath.Join(lab.lbDir, "nginx.conf")
 	require.NoError(t, os.WriteFile(confPath, []byte(conf), 0o644))
 	lab.nginx = lab.proxy.StartDaemon(t, filepath.Join(lab.lbDir, "nginx.out"),
 		"nginx", "-p", lab.lbDir, "-e", filepath.Join(lab.lbDir, "error.log"), "-c", confPath)
-	harness.WaitListening(t, net.JoinHostPort(lab.proxyIP, strconv.Itoa(lbPort)), lab.nginx, time.Minute)
+	lab.waitNginx(t)
+}
+
+func (lab *netLab) waitNginx(t *testing.T) {
+	t.Helper()
+	for _, port := range []int{lbPort, lbPlainPort} {
+		harness.WaitListening(t, net.JoinHostPort(lab.proxyIP, strconv.Itoa(port)), lab.nginx, time.Minute)
+	}
 }
 
 // scenario places a Deployment on one edge through one way in (c) and
@@ -366,7 +411,7 @@ func (lab *netLab) restartSquid(t *testing.T, viaProxy, viaLB *harness.Syncer) {
 	ports := connectedPorts(t, viaProxy.Pid(), net.JoinHostPort(lab.proxyIP, strconv.Itoa(squidPort)))
 	require.NotEmpty(t, ports, "the syncer has no connection to squid")
 	opens, otherOpens := tunnelOpens(viaProxy), tunnelOpens(viaLB)
-	history := lab.recordSyncerConnected(t)
+	history := lab.recordSyncerConnected(t, lab.viaLB)
 
 	lab.squid.Stop(t) // squid logs a CONNECT when it ends, so now it logs those still open
 	var fromSyncer []string
@@ -397,36 +442,77 @@ func (lab *netLab) restartSquid(t *testing.T, viaProxy, viaLB *harness.Syncer) {
 
 // restartServer restarts the center on its data dir in its namespace;
 // both syncers' tunnels come back, through squid and through nginx.
-func (lab *netLab) restartServer(t *testing.T, viaProxy, viaLB *harness.Syncer) {
-	opens1, opens2 := tunnelOpens(viaProxy), tunnelOpens(viaLB)
-	history := lab.recordSyncerConnected(t)
+func (lab *netLab) restartServer(t *testing.T, syncers []edgeSyncer) {
+	opens := make([]int, len(syncers))
+	for i, s := range syncers {
+		opens[i] = tunnelOpens(s.syncer)
+	}
+	history := lab.recordSyncerConnected(t, lab.viaLB)
 	t.Logf("the server took %s to stop", lab.srv.Stop(t).Round(10*time.Millisecond))
 	lab.srv.Restart(t)
 	back := time.Now()
-	waitTunnelOpens(t, viaProxy, opens1)
-	t.Logf("edge1's tunnel (through squid) back %s after the restarted server was ready", time.Since(back).Round(10*time.Millisecond))
-	waitTunnelOpens(t, viaLB, opens2)
-	t.Logf("edge2's tunnel (through nginx) back %s after the restarted server was ready", time.Since(back).Round(10*time.Millisecond))
-	for _, c := range []struct {
-		client
-		name string
-	}{{lab.viaProxy, "edge1"}, {lab.viaLB, "edge2"}} {
-		c.poll(t, equals("True TunnelOpen"), c.name+"'s SyncerConnected after the server's restart",
-			"--context", "inv1", "get", "synctarget", c.name, "-o", syncerConnected)
+	for i, s := range syncers {
+		waitTunnelOpens(t, s.syncer, opens[i])
+		t.Logf("%s's tunnel (through %s) back %s after the restarted server was ready", s.name, s.via, time.Since(back).Round(10*time.Millisecond))
+	}
+	for _, s := range syncers {
+		lab.viaLB.poll(t, equals("True TunnelOpen"), s.name+"'s SyncerConnected after the server's restart",
+			"--context", "inv1", "get", "synctarget", s.name, "-o", syncerConnected)
 	}
 	states := history()
 	t.Logf("SyncerConnected (status/reason@lastTransitionTime) seen through the load balancer around the restart:\n%s", strings.Join(states, "\n"))
 	// The stopping server recorded its tunnels closing (a pre-shutdown hook),
 	// and the restarted one their return.
 	require.Contains(t, strings.Join(states, " "), "=False/TunnelClosed", "SyncerConnected did not show the server's outage")
-	// The tunnel that ended went through nginx as a WebSocket upgrade.
-	require.Contains(t, readFile(t, lab.nginxAccess), `"GET /kubestellar/v1/tunnel HTTP/1.1" 101`)
+	// The tunnels that ended went through nginx as WebSocket upgrades (nginx
+	// logs a request when it ends), re-encrypted and in plain HTTP.
+	for _, log := range []string{lab.nginxAccess, lab.nginxPlainAccess} {
+		require.Contains(t, readFile(t, log), `"GET /kubestellar/v1/tunnel HTTP/1.1" 101`, "no tunnel in %s", log)
+	}
+}
+
+// edgeSyncer is a syncer, its SyncTarget, and its way to the center.
+type edgeSyncer struct {
+	name   string
+	syncer *harness.Syncer
+	via    string
+}
+
+// restartNginx stops the load balancer: the SyncTargets behind it show
+// the outage; it starts again, and their tunnels come back. The syncer
+// through squid is not disturbed.
+func (lab *netLab) restartNginx(t *testing.T, viaProxy *harness.Syncer, behind []edgeSyncer) {
+	opens := make([]int, len(behind))
+	for i, s := range behind {
+		opens[i] = tunnelOpens(s.syncer)
+	}
+	otherOpens := tunnelOpens(viaProxy)
+	history := lab.recordSyncerConnected(t, lab.viaProxy)
+	lab.nginx.Stop(t)
+	for _, s := range behind {
+		down := lab.viaProxy.poll(t, func(s string) bool { return strings.HasPrefix(s, "False ") }, s.name+"'s SyncerConnected to show the load balancer's outage",
+			"--context", "inv1", "get", "synctarget", s.name, "-o", syncerConnected)
+		t.Logf("with nginx down, %s's SyncerConnected is %q", s.name, down)
+	}
+	lab.nginx.Restart(t)
+	lab.waitNginx(t)
+	back := time.Now()
+	for i, s := range behind {
+		waitTunnelOpens(t, s.syncer, opens[i])
+		t.Logf("%s's tunnel (through %s) back %s after nginx accepted connections again", s.name, s.via, time.Since(back).Round(10*time.Millisecond))
+	}
+	for _, s := range behind {
+		lab.viaProxy.poll(t, equals("True TunnelOpen"), s.name+"'s SyncerConnected after nginx's restart",
+			"--context", "inv1", "get", "synctarget", s.name, "-o", syncerConnected)
+	}
+	require.Equal(t, otherOpens, tunnelOpens(viaProxy), "the syncer behind squid lost its tunnel when nginx restarted")
+	t.Logf("SyncerConnected (status/reason@lastTransitionTime) seen through squid around nginx's restart:\n%s", strings.Join(history(), "\n"))
 }
 
 // recordSyncerConnected polls both SyncTargets' SyncerConnected condition
 // through the load balancer until the returned function is called, which
 // returns each state seen (with the time since the start), in order.
-func (lab *netLab) recordSyncerConnected(t *testing.T) func() []string {
+func (lab *netLab) recordSyncerConnected(t *testing.T, c client) func() []string {
 	ctx, cancel := context.WithCancel(context.Background())
 	start := time.Now()
 	var states []string
@@ -435,7 +521,7 @@ func (lab *netLab) recordSyncerConnected(t *testing.T) func() []string {
 		defer close(done)
 		last := ""
 		for ctx.Err() == nil {
-			out, errOut, err := lab.viaLB.run(ctx, "kubectl", "--context", "inv1", "--request-timeout", "5s", "get", "synctargets", "-o",
+			out, errOut, err := c.run(ctx, "kubectl", "--context", "inv1", "--request-timeout", "5s", "get", "synctargets", "-o",
 				`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="SyncerConnected")].status}/{.status.conditions[?(@.type=="SyncerConnected")].reason}@{.status.conditions[?(@.type=="SyncerConnected")].lastTransitionTime} {end}`)
 			state := strings.TrimSpace(out)
 			if err != nil {
