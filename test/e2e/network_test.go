@@ -443,18 +443,11 @@ func (lab *netLab) restartSquid(t *testing.T, viaProxy, viaLB *harness.Syncer) {
 // restartServer restarts the center on its data dir in its namespace;
 // both syncers' tunnels come back, through squid and through nginx.
 func (lab *netLab) restartServer(t *testing.T, syncers []edgeSyncer) {
-	opens := make([]int, len(syncers))
-	for i, s := range syncers {
-		opens[i] = tunnelOpens(s.syncer)
-	}
+	opens := countOpens(syncers)
 	history := lab.recordSyncerConnected(t, lab.viaLB)
 	t.Logf("the server took %s to stop", lab.srv.Stop(t).Round(10*time.Millisecond))
 	lab.srv.Restart(t)
-	back := time.Now()
-	for i, s := range syncers {
-		waitTunnelOpens(t, s.syncer, opens[i])
-		t.Logf("%s's tunnel (through %s) back %s after the restarted server was ready", s.name, s.via, time.Since(back).Round(10*time.Millisecond))
-	}
+	waitBack(t, syncers, opens, "the restarted server was ready")
 	for _, s := range syncers {
 		lab.viaLB.poll(t, equals("True TunnelOpen"), s.name+"'s SyncerConnected after the server's restart",
 			"--context", "inv1", "get", "synctarget", s.name, "-o", syncerConnected)
@@ -478,14 +471,30 @@ type edgeSyncer struct {
 	via    string
 }
 
+// countOpens counts each syncer's tunnel openings so far.
+func countOpens(syncers []edgeSyncer) []int {
+	opens := make([]int, len(syncers))
+	for i, s := range syncers {
+		opens[i] = tunnelOpens(s.syncer)
+	}
+	return opens
+}
+
+// waitBack waits for each syncer to open its tunnel again, and logs how
+// long after now (when what happened) each took.
+func waitBack(t *testing.T, syncers []edgeSyncer, opens []int, what string) {
+	back := time.Now()
+	for i, s := range syncers {
+		waitTunnelOpens(t, s.syncer, opens[i])
+		t.Logf("%s's tunnel (through %s) back %s after %s", s.name, s.via, time.Since(back).Round(10*time.Millisecond), what)
+	}
+}
+
 // restartNginx stops the load balancer: the SyncTargets behind it show
 // the outage; it starts again, and their tunnels come back. The syncer
 // through squid is not disturbed.
 func (lab *netLab) restartNginx(t *testing.T, viaProxy *harness.Syncer, behind []edgeSyncer) {
-	opens := make([]int, len(behind))
-	for i, s := range behind {
-		opens[i] = tunnelOpens(s.syncer)
-	}
+	opens := countOpens(behind)
 	otherOpens := tunnelOpens(viaProxy)
 	history := lab.recordSyncerConnected(t, lab.viaProxy)
 	lab.nginx.Stop(t)
@@ -496,11 +505,7 @@ func (lab *netLab) restartNginx(t *testing.T, viaProxy *harness.Syncer, behind [
 	}
 	lab.nginx.Restart(t)
 	lab.waitNginx(t)
-	back := time.Now()
-	for i, s := range behind {
-		waitTunnelOpens(t, s.syncer, opens[i])
-		t.Logf("%s's tunnel (through %s) back %s after nginx accepted connections again", s.name, s.via, time.Since(back).Round(10*time.Millisecond))
-	}
+	waitBack(t, behind, opens, "nginx accepted connections again")
 	for _, s := range behind {
 		lab.viaProxy.poll(t, equals("True TunnelOpen"), s.name+"'s SyncerConnected after nginx's restart",
 			"--context", "inv1", "get", "synctarget", s.name, "-o", syncerConnected)
