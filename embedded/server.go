@@ -134,11 +134,7 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 		if err := s.startSpaces(hookCtx); err != nil {
 			return interrupted(err)
 		}
-		var connected func(inv, st string) bool
-		if c.Options.DatastoreEndpoint == "" {
-			connected = tunnels.Connected
-		}
-		go c.tunnelConditions.run(hookCtx.Context, &spaceClients{base: hookCtx.LoopbackClientConfig}, connected)
+		go c.tunnelConditions.run(hookCtx.Context, &spaceClients{base: hookCtx.LoopbackClientConfig}, tunnels.Connected)
 		// Syncer tokens need the SyncTarget CRD served, hence here.
 		return interrupted(c.syncers.Start(hookCtx.Context, hookCtx.LoopbackClientConfig))
 	}); err != nil {
@@ -356,8 +352,13 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 		return runControllers(ctx)
 	}
 	// Several servers may share an external datastore: the controllers run
-	// on the one that holds the lease.
-	go s.lead(ctx, rootKube, runControllers)
+	// on the one that holds the lease, which also watches for the other
+	// servers' deaths through their own Leases.
+	go keepServerLease(ctx, rootKube, s.cfg.Options.SelfURL())
+	go s.lead(ctx, rootKube, func(ctx context.Context) error {
+		go s.cfg.tunnelConditions.sweepDeadServers(ctx, clients, rootKube)
+		return runControllers(ctx)
+	})
 	return nil
 }
 

@@ -67,10 +67,9 @@ func (t *tunnelConditions) changed(_ context.Context, inventorySpace, syncTarget
 
 // run writes the conditions until ctx is done. A while after the server
 // starts (time for syncers to come back), SyncTargets still said to be
-// connected from before, but without a tunnel now, are said not to be.
-//
-// connected is nil where other servers may hold tunnels too (a shared
-// datastore): then only this server's own tunnels' changes are recorded.
+// connected to it from before, but without a tunnel now, are said not to
+// be. (Tunnels said held by other servers of the cluster are theirs; the
+// leader looks after those of servers that died.)
 func (t *tunnelConditions) run(ctx context.Context, clients *spaceClients, connected func(inv, st string) bool) {
 	logger := klog.FromContext(ctx)
 	t.mu.Lock()
@@ -78,9 +77,6 @@ func (t *tunnelConditions) run(ctx context.Context, clients *spaceClients, conne
 	t.mu.Unlock()
 	retryTimer := time.NewTimer(time.Hour)
 	defer retryTimer.Stop()
-	if connected == nil {
-		connected = func(string, string) bool { return true }
-	}
 	time.AfterFunc(2*tunnel.DeadAfter, func() {
 		if err := t.sweep(ctx, clients, connected); err != nil && ctx.Err() == nil {
 			logger.Error(err, "cannot check which SyncTargets lost their tunnel while the server was down")
@@ -198,8 +194,9 @@ func (c *spaceClients) tunnelServer(ctx context.Context, inv, st string) (string
 	return obj.Status.TunnelServer, nil
 }
 
-// sweep queues SyncerConnected=False for SyncTargets that say True but have
-// no tunnel to this server.
+// sweep queues SyncerConnected=False for SyncTargets that say True, with
+// their tunnel on this server (or on no server named), but have no tunnel
+// to it.
 func (t *tunnelConditions) sweep(ctx context.Context, clients *spaceClients, connected func(inv, st string) bool) error {
 	dyn, err := clients.Dynamic(spaces.Wildcard)
 	if err != nil {
@@ -215,8 +212,9 @@ func (t *tunnelConditions) sweep(ctx context.Context, clients *spaceClients, con
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 			continue
 		}
-		inv := u.GetAnnotations()[spaces.Annotation]
-		if inv == "" || !meta.IsStatusConditionTrue(obj.Status.Conditions, edgev2alpha1.SyncTargetSyncerConnected) || connected(inv, obj.Name) {
+		inv, holder := u.GetAnnotations()[spaces.Annotation], obj.Status.TunnelServer
+		if inv == "" || (holder != "" && holder != t.self) ||
+			!meta.IsStatusConditionTrue(obj.Status.Conditions, edgev2alpha1.SyncTargetSyncerConnected) || connected(inv, obj.Name) {
 			continue
 		}
 		t.changed(ctx, inv, obj.Name, false)

@@ -92,7 +92,8 @@ func TestServersShareIdentityOnPostgres(t *testing.T) {
 // syncing when the one it uses is killed: a change made meanwhile reaches
 // the edge, and the edge's pods are the same pods. The edge's API is
 // reachable through either server: the one without the tunnel forwards to
-// the one with it.
+// the one with it. When the server holding the tunnel dies with the
+// syncer, the others say the SyncTarget is not connected.
 func TestSyncerFailsOver(t *testing.T) {
 	pg := harness.StartPostgres(t)
 	args := []string{"--datastore-endpoint", pg.DSN, "--token", "cluster-secret"}
@@ -146,6 +147,18 @@ func TestSyncerFailsOver(t *testing.T) {
 		"get", "synctarget", "edge1", "-o", `jsonpath={.status.conditions[?(@.type=="SyncerConnected")].status} {.status.tunnelServer}`)
 	require.Equal(t, "True "+b.BaseURL(), tunnelServer(kb, b.BaseURL()))
 	require.Contains(t, viaB.MustRun(t, "get", "pods", "-n", "app", "-o", "name"), "pod/web-", "the edge through b, which holds the tunnel now")
+
+	// b and the syncer die together: b cannot say the tunnel closed, so a
+	// third server, leading, finds b's Lease run out and says it.
+	third := harness.StartBinary(t, "", args...)
+	kc := third.Kubectl()
+	killed := time.Now()
+	syncer.Kill()
+	b.Kill()
+	pollFor(t, 2*time.Minute, kc, equals("False TunnelClosed "), "edge1's SyncerConnected to show the tunnel lost with b",
+		"--server", third.BaseURL()+"/spaces/inv1", "get", "synctarget", "edge1",
+		"-o", `jsonpath={.status.conditions[?(@.type=="SyncerConnected")].status} {.status.conditions[?(@.type=="SyncerConnected")].reason} {.status.tunnelServer}`)
+	t.Logf("edge1 shown not connected %s after b and its syncer were killed", time.Since(killed).Round(100*time.Millisecond))
 	require.Contains(t, syncer.Log(), "moving to the next")
 	require.NotContains(t, syncer.Log()[strings.Index(syncer.Log(), "moving to the next"):], "objects synced to the edge cluster",
 		"the syncer started over instead of resuming")

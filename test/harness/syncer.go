@@ -85,6 +85,13 @@ func (s *Syncer) Stop(t testing.TB) {
 	terminate(t, func(sig syscall.Signal) { _ = syscall.Kill(-s.cmd.Process.Pid, sig) }, s.exited, "syncer (log: "+s.LogPath+")")
 }
 
+// Kill kills the syncer with SIGKILL, as a crash or a power cut would, and
+// waits for it to be gone.
+func (s *Syncer) Kill() {
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.exited
+}
+
 // Pid is the syncer's process id.
 func (s *Syncer) Pid() int { return s.cmd.Process.Pid }
 
