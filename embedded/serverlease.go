@@ -9,16 +9,11 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
-
-	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
-	"github.com/kubestellar/kubestellar/spaces"
 )
 
 // Each server of a cluster on a shared datastore keeps a Lease of its own
@@ -103,34 +98,24 @@ func (t *tunnelConditions) sweepDeadServersOnce(ctx context.Context, clients *sp
 	if err != nil {
 		return err
 	}
-	dyn, err := clients.Dynamic(spaces.Wildcard)
+	targets, err := connectedSyncTargets(ctx, clients)
 	if err != nil {
 		return err
 	}
-	list, err := dyn.Resource(edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	for i := range list.Items {
-		u := &list.Items[i]
-		obj := &edgev2alpha1.SyncTarget{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
-			continue
-		}
-		inv, holder := u.GetAnnotations()[spaces.Annotation], obj.Status.TunnelServer
-		cond := meta.FindStatusCondition(obj.Status.Conditions, edgev2alpha1.SyncTargetSyncerConnected)
-		if inv == "" || holder == "" || holder == t.self || cond == nil || cond.Status != metav1.ConditionTrue {
+	for _, st := range targets {
+		holder := st.Status.TunnelServer
+		if holder == "" || holder == t.self {
 			continue
 		}
 		fresh, hasLease := alive[holder]
-		if fresh || (!hasLease && now.Sub(cond.LastTransitionTime.Time) < 2*serverLeaseTTL) {
+		if fresh || (!hasLease && now.Sub(st.cond.LastTransitionTime.Time) < 2*serverLeaseTTL) {
 			continue
 		}
 		klog.FromContext(ctx).Info("the server holding a SyncTarget's tunnel is gone: recording the tunnel closed",
-			"syncTarget", inv+"/"+obj.Name, "server", holder)
+			"syncTarget", st.inv+"/"+st.Name, "server", holder)
 		// Recorded as that server would have: only if it still holds it.
-		if err := writeTunnelCondition(ctx, clients, holder, inv, obj.Name, false); err != nil {
-			return fmt.Errorf("SyncTarget %s/%s: %w", inv, obj.Name, err)
+		if err := writeTunnelCondition(ctx, clients, holder, st.inv, st.Name, false); err != nil {
+			return fmt.Errorf("SyncTarget %s/%s: %w", st.inv, st.Name, err)
 		}
 	}
 	return nil

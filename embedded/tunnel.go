@@ -198,28 +198,51 @@ func (c *spaceClients) tunnelServer(ctx context.Context, inv, st string) (string
 // their tunnel on this server (or on no server named), but have no tunnel
 // to it.
 func (t *tunnelConditions) sweep(ctx context.Context, clients *spaceClients, connected func(inv, st string) bool) error {
-	dyn, err := clients.Dynamic(spaces.Wildcard)
+	targets, err := connectedSyncTargets(ctx, clients)
 	if err != nil {
 		return err
+	}
+	for _, st := range targets {
+		if holder := st.Status.TunnelServer; (holder == "" || holder == t.self) && !connected(st.inv, st.Name) {
+			t.changed(ctx, st.inv, st.Name, false)
+		}
+	}
+	return nil
+}
+
+// connectedSyncTarget is a SyncTarget said connected, with its inventory
+// space and the condition that says so.
+type connectedSyncTarget struct {
+	*edgev2alpha1.SyncTarget
+	inv  string
+	cond *metav1.Condition
+}
+
+// connectedSyncTargets lists the SyncTargets of every space whose
+// SyncerConnected is True.
+func connectedSyncTargets(ctx context.Context, clients *spaceClients) ([]connectedSyncTarget, error) {
+	dyn, err := clients.Dynamic(spaces.Wildcard)
+	if err != nil {
+		return nil, err
 	}
 	list, err := dyn.Resource(edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var out []connectedSyncTarget
 	for i := range list.Items {
 		u := &list.Items[i]
 		obj := &edgev2alpha1.SyncTarget{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 			continue
 		}
-		inv, holder := u.GetAnnotations()[spaces.Annotation], obj.Status.TunnelServer
-		if inv == "" || (holder != "" && holder != t.self) ||
-			!meta.IsStatusConditionTrue(obj.Status.Conditions, edgev2alpha1.SyncTargetSyncerConnected) || connected(inv, obj.Name) {
-			continue
+		inv := u.GetAnnotations()[spaces.Annotation]
+		cond := meta.FindStatusCondition(obj.Status.Conditions, edgev2alpha1.SyncTargetSyncerConnected)
+		if inv != "" && cond != nil && cond.Status == metav1.ConditionTrue {
+			out = append(out, connectedSyncTarget{SyncTarget: obj, inv: inv, cond: cond})
 		}
-		t.changed(ctx, inv, obj.Name, false)
 	}
-	return nil
+	return out, nil
 }
 
 // closing records, while the server still serves, that the tunnels open
