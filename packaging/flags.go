@@ -3,6 +3,7 @@ package packaging
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/spf13/pflag"
 )
@@ -42,4 +43,23 @@ func parseFlags(cmd string, addFlags func(*pflag.FlagSet), args []string) (*pfla
 		return nil, fmt.Errorf("flags of `kubestellar %s`: it takes no arguments, but %q was given", cmd, fs.Arg(0))
 	}
 	return fs, nil
+}
+
+// absPaths makes the file paths of the named flags absolute: the service
+// does not run where install ran (systemd starts it in /).
+func absPaths(fs *pflag.FlagSet, names ...string) error {
+	for _, name := range names {
+		f := fs.Lookup(name)
+		if !f.Changed || f.Value.String() == "" || filepath.IsAbs(f.Value.String()) {
+			continue
+		}
+		abs, err := filepath.Abs(f.Value.String())
+		if err != nil {
+			return fmt.Errorf("--%s: %w", name, err)
+		}
+		if err := fs.Set(name, abs); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -125,6 +125,10 @@ func TestInstallServerFiles(t *testing.T) {
 func TestServerArgs(t *testing.T) {
 	wd, err := os.Getwd()
 	require.NoError(t, err)
+	// A relative path, as a user would type it, to a file that exists.
+	tokenFile, err := filepath.Rel(wd, filepath.Join(t.TempDir(), "token"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(tokenFile, []byte("secret\n"), 0o600))
 	for _, tc := range []struct {
 		name    string
 		args    []string
@@ -136,6 +140,10 @@ func TestServerArgs(t *testing.T) {
 		{name: "relative data dir", args: []string{"--data-dir=state", "--bind-address=127.0.0.1"},
 			want:    []string{"--bind-address=127.0.0.1", "--data-dir=" + filepath.Join(wd, "state")},
 			dataDir: filepath.Join(wd, "state")},
+		{name: "relative files", args: []string{"--token-file=" + tokenFile, "--datastore-endpoint=https://etcd:2379", "--datastore-cafile=" + tokenFile},
+			want: []string{"--data-dir=/var/lib/kubestellar", "--datastore-cafile=" + filepath.Join(wd, tokenFile),
+				"--datastore-endpoint=https://etcd:2379", "--token-file=" + filepath.Join(wd, tokenFile)},
+			dataDir: "/var/lib/kubestellar"},
 		{name: "typo", args: []string{"--prot=7443"}, err: "unknown flag: --prot"},
 		{name: "bad value", args: []string{"--port=http"}, err: `"--port"`},
 		{name: "invalid", args: []string{"--port=70000"}, err: "--port 70000 is not between 1 and 65535"},

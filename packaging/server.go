@@ -30,6 +30,9 @@ func ServerArgs(args []string) (normalized []string, dataDir string, err error) 
 	if err != nil {
 		return nil, "", err
 	}
+	if err := absPaths(flags, "token-file", "datastore-cafile", "datastore-certfile", "datastore-keyfile"); err != nil {
+		return nil, "", err
+	}
 	if !flags.Changed("data-dir") {
 		o.DataDir = DefaultServerDataDir
 	}

@@ -36,19 +36,8 @@ func SyncerArgs(args []string) (normalized []string, syncTarget string, err erro
 	if err != nil {
 		return nil, "", err
 	}
-	// The service does not run where install ran.
-	for _, name := range []string{"kubeconfig", "certificate-authority", "data-dir"} {
-		f := flags.Lookup(name)
-		if !f.Changed || f.Value.String() == "" || filepath.IsAbs(f.Value.String()) {
-			continue
-		}
-		abs, err := filepath.Abs(f.Value.String())
-		if err != nil {
-			return nil, "", fmt.Errorf("--%s: %w", name, err)
-		}
-		if err := flags.Set(name, abs); err != nil {
-			return nil, "", err
-		}
+	if err := absPaths(flags, "kubeconfig", "certificate-authority", "data-dir"); err != nil {
+		return nil, "", err
 	}
 	if !flags.Changed("data-dir") && o.SyncTarget != "" {
 		if err := flags.Set("data-dir", path.Join(SyncerDataDirParent, o.SyncTarget)); err != nil {
