@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/x509"
@@ -695,30 +694,5 @@ func (c client) poll(t *testing.T, ok func(string) bool, what string, args ...st
 // output lines.
 func (c client) watch(t *testing.T, args ...string) <-chan string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	cmd := exec.CommandContext(ctx, "kubectl", args...)
-	cmd.Env = c.env()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	lines := make(chan string, 16)
-	go func() {
-		defer close(lines)
-		scanner := bufio.NewScanner(stdout)
-		for scanner.Scan() {
-			lines <- scanner.Text()
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		for range lines { // what nobody read
-		}
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("kubectl %s: stderr: %s", strings.Join(args, " "), stderr.String())
-		}
-	})
-	return lines
+	return harness.StreamLines(t, c.env(), "kubectl", args...)
 }

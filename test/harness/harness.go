@@ -124,7 +124,7 @@ func (k Kubectl) Run(ctx context.Context, args ...string) (string, string, error
 func (k Kubectl) RunStdin(ctx context.Context, stdin io.Reader, args ...string) (string, string, error) {
 	cmd := exec.CommandContext(ctx, "kubectl", args...)
 	cmd.Stdin = stdin
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+k.Kubeconfig, "KUBECACHEDIR="+filepath.Join(filepath.Dir(k.Kubeconfig), ".kube-cache"))
+	cmd.Env = k.env()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -155,9 +155,17 @@ func (k Kubectl) MustRunStdin(t testing.TB, stdin io.Reader, args ...string) str
 // output line by line; it is stopped when the test ends.
 func (k Kubectl) Lines(t testing.TB, args ...string) <-chan string {
 	t.Helper()
+	return StreamLines(t, k.env(), "kubectl", args...)
+}
+
+// StreamLines starts a long-running command with env and returns its
+// output line by line; it is stopped when the test ends, and its stderr
+// logged if the test failed.
+func StreamLines(t testing.TB, env []string, name string, args ...string) <-chan string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, "kubectl", args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+k.Kubeconfig, "KUBECACHEDIR="+filepath.Join(filepath.Dir(k.Kubeconfig), ".kube-cache"))
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = env
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -177,10 +185,14 @@ func (k Kubectl) Lines(t testing.TB, args ...string) <-chan string {
 		}
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("kubectl %s: stderr: %s", strings.Join(args, " "), stderr.String())
+			t.Logf("%s %s: stderr: %s", name, strings.Join(args, " "), stderr.String())
 		}
 	})
 	return lines
+}
+
+func (k Kubectl) env() []string {
+	return append(os.Environ(), "KUBECONFIG="+k.Kubeconfig, "KUBECACHEDIR="+filepath.Join(filepath.Dir(k.Kubeconfig), ".kube-cache"))
 }
 
 // MustFail runs kubectl, expects it to fail and returns its stderr.
