@@ -4,7 +4,9 @@
 // are stored inert: no controller acts on a Deployment or a Pod here, and
 // objects are stored as written, without the defaulting that a kubelet-facing
 // API server applies (no clusterIP allocation, no default fields that would
-// later be propagated to edge clusters).
+// later be propagated to edge clusters). The one exception is a Service's
+// type, which gets ClusterIP when it has none, as on every cluster (see
+// defaultServiceType).
 //
 // The kinds are the versioned types of k8s.io/api. Each is registered in the
 // scheme both under its version and as its own internal version, so the

@@ -72,6 +72,8 @@ func (s *strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	switch o := obj.(type) {
 	case *corev1.Secret:
 		foldStringData(o)
+	case *corev1.Service:
+		defaultServiceType(o)
 	case *corev1.Namespace:
 		o.Status.Phase = corev1.NamespaceActive
 		// As in Kubernetes, every namespace carries the finalizer that has
@@ -103,6 +105,8 @@ func (s *strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) 
 	switch o := obj.(type) {
 	case *corev1.Secret:
 		foldStringData(o)
+	case *corev1.Service:
+		defaultServiceType(o)
 	case *corev1.Namespace:
 		oldNS := old.(*corev1.Namespace)
 		o.Spec.Finalizers = oldNS.Spec.Finalizers
@@ -207,6 +211,20 @@ func foldStringData(secret *corev1.Secret) {
 		secret.Data[key] = []byte(value)
 	}
 	secret.StringData = nil
+}
+
+// defaultServiceType gives a Service without a type the type every
+// cluster gives it, ClusterIP, so that listings show it. It is the one
+// default applied here: it is the same on every cluster, so the copies that
+// go to edge clusters carry what the edge would set anyway. It runs after
+// the request's managed fields are computed, so no field manager owns it
+// and a later apply of another type meets no conflict. What a cluster
+// allocates or chooses for its own network (clusterIP, node ports, IP
+// families) stays unset, for the edge to decide.
+func defaultServiceType(svc *corev1.Service) {
+	if svc.Spec.Type == "" {
+		svc.Spec.Type = corev1.ServiceTypeClusterIP
+	}
 }
 
 func hasStatus(kind Kind) bool { return statusKinds[kind.Kind] }

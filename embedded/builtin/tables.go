@@ -71,6 +71,10 @@ var (
 		col("Ports", func(o runtime.Object) any {
 			var ports []string
 			for _, p := range o.(*corev1.Service).Spec.Ports {
+				if p.Protocol == "" { // not defaulted here: the edge cluster says TCP
+					ports = append(ports, fmt.Sprint(p.Port))
+					continue
+				}
 				ports = append(ports, fmt.Sprintf("%d/%s", p.Port, p.Protocol))
 			}
 			return orNone(strings.Join(ports, ","))

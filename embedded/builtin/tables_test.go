@@ -78,6 +78,14 @@ func TestConvertToTableSingleObjects(t *testing.T) {
 			wantCells: []any{"svc", "ClusterIP", "<none>", "80/TCP,53/UDP", "app,tier", "<unknown>"},
 		},
 		{
+			kind: "Service",
+			obj: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "svc"}, Spec: corev1.ServiceSpec{
+				Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Port: 6379}, {Port: 53, Protocol: corev1.ProtocolUDP}},
+			}},
+			wantCols:  []string{"Name", "Type", "Cluster-IP", "Ports", "Selector", "Age"},
+			wantCells: []any{"svc", "ClusterIP", "<none>", "6379,53/UDP", "<none>", "<unknown>"},
+		},
+		{
 			kind: "Pod",
 			obj: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"},
 				Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "a"}, {Name: "b"}}},

@@ -50,25 +50,33 @@ func TestAcknowledgedWritesSurviveKill9AndRestart(t *testing.T) {
 	require.Len(t, names, n)
 }
 
-// TestSpaceDeletionAndAccessControl deletes a space through the CLI, and
-// checks that requests without a valid token are refused.
+// TestSpaceDeletionAndAccessControl deletes spaces holding each workload
+// set's application through the CLI, and checks that requests without a
+// valid token are refused.
 func TestSpaceDeletionAndAccessControl(t *testing.T) {
 	srv := harness.StartBinary(t, "")
 	k := srv.Kubectl()
-	w := harness.Workloads(t)
-	srv.CLI(t, "space", "create", "gone")
-	k.MustRun(t, "--context", "gone", "apply", "-f", filepath.Join(w, "guestbook.yaml"))
-	require.Contains(t, srv.CLI(t, "space", "delete", "gone"), `space "gone" deleted`)
-
 	cfg, err := clientcmd.LoadFromFile(srv.Kubeconfig)
 	require.NoError(t, err)
-	require.NotContains(t, cfg.Contexts, "gone", "the space's context is removed")
 	base := cfg.Clusters["root"].Server
-	out := k.MustRun(t, "--server", base+"/spaces/*", "get", "deployments", "-A",
-		"-o", `jsonpath={range .items[*]}{.metadata.annotations.kubestellar\.io/space}/{.metadata.name} {end}`)
-	require.NotContains(t, out, "gone/")
-	errOut := k.MustFail(t, "--server", base+"/spaces/gone", "get", "ns")
-	require.Contains(t, errOut, "NotFound")
+	deployments := func() string {
+		return k.MustRun(t, "--server", base+"/spaces/*", "get", "deployments", "-A",
+			"-o", `jsonpath={range .items[*]}{.metadata.annotations.kubestellar\.io/space}/{.metadata.name} {end}`)
+	}
+	harness.EachWorkloadSet(t, func(t *testing.T, w harness.WorkloadSet) {
+		space := "gone-" + w.Name
+		srv.CLI(t, "space", "create", space)
+		k.MustRun(t, "--context", space, "apply", "-f", w.App)
+		require.Contains(t, deployments(), space+"/"+w.AppDeployment+" ")
+		require.Contains(t, srv.CLI(t, "space", "delete", space), fmt.Sprintf("space %q deleted", space))
+
+		cfg, err := clientcmd.LoadFromFile(srv.Kubeconfig)
+		require.NoError(t, err)
+		require.NotContains(t, cfg.Contexts, space, "the space's context is removed")
+		require.NotContains(t, deployments(), space+"/")
+		errOut := k.MustFail(t, "--server", base+"/spaces/"+space, "get", "ns")
+		require.Contains(t, errOut, "NotFound")
+	})
 
 	// No token, and a wrong token: 401. (With no credentials at all,
 	// kubectl prompts for a user name, so that case is a plain request.)
@@ -102,7 +110,7 @@ func TestSpaceDeletionAndAccessControl(t *testing.T) {
 	anon := filepath.Join(t.TempDir(), "anon.kubeconfig")
 	cfg.AuthInfos["kubestellar-admin"].Token = "not-the-token"
 	require.NoError(t, clientcmd.WriteToFile(*cfg, anon))
-	errOut = harness.Kubectl{Kubeconfig: anon}.MustFail(t, "get", "ns")
+	errOut := harness.Kubectl{Kubeconfig: anon}.MustFail(t, "get", "ns")
 	require.Contains(t, errOut, "You must be logged in to the server")
 
 	// Secrets on disk are readable by their owner only.

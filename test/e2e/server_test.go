@@ -1,9 +1,11 @@
-// Package e2e tests the built kubestellar binary with the real kubectl and
-// real manifests of public projects, as a user runs them.
+// Package e2e tests the built kubestellar binary with the real kubectl, on
+// the manifests users apply: the project's own (test/manifests) and, where
+// present, real manifests of public projects (harness.SharedWorkloads).
 package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubestellar/kubestellar/test/harness"
@@ -19,64 +22,82 @@ import (
 
 // TestQuickStartWithKubectl follows the README: a space, then the
 // manifests users really apply — a multi-document application, a
-// kustomization with an HPA, CRDs with CEL rules and defaults and their CRs,
-// a StatefulSet with a StorageClass — client-side and server-side.
+// kustomization with an HPA, a StatefulSet with a StorageClass, CRDs with
+// CEL rules and defaults and their CRs — client-side and server-side. It
+// runs over every workload set (harness.EachWorkloadSet), each in a space
+// of its own.
 func TestQuickStartWithKubectl(t *testing.T) {
 	srv := harness.StartBinary(t, "")
 	k := srv.Kubectl()
-	w := harness.Workloads(t)
+	harness.EachWorkloadSet(t, func(t *testing.T, w harness.WorkloadSet) {
+		space := "wds-" + w.Name
+		require.Contains(t, srv.CLI(t, "space", "create", space), fmt.Sprintf(`context %q added`, space))
+		require.Contains(t, srv.CLI(t, "space", "list"), space)
+		kc := func(args ...string) []string { return append([]string{"--context", space}, args...) }
 
-	out := srv.CLI(t, "space", "create", "wds1")
-	require.Contains(t, out, `context "wds1" added`)
-	require.Contains(t, srv.CLI(t, "space", "list"), "wds1")
+		k.MustRun(t, kc("create", "namespace", "demo")...)
+		k.MustRun(t, kc("apply", "-f", w.App)...)
+		k.MustRun(t, kc("-n", "demo", "apply", "-k", w.Kustomization)...)
+		apply := kc("apply")
+		for _, f := range w.StatefulSet {
+			apply = append(apply, "-f", f)
+		}
+		k.MustRun(t, apply...)
+		// One multi-document manifest holding CRDs and instances of them. As
+		// with any Kubernetes API server, the instances map only once the
+		// CRDs are served, so apply converges within a few attempts.
+		multi := multiDocument(t, append(append([]string{}, w.CRDs...), w.CRs)...)
+		var lastErr string
+		applied := false
+		for attempt := 0; attempt < 20 && !applied; attempt++ {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			_, errOut, err := k.Run(ctx, kc("apply", "--server-side", "-f", multi)...)
+			cancel()
+			applied, lastErr = err == nil, errOut
+		}
+		require.True(t, applied, "the multi-document manifest with CRDs and CRs did not apply: %s", lastErr)
 
-	k.MustRun(t, "--context", "wds1", "create", "namespace", "demo")
-	k.MustRun(t, "--context", "wds1", "apply", "-f", filepath.Join(w, "guestbook.yaml"))
-	k.MustRun(t, "--context", "wds1", "-n", "demo", "apply", "-k", filepath.Join(w, "podinfo"))
-	k.MustRun(t, "--context", "wds1", "apply", "-f", filepath.Join(w, "cassandra-service.yaml"), "-f", filepath.Join(w, "cassandra-statefulset.yaml"))
-	// One multi-document manifest holding CRDs and instances of them. As with
-	// any Kubernetes API server, the instances map only once the CRDs are
-	// served, so apply converges within a few attempts.
-	multi := multiDocument(t, filepath.Join(w, "gateway-api-crds", "gatewayclasses.yaml"), filepath.Join(w, "gateway-api-crds", "gateways.yaml"),
-		filepath.Join(w, "gateway-api-crds", "httproutes.yaml"), filepath.Join(w, "gateway-api-crds", "referencegrants.yaml"),
-		filepath.Join(w, "gateway-api-basic-http.yaml"))
-	applied := false
-	for attempt := 0; attempt < 20 && !applied; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		_, _, err := k.Run(ctx, "--context", "wds1", "apply", "--server-side", "-f", multi)
-		cancel()
-		applied = err == nil
-	}
-	require.True(t, applied, "the multi-document manifest with CRDs and CRs did not apply")
+		all := k.MustRun(t, kc("get", "all", "-A")...)
+		want := append([]string{"statefulset.apps/" + w.StatefulSetName, "deployment.apps/" + w.KustomizationName,
+			"service/" + w.KustomizationName, "horizontalpodautoscaler.autoscaling/" + w.KustomizationName}, w.AppObjects...)
+		for _, obj := range want {
+			require.Contains(t, all, obj)
+		}
+		require.Contains(t, k.MustRun(t, kc("get", "deploy,svc,cm", "-n", "demo")...), w.KustomizationName)
+		require.Contains(t, k.MustRun(t, kc("get", w.CRResource, "-o", "name")...), w.CRObject)
+		require.Equal(t, w.Provisioner, k.MustRun(t, kc("get", "sc", w.StorageClass, "-o", "jsonpath={.provisioner}")...))
 
-	all := k.MustRun(t, "--context", "wds1", "get", "all", "-A")
-	for _, want := range []string{"deployment.apps/frontend", "service/redis-master", "statefulset.apps/cassandra",
-		"horizontalpodautoscaler.autoscaling/podinfo", "deployment.apps/podinfo"} {
-		require.Contains(t, all, want)
-	}
-	require.Contains(t, k.MustRun(t, "--context", "wds1", "get", "deploy,svc,cm", "-n", "demo"), "podinfo")
-	require.Contains(t, k.MustRun(t, "--context", "wds1", "get", "httproutes", "-o", "name"), "httproute.gateway.networking.k8s.io/http-app-1")
-	require.Equal(t, "k8s.io/minikube-hostpath", k.MustRun(t, "--context", "wds1", "get", "sc", "fast", "-o", "jsonpath={.provisioner}"))
+		// A CEL validation rule of the CRDs refuses an instance, saying why.
+		errOut := k.MustFail(t, kc("apply", "-f", w.Rejected)...)
+		require.Contains(t, errOut, w.RejectedMessage)
 
-	// The default context is root, which is empty of all this.
-	require.NotContains(t, k.MustRun(t, "get", "deploy", "-A"), "frontend")
+		// Every Service has a type: ClusterIP where the manifest gives none.
+		types := k.MustRun(t, kc("get", "svc", "-A", "-o", `jsonpath={range .items[*]}{.metadata.name}={.spec.type}{"\n"}{end}`)...)
+		for _, line := range strings.Fields(types) {
+			name, typ, _ := strings.Cut(line, "=")
+			require.NotEmpty(t, typ, "service %s has no type", name)
+		}
+		require.Contains(t, k.MustRun(t, kc("get", "svc", w.KustomizationName, "-n", "demo")...), "ClusterIP")
 
-	// Server-side apply of built-in kinds, and re-apply with a conflict.
-	out = k.MustRun(t, "--context", "wds1", "apply", "--server-side", "-f", filepath.Join(w, "guestbook.yaml"))
-	require.Contains(t, out, "serverside-applied")
-	managers := k.MustRun(t, "--context", "wds1", "get", "deploy", "frontend", "-o", "jsonpath={.metadata.managedFields[*].manager}")
-	require.Contains(t, managers, "kubectl")
-	k.MustRun(t, "--context", "wds1", "scale", "deploy", "frontend", "--replicas=5")
-	require.Equal(t, "5", k.MustRun(t, "--context", "wds1", "get", "deploy", "frontend", "-o", "jsonpath={.spec.replicas}"))
+		// The default context is root, which is empty of all this.
+		require.NotContains(t, k.MustRun(t, "get", "deploy", "-A"), w.AppDeployment)
 
-	// kubectl explain, for built-in kinds, CRDs and apiextensions itself.
-	require.Contains(t, k.MustRun(t, "--context", "wds1", "explain", "deployment.spec.replicas"), "FIELD: replicas <integer>")
-	require.Contains(t, k.MustRun(t, "--context", "wds1", "explain", "httproute.spec.hostnames"), "hostnames <[]string>")
-	require.Contains(t, k.MustRun(t, "--context", "wds1", "explain", "crd.spec.group"), "group <string>")
+		// Server-side apply of built-in kinds, and re-apply with a conflict.
+		out := k.MustRun(t, kc("apply", "--server-side", "-f", w.App)...)
+		require.Contains(t, out, "serverside-applied")
+		managers := k.MustRun(t, kc("get", "deploy", w.AppDeployment, "-o", "jsonpath={.metadata.managedFields[*].manager}")...)
+		require.Contains(t, managers, "kubectl")
+		k.MustRun(t, kc("scale", "deploy", w.AppDeployment, "--replicas=5")...)
+		require.Equal(t, "5", k.MustRun(t, kc("get", "deploy", w.AppDeployment, "-o", "jsonpath={.spec.replicas}")...))
 
-	// Strict validation names the problem.
-	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	require.NoError(t, os.WriteFile(bad, []byte(`apiVersion: apps/v1
+		// kubectl explain, for built-in kinds, CRDs and apiextensions itself.
+		require.Contains(t, k.MustRun(t, kc("explain", "deployment.spec.replicas")...), "FIELD: replicas <integer>")
+		require.Contains(t, k.MustRun(t, kc("explain", w.Explain)...), w.ExplainShows)
+		require.Contains(t, k.MustRun(t, kc("explain", "crd.spec.group")...), "group <string>")
+
+		// Strict validation names the problem.
+		bad := filepath.Join(t.TempDir(), "bad.yaml")
+		require.NoError(t, os.WriteFile(bad, []byte(`apiVersion: apps/v1
 kind: Deployment
 metadata: {name: bad, namespace: default}
 spec:
@@ -85,14 +106,50 @@ spec:
   selector: {matchLabels: {a: b}}
   template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: nginx}]}}
 `), 0o600))
-	errOut := k.MustFail(t, "--context", "wds1", "apply", "--validate=strict", "-f", bad)
-	require.Contains(t, errOut, `unknown field "spec.bogusField"`)
-	require.NoError(t, os.WriteFile(bad, []byte(`apiVersion: v1
+		errOut = k.MustFail(t, kc("apply", "--validate=strict", "-f", bad)...)
+		require.Contains(t, errOut, `unknown field "spec.bogusField"`)
+		require.NoError(t, os.WriteFile(bad, []byte(`apiVersion: v1
 kind: ConfigMap
 metadata: {name: bad, namespace: default, labels: "not-a-map"}
 `), 0o600))
-	errOut = k.MustFail(t, "--context", "wds1", "create", "--validate=false", "-f", bad)
-	require.Contains(t, errOut, "cannot unmarshal")
+		errOut = k.MustFail(t, kc("create", "--validate=false", "-f", bad)...)
+		require.Contains(t, errOut, "cannot unmarshal")
+	})
+}
+
+// TestServiceTypeDefaultOwnedByNobody checks the one default the center
+// applies to a built-in kind: a Service without a type gets ClusterIP, as
+// in any cluster, and no field manager owns it, so an apply that sets
+// another type later meets no conflict.
+func TestServiceTypeDefaultOwnedByNobody(t *testing.T) {
+	srv := harness.StartBinary(t, "")
+	k := srv.Kubectl()
+	svc := func(typ string) string {
+		f := filepath.Join(t.TempDir(), "svc.yaml")
+		spec := "  ports: [{port: 80}]\n"
+		if typ != "" {
+			spec += "  type: " + typ + "\n"
+		}
+		require.NoError(t, os.WriteFile(f, []byte("apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: default}\nspec:\n"+spec), 0o600))
+		return f
+	}
+	k.MustRun(t, "apply", "--server-side", "--field-manager=author", "-f", svc(""))
+	require.Equal(t, "ClusterIP", k.MustRun(t, "get", "svc", "web", "-o", "jsonpath={.spec.type}"))
+	require.Contains(t, k.MustRun(t, "get", "svc", "web"), "ClusterIP")
+	var managed []metav1.ManagedFieldsEntry
+	require.NoError(t, json.Unmarshal([]byte(k.MustRun(t, "get", "svc", "web", "-o", "jsonpath={.metadata.managedFields}")), &managed))
+	require.NotEmpty(t, managed)
+	for _, m := range managed {
+		require.NotNil(t, m.FieldsV1, m.Manager)
+		require.NotContains(t, m.FieldsV1.GetRawString(), `"f:type"`, "the defaulted type is owned by nobody, not %s", m.Manager)
+	}
+
+	// Another manager sets a type: no conflict, no --force-conflicts.
+	k.MustRun(t, "apply", "--server-side", "--field-manager=edge-tuning", "-f", svc("NodePort"))
+	require.Equal(t, "NodePort", k.MustRun(t, "get", "svc", "web", "-o", "jsonpath={.spec.type}"))
+	// It gives the field up again: the default comes back.
+	k.MustRun(t, "apply", "--server-side", "--field-manager=edge-tuning", "-f", svc(""))
+	require.Equal(t, "ClusterIP", k.MustRun(t, "get", "svc", "web", "-o", "jsonpath={.spec.type}"))
 }
 
 // TestTwoSpacesWithIdenticalObjectsAndWatches applies the same manifest to

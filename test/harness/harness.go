@@ -34,18 +34,6 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// Workloads returns the directory of real manifests from public projects
-// (../shared/workloads beside the repository, or $KUBESTELLAR_WORKLOADS).
-func Workloads(t testing.TB) string {
-	dir := os.Getenv("KUBESTELLAR_WORKLOADS")
-	if dir == "" {
-		dir = filepath.Join(RepoRoot(), "..", "shared", "workloads")
-	}
-	_, err := os.Stat(filepath.Join(dir, "guestbook.yaml"))
-	require.NoError(t, err, "the shared workload manifests are expected in %s (set KUBESTELLAR_WORKLOADS)", dir)
-	return dir
-}
-
 // FreePort returns a loopback TCP port nobody listens on.
 func FreePort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

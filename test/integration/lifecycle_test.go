@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubestellar/kubestellar/spaces"
@@ -23,92 +23,105 @@ import (
 	"github.com/kubestellar/kubestellar/test/harness"
 )
 
-var gatewaysGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "gateways"}
+// TestCRDsAreGlobalAndTheirInstancesPerSpace installs a real CRD (the
+// namespaced one of each workload set: the project's Backup, Gateway API's
+// Gateway) in one space, creates instances in two, and deletes the CRD:
+// every space's instances go, and the CRD does not hang.
+func TestCRDsAreGlobalAndTheirInstancesPerSpace(t *testing.T) {
+	harness.EachWorkloadSet(t, func(t *testing.T, w harness.WorkloadSet) {
+		s := harness.StartInProcess(t, "")
+		ctx := t.Context()
+		createSpace(t, s, "one")
+		createSpace(t, s, "two")
 
-func gateway(name string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-		"metadata": map[string]any{"name": name, "namespace": "default"},
-		"spec": map[string]any{"gatewayClassName": "example",
-			"listeners": []any{map[string]any{"name": "http", "protocol": "HTTP", "port": int64(80)}}},
-	}}
-	return u
+		data, err := os.ReadFile(w.NamespacedCRD)
+		require.NoError(t, err)
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		require.NoError(t, yaml.Unmarshal(data, crd))
+		require.Equal(t, apiextensionsv1.NamespaceScoped, crd.Spec.Scope, "%s must define a namespaced kind", w.NamespacedCRD)
+		group, version := crd.Spec.Group, preferredVersion(crd)
+		gvr := schema.GroupVersionResource{Group: group, Version: version, Resource: crd.Spec.Names.Plural}
+		instance := firstOfKind(t, w.CRs, crd.Spec.Names.Kind)
+		instance.SetNamespace("default")
+		name := instance.GetName()
+
+		ext, err := apiextensionsclient.NewForConfig(s.RESTConfig(t, "one"))
+		require.NoError(t, err)
+		_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		for _, space := range []string{"one", "two"} {
+			client := dyn(t, s, space).Resource(gvr).Namespace("default")
+			eventually(t, 30*time.Second, func() (bool, error) {
+				_, err := client.Create(ctx, instance.DeepCopy(), metav1.CreateOptions{})
+				return err == nil, err
+			}, "a %s to be created in space %s", crd.Spec.Names.Kind, space)
+		}
+		got, err := dyn(t, s, "two").Resource(gvr).Namespace("default").Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "two", got.GetAnnotations()[spaces.Annotation])
+		all, err := dyn(t, s, spaces.Wildcard).Resource(gvr).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		require.Len(t, all.Items, 2)
+		legacyGroups := func() map[string]string { // group -> preferred version
+			var list metav1.APIGroupList
+			raw, err := kube(t, s, "two").Discovery().RESTClient().Get().AbsPath("/apis").SetHeader("Accept", "application/json").DoRaw(ctx)
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(raw, &list))
+			groups := map[string]string{}
+			for _, g := range list.Groups {
+				groups[g.Name] = g.PreferredVersion.Version
+			}
+			return groups
+		}
+		eventually(t, 10*time.Second, func() (bool, error) {
+			return legacyGroups()[group] == version, nil
+		}, "the CRD's group in the legacy (non-aggregated) /apis list")
+
+		require.NoError(t, ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{}))
+		eventually(t, 30*time.Second, func() (bool, error) {
+			_, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), err
+		}, "the CRD to be deleted")
+
+		groups := legacyGroups()
+		require.NotContains(t, groups, group, "a deleted CRD's group leaves the legacy /apis list")
+		require.Contains(t, groups, "apiextensions.k8s.io")
+		require.Contains(t, groups, "tenancy.kubestellar.io")
+
+		// Recreate the CRD: no instance of any space may come back.
+		crd.ResourceVersion = ""
+		_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+		require.NoError(t, err)
+		eventually(t, 30*time.Second, func() (bool, error) {
+			list, err := dyn(t, s, spaces.Wildcard).Resource(gvr).List(ctx, metav1.ListOptions{})
+			return err == nil && len(list.Items) == 0, err
+		}, "the recreated CRD to be served with no instances")
+	})
 }
 
-// TestCRDsAreGlobalAndTheirInstancesPerSpace installs a real CRD (Gateway
-// API's Gateway) in one space, creates instances in two, and deletes the
-// CRD: every space's instances go, and the CRD does not hang.
-func TestCRDsAreGlobalAndTheirInstancesPerSpace(t *testing.T) {
-	s := harness.StartInProcess(t, "")
-	ctx := context.Background()
-	createSpace(t, s, "one")
-	createSpace(t, s, "two")
-
-	data, err := os.ReadFile(filepath.Join(harness.Workloads(t), "gateway-api-crds", "gateways.yaml"))
-	require.NoError(t, err)
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	require.NoError(t, yaml.Unmarshal(data, crd))
-	ext, err := apiextensionsclient.NewForConfig(s.RESTConfig(t, "one"))
-	require.NoError(t, err)
-	_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
-	require.NoError(t, err)
-
-	for _, space := range []string{"one", "two"} {
-		client := dyn(t, s, space).Resource(gatewaysGVR).Namespace("default")
-		eventually(t, 30*time.Second, func() (bool, error) {
-			_, err := client.Create(ctx, gateway("gw"), metav1.CreateOptions{})
-			return err == nil, err
-		}, "a Gateway to be created in space %s", space)
+// preferredVersion is the version discovery prefers among a CRD's served
+// versions: the highest by Kubernetes' version order (v1 > v1beta1).
+func preferredVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
+	preferred := ""
+	for _, v := range crd.Spec.Versions {
+		if v.Served && (preferred == "" || version.CompareKubeAwareVersionStrings(v.Name, preferred) > 0) {
+			preferred = v.Name
+		}
 	}
-	got, err := dyn(t, s, "two").Resource(gatewaysGVR).Namespace("default").Get(ctx, "gw", metav1.GetOptions{})
-	require.NoError(t, err)
-	require.Equal(t, "two", got.GetAnnotations()[spaces.Annotation])
-	all, err := dyn(t, s, spaces.Wildcard).Resource(gatewaysGVR).List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	require.Len(t, all.Items, 2)
-	eventually(t, 10*time.Second, func() (bool, error) {
-		var list metav1.APIGroupList
-		raw, err := kube(t, s, "two").Discovery().RESTClient().Get().AbsPath("/apis").SetHeader("Accept", "application/json").DoRaw(ctx)
-		if err != nil || json.Unmarshal(raw, &list) != nil {
-			return false, err
-		}
-		for _, g := range list.Groups {
-			if g.Name == "gateway.networking.k8s.io" && g.PreferredVersion.Version == "v1" {
-				return true, nil
-			}
-		}
-		return false, nil
-	}, "the CRD's group in the legacy (non-aggregated) /apis list")
+	return preferred
+}
 
-	require.NoError(t, ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{}))
-	eventually(t, 30*time.Second, func() (bool, error) {
-		_, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), err
-	}, "the CRD to be deleted")
-
-	legacyGroups := func() []string {
-		var list metav1.APIGroupList
-		raw, err := kube(t, s, "two").Discovery().RESTClient().Get().AbsPath("/apis").SetHeader("Accept", "application/json").DoRaw(ctx)
-		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(raw, &list))
-		var names []string
-		for _, g := range list.Groups {
-			names = append(names, g.Name)
+// firstOfKind returns the first object of a kind in a manifest.
+func firstOfKind(t *testing.T, file, kind string) *unstructured.Unstructured {
+	t.Helper()
+	for _, obj := range harness.Manifests(t, file) {
+		if obj.GetKind() == kind {
+			return obj
 		}
-		return names
 	}
-	require.NotContains(t, legacyGroups(), "gateway.networking.k8s.io", "a deleted CRD's group leaves the legacy /apis list")
-	require.Contains(t, legacyGroups(), "apiextensions.k8s.io")
-	require.Contains(t, legacyGroups(), "tenancy.kubestellar.io")
-
-	// Recreate the CRD: no instance of any space may come back.
-	crd.ResourceVersion = ""
-	_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
-	require.NoError(t, err)
-	eventually(t, 30*time.Second, func() (bool, error) {
-		list, err := dyn(t, s, spaces.Wildcard).Resource(gatewaysGVR).List(ctx, metav1.ListOptions{})
-		return err == nil && len(list.Items) == 0, err
-	}, "the recreated CRD to be served with no instances")
+	require.Failf(t, "no instance", "%s holds no %s", file, kind)
+	return nil
 }
 
 // TestDeletingASpaceRemovesEverythingInIt fills a space and deletes it.
