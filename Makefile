@@ -7,11 +7,16 @@ LDFLAGS := -X github.com/kubestellar/kubestellar/cmd/kubestellar/app/version.Ver
 export KUBESTELLAR_BIN ?= $(CURDIR)/$(BIN)
 TEST_FLAGS ?=
 RUN_ARGS ?=
+BENCH_ARGS ?=
 
-.PHONY: help build run test test-deps test-unit test-integration test-e2e verify codegen bench clean deb deb-test
+# The unit tests are every package but the integration and end-to-end
+# suites; -short skips the edge cluster harness's tests that start clusters.
+UNIT_PACKAGES = $$($(GO) list ./... | grep -v -e /test/integration -e /test/e2e)
+
+.PHONY: help build run test test-deps test-unit test-integration test-e2e verify codegen bench bench-deps clean deb deb-test
 
 help: ## List the targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-20s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-20s %s\n", $$1, $$2}'
 
 build: ## Build the kubestellar binary into _output/
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/kubestellar
@@ -19,20 +24,20 @@ build: ## Build the kubestellar binary into _output/
 run: build ## Run the server on its embedded default (SQLite in ~/.kubestellar or /var/lib/kubestellar)
 	$(BIN) server start $(RUN_ARGS)
 
-test: build test-deps ## Run every test: unit, integration (in-process server), e2e (built binary, real kubectl, edge clusters, proxies, PostgreSQL)
+test: build test-deps edgecluster-tools ## Run every test: unit, integration (in-process server), e2e (built binary, real kubectl, edge clusters, proxies, databases)
 	$(GO) test $(TEST_FLAGS) -timeout 60m ./...
 
 test-deps: ## Install the Debian packages the tests use, where missing (as root; else says what to install)
 	hack/test-deps.sh
 
-test-unit: ## Run the unit tests only
-	$(GO) test $(TEST_FLAGS) -short ./...
+test-unit: ## Run the unit tests only: no server, no binary, no edge cluster (all packages but test/integration and test/e2e, -short)
+	$(GO) test $(TEST_FLAGS) -short $(UNIT_PACKAGES)
 
-test-integration: ## Run the integration tests (in-process server)
-	$(GO) test $(TEST_FLAGS) ./test/integration/...
+test-integration: ## Run the integration tests: the server in-process, nothing else built or installed
+	$(GO) test $(TEST_FLAGS) -timeout 60m ./test/integration/...
 
-test-e2e: build test-deps ## Run the end-to-end tests (built binary, real kubectl)
-	$(GO) test $(TEST_FLAGS) ./test/e2e/...
+test-e2e: build test-deps edgecluster-tools ## Run the end-to-end tests (built binary, real kubectl, edge clusters, proxies, databases)
+	$(GO) test $(TEST_FLAGS) -timeout 60m ./test/e2e/...
 
 verify: ## gofmt, go vet, staticcheck, generated code and go.mod drift
 	hack/verify.sh
@@ -40,8 +45,11 @@ verify: ## gofmt, go vet, staticcheck, generated code and go.mod drift
 codegen: ## Regenerate deepcopy, CRDs and OpenAPI models
 	hack/update-codegen.sh
 
-bench: build ## Measure the server: readiness, memory, throughput, latency (prints tables)
-	$(GO) run ./test/bench -kubestellar $(BIN)
+bench: build bench-deps ## Measure the server, syncer, tunnels and datastores (prints a table; installs what it needs first)
+	$(GO) run ./test/bench -kubestellar $(BIN) $(BENCH_ARGS)
+
+bench-deps: edgecluster-tools ## Install what the benchmarks need, where missing: PostgreSQL, MariaDB (as root; else says what), edge cluster binaries
+	hack/bench-deps.sh
 
 deb: build ## Build the Debian package _output/kubestellar_<version>_<arch>.deb (needs dpkg-deb)
 	hack/build-deb.sh $(BIN) $(VERSION) _output

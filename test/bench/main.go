@@ -8,6 +8,9 @@
 //
 //	go run ./test/bench -kubestellar _output/kubestellar   (make bench)
 //
+// Before measuring anything it checks that what the chosen sections need is
+// here (preflight.go); `make bench` installs it first (make bench-deps).
+//
 // Every section's size flag skips the section when 0, e.g. only the syncer:
 //
 //	go run ./test/bench -ready-repeats 0 -throughput-objects 0 -latency-samples 0 \
@@ -119,6 +122,9 @@ func run(ctx context.Context, o options) error {
 	}
 	var rows []row
 	progress := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
+	if err := prerequisites(ctx, o, progress); err != nil {
+		return err
+	}
 
 	if o.readyRepeats > 0 {
 		progress("timing %d cold starts", o.readyRepeats)

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the benchmarks use, where missing, before
+# anything is measured (make bench-deps; make bench runs it first, and so
+# can any long run that needs the same, such as a soak test): the
+# datastore section runs PostgreSQL and MariaDB servers, as their own users
+# when run as root (runuser). As root it installs them with apt-get;
+# otherwise it says what to install. The test edge cluster's binaries
+# (etcd among them) are built by `make edgecluster-tools`, which
+# `make bench-deps` runs too.
+set -euo pipefail
+source "$(dirname "$0")/lib/deps.sh"
+ensure_packages "the benchmarks" gcc:gcc runuser:util-linux mariadbd:mariadb-server mariadb-install-db:mariadb-server \
+  '/usr/lib/postgresql/*/bin/initdb:postgresql'
