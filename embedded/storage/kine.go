@@ -76,6 +76,9 @@ func Start(ctx context.Context, cfg Config) (*Datastore, error) {
 			return nil, err
 		}
 	}
+	if err := CheckEndpoint(endpointURL); err != nil {
+		return nil, err
+	}
 	logger.Info("starting datastore", "endpoint", Redact(endpointURL))
 	kineCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	wg := &sync.WaitGroup{}
@@ -95,8 +98,8 @@ func Start(ctx context.Context, cfg Config) (*Datastore, error) {
 	})
 	if err != nil {
 		cancel()
-		// kine's errors do not carry the endpoint, which may hold a password.
-		return nil, fmt.Errorf("starting datastore %s: %w", Redact(endpointURL), err)
+		// kine's errors may quote the endpoint (a URL that does not parse).
+		return nil, fmt.Errorf("starting datastore %s: %w", Redact(endpointURL), RedactError(endpointURL, err))
 	}
 	return &Datastore{Endpoints: etcdCfg.Endpoints, TLS: etcdCfg.TLSConfig, etcd: IsEtcd(endpointURL), cancel: cancel, wg: wg}, nil
 }
@@ -146,6 +149,7 @@ func (d *Datastore) WaitReady(ctx context.Context, endpointURL string) error {
 		if cause := d.diagnose(ctx); cause != nil {
 			err = cause
 		}
+		err = RedactError(endpointURL, err)
 		hint := "is it running and reachable from here?"
 		if strings.Contains(err.Error(), "certificate") || strings.Contains(err.Error(), "tls:") {
 			hint = "check --datastore-cafile, --datastore-certfile and --datastore-keyfile"
@@ -203,41 +207,4 @@ func (d *Datastore) Compacts() bool { return !d.etcd }
 func (d *Datastore) Stop() {
 	d.cancel()
 	d.wg.Wait()
-}
-
-// Redact returns an endpoint with any password replaced, for logs and
-// errors. It keeps the rest as written (no re-encoding), and handles both
-// URLs (postgres://user:pw@host/db) and DSNs (user:pw@tcp(host:3306)/db).
-func Redact(endpointURL string) string {
-	out := endpointURL
-	scheme, rest, hasScheme := strings.Cut(out, "://")
-	if !hasScheme {
-		scheme, rest = "", out
-	}
-	// user:password@host... : keep the user, hide the password. The last @
-	// before the path ends the user info (passwords may contain @).
-	authority, _, _ := strings.Cut(rest, "/")
-	if at := strings.LastIndex(authority, "@"); at >= 0 {
-		userinfo := rest[:at]
-		if user, _, hasPassword := strings.Cut(userinfo, ":"); hasPassword {
-			rest = user + ":REDACTED" + rest[at:]
-		}
-	}
-	if hasScheme {
-		out = scheme + "://" + rest
-	} else {
-		out = rest
-	}
-	base, query, hasQuery := strings.Cut(out, "?")
-	if !hasQuery {
-		return out
-	}
-	params := strings.Split(query, "&")
-	for i, p := range params {
-		key, _, _ := strings.Cut(p, "=")
-		if strings.Contains(strings.ToLower(key), "password") {
-			params[i] = key + "=REDACTED"
-		}
-	}
-	return base + "?" + strings.Join(params, "&")
 }
