@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/pflag"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+
+	"github.com/kubestellar/kubestellar/embedded/storage"
 )
 
 // Options are the settings of `kubestellar server start`.
@@ -39,6 +41,34 @@ type Options struct {
 	TokenFile string
 }
 
+// The environment variables `server start` reads when no flag gives their
+// value, as k3s reads K3S_TOKEN and K3S_DATASTORE_ENDPOINT: they keep the
+// secrets out of the process list, which every user of the machine reads
+// (the service's EnvironmentFile= sets them).
+const (
+	// TokenEnv stands for --token.
+	TokenEnv = "KUBESTELLAR_TOKEN"
+	// DatastoreEndpointEnv stands for --datastore-endpoint.
+	DatastoreEndpointEnv = "KUBESTELLAR_DATASTORE_ENDPOINT"
+)
+
+// FromEnv fills in from getenv what no flag gave (flags win): --token, when
+// neither --token nor --token-file is given, from $KUBESTELLAR_TOKEN, and
+// --datastore-endpoint from $KUBESTELLAR_DATASTORE_ENDPOINT. An empty
+// variable counts as unset. It returns the names of the variables it used.
+func (o *Options) FromEnv(getenv func(string) string) []string {
+	var used []string
+	if v := getenv(TokenEnv); v != "" && o.Token == "" && o.TokenFile == "" {
+		o.Token = v
+		used = append(used, TokenEnv)
+	}
+	if v := getenv(DatastoreEndpointEnv); v != "" && o.DatastoreEndpoint == "" {
+		o.DatastoreEndpoint = v
+		used = append(used, DatastoreEndpointEnv)
+	}
+	return used
+}
+
 // DefaultDataDir is /var/lib/kubestellar for root and ~/.kubestellar for
 // everyone else.
 func DefaultDataDir() string {
@@ -64,9 +94,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AdvertiseAddress, "advertise-address", o.AdvertiseAddress, "Address edges and clients are told to reach the server at (default: the host's primary address).")
 	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "Extra host name or IP address for the serving certificate (repeatable).")
 	fs.StringVar(&o.HTTPAddress, "http-address", o.HTTPAddress, "Also serve the API over plain HTTP at this host:port (off by default), for a TLS-terminating load balancer that does not re-encrypt. Requests still need a bearer token; listen only where nothing but the load balancer reaches.")
-	fs.StringVar(&o.Token, "token", o.Token, "Secret shared by the servers of one cluster: the first server started with it stores the CA and admin token in the datastore, encrypted with a key derived from it; servers started later with the same --token and --datastore-endpoint load them.")
+	fs.StringVar(&o.Token, "token", o.Token, "Secret shared by the servers of one cluster: the first server started with it stores the CA and admin token in the datastore, encrypted with a key derived from it; servers started later with the same --token and --datastore-endpoint load them. $"+TokenEnv+" when neither --token nor --token-file is given.")
 	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "File holding --token (keeps it out of the process list).")
-	fs.StringVar(&o.DatastoreEndpoint, "datastore-endpoint", o.DatastoreEndpoint, "Datastore to keep the state in, through kine: postgres://user:pw@host:5432/db, mysql://user:pw@tcp(host:3306)/db, or an etcd cluster, https://etcd1:2379,https://etcd2:2379 (default: SQLite in the data dir).")
+	fs.StringVar(&o.DatastoreEndpoint, "datastore-endpoint", o.DatastoreEndpoint, "Datastore to keep the state in, through kine: postgres://user:pw@host:5432/db (percent-encode / ? # @ % in pw), mysql://user:pw@tcp(host:3306)/db, or an etcd cluster, https://etcd1:2379,https://etcd2:2379 (default: SQLite in the data dir). $"+DatastoreEndpointEnv+" when not given: it keeps a password out of the process list.")
 	fs.StringVar(&o.DatastoreCAFile, "datastore-cafile", o.DatastoreCAFile, "CA certificate file that verifies the datastore's serving certificate.")
 	fs.StringVar(&o.DatastoreCertFile, "datastore-certfile", o.DatastoreCertFile, "Client certificate file for the datastore (with --datastore-keyfile).")
 	fs.StringVar(&o.DatastoreKeyFile, "datastore-keyfile", o.DatastoreKeyFile, "Client key file for the datastore (with --datastore-certfile).")
@@ -103,12 +133,12 @@ func (o *Options) Complete() (*CompletedOptions, error) {
 		}
 	}
 	if c.TokenFile != "" {
+		if c.Token != "" {
+			return nil, errors.New("--token and --token-file exclude each other: give one")
+		}
 		data, err := os.ReadFile(c.TokenFile)
 		if err != nil {
 			return nil, fmt.Errorf("--token-file: %w", err)
-		}
-		if c.Token != "" {
-			return nil, errors.New("--token and --token-file exclude each other")
 		}
 		c.Token = strings.TrimSpace(string(data))
 		if c.Token == "" {
@@ -183,6 +213,9 @@ func (c *CompletedOptions) validateDatastore() []error {
 		if _, err := os.ReadFile(f.path); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", f.flag, err))
 		}
+	}
+	if err := storage.CheckEndpoint(c.DatastoreEndpoint); err != nil {
+		errs = append(errs, fmt.Errorf("--datastore-endpoint: %w", err))
 	}
 	if (c.DatastoreCertFile == "") != (c.DatastoreKeyFile == "") {
 		errs = append(errs, errors.New("--datastore-certfile and --datastore-keyfile go together"))

@@ -100,3 +100,69 @@ func TestValidateHTTPAddress(t *testing.T) {
 		})
 	}
 }
+
+func TestSecretsFromEnv(t *testing.T) {
+	env := map[string]string{TokenEnv: "token-from-env", DatastoreEndpointEnv: "postgres://ks:pw@127.0.0.1/ks"}
+	for _, tc := range []struct {
+		name                string
+		env                 map[string]string
+		set                 func(*Options)
+		token, endpoint     string
+		tokenFile           string
+		used                []string
+		completeErr, valErr string
+	}{
+		{name: "nothing", env: map[string]string{}},
+		{name: "both from the environment", env: env, token: "token-from-env", endpoint: "postgres://ks:pw@127.0.0.1/ks",
+			used: []string{TokenEnv, DatastoreEndpointEnv}},
+		{name: "empty variables are unset", env: map[string]string{TokenEnv: "", DatastoreEndpointEnv: ""}},
+		{name: "flags win", env: env, set: func(o *Options) { o.Token, o.DatastoreEndpoint = "flag-token", "mysql://ks:pw@tcp(127.0.0.1)/ks" },
+			token: "flag-token", endpoint: "mysql://ks:pw@tcp(127.0.0.1)/ks"},
+		{name: "--token-file wins over the environment", env: env, tokenFile: "file-token\n",
+			token: "file-token", endpoint: "postgres://ks:pw@127.0.0.1/ks", used: []string{DatastoreEndpointEnv}},
+		{name: "--token and --token-file", env: map[string]string{}, set: func(o *Options) { o.Token = "flag-token" }, tokenFile: "file-token",
+			completeErr: "--token and --token-file exclude each other"},
+		{name: "empty token file", env: map[string]string{}, tokenFile: " \n", completeErr: "is empty"},
+		{name: "a bad endpoint from the environment, redacted", env: map[string]string{DatastoreEndpointEnv: "postgres://ks:hunter2/sesame@127.0.0.1/ks"},
+			endpoint: "postgres://ks:hunter2/sesame@127.0.0.1/ks", used: []string{DatastoreEndpointEnv},
+			valErr: `--datastore-endpoint: datastore endpoint "postgres://ks:REDACTED@127.0.0.1/ks": an @ after the host: percent-encode`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			o.DataDir = t.TempDir()
+			if tc.set != nil {
+				tc.set(o)
+			}
+			if tc.tokenFile != "" {
+				o.TokenFile = filepath.Join(t.TempDir(), "token")
+				require.NoError(t, os.WriteFile(o.TokenFile, []byte(tc.tokenFile), 0o600))
+			}
+			used := o.FromEnv(func(name string) string { return tc.env[name] })
+			c, err := o.Complete()
+			if tc.completeErr != "" {
+				require.ErrorContains(t, err, tc.completeErr)
+				if strings.Contains(tc.completeErr, "--token-file") {
+					require.ErrorContains(t, err, "--token ")
+				}
+				if tc.completeErr == "is empty" {
+					require.ErrorContains(t, err, o.TokenFile, "the error names the file")
+				}
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.used, used)
+			require.Equal(t, tc.token, c.Token)
+			require.Equal(t, tc.endpoint, c.DatastoreEndpoint)
+			errs := c.Validate()
+			if tc.valErr == "" {
+				require.Empty(t, errs)
+				return
+			}
+			require.Len(t, errs, 1)
+			require.ErrorContains(t, errs[0], tc.valErr)
+			for _, secret := range []string{"hunter2", "sesame"} {
+				require.NotContains(t, errs[0].Error(), secret)
+			}
+		})
+	}
+}

@@ -96,7 +96,10 @@ check "systemd-analyze verify kubestellar-syncer@edge1.service" verify_unit "$tm
 # are not ours are already there.
 if absent /etc/systemd/system/kubestellar.service && absent /etc/systemd/system/kubestellar-syncer@.service; then
   echo "== kubestellar server install / syncer install (--no-start)"
-  /usr/bin/kubestellar server install --no-start --port 7443
+  # The secrets come from the environment and a flag: both must land in
+  # variables of the environment files, never in the flags ExecStart expands.
+  KUBESTELLAR_DATASTORE_ENDPOINT='postgres://ks:s3cret@127.0.0.1:5432/kubestellar' \
+    /usr/bin/kubestellar server install --no-start --port 7443
   /usr/bin/kubestellar syncer install --no-start --server https://127.0.0.1:7443 \
     --token "K10$(printf '%064d' 0)::abcdef.0123456789abcdef" --sync-target edge1 --kubeconfig /etc/kubestellar/edge1.kubeconfig
   check "server install writes the unit the package ships" cmp /lib/systemd/system/kubestellar.service /etc/systemd/system/kubestellar.service
@@ -104,6 +107,10 @@ if absent /etc/systemd/system/kubestellar.service && absent /etc/systemd/system/
     cmp /lib/systemd/system/kubestellar-syncer@.service /etc/systemd/system/kubestellar-syncer@.service
   check "/etc/kubestellar/server.env is 0600" mode_is 600 /etc/kubestellar/server.env
   check "/etc/kubestellar/syncer-edge1.env is 0600" mode_is 600 /etc/kubestellar/syncer-edge1.env
+  check "the datastore endpoint is a variable of server.env" grep -q '^KUBESTELLAR_DATASTORE_ENDPOINT=.*s3cret' /etc/kubestellar/server.env
+  check "the datastore endpoint is no flag in server.env" sh -c "! grep '^KUBESTELLAR_ARGS=' /etc/kubestellar/server.env | grep -q s3cret"
+  check "the join token is a variable of syncer-edge1.env" grep -q '^KUBESTELLAR_TOKEN=.*0123456789abcdef' /etc/kubestellar/syncer-edge1.env
+  check "the join token is no flag in syncer-edge1.env" sh -c "! grep '^KUBESTELLAR_SYNCER_ARGS=' /etc/kubestellar/syncer-edge1.env | grep -q 0123456789abcdef"
 else
   echo "== skipping server install / syncer install: /etc/systemd/system has kubestellar units already"
 fi

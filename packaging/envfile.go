@@ -11,7 +11,10 @@ import (
 )
 
 // The flags of a service live in one variable of an environment file,
-// VAR="--flag=value ...", which the unit expands as $VAR in ExecStart=.
+// VAR="--flag=value ...", which the unit expands as $VAR in ExecStart=; its
+// secrets live in other variables (KUBESTELLAR_TOKEN=...), which the binary
+// reads from its environment, so that they stay out of its command line,
+// which every user of the machine reads in the process list.
 // Two layers of quoting apply, and both are written so that systemd and a
 // POSIX shell read them alike:
 //
@@ -110,9 +113,17 @@ func SplitArgs(s string) ([]string, error) {
 	return words, nil
 }
 
+// EnvVar is one variable of an environment file that the binary reads
+// from its environment (a secret kept off its command line).
+type EnvVar struct {
+	Name, Value string
+}
+
 // FormatEnvFile is an environment file: the comment lines of header, then
-// name="args, quoted".
-func FormatEnvFile(header, name string, args []string) ([]byte, error) {
+// name="args, quoted", then each of vars, NAME="value". A value with a
+// control character (a newline would start another assignment) is
+// refused, without quoting it: it may be a secret.
+func FormatEnvFile(header, name string, args []string, vars ...EnvVar) ([]byte, error) {
 	value, err := QuoteArgs(args)
 	if err != nil {
 		return nil, err
@@ -124,6 +135,12 @@ func FormatEnvFile(header, name string, args []string) ([]byte, error) {
 		}
 	}
 	fmt.Fprintf(&b, "%s=\"%s\"\n", name, escapeDoubleQuoted(value))
+	for _, v := range vars {
+		if !utf8.ValidString(v.Value) || strings.ContainsFunc(v.Value, unicode.IsControl) {
+			return nil, fmt.Errorf("the value of %s holds a control character or invalid UTF-8", v.Name)
+		}
+		fmt.Fprintf(&b, "%s=\"%s\"\n", v.Name, escapeDoubleQuoted(v.Value))
+	}
 	return b.Bytes(), nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -132,7 +133,10 @@ func TestServerArgs(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		args    []string
+		env     map[string]string
 		want    []string
+		secrets []EnvVar
+		fromEnv []string
 		dataDir string
 		err     string
 	}{
@@ -142,8 +146,26 @@ func TestServerArgs(t *testing.T) {
 			dataDir: filepath.Join(wd, "state")},
 		{name: "relative files", args: []string{"--token-file=" + tokenFile, "--datastore-endpoint=https://etcd:2379", "--datastore-cafile=" + tokenFile},
 			want: []string{"--data-dir=/var/lib/kubestellar", "--datastore-cafile=" + filepath.Join(wd, tokenFile),
-				"--datastore-endpoint=https://etcd:2379", "--token-file=" + filepath.Join(wd, tokenFile)},
+				"--token-file=" + filepath.Join(wd, tokenFile)},
+			secrets: []EnvVar{{"KUBESTELLAR_DATASTORE_ENDPOINT", "https://etcd:2379"}},
 			dataDir: "/var/lib/kubestellar"},
+		{name: "secrets go to the environment file", args: []string{"--token=cluster-secret", "--datastore-endpoint=postgres://ks:pw@db/ks", "--port=7443"},
+			want:    []string{"--data-dir=/var/lib/kubestellar", "--port=7443"},
+			secrets: []EnvVar{{"KUBESTELLAR_DATASTORE_ENDPOINT", "postgres://ks:pw@db/ks"}, {"KUBESTELLAR_TOKEN", "cluster-secret"}},
+			dataDir: "/var/lib/kubestellar"},
+		{name: "secrets from the installer's environment", env: map[string]string{"KUBESTELLAR_TOKEN": "env-secret", "KUBESTELLAR_DATASTORE_ENDPOINT": "mysql://ks:pw@tcp(db)/ks"},
+			want:    []string{"--data-dir=/var/lib/kubestellar"},
+			secrets: []EnvVar{{"KUBESTELLAR_DATASTORE_ENDPOINT", "mysql://ks:pw@tcp(db)/ks"}, {"KUBESTELLAR_TOKEN", "env-secret"}},
+			fromEnv: []string{"KUBESTELLAR_TOKEN", "KUBESTELLAR_DATASTORE_ENDPOINT"},
+			dataDir: "/var/lib/kubestellar"},
+		{name: "flags win over the environment", args: []string{"--token-file=" + tokenFile, "--datastore-endpoint=https://etcd:2379"},
+			env:     map[string]string{"KUBESTELLAR_TOKEN": "env-secret", "KUBESTELLAR_DATASTORE_ENDPOINT": "mysql://ks:pw@tcp(db)/ks"},
+			want:    []string{"--data-dir=/var/lib/kubestellar", "--token-file=" + filepath.Join(wd, tokenFile)},
+			secrets: []EnvVar{{"KUBESTELLAR_DATASTORE_ENDPOINT", "https://etcd:2379"}},
+			dataDir: "/var/lib/kubestellar"},
+		{name: "--token and --token-file", args: []string{"--token=a", "--token-file=" + tokenFile}, err: "--token and --token-file exclude each other"},
+		{name: "a password that kine would misread", args: []string{"--datastore-endpoint=postgres://ks:hunter2/sesame@db/ks"},
+			err: `datastore endpoint "postgres://ks:REDACTED@db/ks": an @ after the host`},
 		{name: "typo", args: []string{"--prot=7443"}, err: "unknown flag: --prot"},
 		{name: "bad value", args: []string{"--port=http"}, err: `"--port"`},
 		{name: "invalid", args: []string{"--port=70000"}, err: "--port 70000 is not between 1 and 65535"},
@@ -151,13 +173,16 @@ func TestServerArgs(t *testing.T) {
 		{name: "an argument", args: []string{"start"}, err: `"start"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, dataDir, err := ServerArgs(tc.args)
+			got, dataDir, err := ServerArgs(tc.args, func(name string) string { return tc.env[name] })
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err)
+				require.NotContains(t, err.Error(), "hunter2", "errors must not show a password")
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.want, got.Args)
+			require.Equal(t, tc.secrets, got.Secrets)
+			require.Equal(t, tc.fromEnv, got.FromEnv)
 			require.Equal(t, tc.dataDir, dataDir)
 		})
 	}
@@ -167,31 +192,55 @@ func TestSyncerArgs(t *testing.T) {
 	wd, err := os.Getwd()
 	require.NoError(t, err)
 	base := []string{"--server=https://center:6443/", "--token=" + testToken, "--sync-target=edge1"}
+	tokenFile, err := filepath.Rel(wd, filepath.Join(t.TempDir(), "token"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600))
+	emptyFile := filepath.Join(t.TempDir(), "empty")
+	require.NoError(t, os.WriteFile(emptyFile, nil, 0o600))
+	secret := []EnvVar{{"KUBESTELLAR_TOKEN", testToken}}
 	for _, tc := range []struct {
-		name string
-		args []string
-		want []string
-		err  string
+		name    string
+		args    []string
+		env     map[string]string
+		want    []string
+		secrets []EnvVar
+		fromEnv []string
+		err     string
 	}{
 		{name: "minimal", args: base, want: []string{"--data-dir=/var/lib/kubestellar-syncer/edge1",
-			"--server=https://center:6443", "--sync-target=edge1", "--token=" + testToken}},
+			"--server=https://center:6443", "--sync-target=edge1"}, secrets: secret},
 		{name: "relative paths made absolute", args: append([]string{"--kubeconfig=rel/kc", "--data-dir=d", "--heartbeat-interval=30s"}, base...),
 			want: []string{"--data-dir=" + filepath.Join(wd, "d"), "--heartbeat-interval=30s", "--kubeconfig=" + filepath.Join(wd, "rel/kc"),
-				"--server=https://center:6443", "--sync-target=edge1", "--token=" + testToken}},
+				"--server=https://center:6443", "--sync-target=edge1"}, secrets: secret},
+		{name: "token file recorded, absolute", args: []string{"--server=https://center:6443", "--token-file=" + tokenFile, "--sync-target=edge1"},
+			env: map[string]string{"KUBESTELLAR_TOKEN": "ignored"},
+			want: []string{"--data-dir=/var/lib/kubestellar-syncer/edge1", "--server=https://center:6443", "--sync-target=edge1",
+				"--token-file=" + filepath.Join(wd, tokenFile)}},
+		{name: "token from the installer's environment", args: []string{"--server=https://center:6443", "--sync-target=edge1"},
+			env:     map[string]string{"KUBESTELLAR_TOKEN": testToken},
+			want:    []string{"--data-dir=/var/lib/kubestellar-syncer/edge1", "--server=https://center:6443", "--sync-target=edge1"},
+			secrets: secret, fromEnv: []string{"KUBESTELLAR_TOKEN"}},
+		{name: "--token and --token-file", args: append([]string{"--token-file=" + tokenFile}, base...), err: "--token and --token-file exclude each other"},
+		{name: "empty token file", args: []string{"--server=https://c:6443", "--token-file=" + emptyFile, "--sync-target=edge1"},
+			err: "--token-file " + emptyFile + " is empty"},
+		{name: "missing token file", args: []string{"--server=https://c:6443", "--token-file=/nonexistent/token", "--sync-target=edge1"},
+			err: "--token-file: open /nonexistent/token"},
 		{name: "typo", args: append([]string{"--sync-targt=x"}, base...), err: "unknown flag: --sync-targt"},
 		{name: "no server", args: base[1:], err: "--server is required"},
 		{name: "bad token", args: []string{"--server=https://c:6443", "--token=nope", "--sync-target=e"}, err: "--token"},
 		{name: "bad name", args: []string{"--server=https://c:6443", "--token=" + testToken, "--sync-target=Edge_1"}, err: "--sync-target"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, name, err := SyncerArgs(tc.args)
+			got, name, err := SyncerArgs(tc.args, func(name string) string { return tc.env[name] })
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err)
 				require.NotContains(t, err.Error(), "0123456789abcdef", "errors must not show the token")
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.want, got.Args)
+			require.Equal(t, tc.secrets, got.Secrets)
+			require.Equal(t, tc.fromEnv, got.FromEnv)
 			require.Equal(t, "edge1", name)
 		})
 	}
@@ -356,4 +405,65 @@ func TestSystemctlFailureIsReturned(t *testing.T) {
 	h, _ := testHost(t, sd)
 	err := InstallServer(context.Background(), h, ServerInstall{Binary: testBinary})
 	require.ErrorContains(t, err, "enable --now kubestellar.service")
+}
+
+// TestInstallKeepsSecretsOutOfExecStart: the token and the datastore
+// endpoint go to the environment file as the variables the binary reads,
+// never into the variable ExecStart expands; an environment file of an
+// earlier install, with the secrets among the flags, is rewritten by the
+// next install.
+func TestInstallKeepsSecretsOutOfExecStart(t *testing.T) {
+	const password = `pw/with@every:char?and#more'"$` + "`\\"
+	endpoint := "mysql://ks:" + password + "@tcp(127.0.0.1:3306)/kubestellar"
+	h, _ := testHost(t, nil)
+	serverEnv := filepath.Join(h.Root, ServerEnvFile)
+	syncerEnv := filepath.Join(h.Root, SyncerEnvFile("edge1"))
+	require.NoError(t, os.MkdirAll(filepath.Dir(serverEnv), 0o755))
+	// As an earlier install wrote them.
+	old, err := FormatEnvFile("", ServerArgsVar, []string{"--data-dir=/srv/ks", "--datastore-endpoint=" + endpoint, "--token=cluster-secret"})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(serverEnv, old, 0o600))
+	dataDir, err := serverDataDir(h)
+	require.NoError(t, err)
+	require.Equal(t, "/srv/ks", dataDir, "an earlier environment file still reads")
+
+	require.NoError(t, InstallServer(context.Background(), h, ServerInstall{Binary: testBinary,
+		Args: []string{"--data-dir=/srv/ks", "--datastore-endpoint=" + endpoint, "--token=cluster-secret"}}))
+	require.NoError(t, InstallSyncer(context.Background(), h, SyncerInstall{Binary: testBinary,
+		Args: []string{"--server=https://center:6443", "--token=" + testToken, "--sync-target=edge1", "--kubeconfig=/k"}}))
+
+	for _, tc := range []struct {
+		file, argsVar string
+		args          []string
+		secrets       map[string]string
+	}{
+		{file: serverEnv, argsVar: ServerArgsVar, args: []string{"--data-dir=/srv/ks"},
+			secrets: map[string]string{"KUBESTELLAR_DATASTORE_ENDPOINT": endpoint, "KUBESTELLAR_TOKEN": "cluster-secret"}},
+		{file: syncerEnv, argsVar: SyncerArgsVar,
+			args:    []string{"--data-dir=/var/lib/kubestellar-syncer/edge1", "--kubeconfig=/k", "--server=https://center:6443", "--sync-target=edge1"},
+			secrets: map[string]string{"KUBESTELLAR_TOKEN": testToken}},
+	} {
+		data, err := os.ReadFile(tc.file)
+		require.NoError(t, err)
+		vars, err := ParseEnvFile(data)
+		require.NoError(t, err)
+		require.Equal(t, tc.args, readEnvArgs(t, h, strings.TrimPrefix(tc.file, h.Root), tc.argsVar))
+		for name, value := range tc.secrets {
+			require.Equal(t, value, vars[name], "%s in %s", name, tc.file)
+			require.NotContains(t, vars[tc.argsVar], value, "a secret in %s, which ExecStart expands", tc.argsVar)
+		}
+		require.Len(t, vars, 1+len(tc.secrets))
+		// A shell sourcing the file reads the same values.
+		for name, value := range tc.secrets {
+			out, err := exec.Command("sh", "-c", `. "$1" && eval "printf '%s' \"\$$2\""`, "sh", tc.file, name).Output()
+			require.NoError(t, err)
+			require.Equal(t, value, string(out), "%s as a shell reads %s", name, tc.file)
+		}
+	}
+}
+
+func TestFormatEnvFileRefusesControlCharactersInSecrets(t *testing.T) {
+	_, err := FormatEnvFile("", "V", nil, EnvVar{Name: "KUBESTELLAR_TOKEN", Value: "abc\nEVIL=1"})
+	require.ErrorContains(t, err, "the value of KUBESTELLAR_TOKEN holds a control character")
+	require.NotContains(t, err.Error(), "abc", "the value may be a secret")
 }

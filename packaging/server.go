@@ -16,44 +16,77 @@ type ServerInstall struct {
 	Binary string
 	// Args are flags of `kubestellar server start`.
 	Args []string
+	// Getenv, when set, gives the secrets no flag gives:
+	// $KUBESTELLAR_TOKEN and $KUBESTELLAR_DATASTORE_ENDPOINT.
+	Getenv func(string) string
 	// NoStart leaves the service neither enabled nor started.
 	NoStart bool
 }
 
+// Service is how a service runs a command of the binary: the flags that
+// ExecStart passes, none of them secret, and the secrets, which the
+// environment file holds as the variables the binary reads, so that they
+// stay out of the process list.
+type Service struct {
+	// Args are the flags, in the order of their names.
+	Args []string
+	// Secrets are $KUBESTELLAR_TOKEN and $KUBESTELLAR_DATASTORE_ENDPOINT
+	// when set.
+	Secrets []EnvVar
+	// FromEnv names the variables of the installer's environment that gave
+	// a secret no flag gave.
+	FromEnv []string
+}
+
 // ServerArgs checks args with the options of `kubestellar server start`
-// and returns them as the service runs them: --data-dir always given (the
-// service's default is DefaultServerDataDir, whoever installs it) and
-// absolute, then every flag set, in the order of their names.
-func ServerArgs(args []string) (normalized []string, dataDir string, err error) {
+// (and $KUBESTELLAR_TOKEN, $KUBESTELLAR_DATASTORE_ENDPOINT from getenv,
+// which may be nil, where no flag gives them) and returns them as the
+// service runs them: --data-dir always given (the service's default is
+// DefaultServerDataDir, whoever installs it) and absolute, then every flag
+// set but --token and --datastore-endpoint, which become Secrets.
+func ServerArgs(args []string, getenv func(string) string) (svc Service, dataDir string, err error) {
 	o := embedded.NewOptions()
 	flags, err := parseFlags("server start", o.AddFlags, args)
 	if err != nil {
-		return nil, "", err
+		return Service{}, "", err
 	}
 	if err := absPaths(flags, "token-file", "datastore-cafile", "datastore-certfile", "datastore-keyfile"); err != nil {
-		return nil, "", err
+		return Service{}, "", err
 	}
 	if !flags.Changed("data-dir") {
 		o.DataDir = DefaultServerDataDir
 	}
+	if getenv != nil {
+		svc.FromEnv = o.FromEnv(getenv)
+	}
 	completed, err := o.Complete()
 	if err != nil {
-		return nil, "", err
+		return Service{}, "", err
 	}
 	if errs := completed.Validate(); len(errs) > 0 {
-		return nil, "", fmt.Errorf("flags of `kubestellar server start`: %w", errors.Join(errs...))
+		return Service{}, "", fmt.Errorf("flags of `kubestellar server start`: %w", errors.Join(errs...))
 	}
 	if err := flags.Set("data-dir", completed.DataDir); err != nil {
-		return nil, "", err
+		return Service{}, "", err
 	}
-	return ChangedFlags(flags), completed.DataDir, nil
+	// o, not completed: the token itself, not what --token-file holds.
+	if o.DatastoreEndpoint != "" {
+		svc.Secrets = append(svc.Secrets, EnvVar{Name: embedded.DatastoreEndpointEnv, Value: o.DatastoreEndpoint})
+	}
+	if o.Token != "" {
+		svc.Secrets = append(svc.Secrets, EnvVar{Name: embedded.TokenEnv, Value: o.Token})
+	}
+	flags.Lookup("datastore-endpoint").Changed = false
+	flags.Lookup("token").Changed = false
+	svc.Args = ChangedFlags(flags)
+	return svc, completed.DataDir, nil
 }
 
 // InstallServer writes kubestellar.service and its environment file and,
 // where systemd runs, enables and starts the service, waiting until the
 // server says it is ready.
 func InstallServer(ctx context.Context, h Host, in ServerInstall) error {
-	args, dataDir, err := ServerArgs(in.Args)
+	svc, dataDir, err := ServerArgs(in.Args, in.Getenv)
 	if err != nil {
 		return err
 	}
@@ -62,9 +95,15 @@ func InstallServer(ctx context.Context, h Host, in ServerInstall) error {
 		return err
 	}
 	env, err := FormatEnvFile("Flags of `kubestellar server start` for "+ServerUnitName+", written by\n"+
-		"`kubestellar server install`. After editing them: systemctl restart "+ServerUnitName, ServerArgsVar, args)
+		"`kubestellar server install`, and its secrets, which it reads from its environment\n"+
+		"("+embedded.TokenEnv+" for --token, "+embedded.DatastoreEndpointEnv+" for\n"+
+		"--datastore-endpoint), out of the process list. After editing them:\n"+
+		"systemctl restart "+ServerUnitName, ServerArgsVar, svc.Args, svc.Secrets...)
 	if err != nil {
 		return err
+	}
+	for _, name := range svc.FromEnv {
+		h.printf("taking %s from the environment\n", name)
 	}
 	changed, err := h.writeFiles(
 		file{path: UnitDir + "/" + ServerUnitName, data: []byte(unit), mode: 0o644},

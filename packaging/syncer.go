@@ -21,37 +21,59 @@ type SyncerInstall struct {
 	Binary string
 	// Args are flags of `kubestellar syncer join`.
 	Args []string
+	// Getenv, when set, gives the join token when no flag gives it:
+	// $KUBESTELLAR_TOKEN.
+	Getenv func(string) string
 	// NoStart leaves the service neither enabled nor started.
 	NoStart bool
 }
 
-// SyncerArgs checks args with the options of `kubestellar syncer join` and
-// returns them as the service runs them: file paths made absolute,
-// --data-dir always given (the service's default is
-// SyncerDataDirParent/NAME, whoever installs it), then every flag set, in
-// the order of their names. It returns the SyncTarget's name too.
-func SyncerArgs(args []string) (normalized []string, syncTarget string, err error) {
+// SyncerArgs checks args with the options of `kubestellar syncer join`
+// (and $KUBESTELLAR_TOKEN from getenv, which may be nil, when neither
+// --token nor --token-file is given) and returns them as the service runs
+// them: file paths made absolute, --data-dir always given (the service's
+// default is SyncerDataDirParent/NAME, whoever installs it), then every
+// flag set but --token, which becomes a Secret ($KUBESTELLAR_TOKEN); a
+// --token-file stays a flag, read at each start. It returns the
+// SyncTarget's name too.
+func SyncerArgs(args []string, getenv func(string) string) (svc Service, syncTarget string, err error) {
 	o := syncer.NewOptions()
 	flags, err := parseFlags("syncer join", o.AddFlags, args)
 	if err != nil {
-		return nil, "", err
+		return Service{}, "", err
 	}
-	if err := absPaths(flags, "kubeconfig", "certificate-authority", "data-dir"); err != nil {
-		return nil, "", err
+	if err := absPaths(flags, "kubeconfig", "certificate-authority", "data-dir", "token-file"); err != nil {
+		return Service{}, "", err
 	}
 	if !flags.Changed("data-dir") && o.SyncTarget != "" {
 		if err := flags.Set("data-dir", path.Join(SyncerDataDirParent, o.SyncTarget)); err != nil {
-			return nil, "", err
+			return Service{}, "", err
 		}
+	}
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	from, err := o.LoadToken(getenv)
+	if err != nil {
+		return Service{}, "", fmt.Errorf("flags of `kubestellar syncer join`: %w", err)
 	}
 	o.Complete()
 	if err := o.Validate(); err != nil {
-		return nil, "", fmt.Errorf("flags of `kubestellar syncer join`: %w", err)
+		return Service{}, "", fmt.Errorf("flags of `kubestellar syncer join`: %w", err)
 	}
 	if err := flags.Set("server", o.Server); err != nil {
-		return nil, "", err
+		return Service{}, "", err
 	}
-	return ChangedFlags(flags), o.SyncTarget, nil
+	switch from {
+	case "$" + syncer.TokenEnv:
+		svc.FromEnv = append(svc.FromEnv, syncer.TokenEnv)
+		fallthrough
+	case "--token":
+		svc.Secrets = append(svc.Secrets, EnvVar{Name: syncer.TokenEnv, Value: o.Token})
+	}
+	flags.Lookup("token").Changed = false
+	svc.Args = ChangedFlags(flags)
+	return svc, o.SyncTarget, nil
 }
 
 // InstallSyncer writes the template unit kubestellar-syncer@.service and
@@ -59,19 +81,24 @@ func SyncerArgs(args []string) (normalized []string, syncTarget string, err erro
 // and starts kubestellar-syncer@NAME.service without waiting for it (it is
 // ready only once it reaches the center, which may be away).
 func InstallSyncer(ctx context.Context, h Host, in SyncerInstall) error {
-	args, name, err := SyncerArgs(in.Args)
+	svc, name, err := SyncerArgs(in.Args, in.Getenv)
 	if err != nil {
 		return err
 	}
+	args := svc.Args
 	unit, err := SyncerUnit(in.Binary)
 	if err != nil {
 		return err
 	}
 	env, err := FormatEnvFile("Flags of `kubestellar syncer join` for "+SyncerUnitName(name)+", written by\n"+
-		"`kubestellar syncer install`; the token is a secret. After editing them:\n"+
-		"systemctl restart "+SyncerUnitName(name), SyncerArgsVar, args)
+		"`kubestellar syncer install`, and its join token ("+syncer.TokenEnv+", a secret, which it\n"+
+		"reads from its environment, out of the process list). After editing them:\n"+
+		"systemctl restart "+SyncerUnitName(name), SyncerArgsVar, args, svc.Secrets...)
 	if err != nil {
 		return err
+	}
+	for _, name := range svc.FromEnv {
+		h.printf("taking %s from the environment\n", name)
 	}
 	if !h.rooted() {
 		for _, a := range args {

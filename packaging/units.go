@@ -5,6 +5,9 @@ import (
 	"path"
 	"strings"
 	"unicode"
+
+	"github.com/kubestellar/kubestellar/embedded"
+	"github.com/kubestellar/kubestellar/syncer"
 )
 
 // Where the units and their environment files live, and what they are called.
@@ -19,7 +22,8 @@ const (
 
 	// ServerUnitName is the server's unit.
 	ServerUnitName = "kubestellar.service"
-	// ServerEnvFile holds the flags of `kubestellar server start`.
+	// ServerEnvFile holds the flags of `kubestellar server start`, and its
+	// secrets (embedded.TokenEnv, embedded.DatastoreEndpointEnv).
 	ServerEnvFile = ConfigDir + "/server.env"
 	// ServerEnvExample is the commented example the package ships.
 	ServerEnvExample = ConfigDir + "/server.env.example"
@@ -47,7 +51,7 @@ func SyncerUnitName(syncTarget string) string {
 }
 
 // SyncerEnvFile holds the flags of `kubestellar syncer join` for one
-// SyncTarget (the token among them).
+// SyncTarget, and its join token (syncer.TokenEnv).
 func SyncerEnvFile(syncTarget string) string {
 	return path.Join(ConfigDir, "syncer-"+syncTarget+".env")
 }
@@ -59,7 +63,9 @@ func ServerUnit(binary string) (string, error) {
 		return "", err
 	}
 	return `# kubestellar server, written by kubestellar (server install, or the package).
-# Its flags are in ` + ServerEnvFile + `; after editing them:
+# Its flags are in ` + ServerEnvFile + ` (` + ServerArgsVar + `), and its secrets too, as
+# the variables it reads from its environment, never on its command line
+# (` + embedded.DatastoreEndpointEnv + `, ` + embedded.TokenEnv + `); after editing them:
 #   systemctl restart ` + ServerUnitName + `
 [Unit]
 Description=KubeStellar server: edge and multi-cluster control plane
@@ -96,7 +102,9 @@ func SyncerUnit(binary string) (string, error) {
 		return "", err
 	}
 	return `# kubestellar syncer of SyncTarget %i, written by kubestellar (syncer install,
-# or the package). Its flags are in ` + ConfigDir + `/syncer-%i.env; after editing them:
+# or the package). Its flags are in ` + ConfigDir + `/syncer-%i.env (` + SyncerArgsVar + `),
+# and its join token too, as ` + syncer.TokenEnv + `, which it reads from its environment,
+# never on its command line; after editing them:
 #   systemctl restart kubestellar-syncer@%i.service
 [Unit]
 Description=KubeStellar syncer of SyncTarget %i
@@ -125,14 +133,19 @@ WantedBy=multi-user.target
 
 // ServerEnvExampleText is the content of ServerEnvExample.
 func ServerEnvExampleText() string {
-	return `# Flags of ` + "`kubestellar server start`" + ` for ` + ServerUnitName + `, for example:
+	return `# Flags of ` + "`kubestellar server start`" + ` for ` + ServerUnitName + `, and its secrets, for example:
 #
 #   ` + ServerArgsVar + `="--data-dir=` + DefaultServerDataDir + ` --port=6443 --tls-san=center.example.com"
+#   ` + embedded.DatastoreEndpointEnv + `="postgres://ks:password@db.example.com:5432/kubestellar"
+#   ` + embedded.TokenEnv + `="secret shared by the servers of the cluster"
 #
-# ` + "`kubestellar server install [flags]`" + ` checks the flags, writes them to
-# ` + ServerEnvFile + ` (mode 0600: a datastore endpoint may hold a password)
-# and enables the service. Without that file the server runs with its
-# defaults (data in ` + DefaultServerDataDir + `, port 6443).
+# The secrets are variables that the server reads from its environment
+# (they stand for --datastore-endpoint and --token), never flags: the
+# flags end up on its command line, which every user of the machine reads.
+# ` + "`kubestellar server install [flags]`" + ` checks the flags, writes them and the
+# secrets to ` + ServerEnvFile + ` (mode 0600) and enables the service.
+# Without that file the server runs with its defaults (data in
+# ` + DefaultServerDataDir + `, port 6443).
 `
 }
 

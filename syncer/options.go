@@ -23,6 +23,8 @@ type Options struct {
 	Server string
 	// Token is the join token `kubestellar synctarget create` printed.
 	Token string
+	// TokenFile holds Token instead, keeping it out of the process list.
+	TokenFile string
 	// SyncTarget is the name of the SyncTarget this syncer serves.
 	SyncTarget string
 	// Kubeconfig is the edge cluster's kubeconfig ("" for the usual
@@ -47,6 +49,12 @@ type Options struct {
 	OnReady func(status string)
 }
 
+// TokenEnv is the environment variable that holds the join token when
+// neither --token nor --token-file is given, as k3s's agent reads
+// K3S_TOKEN: it keeps the token out of the process list, which every user
+// of the machine reads (the service's EnvironmentFile= sets it).
+const TokenEnv = "KUBESTELLAR_TOKEN"
+
 // DefaultDataDir is where the syncer of syncTarget keeps its state.
 func DefaultDataDir(syncTarget string) string {
 	if os.Geteuid() == 0 {
@@ -66,7 +74,8 @@ func NewOptions() *Options {
 // AddFlags binds the options to flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Server, "server", o.Server, "URL of the kubestellar server (https://HOST:PORT); several servers of one cluster comma-separated, to fail over between them")
-	fs.StringVar(&o.Token, "token", o.Token, "join token printed by `kubestellar synctarget create` or `kubestellar token create`")
+	fs.StringVar(&o.Token, "token", o.Token, "join token printed by 'kubestellar synctarget create' or 'kubestellar token create' (visible in the process list: prefer --token-file or $"+TokenEnv+")")
+	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "file holding the join token, instead of --token (default: $"+TokenEnv+" when set)")
 	fs.StringVar(&o.SyncTarget, "sync-target", o.SyncTarget, "name of the SyncTarget this edge cluster is")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "kubeconfig of the edge cluster (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.StringVar(&o.Context, "context", o.Context, "kubeconfig context of the edge cluster (default: the current one)")
@@ -85,6 +94,32 @@ func (o *Options) Complete() {
 	}
 }
 
+// LoadToken settles the join token: --token, else the contents of
+// --token-file, else $KUBESTELLAR_TOKEN from getenv (an empty variable
+// counts as unset). It returns where the token came from ("" for nowhere,
+// which Validate reports).
+func (o *Options) LoadToken(getenv func(string) string) (from string, err error) {
+	switch {
+	case o.Token != "" && o.TokenFile != "":
+		return "", fmt.Errorf("--token and --token-file exclude each other: give one")
+	case o.Token != "":
+		return "--token", nil
+	case o.TokenFile != "":
+		data, err := os.ReadFile(o.TokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		if o.Token = strings.TrimSpace(string(data)); o.Token == "" {
+			return "", fmt.Errorf("--token-file %s is empty: it must hold the join token printed by `kubestellar synctarget create`", o.TokenFile)
+		}
+		return "--token-file", nil
+	}
+	if o.Token = getenv(TokenEnv); o.Token != "" {
+		return "$" + TokenEnv, nil
+	}
+	return "", nil
+}
+
 // Validate says what is wrong with the options, naming the flag.
 func (o *Options) Validate() error {
 	if o.Server == "" {
@@ -100,7 +135,7 @@ func (o *Options) Validate() error {
 		}
 	}
 	if o.Token == "" {
-		return fmt.Errorf("--token is required: it is printed by `kubestellar synctarget create`")
+		return fmt.Errorf("--token is required (or --token-file, or $%s): the join token printed by `kubestellar synctarget create`", TokenEnv)
 	}
 	tok, err := jointoken.Parse(o.Token)
 	if err != nil {

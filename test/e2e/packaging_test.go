@@ -36,7 +36,10 @@ func TestPackagingServiceFiles(t *testing.T) {
 		return string(out)
 	}
 
-	out := run("server", "install", "--root", root, "--port", "7443", "--data-dir", "/x")
+	// A datastore password with every character that cuts a URL or a DSN,
+	// and the quotes and escapes of a shell and of systemd.
+	endpoint := `mysql://ks:pw/@:?#'"$` + "`\\" + `@tcp(127.0.0.1:3306)/kubestellar`
+	out := run("server", "install", "--root", root, "--port", "7443", "--data-dir", "/x", "--datastore-endpoint", endpoint)
 	require.Contains(t, out, "systemctl enable --now kubestellar.service")
 	out = run("syncer", "install", "--root", root, "--server", "https://127.0.0.1:6443", "--token", token,
 		"--sync-target", "edge1", "--kubeconfig", "rel/path")
@@ -58,11 +61,14 @@ func TestPackagingServiceFiles(t *testing.T) {
 	syncerUnit := filepath.Join(root, "etc/systemd/system/kubestellar-syncer@.service")
 	require.Contains(t, readFile(t, serverUnit), "\nExecStart="+realBin+" server start $KUBESTELLAR_ARGS\n")
 	require.Contains(t, readFile(t, syncerUnit), "\nExecStart="+realBin+" syncer join $KUBESTELLAR_SYNCER_ARGS\n")
+	// The secrets are variables the binary reads, never flags ExecStart expands.
 	require.Equal(t, []string{"--data-dir=/x", "--port=7443"},
 		envArgs(t, filepath.Join(root, "etc/kubestellar/server.env"), "KUBESTELLAR_ARGS"))
+	require.Equal(t, []string{endpoint}, envArgs(t, filepath.Join(root, "etc/kubestellar/server.env"), "KUBESTELLAR_DATASTORE_ENDPOINT"))
 	require.Equal(t, []string{"--data-dir=/var/lib/kubestellar-syncer/edge1", "--kubeconfig=" + filepath.Join(work, "rel/path"),
-		"--server=https://127.0.0.1:6443", "--sync-target=edge1", "--token=" + token},
+		"--server=https://127.0.0.1:6443", "--sync-target=edge1"},
 		envArgs(t, filepath.Join(root, "etc/kubestellar/syncer-edge1.env"), "KUBESTELLAR_SYNCER_ARGS"))
+	require.Equal(t, []string{token}, envArgs(t, filepath.Join(root, "etc/kubestellar/syncer-edge1.env"), "KUBESTELLAR_TOKEN"))
 
 	t.Run("systemd-analyze verify", func(t *testing.T) {
 		if _, err := exec.LookPath("systemd-analyze"); err != nil {
@@ -122,10 +128,15 @@ func readFile(t *testing.T, p string) string {
 }
 
 // envArgs sources an environment file in a shell and splits the variable
-// name into words, as `ExecStart=... $name` does.
+// name into words, as `ExecStart=... $name` does; a secret variable, which
+// the binary reads from its environment, is not split.
 func envArgs(t *testing.T, file, name string) []string {
 	t.Helper()
-	out, err := exec.Command("sh", "-c", `. "$1" && eval "set -- \$$2" && for a; do printf '%s\0' "$a"; done`,
+	split := `eval "set -- \$$2"`
+	if name == "KUBESTELLAR_TOKEN" || name == "KUBESTELLAR_DATASTORE_ENDPOINT" {
+		split = `eval "set -- \"\$$2\""`
+	}
+	out, err := exec.Command("sh", "-c", `. "$1" && `+split+` && for a; do printf '%s\0' "$a"; done`,
 		"sh", file, name).Output()
 	require.NoError(t, err)
 	return strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")

@@ -2,6 +2,8 @@
 package install
 
 import (
+	"os"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -32,12 +34,18 @@ func NewCommand(streams iostreams.IOStreams) *cobra.Command {
 Writes ` + packaging.UnitDir + `/` + packaging.ServerUnitName + ` (Type=notify: the
 service is active once the server is ready) running this binary, and
 ` + packaging.ServerEnvFile + ` (mode 0600) holding the flags of ` + "`server start`" + `,
-checked now so that a typo fails here. Where systemd runs, it then runs
+checked now so that a typo fails here. The secrets go to that file as the
+variables the server reads from its environment, never to its command line,
+where every user of the machine could read them: --datastore-endpoint as
+` + embedded.DatastoreEndpointEnv + `, --token as ` + embedded.TokenEnv + ` (either also taken
+from this command's environment when the flag is not given); a --token-file
+is recorded as such. Where systemd runs, it then runs
 'systemctl daemon-reload' and 'systemctl enable --now ` + packaging.ServerUnitName + `',
 waiting until the server is ready; elsewhere it prints those commands.
 Installing again with other flags rewrites the files and restarts the service.`,
 		Example: `  sudo kubestellar server install --tls-san center.example.com
   sudo kubestellar server install --port 7443 --data-dir /srv/kubestellar --no-start
+  sudo --preserve-env=KUBESTELLAR_DATASTORE_ENDPOINT kubestellar server install --token-file /etc/kubestellar/token
   kubestellar server install --root ./staging      # write the files under ./staging only`,
 		Args:                  cobra.NoArgs,
 		DisableFlagsInUseLine: true,
@@ -57,6 +65,7 @@ func runE(cmd *cobra.Command, o *options, streams iostreams.IOStreams) error {
 	return packaging.InstallServer(cmd.Context(), packaging.NewHost(o.root, streams.Out, streams.ErrOut), packaging.ServerInstall{
 		Binary:  binary,
 		Args:    packaging.ChangedFlags(o.serverFlags),
+		Getenv:  os.Getenv,
 		NoStart: o.noStart,
 	})
 }

@@ -2,14 +2,17 @@
 package start
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
 	"github.com/kubestellar/kubestellar/embedded"
+	"github.com/kubestellar/kubestellar/embedded/storage"
 	"github.com/kubestellar/kubestellar/internal/sdnotify"
 )
 
@@ -27,18 +30,26 @@ func NewCommand(streams iostreams.IOStreams) *cobra.Command {
 /spaces/NAME), over kine on SQLite in --data-dir unless --datastore-endpoint
 names another datastore, with the workload-management controllers in-process.
 
-The admin kubeconfig is written to DATA_DIR/admin.kubeconfig.`,
+The admin kubeconfig is written to DATA_DIR/admin.kubeconfig.
+
+Secrets stay out of the process list when given in the environment, as k3s
+takes K3S_TOKEN and K3S_DATASTORE_ENDPOINT: $KUBESTELLAR_TOKEN stands for
+--token and $KUBESTELLAR_DATASTORE_ENDPOINT for --datastore-endpoint when
+the flag is not given (flags win). The service reads them from its
+environment file.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runE(cmd, o, streams) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runE(cmd, o, os.Getenv, streams) },
 	}
 	o.server.AddFlags(cmd.Flags())
 	return cmd
 }
 
-func runE(cmd *cobra.Command, o *options, _ iostreams.IOStreams) error {
+func runE(cmd *cobra.Command, o *options, getenv func(string) string, _ iostreams.IOStreams) error {
 	ctx := klog.NewContext(cmd.Context(), klog.Background())
 	// Readiness is ours to announce to systemd, not the apiserver's.
 	notifier := sdnotify.Take()
+	warnSecretFlags(ctx, o.server)
+	o.server.FromEnv(getenv)
 	completed, err := o.server.Complete()
 	if err != nil {
 		return err
@@ -68,4 +79,19 @@ func runE(cmd *cobra.Command, o *options, _ iostreams.IOStreams) error {
 		return fmt.Errorf("server: %w", err)
 	}
 	return nil
+}
+
+// warnSecretFlags says which secrets were given as flags, which every user
+// of the machine reads in the process list: an installation made before
+// `server install` put them in the environment file's variables, say.
+func warnSecretFlags(ctx context.Context, o *embedded.Options) {
+	logger := klog.FromContext(ctx)
+	if o.Token != "" {
+		logger.Info("the cluster token is on the command line, where every user of this machine can read it",
+			"instead", "--token-file FILE or $"+embedded.TokenEnv)
+	}
+	if o.DatastoreEndpoint != "" && storage.Redact(o.DatastoreEndpoint) != o.DatastoreEndpoint {
+		logger.Info("the datastore password is on the command line, where every user of this machine can read it",
+			"instead", "$"+embedded.DatastoreEndpointEnv)
+	}
 }

@@ -33,14 +33,18 @@ func NewCommand(streams iostreams.IOStreams) *cobra.Command {
 	syncer.NewOptions().AddFlags(o.joinFlags)
 	o.joinFlags.Lookup("data-dir").Usage = "directory for the syncer's saved state (default " + packaging.SyncerDataDirParent + "/SYNC-TARGET)"
 	cmd := &cobra.Command{
-		Use:   "install --server URL --token TOKEN --sync-target NAME [--kubeconfig FILE] [--root DIR] [--no-start] [syncer join flags]",
+		Use:   "install --server URL --token-file FILE --sync-target NAME [--kubeconfig FILE] [--root DIR] [--no-start] [syncer join flags]",
 		Short: "Install the syncer of one SyncTarget as a systemd service (kubestellar-syncer@NAME) and start it",
 		Long: `Install the syncer as a systemd service, one instance per SyncTarget.
 
 Writes the template unit ` + packaging.UnitDir + `/` + packaging.SyncerTemplateName + `
 (Type=notify) running this binary, and ` + packaging.ConfigDir + `/syncer-NAME.env
-(mode 0600: it holds the token) with the flags of ` + "`syncer join`" + `, checked now so
-that a mistake fails here. Relative paths are made absolute. Without
+(mode 0600) with the flags of ` + "`syncer join`" + `, checked now so that a mistake
+fails here. The join token (--token, or $` + syncer.TokenEnv + ` when no flag gives
+it) goes to that file as ` + syncer.TokenEnv + `, which the syncer reads from its
+environment: never on its command line, where every user of the machine
+could read it. A --token-file is recorded as such, and read at each start.
+Relative paths are made absolute. Without
 --kubeconfig, the edge cluster's kubeconfig is $KUBECONFIG or ~/.kube/config
 as found now, for the service has neither.
 
@@ -48,7 +52,7 @@ Where systemd runs, it then runs 'systemctl daemon-reload' and
 'systemctl enable --no-block --now kubestellar-syncer@NAME.service' (the
 syncer is ready only once it reaches the center); elsewhere it prints those
 commands. Installing again with other flags restarts the service.`,
-		Example: `  sudo kubestellar syncer install --server https://center:6443 --token K10...::abcdef.0123456789abcdef \
+		Example: `  sudo kubestellar syncer install --server https://center:6443 --token-file edge1.token \
       --sync-target edge1 --kubeconfig /etc/rancher/k3s/k3s.yaml`,
 		Args:                  cobra.NoArgs,
 		DisableFlagsInUseLine: true,
@@ -67,7 +71,7 @@ func runE(cmd *cobra.Command, o *options, streams iostreams.IOStreams) error {
 	}
 	args := packaging.ChangedFlags(o.joinFlags)
 	// Check the flags before looking for a kubeconfig to add to them.
-	if _, _, err := packaging.SyncerArgs(args); err != nil {
+	if _, _, err := packaging.SyncerArgs(args, o.getenv); err != nil {
 		return err
 	}
 	if !o.joinFlags.Changed("kubeconfig") {
@@ -85,6 +89,7 @@ func runE(cmd *cobra.Command, o *options, streams iostreams.IOStreams) error {
 	return packaging.InstallSyncer(cmd.Context(), packaging.NewHost(o.root, streams.Out, streams.ErrOut), packaging.SyncerInstall{
 		Binary:  binary,
 		Args:    args,
+		Getenv:  o.getenv,
 		NoStart: o.noStart,
 	})
 }

@@ -3,6 +3,7 @@ package join
 
 import (
 	"context"
+	"os"
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
@@ -28,17 +29,28 @@ and reports status, the state of pods and ReplicaSets, and upsynced objects
 back. It runs until stopped. When the center is unreachable the edge keeps
 what it runs; the syncer keeps its last desired state in --data-dir.
 
-The command to run is printed by 'kubestellar synctarget create'.`,
-		Example: `  kubestellar syncer join --server https://center:6443 --token K10...::abcdef.0123456789abcdef \
-      --sync-target edge1 --kubeconfig edge1.kubeconfig`,
+The command to run is printed by 'kubestellar synctarget create'. The token
+is a secret: give it in a file (--token-file) or in $KUBESTELLAR_TOKEN rather
+than with --token, which every user of the machine sees in the process list.`,
+		Example: `  kubestellar syncer join --server https://center:6443 --token-file /etc/kubestellar/edge1.token \
+      --sync-target edge1 --kubeconfig edge1.kubeconfig
+  KUBESTELLAR_TOKEN=K10<ca-hash>::<id>.<secret> kubestellar syncer join --server https://center:6443 --sync-target edge1`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runE(cmd.Context(), o, streams) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runE(cmd.Context(), o, os.Getenv, streams) },
 	}
 	o.AddFlags(cmd.Flags())
 	return cmd
 }
 
-func runE(ctx context.Context, o *syncer.Options, streams iostreams.IOStreams) error {
+func runE(ctx context.Context, o *syncer.Options, getenv func(string) string, streams iostreams.IOStreams) error {
+	from, err := o.LoadToken(getenv)
+	if err != nil {
+		return err
+	}
+	if from == "--token" {
+		klog.FromContext(ctx).Info("the join token is on the command line, where every user of this machine can read it",
+			"instead", "--token-file FILE or $"+syncer.TokenEnv)
+	}
 	o.Complete()
 	if err := o.Validate(); err != nil {
 		return err
