@@ -28,6 +28,7 @@ func (c *Controller) reconcile(ctx context.Context, key objectKey) (requeue bool
 	wctx := spaces.WithSpace(ctx, key.wds)
 	obj, exists := crossspace.Get[*unstructured.Unstructured](inf, key.wds, key.namespace, key.name)
 	if !exists {
+		c.setSummaryFailures(ctx, key, nil)
 		return false, c.pruneCombined(wctx, key, nil)
 	}
 	raw, _ := inf.ByIndex(bySource, sourceKey(key.wds, key.namespace, key.name))
@@ -133,6 +134,7 @@ func (c *Controller) writeCombined(ctx context.Context, key objectKey, obj *unst
 		}
 	}
 	keep := map[string]bool{}
+	var failures []summaryFailure
 	for ep, names := range wanted {
 		sort.Strings(names)
 		cs := &edgev2alpha1.CombinedStatus{
@@ -140,13 +142,11 @@ func (c *Controller) writeCombined(ctx context.Context, key objectKey, obj *unst
 			ObjectRef:  edgev2alpha1.ObjectReference{Group: key.gvr.Group, Resource: key.gvr.Resource, Namespace: key.namespace, Name: key.name},
 			Placement:  ep,
 		}
-		for _, n := range names {
-			sc, ok := crossspace.Get[*edgev2alpha1.StatusCollector](c.collectors, key.wds, "", n)
-			if !ok || c.compiler.validate(sc.Spec) != nil {
-				continue // reported on the StatusCollector itself
-			}
-			cs.Results = append(cs.Results, c.compiler.summarize(n, sc.Spec, obj.Object, rowsOf[ep]))
+		results, failed, err := c.summaries(ctx, key, ep, names, obj.Object, rowsOf[ep])
+		if err != nil {
+			return err
 		}
+		cs.Results, failures = results, append(failures, failed...)
 		keep[cs.Name] = true
 		existing, ok := crossspace.Get[*edgev2alpha1.CombinedStatus](c.combined, key.wds, cs.Namespace, cs.Name)
 		switch {
@@ -162,6 +162,7 @@ func (c *Controller) writeCombined(ctx context.Context, key objectKey, obj *unst
 			}
 		}
 	}
+	c.setSummaryFailures(ctx, key, failures)
 	return c.pruneCombined(ctx, key, keep)
 }
 
@@ -193,7 +194,8 @@ func combinedNamespace(key objectKey) string {
 	return key.namespace
 }
 
-// validateCollector reports whether a StatusCollector's expressions compile.
+// validateCollector reports whether a StatusCollector's expressions compile
+// and fit their cost limits.
 func (c *Controller) validateCollector(ctx context.Context, key string) error {
 	space, _, name, err := spaces.SplitKey(key)
 	if err != nil {
@@ -203,10 +205,7 @@ func (c *Controller) validateCollector(ctx context.Context, key string) error {
 	if !ok {
 		return nil
 	}
-	cond := metav1.Condition{Type: edgev2alpha1.StatusCollectorReady, Status: metav1.ConditionTrue, Reason: "Valid", Message: "every expression compiles", ObservedGeneration: sc.Generation}
-	if err := c.compiler.validate(sc.Spec); err != nil {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "InvalidExpression", err.Error()
-	}
+	cond := c.collectorCondition(sc)
 	updated := sc.DeepCopy()
 	if !meta.SetStatusCondition(&updated.Status.Conditions, cond) {
 		return nil

@@ -1,16 +1,13 @@
 package status
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
 	"sort"
-	"strings"
-	"sync"
 
-	"github.com/google/cel-go/cel"
-	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -45,102 +42,6 @@ func (r row) activation(obj map[string]any) map[string]any {
 	}
 }
 
-// compiler compiles CEL expressions once and keeps the programs.
-type compiler struct {
-	env      *cel.Env
-	mu       sync.Mutex
-	programs map[string]cel.Program
-}
-
-func newCompiler() (*compiler, error) {
-	env, err := cel.NewEnv(
-		cel.Variable("obj", cel.DynType),
-		cel.Variable("returned", cel.DynType),
-		cel.Variable("inventory", cel.DynType),
-	)
-	if err != nil {
-		return nil, err
-	}
-	return &compiler{env: env, programs: map[string]cel.Program{}}, nil
-}
-
-func (c *compiler) compile(expr edgev2alpha1.Expression) (cel.Program, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if p, ok := c.programs[string(expr)]; ok {
-		return p, nil
-	}
-	ast, issues := c.env.Compile(string(expr))
-	if issues != nil && issues.Err() != nil {
-		return nil, issues.Err()
-	}
-	p, err := c.env.Program(ast, cel.EvalOptions(cel.OptOptimize))
-	if err != nil {
-		return nil, err
-	}
-	c.programs[string(expr)] = p
-	return p, nil
-}
-
-// validate compiles every expression of a collector; the error names the field.
-func (c *compiler) validate(spec edgev2alpha1.StatusCollectorSpec) error {
-	check := func(field string, e edgev2alpha1.Expression) error {
-		if strings.TrimSpace(string(e)) == "" {
-			return fmt.Errorf("%s: empty expression", field)
-		}
-		if _, err := c.compile(e); err != nil {
-			return fmt.Errorf("%s: %v", field, err)
-		}
-		return nil
-	}
-	if spec.Filter != nil {
-		if err := check("spec.filter", *spec.Filter); err != nil {
-			return err
-		}
-	}
-	for i, g := range spec.GroupBy {
-		if err := check(fmt.Sprintf("spec.groupBy[%d].def", i), g.Def); err != nil {
-			return err
-		}
-	}
-	for i, a := range spec.CombinedFields {
-		if a.Type != edgev2alpha1.AggregationCount {
-			if a.Subject == nil {
-				return fmt.Errorf("spec.combinedFields[%d]: %s needs a subject", i, a.Type)
-			}
-			if err := check(fmt.Sprintf("spec.combinedFields[%d].subject", i), *a.Subject); err != nil {
-				return err
-			}
-		}
-	}
-	for i, s := range spec.Select {
-		if err := check(fmt.Sprintf("spec.select[%d].def", i), s.Def); err != nil {
-			return err
-		}
-	}
-	if len(spec.CombinedFields) > 0 && len(spec.Select) > 0 {
-		return fmt.Errorf("spec: select and combinedFields exclude each other")
-	}
-	if len(spec.CombinedFields) == 0 && len(spec.Select) == 0 {
-		return fmt.Errorf("spec: name combinedFields or select")
-	}
-	return nil
-}
-
-// eval evaluates an expression to a plain Go value (nil when the
-// expression fails on this row, for example on a field not reported yet).
-func (c *compiler) eval(expr edgev2alpha1.Expression, vars map[string]any) any {
-	p, err := c.compile(expr)
-	if err != nil {
-		return nil
-	}
-	out, _, err := p.Eval(vars)
-	if err != nil || types.IsError(out) {
-		return nil
-	}
-	return native(out)
-}
-
 func native(v ref.Val) any {
 	pb, err := v.ConvertToNative(reflect.TypeOf(&structpb.Value{}))
 	if err != nil {
@@ -157,14 +58,22 @@ func native(v ref.Val) any {
 	return out
 }
 
-// summarize runs a StatusCollector over the rows of one object.
-func (c *compiler) summarize(name string, spec edgev2alpha1.StatusCollectorSpec, obj map[string]any, rows []row) edgev2alpha1.NamedStatusCombination {
+// summarize runs a StatusCollector over the rows of one object. A
+// *LimitError says a cost limit or the deadline stopped it; any other error
+// that ctx ended.
+func (c *compiler) summarize(ctx context.Context, name string, spec edgev2alpha1.StatusCollectorSpec, obj map[string]any, rows []row) (edgev2alpha1.NamedStatusCombination, error) {
+	e, cancel := c.newEvaluation(ctx)
+	defer cancel()
 	result := edgev2alpha1.NamedStatusCombination{Name: name}
 	var kept []map[string]any
 	for _, r := range rows {
 		vars := r.activation(obj)
 		if spec.Filter != nil {
-			if ok, _ := c.eval(*spec.Filter, vars).(bool); !ok {
+			v, err := e.eval("spec.filter", *spec.Filter, vars)
+			if err != nil {
+				return result, err
+			}
+			if ok, _ := v.(bool); !ok {
 				continue
 			}
 		}
@@ -186,8 +95,12 @@ func (c *compiler) summarize(name string, spec edgev2alpha1.StatusCollectorSpec,
 		var order []string
 		for _, vars := range kept {
 			var key []any
-			for _, g := range spec.GroupBy {
-				key = append(key, c.eval(g.Def, vars))
+			for i, g := range spec.GroupBy {
+				v, err := e.eval(fmt.Sprintf("spec.groupBy[%d].def", i), g.Def, vars)
+				if err != nil {
+					return result, err
+				}
+				key = append(key, v)
 			}
 			k, _ := json.Marshal(key)
 			if groups[string(k)] == nil {
@@ -204,8 +117,12 @@ func (c *compiler) summarize(name string, spec edgev2alpha1.StatusCollectorSpec,
 		for _, k := range order {
 			g := groups[k]
 			line := append([]any{}, g.key...)
-			for _, a := range spec.CombinedFields {
-				line = append(line, c.aggregate(a, g.rows))
+			for i, a := range spec.CombinedFields {
+				v, err := e.aggregate(fmt.Sprintf("spec.combinedFields[%d].subject", i), a, g.rows)
+				if err != nil {
+					return result, err
+				}
+				line = append(line, v)
 			}
 			table = append(table, line)
 		}
@@ -215,8 +132,12 @@ func (c *compiler) summarize(name string, spec edgev2alpha1.StatusCollectorSpec,
 		}
 		for _, vars := range kept {
 			var line []any
-			for _, s := range spec.Select {
-				line = append(line, c.eval(s.Def, vars))
+			for i, s := range spec.Select {
+				v, err := e.eval(fmt.Sprintf("spec.select[%d].def", i), s.Def, vars)
+				if err != nil {
+					return result, err
+				}
+				line = append(line, v)
 			}
 			table = append(table, line)
 		}
@@ -237,16 +158,20 @@ func (c *compiler) summarize(name string, spec edgev2alpha1.StatusCollectorSpec,
 		}
 		result.Rows = append(result.Rows, out)
 	}
-	return result
+	return result, nil
 }
 
-func (c *compiler) aggregate(a edgev2alpha1.NamedAggregator, rows []map[string]any) any {
+func (e *evaluation) aggregate(path string, a edgev2alpha1.NamedAggregator, rows []map[string]any) (any, error) {
 	if a.Type == edgev2alpha1.AggregationCount {
-		return int64(len(rows))
+		return int64(len(rows)), nil
 	}
 	var nums []float64
 	for _, vars := range rows {
-		switch v := c.eval(*a.Subject, vars).(type) {
+		v, err := e.eval(path, *a.Subject, vars)
+		if err != nil {
+			return nil, err
+		}
+		switch v := v.(type) {
 		case float64:
 			nums = append(nums, v)
 		case int64:
@@ -255,9 +180,9 @@ func (c *compiler) aggregate(a edgev2alpha1.NamedAggregator, rows []map[string]a
 	}
 	if len(nums) == 0 {
 		if a.Type == edgev2alpha1.AggregationSum {
-			return int64(0)
+			return int64(0), nil
 		}
-		return nil
+		return nil, nil
 	}
 	var out float64
 	switch a.Type {
@@ -280,7 +205,7 @@ func (c *compiler) aggregate(a edgev2alpha1.NamedAggregator, rows []map[string]a
 		}
 	}
 	if out == math.Trunc(out) && math.Abs(out) < 1<<53 {
-		return int64(out)
+		return int64(out), nil
 	}
-	return out
+	return out, nil
 }

@@ -1,0 +1,497 @@
+package status
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
+	"github.com/google/cel-go/interpreter"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/library"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+)
+
+// CEL is costed as the API server costs CRD validation rules and
+// ValidatingAdmissionPolicies. At admission, cel-go's checker estimates the
+// cost of each expression on inputs of realistic size, and an expression
+// (or a StatusCollector) over budget is refused. At run time, whatever the
+// size of the inputs, one evaluation stops at a cost limit, one
+// StatusCollector's evaluations for one object share a budget, and a
+// deadline interrupts comprehensions whatever their cost.
+const (
+	// ExpressionCostBudget is the largest estimated cost of one expression:
+	// what one evaluation may cost at run time, so that an expression
+	// admitted runs within its limit on inputs of realistic size.
+	ExpressionCostBudget uint64 = EvaluationCostLimit
+	// CollectorCostBudget is the largest estimated cost of all the
+	// expressions of one StatusCollector: what its evaluations for one
+	// object may cost at run time.
+	CollectorCostBudget uint64 = SummaryCostBudget
+	// EvaluationCostLimit bounds the actual cost of one evaluation (one
+	// expression over one destination), as the API server bounds one CEL
+	// call (about a tenth of a second).
+	EvaluationCostLimit uint64 = celconfig.PerCallLimit
+	// SummaryCostBudget bounds the actual cost of all the evaluations of
+	// one StatusCollector for one object (every destination), as the API
+	// server bounds the rules of one custom resource.
+	SummaryCostBudget uint64 = celconfig.RuntimeCELCostBudget
+	// SummaryTimeout bounds the time of one StatusCollector's evaluations
+	// for one object, should the cost model underestimate a function.
+	SummaryTimeout = time.Second
+	// MaxExpressionLength is the longest expression, in characters; with the
+	// size of the program cache it bounds the cache's memory.
+	MaxExpressionLength = 10 * 1024
+)
+
+// The sizes the cost estimate assumes: how many elements a list or map, or
+// characters a string, may hold. The variables have no schema, so any
+// value inside one may be as large as these; bounding them by what the
+// server accepts (3 MiB objects) would refuse a mere pass over a status
+// list that compares strings. Larger inputs are stopped at run time.
+const (
+	// realisticInputSize bounds any value in obj and returned.status.
+	realisticInputSize = 1024
+	// realisticAssociatedSize bounds any value in returned.associated,
+	// which the syncer fills (at most 20 not-ready pods, names of at most
+	// 253 characters).
+	realisticAssociatedSize = 256
+	// maxInventoryNameLength bounds inventory.name, a SyncTarget's name.
+	maxInventoryNameLength = uint64(utilvalidation.DNS1123SubdomainMaxLength)
+)
+
+const (
+	// envName names the CEL environment in the program cache's keys: a
+	// program compiled for one environment is never run in another.
+	envName = "statuscollector/v1"
+	// programCacheSize bounds the compiled-program cache (least recently
+	// used programs are dropped and compiled again when needed).
+	programCacheSize = 1024
+	// interruptCheckFrequency is how many comprehension iterations run
+	// between two looks at the context. cel-go stops only the comprehension
+	// that sees the interrupt, and the one around it goes on; looking at
+	// every iteration (the API server looks every 100th) stops each of a
+	// nest after its next iteration. It costs no measurable time.
+	interruptCheckFrequency = 1
+)
+
+// limits are the budgets a compiler enforces; tests shrink them.
+type limits struct {
+	expression, collector uint64 // estimated, at admission
+	evaluation, summary   uint64 // actual, at run time
+	timeout               time.Duration
+}
+
+func defaultLimits() limits {
+	return limits{
+		expression: ExpressionCostBudget,
+		collector:  CollectorCostBudget,
+		evaluation: EvaluationCostLimit,
+		summary:    SummaryCostBudget,
+		timeout:    SummaryTimeout,
+	}
+}
+
+// programKey keys the program cache.
+type programKey struct {
+	env, expression string
+}
+
+// compiled is an expression compiled once: its program and estimated cost,
+// or why it does not compile.
+type compiled struct {
+	program cel.Program
+	cost    checker.CostEstimate
+	err     error
+}
+
+// compiler compiles StatusCollector expressions, estimates their cost,
+// keeps the programs in a bounded cache and evaluates them within limits.
+type compiler struct {
+	env      *cel.Env
+	limits   limits
+	programs *lruCache[programKey, *compiled]
+	// failures remembers the summaries a cost limit stopped, for the
+	// StatusCollectors' Ready conditions.
+	failures *summaryFailures
+}
+
+func newCompiler() (*compiler, error) {
+	return newCompilerWithLimits(defaultLimits(), programCacheSize)
+}
+
+func newCompilerWithLimits(l limits, cacheSize int) (*compiler, error) {
+	env, err := cel.NewEnv(
+		cel.Variable("obj", cel.DynType),
+		cel.Variable("returned", cel.DynType),
+		cel.Variable("inventory", cel.DynType),
+		cel.ParserExpressionSizeLimit(MaxExpressionLength),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("building the StatusCollector CEL environment: %w", err)
+	}
+	return &compiler{env: env, limits: l, programs: newLRU[programKey, *compiled](cacheSize), failures: newSummaryFailures(failureCacheSize)}, nil
+}
+
+// compile returns the compiled expression, from the cache when it is there.
+func (c *compiler) compile(expr edgev2alpha1.Expression) *compiled {
+	key := programKey{env: envName, expression: string(expr)}
+	if p, ok := c.programs.Get(key); ok {
+		return p
+	}
+	out := c.build(string(expr))
+	c.programs.Add(key, out)
+	return out
+}
+
+func (c *compiler) build(expr string) *compiled {
+	ast, issues := c.env.Compile(expr)
+	if issues != nil && issues.Err() != nil {
+		return &compiled{err: issues.Err()}
+	}
+	cost, err := c.env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: inputSizes{}})
+	if err != nil {
+		return &compiled{err: fmt.Errorf("estimating the cost: %w", err)}
+	}
+	p, err := c.env.Program(ast,
+		cel.EvalOptions(cel.OptOptimize, cel.OptTrackCost),
+		cel.CostLimit(c.limits.evaluation),
+		cel.CostTracking(&library.CostEstimator{}),
+		cel.InterruptCheckFrequency(interruptCheckFrequency),
+	)
+	if err != nil {
+		return &compiled{err: err}
+	}
+	return &compiled{program: p, cost: cost}
+}
+
+// inputSizes tells the cost estimator how large the variables can be. It
+// is asked only about values whose size CEL cannot see, by their path from
+// a variable (field names, then @items, @keys... inside comprehensions).
+type inputSizes struct{}
+
+func (inputSizes) EstimateSize(node checker.AstNode) *checker.SizeEstimate {
+	path := node.Path()
+	if len(path) == 0 {
+		return nil
+	}
+	bound := func(n uint64) *checker.SizeEstimate { return &checker.SizeEstimate{Min: 0, Max: n} }
+	switch path[0] {
+	case "obj":
+		return bound(realisticInputSize)
+	case "returned":
+		switch {
+		case len(path) == 1:
+			return bound(2) // status and associated
+		case path[1] == "associated":
+			return bound(realisticAssociatedSize)
+		}
+		return bound(realisticInputSize)
+	case "inventory":
+		if len(path) == 1 {
+			return bound(1) // name
+		}
+		return bound(maxInventoryNameLength)
+	}
+	return nil
+}
+
+func (inputSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
+}
+
+// validate checks a StatusCollector's spec; the error names the fields.
+func (c *compiler) validate(spec edgev2alpha1.StatusCollectorSpec) error {
+	return c.validateSpec(spec).ToAggregate()
+}
+
+// validateSpec checks that every expression compiles and that each, and
+// all of them together, fit the estimated cost budgets.
+func (c *compiler) validateSpec(spec edgev2alpha1.StatusCollectorSpec) field.ErrorList {
+	errs, _ := c.checkSpec(spec)
+	return errs
+}
+
+// checkSpec is validateSpec, and says whether a cost is over budget.
+func (c *compiler) checkSpec(spec edgev2alpha1.StatusCollectorSpec) (errs field.ErrorList, overBudget bool) {
+	var total uint64
+	specPath := field.NewPath("spec")
+	check := func(path *field.Path, e edgev2alpha1.Expression) {
+		if strings.TrimSpace(string(e)) == "" {
+			errs = append(errs, field.Required(path, "an expression is required"))
+			return
+		}
+		p := c.compile(e)
+		if p.err != nil {
+			errs = append(errs, field.Invalid(path, field.OmitValueType{}, "compilation failed: "+p.err.Error()))
+			return
+		}
+		if p.cost.Max > c.limits.expression {
+			overBudget = true
+			errs = append(errs, field.Forbidden(path, costMessage("estimated cost", p.cost.Max, c.limits.expression, "per expression")))
+		}
+		total = addSaturating(total, p.cost.Max)
+	}
+	if spec.Filter != nil {
+		check(specPath.Child("filter"), *spec.Filter)
+	}
+	for i, g := range spec.GroupBy {
+		check(specPath.Child("groupBy").Index(i).Child("def"), g.Def)
+	}
+	for i, a := range spec.CombinedFields {
+		if a.Type == edgev2alpha1.AggregationCount {
+			continue
+		}
+		path := specPath.Child("combinedFields").Index(i).Child("subject")
+		if a.Subject == nil {
+			errs = append(errs, field.Required(path, fmt.Sprintf("%s needs a subject", a.Type)))
+			continue
+		}
+		check(path, *a.Subject)
+	}
+	for i, s := range spec.Select {
+		check(specPath.Child("select").Index(i).Child("def"), s.Def)
+	}
+	if len(spec.CombinedFields) > 0 && len(spec.Select) > 0 {
+		errs = append(errs, field.Forbidden(specPath.Child("select"), "select and combinedFields exclude each other"))
+	}
+	if len(spec.CombinedFields) == 0 && len(spec.Select) == 0 {
+		errs = append(errs, field.Required(specPath, "name combinedFields or select"))
+	}
+	if total > c.limits.collector && !overBudget {
+		overBudget = true
+		errs = append(errs, field.Forbidden(specPath, costMessage("estimated total cost of the expressions", total, c.limits.collector, "per StatusCollector")))
+	}
+	return errs, overBudget
+}
+
+// costMessage says by how much a cost exceeds its budget, in the API
+// server's words for CEL rules.
+func costMessage(what string, cost, budget uint64, per string) string {
+	factor := float64(cost) / float64(budget)
+	var by string
+	switch {
+	case factor > 100:
+		by = "more than 100x"
+	case factor < 1.5:
+		by = fmt.Sprintf("%.2fx", factor)
+	default:
+		by = fmt.Sprintf("%.1fx", factor)
+	}
+	return fmt.Sprintf("%s %d exceeds budget %d %s by factor of %s (the estimate assumes lists, maps and strings of up to %d elements "+
+		"in obj and returned.status; avoid nesting comprehensions such as all, exists, map and filter in one another)",
+		what, cost, budget, per, by, realisticInputSize)
+}
+
+func addSaturating(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
+}
+
+// LimitError is an evaluation a cost limit or the deadline stopped.
+type LimitError struct {
+	// Field is the expression's field path, such as spec.filter.
+	Field string
+	// Reason says which limit: one evaluation's cost, the summary's cost
+	// budget or its deadline.
+	Reason string
+}
+
+func (e *LimitError) Error() string { return e.Field + ": " + e.Reason }
+
+// evaluation runs the expressions of one StatusCollector for one object
+// and spends their shared budget.
+type evaluation struct {
+	ctx   context.Context
+	c     *compiler
+	spent uint64
+}
+
+// newEvaluation returns an evaluation bounded by the summary timeout, and
+// the function that releases it.
+func (c *compiler) newEvaluation(ctx context.Context) (*evaluation, context.CancelFunc) {
+	ctx, cancel := context.WithTimeoutCause(ctx, c.limits.timeout, errSummaryTimeout)
+	return &evaluation{ctx: ctx, c: c}, cancel
+}
+
+var errSummaryTimeout = errors.New("summary deadline")
+
+// eval evaluates an expression to a plain Go value: nil when it fails on
+// this row (for example on a field not reported yet) or did not compile
+// (reported on the StatusCollector). A *LimitError stops the summary; any
+// other error means the context ended.
+func (e *evaluation) eval(path string, expr edgev2alpha1.Expression, vars map[string]any) (any, error) {
+	if err := e.stopped(path); err != nil {
+		return nil, err
+	}
+	p := e.c.compile(expr)
+	if p.err != nil {
+		return nil, nil
+	}
+	out, details, err := p.program.ContextEval(e.ctx, vars)
+	if details != nil && details.ActualCost() != nil {
+		e.spent = addSaturating(e.spent, *details.ActualCost())
+	}
+	var cancelled interpreter.EvalCancelledError
+	switch {
+	case errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded:
+		return nil, &LimitError{Field: path, Reason: fmt.Sprintf(
+			"evaluation exceeded the cost limit of %d per evaluation and was stopped; simplify the expression", e.c.limits.evaluation)}
+	case errors.As(err, &cancelled), err != nil && e.ctx.Err() != nil:
+		// An interrupted comprehension fails with a plain error.
+		return nil, e.stopped(path)
+	case e.spent > e.c.limits.summary:
+		return nil, e.overBudget(path)
+	case err != nil:
+		return nil, nil
+	}
+	return native(out), nil
+}
+
+// stopped reports why the evaluation may not go on: the summary's budget
+// is spent, its deadline passed or the caller's context ended.
+func (e *evaluation) stopped(path string) error {
+	if e.spent > e.c.limits.summary {
+		return e.overBudget(path)
+	}
+	if e.ctx.Err() == nil {
+		return nil
+	}
+	if context.Cause(e.ctx) == errSummaryTimeout {
+		return &LimitError{Field: path, Reason: fmt.Sprintf(
+			"evaluations for one object took longer than %s and were stopped; simplify the expressions", e.c.limits.timeout)}
+	}
+	return fmt.Errorf("%s: evaluation stopped: %w", path, context.Cause(e.ctx))
+}
+
+func (e *evaluation) overBudget(path string) error {
+	return &LimitError{Field: path, Reason: fmt.Sprintf(
+		"evaluations for one object exceeded the cost budget of %d and were stopped; simplify the expressions", e.c.limits.summary)}
+}
+
+// failureCacheSize bounds how many objects' failed summaries are
+// remembered for the StatusCollectors' conditions.
+const failureCacheSize = 1024
+
+// collectorRef names one generation of a StatusCollector.
+type collectorRef struct {
+	space, name, uid string
+	generation       int64
+}
+
+// summaryFailure is a StatusCollector whose summary of one object under
+// one placement a limit stopped.
+type summaryFailure struct {
+	collector collectorRef
+	// what names the object and placement.
+	what string
+	err  string
+}
+
+// summaryFailures remembers the failed summaries of each object, least
+// recently reconciled objects dropped first.
+type summaryFailures struct {
+	mu      sync.Mutex // makes set atomic
+	objects *lruCache[string, []summaryFailure]
+}
+
+func newSummaryFailures(size int) *summaryFailures {
+	return &summaryFailures{objects: newLRU[string, []summaryFailure](size)}
+}
+
+// set records the failures of one object's latest reconcile and returns
+// the StatusCollectors whose failures changed.
+func (f *summaryFailures) set(object string, failures []summaryFailure) []collectorRef {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old, _ := f.objects.Get(object)
+	if len(failures) == 0 {
+		f.objects.Remove(object)
+	} else {
+		f.objects.Add(object, failures)
+	}
+	key := func(x summaryFailure) string { return x.what + "\x00" + x.err }
+	before, after := map[collectorRef]map[string]bool{}, map[collectorRef]map[string]bool{}
+	for _, x := range old {
+		if before[x.collector] == nil {
+			before[x.collector] = map[string]bool{}
+		}
+		before[x.collector][key(x)] = true
+	}
+	for _, x := range failures {
+		if after[x.collector] == nil {
+			after[x.collector] = map[string]bool{}
+		}
+		after[x.collector][key(x)] = true
+	}
+	var changed []collectorRef
+	for ref, was := range before {
+		if !sameSet(was, after[ref]) {
+			changed = append(changed, ref)
+		}
+	}
+	for ref := range after {
+		if before[ref] == nil {
+			changed = append(changed, ref)
+		}
+	}
+	return changed
+}
+
+// of returns the remembered failures of one generation of a StatusCollector.
+func (f *summaryFailures) of(ref collectorRef) []summaryFailure {
+	var out []summaryFailure
+	for _, failures := range f.objects.Values() {
+		for _, x := range failures {
+			if x.collector == ref {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}
+
+func sameSet(a, b map[string]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// Validator checks the expressions of StatusCollectors as the controller
+// will run them: for admission.
+type Validator struct {
+	c *compiler
+}
+
+// NewValidator returns a Validator with the controller's environment and
+// budgets.
+func NewValidator() (*Validator, error) {
+	c, err := newCompiler()
+	if err != nil {
+		return nil, err
+	}
+	return &Validator{c: c}, nil
+}
+
+// Validate returns what is wrong with a StatusCollector's spec: an
+// expression that does not compile, or whose estimated cost (or the total
+// of all of them) is over budget.
+func (v *Validator) Validate(spec edgev2alpha1.StatusCollectorSpec) field.ErrorList {
+	return v.c.validateSpec(spec)
+}
