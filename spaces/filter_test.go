@@ -200,6 +200,10 @@ func resourceInfo(verb, namespace string) *genericapirequest.RequestInfo {
 	return &genericapirequest.RequestInfo{IsResourceRequest: true, Verb: verb, Namespace: namespace, APIVersion: "v1", Resource: "configmaps"}
 }
 
+func reviewInfo(resource string) *genericapirequest.RequestInfo {
+	return &genericapirequest.RequestInfo{IsResourceRequest: true, Verb: "create", APIGroup: "authorization.k8s.io", APIVersion: "v1", Resource: resource}
+}
+
 func nonResourceInfo(verb, path string) *genericapirequest.RequestInfo {
 	return &genericapirequest.RequestInfo{IsResourceRequest: false, Verb: verb, Path: path}
 }
@@ -259,6 +263,15 @@ func TestAdmit(t *testing.T) {
 		{desc: "wildcard non-resource post", space: Wildcard, info: nonResourceInfo("post", "/api"), wantCode: 400, wantMessage: "read-only"},
 		{desc: "wildcard non-resource put", space: Wildcard, info: nonResourceInfo("put", "/x"), wantCode: 400, wantMessage: "read-only"},
 		{desc: "wildcard without info", space: Wildcard},
+
+		// kubectl auth can-i gets the same answer in a missing space as in
+		// one without access, and works in a space being deleted.
+		{desc: "self access review in missing space", space: "nope", info: reviewInfo("selfsubjectaccessreviews")},
+		{desc: "self rules review in missing space", space: "nope", info: reviewInfo("selfsubjectrulesreviews")},
+		{desc: "self access review in terminating space", space: "terminating", info: reviewInfo("selfsubjectaccessreviews")},
+		{desc: "self review even when lookup fails", space: "ready", info: reviewInfo("selfsubjectaccessreviews"), lookupErr: errors.New("boom")},
+		{desc: "subject access review in missing space", space: "nope", info: reviewInfo("subjectaccessreviews"), wantCode: 404, wantAsked: true},
+		{desc: "self review in wildcard", space: Wildcard, info: reviewInfo("selfsubjectaccessreviews"), wantCode: 400, wantMessage: "only list and watch, not create"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

@@ -3,6 +3,7 @@ package builtin
 import (
 	"fmt"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -42,6 +43,15 @@ func NewScheme() (*runtime.Scheme, error) {
 	}
 	if err := register(autoscalingv1.SchemeGroupVersion.WithKind("Scale")); err != nil {
 		return nil, err
+	}
+	// The review kinds (kubectl auth can-i) are asked, never stored.
+	if err := authorizationv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("adding %s to scheme: %w", authorizationv1.SchemeGroupVersion, err)
+	}
+	for _, kind := range reviewKinds {
+		if err := register(authorizationv1.SchemeGroupVersion.WithKind(kind)); err != nil {
+			return nil, err
+		}
 	}
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
 	unversioned := schema.GroupVersion{Group: "", Version: "v1"}
