@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	k8sadmission "k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/token/union"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
@@ -56,7 +57,9 @@ type Config struct {
 	legacy     *genericapiserver.APIGroupInfo
 	groups     []*genericapiserver.APIGroupInfo
 	spaces     *spaceLookup
-	syncers    *auth.Syncers
+	// syncerConfigs tells admission what each syncer may upsync.
+	syncerConfigs *syncerConfigCache
+	syncers       *auth.Syncers
 	// tunnelConditions records syncers' tunnels on their SyncTargets.
 	tunnelConditions *tunnelConditions
 	lock             *dataDirLock
@@ -132,7 +135,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		return nil, err
 	}
 	codecs := serializer.NewCodecFactory(scheme)
-	c := &Config{Options: o, CA: ca, AdminToken: adminToken, Datastore: ds, spaces: &spaceLookup{}, lock: lock}
+	c := &Config{Options: o, CA: ca, AdminToken: adminToken, Datastore: ds, spaces: &spaceLookup{}, syncerConfigs: &syncerConfigCache{}, lock: lock}
 
 	core := genericapiserver.NewRecommendedConfig(codecs)
 	serving := genericoptions.NewSecureServingOptions().WithLoopback()
@@ -147,7 +150,8 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	// Syncer tokens work once the kubestellar-spaces hook has started their caches.
 	c.syncers = auth.NewSyncers(ca.PEM)
 	core.Authentication.Authenticator = auth.NewRequestAuthenticator(union.New(tokens, c.syncers.Tokens))
-	authz := auth.Authorizer{SyncTargets: c.syncers.SyncTargets}
+	// Everyone may ask what they may do (kubectl auth can-i), as in Kubernetes.
+	authz := builtin.WithSelfReviews(auth.Authorizer{SyncTargets: c.syncers.SyncTargets})
 	core.Authorization.Authorizer = authz
 	core.RuleResolver = authz
 	core.LongRunningFunc = withTunnelsLongRunning(core.LongRunningFunc)
@@ -166,6 +170,10 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	core.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: ds, SpaceScoped: true, Codec: builtinCodec(codecs)}
 	core.BuildHandlerChainFunc = func(apiHandler http.Handler, gc *genericapiserver.Config) http.Handler {
 		inner := spaces.WithSpaceAdmission(apiHandler, c.spaces)
+		// After authentication: a syncer's requests end with its token.
+		inner = auth.WithSyncerRequests(inner, c.syncers.Requests)
+		// A syncer's rate and open requests are bounded (429 beyond).
+		inner = auth.WithSyncerLimits(inner, auth.DefaultSyncerLimits, gc.LongRunningFunc)
 		return spaces.WithSpacePath(genericapiserver.DefaultBuildHandlerChain(inner, gc))
 	}
 
@@ -174,7 +182,11 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	if err != nil {
 		return nil, err
 	}
-	core.AdmissionControl = admission.New(namespaces)
+	c.groups = append(c.groups, builtin.ReviewAPIGroup(scheme, codecs, authz, authz))
+	core.AdmissionControl = k8sadmission.NewChainHandler(admission.New(namespaces), admission.NewEdge(c.spaces, c.syncerConfigs, builtin.IsBuiltInGroup))
+	if core.AdmissionControl, err = admission.WithStatusCollectorCost(core.AdmissionControl); err != nil {
+		return nil, err
+	}
 	c.core = core
 
 	// The apiextensions server shares the core configuration (serving,

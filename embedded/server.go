@@ -35,6 +35,7 @@ import (
 	"github.com/kubestellar/kubestellar/controllers"
 	"github.com/kubestellar/kubestellar/embedded/auth"
 	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
+	"github.com/kubestellar/kubestellar/embedded/builtin"
 	"github.com/kubestellar/kubestellar/embedded/kubeconfig"
 	"github.com/kubestellar/kubestellar/embedded/storage"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -92,7 +93,7 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 	}
 	core.Handler.NonGoRestfulMux.Handle(jointoken.CACertsPath, auth.CACertsHandler(c.CA.PEM))
 	core.Handler.NonGoRestfulMux.Handle(jointoken.SyncerInfoPath, auth.SyncerInfoHandler(c.syncers.SyncTargets))
-	tunnels := tunnel.NewServer(ctx, c.tunnelConditions.changed)
+	tunnels := tunnel.NewServer(ctx, c.tunnelConditions.changed, c.syncers.SyncTargets.UIDOf)
 	if c.Options.DatastoreEndpoint != "" {
 		// Other servers of the cluster may hold the tunnel asked for.
 		clients := &spaceClients{base: core.LoopbackClientConfig}
@@ -135,6 +136,9 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 			return interrupted(err)
 		}
 		go c.tunnelConditions.run(hookCtx.Context, &spaceClients{base: hookCtx.LoopbackClientConfig}, tunnels.Connected)
+		if err := c.syncerConfigs.start(hookCtx.Context, hookCtx.LoopbackClientConfig); err != nil {
+			return interrupted(err)
+		}
 		// Syncer tokens need the SyncTarget CRD served, hence here.
 		return interrupted(c.syncers.Start(hookCtx.Context, hookCtx.LoopbackClientConfig))
 	}); err != nil {
@@ -297,7 +301,8 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 		_ = etcd.Close()
 	}()
 	purger := &spaces.Purger{Client: etcd, KeyPrefix: storage.KeyPrefix,
-		Global: []string{storage.ResourcePrefix(apiextensionsv1.Resource("customresourcedefinitions"))}}
+		Global:  []string{storage.ResourcePrefix(apiextensionsv1.Resource("customresourcedefinitions"))},
+		BuiltIn: builtin.IsBuiltIn}
 
 	rootKube, err := clients.Kube(spaces.Root)
 	if err != nil {
@@ -393,6 +398,17 @@ type spaceLookup struct {
 type spaceLister struct{ cache.GenericLister }
 
 func (l *spaceLookup) SpacePhase(name string) (tenancyv1alpha1.SpacePhase, bool, error) {
+	phase, found, err := l.field(name, "status", "phase")
+	return tenancyv1alpha1.SpacePhase(phase), found, err
+}
+
+// SpaceType implements admission.SpaceTypes.
+func (l *spaceLookup) SpaceType(name string) (string, bool, error) {
+	return l.field(name, "spec", "type")
+}
+
+// field returns a string field of a cached Space.
+func (l *spaceLookup) field(name string, path ...string) (string, bool, error) {
 	lister := l.lister.Load()
 	if lister == nil {
 		return "", false, errors.New("the server is starting")
@@ -408,6 +424,6 @@ func (l *spaceLookup) SpacePhase(name string) (tenancyv1alpha1.SpacePhase, bool,
 	if !ok {
 		return "", false, fmt.Errorf("unexpected %T in space cache", obj)
 	}
-	phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-	return tenancyv1alpha1.SpacePhase(phase), true, nil
+	v, _, _ := unstructured.NestedString(u.Object, path...)
+	return v, true, nil
 }

@@ -3,6 +3,7 @@ package spaces
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -60,4 +61,23 @@ func URLPath(name string) string {
 		return ""
 	}
 	return PathPrefix + name
+}
+
+// MailboxName returns the name of the mailbox space of the SyncTarget with
+// UID uid in an inventory space. It derives from what the server alone
+// assigns (the SyncTarget's space and UID), so a SyncTarget deleted and
+// recreated under the same name gets a fresh mailbox, and nothing a syncer
+// writes can point another space out as its mailbox. Space names are DNS
+// labels of at most 63 characters: the inventory part is shortened to fit.
+func MailboxName(inventorySpace, uid string) string {
+	suffix := "-mb-" + uid
+	prefix := inventorySpace
+	if max := 63 - len(suffix); len(prefix) > max {
+		prefix = strings.TrimRight(prefix[:max], "-")
+	}
+	name := prefix + suffix
+	if ValidateName(name) != nil {
+		return "mb-" + uid
+	}
+	return name
 }

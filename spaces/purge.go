@@ -20,6 +20,9 @@ type Purger struct {
 	// Global lists the resource prefixes (/<group>/<resource>) that are not
 	// partitioned by space; they are never purged with a space.
 	Global []string
+	// BuiltIn tells whether a resource is one the server serves itself,
+	// whose objects PurgeResource never deletes, whatever a CRD claimed.
+	BuiltIn func(schema.GroupResource) bool
 }
 
 // pageSize bounds one datastore read.
@@ -48,6 +51,9 @@ func (p *Purger) PurgeSpace(ctx context.Context, space string) (int, error) {
 
 // PurgeResource deletes every object of a resource in every space.
 func (p *Purger) PurgeResource(ctx context.Context, gr schema.GroupResource) (int, error) {
+	if p.BuiltIn != nil && p.BuiltIn(gr) {
+		return 0, fmt.Errorf("%s is a built-in resource: its objects are never purged with a CRD", gr)
+	}
 	group := gr.Group
 	if group == "" {
 		group = "core"

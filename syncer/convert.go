@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,9 +26,9 @@ const (
 	// ("inventory/name") whose syncer made it.
 	SyncTargetAnnotation = "edge.kubestellar.io/sync-target"
 	// placementCopyLabel marks the mailbox copies the translator writes.
-	placementCopyLabel = "edge.kubestellar.io/placement-copy"
+	placementCopyLabel = edgev2alpha1.PlacementCopyLabel
 	// UpsyncedLabel marks objects the syncer copied into the mailbox.
-	UpsyncedLabel   = "edge.kubestellar.io/upsynced"
+	UpsyncedLabel   = edgev2alpha1.UpsyncedLabel
 	spaceAnnotation = "kubestellar.io/space"
 )
 
@@ -139,10 +140,14 @@ func upsyncObject(edge *unstructured.Unstructured) *unstructured.Unstructured {
 	if labels == nil {
 		labels = map[string]string{}
 	}
+	// kubestellar's labels and annotations are the server's to write: an
+	// edge object carrying some (say, one upsynced from another level) goes
+	// up without them.
+	maps.DeleteFunc(labels, func(k, _ string) bool { return edgev2alpha1.IsKubestellarKey(k) })
 	labels[UpsyncedLabel] = "true"
 	obj.SetLabels(labels)
 	annotations := obj.GetAnnotations()
-	delete(annotations, spaceAnnotation)
+	maps.DeleteFunc(annotations, func(k, _ string) bool { return edgev2alpha1.IsKubestellarKey(k) })
 	delete(annotations, "kubectl.kubernetes.io/last-applied-configuration")
 	obj.SetAnnotations(annotations)
 	return obj

@@ -16,12 +16,7 @@ import (
 
 // upsyncSelects reports whether an upsync clause selects an edge object.
 func upsyncSelects(c edgev2alpha1.UpsyncClause, gvr schema.GroupVersionResource, namespace, name string) bool {
-	in := func(list []string, v string) bool {
-		return len(list) == 0 || slices.Contains(list, "*") || slices.Contains(list, v)
-	}
-	return (c.APIGroup == "*" || c.APIGroup == gvr.Group) &&
-		slices.ContainsFunc(c.Resources, func(r string) bool { return r == "*" || r == gvr.Resource }) &&
-		in(c.Namespaces, namespace) && in(c.Names, name)
+	return c.Selects(gvr.Group, gvr.Resource, namespace, name)
 }
 
 // reconcileUpsync makes the mailbox's upsynced objects of one resource the

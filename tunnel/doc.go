@@ -13,6 +13,19 @@
 // The server side is plain http.Handlers behind the API server's
 // authentication and authorization: only a syncer's token opens a tunnel,
 // and only for its own SyncTarget; only admins use the edge proxy.
+//
+// A tunnel is bound to the token that opened it and to its SyncTarget's
+// UID: the edge proxy uses only a tunnel of the SyncTarget as it is now
+// (one deleted and made again under the same name is another), and the API
+// server ends the tunnel, with every other request of the token, once the
+// token is revoked or expires or its SyncTarget goes (auth.Revoker).
+//
+// What a syncer sends is bounded: one token holds MaxTunnelsPerToken
+// tunnels at most (429 beyond), each WebSocket message is at most
+// MaxMessageBytes, checked at the frame header before its payload is read,
+// and remotedialer messages that no syncer sends (opening connections,
+// announcing peers) close the tunnel (see frameMeter). A tunnel silent for
+// DeadAfter is dropped.
 package tunnel
 
 import (

@@ -63,12 +63,18 @@ func (c *watchedConn) watch(ctx context.Context, deadAfter time.Duration, onDead
 	}
 }
 
-// watchingWriter hands the WebSocket upgrader a connection that is watched.
+// watchingWriter hands the WebSocket upgrader a connection that is watched
+// and, with readLimit set, whose messages are bounded (see frameMeter).
 type watchingWriter struct {
 	http.ResponseWriter
 	ctx       context.Context
 	deadAfter time.Duration
 	onDead    func()
+	// readLimit bounds each WebSocket message read (0: no bound);
+	// onReadFailed hears why a read failed the bound, before the
+	// connection closes.
+	readLimit    int64
+	onReadFailed func(error)
 }
 
 // Hijack implements http.Hijacker.
@@ -84,6 +90,9 @@ func (w *watchingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if brw != nil && brw.Reader.Buffered() > 0 {
 		conn.Close()
 		return nil, nil, errors.New("the client sent data before the handshake completed")
+	}
+	if w.readLimit > 0 {
+		conn = newMeteredConn(conn, w.readLimit, w.onReadFailed)
 	}
 	watched := newWatchedConn(conn)
 	go watched.watch(w.ctx, w.deadAfter, w.onDead)

@@ -3,17 +3,21 @@ package tunnel
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
 	"github.com/rancher/remotedialer"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/klog/v2"
@@ -22,23 +26,49 @@ import (
 )
 
 // Server holds the syncers' tunnels.
+//
+// A tunnel belongs to the token that opened it and to the SyncTarget, by
+// UID, that the token is bound to: the edge proxy uses only a tunnel of the
+// SyncTarget's current UID, so a SyncTarget deleted and made again under
+// the same name is never served by the old one's syncer. (The API server
+// ends the tunnels of a token that stops authenticating: see
+// auth.Revoker.)
 type Server struct {
 	ctx      context.Context
 	rd       *remotedialer.Server
 	onChange func(ctx context.Context, inventorySpace, syncTarget string, connected bool)
+	// uidOf tells the UID of the SyncTarget of a name there is now.
+	uidOf func(inventorySpace, syncTarget string) (types.UID, bool)
 
 	// peers, when set, forward requests for tunnels held by other servers.
 	peers *Peers
 
 	mu         sync.Mutex
-	sessions   map[string]int // open tunnels per "inventory/synctarget"
-	transports map[string]*http.Transport
+	sessions   map[tunnelKey]int            // open tunnels per key
+	targets    map[string]map[tunnelKey]int // the same, by "inventory/synctarget"
+	tokens     map[string]int               // open tunnels per token id
+	transports map[tunnelKey]*http.Transport
 }
 
+// tunnelKey names the tunnels of one token, for one SyncTarget (by UID).
+type tunnelKey struct {
+	inv, st string
+	uid     types.UID
+	tokenID string
+}
+
+// String is the key's name in remotedialer.
+func (k tunnelKey) String() string { return k.inv + "/" + k.st + "/" + string(k.uid) + "/" + k.tokenID }
+
+func (k tunnelKey) target() string { return k.inv + "/" + k.st }
+
 // NewServer returns a tunnel server; onChange (may be nil) hears when a
-// SyncTarget's first tunnel opens and its last one closes.
-func NewServer(ctx context.Context, onChange func(ctx context.Context, inventorySpace, syncTarget string, connected bool)) *Server {
-	s := &Server{ctx: ctx, onChange: onChange, sessions: map[string]int{}, transports: map[string]*http.Transport{}}
+// SyncTarget's first tunnel opens and its last one closes; uidOf tells the
+// UID of the SyncTarget of a name there is now.
+func NewServer(ctx context.Context, onChange func(ctx context.Context, inventorySpace, syncTarget string, connected bool),
+	uidOf func(inventorySpace, syncTarget string) (types.UID, bool)) *Server {
+	s := &Server{ctx: ctx, onChange: onChange, uidOf: uidOf, sessions: map[tunnelKey]int{}, targets: map[string]map[tunnelKey]int{},
+		tokens: map[string]int{}, transports: map[tunnelKey]*http.Transport{}}
 	s.rd = remotedialer.New(s.clientKey, func(w http.ResponseWriter, _ *http.Request, code int, err error) {
 		writeStatus(w, code, err.Error())
 	})
@@ -49,88 +79,192 @@ func NewServer(ctx context.Context, onChange func(ctx context.Context, inventory
 // servers of the cluster hold. Call it before serving.
 func (s *Server) SetPeers(p *Peers) { s.peers = p }
 
-// clientKey names a tunnel after the SyncTarget of its token.
-func (s *Server) clientKey(req *http.Request) (string, bool, error) {
+// keyOf names the tunnel of a request after its token and SyncTarget.
+func keyOf(req *http.Request) (tunnelKey, error) {
 	u, _ := request.UserFrom(req.Context())
 	inv, st, ok := auth.SyncTargetOf(u)
 	if !ok {
+		name := "<anonymous>"
+		if u != nil {
+			name = u.GetName()
+		}
+		return tunnelKey{}, fmt.Errorf("user %q may not open a tunnel: only a syncer's token does", name)
+	}
+	tokenID, uid, ok := auth.TokenOf(u)
+	if !ok {
+		return tunnelKey{}, fmt.Errorf("the syncer of SyncTarget %s/%s authenticated without a token bound to the SyncTarget's UID: "+
+			"create a new token with `kubestellar token create --sync-target %s/%s`", inv, st, inv, st)
+	}
+	return tunnelKey{inv: inv, st: st, uid: uid, tokenID: tokenID}, nil
+}
+
+// clientKey is remotedialer's authorizer.
+func (s *Server) clientKey(req *http.Request) (string, bool, error) {
+	key, err := keyOf(req)
+	if err != nil {
 		return "", false, nil
 	}
-	return inv + "/" + st, true, nil
+	return key.String(), true, nil
 }
 
 // ServeHTTP opens a syncer's tunnel and holds it until it closes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	logger := klog.FromContext(s.ctx)
-	key, ok, _ := s.clientKey(req)
-	if !ok {
-		u, _ := request.UserFrom(req.Context())
-		name := "<anonymous>"
-		if u != nil {
-			name = u.GetName()
-		}
-		logger.Info("refused a tunnel: not a syncer's token", "user", name, "remote", req.RemoteAddr)
-		writeStatus(w, http.StatusForbidden, fmt.Sprintf("user %q may not open a tunnel: only a syncer's token does", name))
+	key, err := keyOf(req)
+	if err != nil {
+		logger.Info("refused a tunnel: not a syncer's token bound to its SyncTarget", "err", err.Error(), "remote", req.RemoteAddr)
+		writeStatus(w, http.StatusForbidden, err.Error())
 		return
 	}
 	if !websocket.IsWebSocketUpgrade(req) {
-		logger.Info("refused a tunnel: not a WebSocket handshake", "syncTarget", key, "remote", req.RemoteAddr)
+		logger.Info("refused a tunnel: not a WebSocket handshake", "syncTarget", key.target(), "remote", req.RemoteAddr)
 		writeStatus(w, http.StatusBadRequest, "a tunnel is opened with a WebSocket handshake (HTTP/1.1 GET with Upgrade: websocket)")
 		return
 	}
-	s.changed(key, +1)
-	defer s.changed(key, -1)
-	logger.Info("tunnel opened", "syncTarget", key, "remote", req.RemoteAddr)
-	// The tunnel ends with the request or with the server.
+	if !s.opened(key) {
+		logger.Info("refused a tunnel: too many for one token", "syncTarget", key.target(), "token", key.tokenID, "max", MaxTunnelsPerToken, "remote", req.RemoteAddr)
+		w.Header().Set("Retry-After", strconv.Itoa(int(DeadAfter/time.Second)))
+		writeStatus(w, http.StatusTooManyRequests, fmt.Sprintf("token %s already holds %d tunnels, the most one token may hold: "+
+			"a syncer keeps one open, is another syncer running with the same token? Stop it (or revoke the token if it leaked); "+
+			"a tunnel that was cut is dropped within %s", key.tokenID, MaxTunnelsPerToken, DeadAfter))
+		return
+	}
+	defer s.closed(key)
+	logger.Info("tunnel opened", "syncTarget", key.target(), "token", key.tokenID, "remote", req.RemoteAddr)
+	// The tunnel ends with the request (which the API server ends when the
+	// token stops authenticating) or with the server.
 	ctx, cancel := context.WithCancel(req.Context())
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
-	s.rd.ServeHTTP(&watchingWriter{ResponseWriter: w, ctx: ctx, deadAfter: DeadAfter, onDead: func() {
-		logger.Info("tunnel silent too long: dropping it", "syncTarget", key, "remote", req.RemoteAddr, "after", DeadAfter)
-	}}, req)
-	logger.Info("tunnel closed", "syncTarget", key, "remote", req.RemoteAddr)
+	var tooLarge atomic.Pointer[error]
+	s.rd.ServeHTTP(&watchingWriter{ResponseWriter: w, ctx: ctx, deadAfter: DeadAfter, readLimit: MaxMessageBytes,
+		onDead: func() {
+			logger.Info("tunnel silent too long: dropping it", "syncTarget", key.target(), "remote", req.RemoteAddr, "after", DeadAfter)
+		},
+		onReadFailed: func(err error) { tooLarge.Store(&err) },
+	}, req)
+	reason := "closed"
+	if err := tooLarge.Load(); err != nil {
+		reason = (*err).Error()
+	} else if cause := context.Cause(req.Context()); cause != nil && !errors.Is(cause, context.Canceled) {
+		reason = cause.Error()
+	}
+	logger.Info("tunnel closed", "syncTarget", key.target(), "token", key.tokenID, "remote", req.RemoteAddr, "reason", reason)
 }
 
-func (s *Server) changed(key string, delta int) {
+// opened counts a tunnel in, unless its token holds the most it may.
+func (s *Server) opened(key tunnelKey) bool {
 	s.mu.Lock()
-	before := s.sessions[key]
-	s.sessions[key] = before + delta
-	if s.sessions[key] == 0 {
-		delete(s.sessions, key)
+	if s.tokens[key.tokenID] >= MaxTunnelsPerToken {
+		s.mu.Unlock()
+		return false
 	}
-	after := s.sessions[key]
+	s.tokens[key.tokenID]++
+	s.sessions[key]++
+	first := s.targets[key.target()] == nil
+	if first {
+		s.targets[key.target()] = map[tunnelKey]int{}
+	}
+	s.targets[key.target()][key]++
 	s.mu.Unlock()
-	if s.onChange == nil || (before > 0) == (after > 0) {
-		return
+	if first && s.onChange != nil {
+		s.onChange(s.ctx, key.inv, key.st, true)
 	}
-	inv, st, _ := strings.Cut(key, "/")
-	s.onChange(s.ctx, inv, st, after > 0)
+	return true
 }
 
-// Connected reports whether a SyncTarget has a tunnel open.
+// closed counts a tunnel out.
+func (s *Server) closed(key tunnelKey) {
+	s.mu.Lock()
+	decrement(s.tokens, key.tokenID)
+	var idle *http.Transport
+	if decrement(s.sessions, key) == 0 {
+		idle = s.transports[key]
+		delete(s.transports, key)
+	}
+	last := false
+	if keys := s.targets[key.target()]; keys != nil {
+		decrement(keys, key)
+		if len(keys) == 0 {
+			delete(s.targets, key.target())
+			last = true
+		}
+	}
+	s.mu.Unlock()
+	if idle != nil {
+		idle.CloseIdleConnections()
+	}
+	if last && s.onChange != nil {
+		s.onChange(s.ctx, key.inv, key.st, false)
+	}
+}
+
+func decrement[K comparable](m map[K]int, k K) int {
+	m[k]--
+	n := m[k]
+	if n <= 0 {
+		delete(m, k)
+	}
+	return n
+}
+
+// current returns the key of a tunnel of the SyncTarget inv/st as it is
+// now (by UID), if one is open here.
+func (s *Server) current(inv, st string) (tunnelKey, bool) {
+	if s.uidOf == nil {
+		return tunnelKey{}, false
+	}
+	uid, ok := s.uidOf(inv, st)
+	if !ok {
+		return tunnelKey{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var found tunnelKey
+	ok = false
+	for key := range s.targets[inv+"/"+st] {
+		// Of several (tokens rotated), the same one each time.
+		if key.uid == uid && (!ok || key.tokenID < found.tokenID) {
+			found, ok = key, true
+		}
+	}
+	return found, ok && s.rd.HasSession(found.String())
+}
+
+// Connected reports whether a SyncTarget, as it is now, has a tunnel open.
 func (s *Server) Connected(inventorySpace, syncTarget string) bool {
-	return s.rd.HasSession(inventorySpace + "/" + syncTarget)
+	_, ok := s.current(inventorySpace, syncTarget)
+	return ok
 }
 
 // Open lists the SyncTargets ("inventory/name") with a tunnel open.
 func (s *Server) Open() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.sessions))
-	for key := range s.sessions {
-		out = append(out, key)
+	out := make([]string, 0, len(s.targets))
+	for target := range s.targets {
+		out = append(out, target)
 	}
 	return out
 }
 
-// Tunnels counts the open tunnels.
+// Tunnels counts the tokens with a tunnel open.
 func (s *Server) Tunnels() int {
 	return len(s.rd.ListClients())
 }
 
-// DialEdge opens a connection to a SyncTarget's edge API, through its tunnel.
+// DialEdge opens a connection to a SyncTarget's edge API, through its
+// tunnel (of the SyncTarget as it is now).
 func (s *Server) DialEdge(ctx context.Context, inventorySpace, syncTarget string) (net.Conn, error) {
-	return s.rd.Dialer(inventorySpace+"/"+syncTarget)(ctx, "tcp", EdgeAPIAddress)
+	key, ok := s.current(inventorySpace, syncTarget)
+	if !ok {
+		return nil, fmt.Errorf("SyncTarget %s/%s has no tunnel open", inventorySpace, syncTarget)
+	}
+	return s.dial(ctx, key)
+}
+
+func (s *Server) dial(ctx context.Context, key tunnelKey) (net.Conn, error) {
+	return s.rd.Dialer(key.String())(ctx, "tcp", EdgeAPIAddress)
 }
 
 // EdgeProxy serves EdgesPrefix + INVENTORY/SYNCTARGET/proxy/PATH from that
@@ -143,12 +277,13 @@ func (s *Server) EdgeProxy() http.Handler {
 			writeStatus(w, http.StatusNotFound, err.Error())
 			return
 		}
-		key := inv + "/" + st
-		if !s.rd.HasSession(key) {
+		target := inv + "/" + st
+		key, ok := s.current(inv, st)
+		if !ok {
 			if s.peers != nil && s.peers.forward(w, req, inv, st) {
 				return
 			}
-			writeStatus(w, http.StatusServiceUnavailable, fmt.Sprintf("SyncTarget %s has no tunnel open: its syncer is not connected", key))
+			writeStatus(w, http.StatusServiceUnavailable, fmt.Sprintf("SyncTarget %s has no tunnel open: its syncer is not connected", target))
 			return
 		}
 		proxy := &httputil.ReverseProxy{
@@ -164,10 +299,10 @@ func (s *Server) EdgeProxy() http.Handler {
 					}
 				}
 			},
-			Transport:     retryTransport{rt: s.transport(inv, st), attempts: 3},
+			Transport:     retryTransport{rt: s.transport(key), attempts: 3},
 			FlushInterval: -1, // watches and logs stream
 			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-				writeStatus(w, http.StatusBadGateway, fmt.Sprintf("reaching the edge cluster of SyncTarget %s: %v", key, err))
+				writeStatus(w, http.StatusBadGateway, fmt.Sprintf("reaching the edge cluster of SyncTarget %s: %v", target, err))
 			},
 		}
 		// Requests through a tunnel (watches, logs) end with the server.
@@ -178,15 +313,18 @@ func (s *Server) EdgeProxy() http.Handler {
 	})
 }
 
-func (s *Server) transport(inv, st string) *http.Transport {
-	key := inv + "/" + st
+// maxEdgeHeaderBytes bounds the response headers an edge sends back.
+const maxEdgeHeaderBytes = 1 << 20
+
+func (s *Server) transport(key tunnelKey) *http.Transport {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.transports[key]
 	if !ok {
 		t = &http.Transport{
-			DialContext:       func(ctx context.Context, _, _ string) (net.Conn, error) { return s.DialEdge(ctx, inv, st) },
-			ForceAttemptHTTP2: false,
+			DialContext:            func(ctx context.Context, _, _ string) (net.Conn, error) { return s.dial(ctx, key) },
+			ForceAttemptHTTP2:      false,
+			MaxResponseHeaderBytes: maxEdgeHeaderBytes,
 			// Keep connections through the tunnel for reuse: each new one
 			// costs a round trip to the edge, and remotedialer may drop a
 			// connection opened just as the client reports its open ones.
@@ -194,7 +332,9 @@ func (s *Server) transport(inv, st string) *http.Transport {
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     90 * time.Second,
 		}
-		s.transports[key] = t
+		if s.sessions[key] > 0 { // not when the tunnel closed meanwhile
+			s.transports[key] = t
+		}
 	}
 	return t
 }
@@ -265,6 +405,8 @@ func writeStatus(w http.ResponseWriter, code int, message string) {
 		status.Reason = metav1.StatusReasonServiceUnavailable
 	case http.StatusUnauthorized:
 		status.Reason = metav1.StatusReasonUnauthorized
+	case http.StatusTooManyRequests:
+		status.Reason = metav1.StatusReasonTooManyRequests
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)

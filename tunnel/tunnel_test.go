@@ -15,9 +15,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/kubestellar/kubestellar/embedded/auth"
 )
 
 func TestParseEdgePath(t *testing.T) {
@@ -73,13 +76,19 @@ func withUser(h http.Handler, u user.Info) http.Handler {
 	})
 }
 
+// syncerUser is the identity the syncer of inv/st gets with token
+// "token-"+st, bound to the SyncTarget's fixture UID.
 func syncerUser(inv, st string) user.Info {
-	return &user.DefaultInfo{Name: "system:kubestellar:syncer:" + inv + ":" + st, Groups: []string{"kubestellar:syncers"},
-		Extra: map[string][]string{"kubestellar.io/inventory-space": {inv}, "kubestellar.io/sync-target": {st}}}
+	return auth.SyncerTokenUser(inv, st, "token-"+st, fixtureUID(inv, st))
 }
 
+func fixtureUID(inv, st string) types.UID { return types.UID("uid-" + inv + "-" + st) }
+
+// fixtureUIDs is a SyncTarget cache where each SyncTarget has its fixture UID.
+func fixtureUIDs(inv, st string) (types.UID, bool) { return fixtureUID(inv, st), true }
+
 func TestTunnelRefusals(t *testing.T) {
-	s := NewServer(t.Context(), nil)
+	s := NewServer(t.Context(), nil, fixtureUIDs)
 	for _, tc := range []struct {
 		desc string
 		user user.Info
@@ -87,6 +96,7 @@ func TestTunnelRefusals(t *testing.T) {
 	}{
 		{desc: "no user", want: http.StatusForbidden},
 		{desc: "not a syncer", user: &user.DefaultInfo{Name: "alice"}, want: http.StatusForbidden},
+		{desc: "a syncer without a token bound to a UID", user: auth.SyncerUser("inv1", "edge1"), want: http.StatusForbidden},
 		{desc: "a syncer without a WebSocket handshake", user: syncerUser("inv1", "edge1"), want: http.StatusBadRequest},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -115,7 +125,7 @@ func TestTunnelRoundTrip(t *testing.T) {
 		defer mu.Unlock()
 		require.Equal(t, "inv1/edge1", inv+"/"+st)
 		changes = append(changes, connected)
-	})
+	}, fixtureUIDs)
 	mux := http.NewServeMux()
 	mux.Handle(Path, withUser(s, syncerUser("inv1", "edge1")))
 	mux.Handle(EdgesPrefix, s.EdgeProxy())
@@ -295,7 +305,7 @@ func TestEdgeProxyForwardsToPeer(t *testing.T) {
 		return "", nil
 	})
 	require.NoError(t, err)
-	s := NewServer(t.Context(), nil)
+	s := NewServer(t.Context(), nil, fixtureUIDs)
 	s.SetPeers(peers)
 	proxy := s.EdgeProxy()
 	serve := func(path string, header http.Header) *httptest.ResponseRecorder {

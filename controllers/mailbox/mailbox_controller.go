@@ -110,6 +110,7 @@ func (c *Controller) process(ctx context.Context, key string) error {
 		updated.Finalizers = append(updated.Finalizers, Finalizer)
 		return c.clients.Client.Update(invCtx, updated)
 	}
+	existing := &tenancyv1alpha1.Space{}
 	mb := &tenancyv1alpha1.Space{
 		ObjectMeta: metav1.ObjectMeta{Name: mailbox, Labels: map[string]string{
 			LabelSyncTargetSpace: space, LabelSyncTargetName: name, LabelSyncTargetUID: string(st.UID)}},
@@ -119,6 +120,13 @@ func (c *Controller) process(ctx context.Context, key string) error {
 		logger.Info("created mailbox")
 	} else if !apierrors.IsAlreadyExists(err) {
 		return err
+	} else if err := c.clients.Client.Get(rootCtx, clientKey(mailbox), existing); err != nil {
+		return err
+	} else if existing.Spec.Type != SpaceType || !isSubset(mb.Labels, existing.Labels) {
+		// Only the server makes mailbox spaces (admission sees to it): a
+		// space of that name that is no mailbox of this SyncTarget is
+		// never used as one.
+		return fmt.Errorf("space %q exists but is not the mailbox of this SyncTarget (type %q, labels %v): delete it", mailbox, existing.Spec.Type, existing.Labels)
 	}
 	if st.Status.MailboxSpace != mailbox {
 		updated := st.DeepCopy()
@@ -137,4 +145,14 @@ func (c *Controller) process(ctx context.Context, key string) error {
 		c.queue.AddAfter(key, wait)
 	}
 	return nil
+}
+
+// isSubset reports whether every key of want has the same value in have.
+func isSubset(want, have map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
 }

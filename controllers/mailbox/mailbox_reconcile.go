@@ -1,7 +1,6 @@
 package mailbox
 
 import (
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -9,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -17,27 +17,18 @@ import (
 // fresh, empty mailbox. Space names are DNS labels of at most 63
 // characters: the inventory part is shortened to fit.
 func Name(inventorySpace string, uid types.UID) string {
-	suffix := "-mb-" + string(uid)
-	prefix := inventorySpace
-	if max := 63 - len(suffix); len(prefix) > max {
-		prefix = strings.TrimRight(prefix[:max], "-")
-	}
-	name := prefix + suffix
-	if spaces.ValidateName(name) != nil {
-		return "mb-" + string(uid)
-	}
-	return name
+	return spaces.MailboxName(inventorySpace, string(uid))
 }
 
 // Labels on a mailbox Space name the SyncTarget it serves.
 const (
-	LabelSyncTargetSpace = "edge.kubestellar.io/sync-target-space"
-	LabelSyncTargetName  = "edge.kubestellar.io/sync-target-name"
-	LabelSyncTargetUID   = "edge.kubestellar.io/sync-target-uid"
+	LabelSyncTargetSpace = edgev2alpha1.MailboxSyncTargetSpaceLabel
+	LabelSyncTargetName  = edgev2alpha1.MailboxSyncTargetNameLabel
+	LabelSyncTargetUID   = edgev2alpha1.MailboxSyncTargetUIDLabel
 	// Finalizer holds a deleted SyncTarget until its mailbox is gone.
 	Finalizer = "edge.kubestellar.io/mailbox"
 	// SpaceType is the spec.type of mailbox spaces.
-	SpaceType = "mailbox"
+	SpaceType = tenancyv1alpha1.SpaceTypeMailbox
 )
 
 func clientKey(name string) client.ObjectKey { return client.ObjectKey{Name: name} }

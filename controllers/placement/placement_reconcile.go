@@ -103,10 +103,16 @@ func (c *Controller) reconcileMailbox(ctx context.Context, key string) (requeue 
 		return false, nil
 	}
 	st, ok := crossspace.Get[*edgev2alpha1.SyncTarget](c.syncTargets, invSpace, "", stName)
-	if !ok || st.DeletionTimestamp != nil || st.Status.MailboxSpace == "" {
+	// The mailbox is the one the SyncTarget's space and UID name, once the
+	// mailbox controller has made it: copies never go where a status field
+	// alone points.
+	if !ok || st.DeletionTimestamp != nil {
 		return false, nil
 	}
-	mailbox := st.Status.MailboxSpace
+	mailbox := spaces.MailboxName(invSpace, string(st.UID))
+	if st.Status.MailboxSpace != mailbox {
+		return false, nil
+	}
 	logger := klog.FromContext(ctx).WithValues("syncTarget", key, "mailbox", mailbox)
 	ctx = klog.NewContext(ctx, logger)
 

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/controllers/internal/epstatus"
 	"github.com/kubestellar/kubestellar/internal/worker"
@@ -38,6 +39,7 @@ type Controller struct {
 	locations   *crossspace.Informer
 	syncTargets *crossspace.Informer
 	slices      *crossspace.Informer
+	spaces      *crossspace.Informer
 }
 
 // New returns the controller.
@@ -62,6 +64,13 @@ func New(clients *crossspace.Clients) *Controller {
 		panic(err) // only fails once objects are cached
 	}
 	c.slices = clients.Typed(&edgev2alpha1.SinglePlacementSliceList{}, &edgev2alpha1.SinglePlacementSlice{}, crossspace.Enqueue(c.enqueuePlacement))
+	// Which inventory spaces a WDS may select, and which spaces are of
+	// which type (mailbox spaces come and go with SyncTargets: ignored).
+	c.spaces = clients.Typed(&tenancyv1alpha1.SpaceList{}, &tenancyv1alpha1.Space{}, crossspace.Enqueue(func(obj any) {
+		if sp, ok := obj.(*tenancyv1alpha1.Space); ok && sp.Spec.Type != tenancyv1alpha1.SpaceTypeMailbox {
+			c.enqueueAll()
+		}
+	}))
 	return c
 }
 
@@ -88,8 +97,8 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer c.queue.ShutDown()
 	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
 	ctx = klog.NewContext(ctx, logger)
-	crossspace.Run(ctx, c.placements, c.locations, c.syncTargets, c.slices)
-	if !crossspace.WaitForSync(ctx, c.placements, c.locations, c.syncTargets, c.slices) {
+	crossspace.Run(ctx, c.placements, c.locations, c.syncTargets, c.slices, c.spaces)
+	if !crossspace.WaitForSync(ctx, c.placements, c.locations, c.syncTargets, c.slices, c.spaces) {
 		return
 	}
 	logger.Info("started controller")
@@ -110,7 +119,10 @@ func (c *Controller) process(ctx context.Context, key string) error {
 	}
 	ctx = spaces.WithSpace(ctx, space)
 	ep, ok := crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, space, "", name)
-	if !ok || ep.DeletionTimestamp != nil {
+	// Only a workload description space places anything: an EdgePlacement
+	// elsewhere (a mailbox, an inventory) is inert.
+	wds, isWDS := crossspace.SpaceOfType(c.spaces, space, tenancyv1alpha1.SpaceTypeWDS)
+	if !ok || ep.DeletionTimestamp != nil || !isWDS {
 		// No garbage collector runs at the center: remove the slice here.
 		if _, ok := crossspace.Get[*edgev2alpha1.SinglePlacementSlice](c.slices, space, "", name); ok {
 			err := c.clients.Client.Delete(ctx, &edgev2alpha1.SinglePlacementSlice{ObjectMeta: metav1.ObjectMeta{Name: name}})
@@ -120,9 +132,17 @@ func (c *Controller) process(ctx context.Context, key string) error {
 		}
 		return nil
 	}
+	// The Locations of the inventory spaces the WDS names, and no others.
 	var locations []Location
-	for _, l := range crossspace.List[*edgev2alpha1.Location](c.locations) {
-		locations = append(locations, Location{Space: crossspace.SpaceOf(l), Location: l})
+	var inventories int
+	for _, inv := range wds.Spec.InventorySpaces {
+		if _, ok := crossspace.SpaceOfType(c.spaces, inv, tenancyv1alpha1.SpaceTypeInventory); !ok {
+			continue
+		}
+		inventories++
+		for _, l := range crossspace.InSpace[*edgev2alpha1.Location](c.locations, inv) {
+			locations = append(locations, Location{Space: inv, Location: l})
+		}
 	}
 	syncTargets := func(space string, selector *metav1.LabelSelector) []SyncTarget {
 		var out []SyncTarget
@@ -139,6 +159,12 @@ func (c *Controller) process(ctx context.Context, key string) error {
 	}
 	if err := c.writeSlice(ctx, ep, dests); err != nil {
 		return err
+	}
+	if inventories == 0 {
+		return c.updateStatus(ctx, ep, 0, metav1.Condition{Type: epstatus.Scheduled, Status: metav1.ConditionFalse, Reason: "NoInventorySpaces",
+			Message: fmt.Sprintf("space %q names no inventory space whose Locations its placements may select: set spec.inventorySpaces of Space %q "+
+				"(kubestellar space create %s --type wds --inventory-space INV, or kubectl patch space %s --type merge -p '{\"spec\":{\"inventorySpaces\":[\"INV\"]}}')",
+				space, space, space, space)})
 	}
 	return c.updateStatus(ctx, ep, int32(matching), metav1.Condition{Type: epstatus.Scheduled, Status: metav1.ConditionTrue,
 		Reason: "Scheduled", Message: fmt.Sprintf("%d matching locations, %d destinations", matching, len(dests))})

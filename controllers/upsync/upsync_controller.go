@@ -131,7 +131,9 @@ func (c *Controller) reconcile(ctx context.Context, key string) (bool, error) {
 	from := invSpace + "/" + stName
 	st, ok := crossspace.Get[*edgev2alpha1.SyncTarget](c.syncTargets, invSpace, "", stName)
 	mailbox := ""
-	if ok && st.DeletionTimestamp == nil {
+	// The mailbox is derived from the SyncTarget's UID, never taken from a
+	// status a syncer could have written.
+	if ok && st.DeletionTimestamp == nil && st.Status.MailboxSpace == spaces.MailboxName(invSpace, string(st.UID)) {
 		mailbox = st.Status.MailboxSpace
 	}
 	// The placements targeting this SyncTarget, and their upsync clauses.
@@ -180,6 +182,10 @@ func (c *Controller) reconcile(ctx context.Context, key string) (bool, error) {
 		desired := map[string]*unstructured.Unstructured{} // wds|ns/name
 		if mailbox != "" {
 			for _, obj := range crossspace.InSpace[*unstructured.Unstructured](inf, mailbox) {
+				// Only what the syncer upsynced, never the server's copies.
+				if obj.GetLabels()[UpsyncedLabel] != "true" || obj.GetLabels()[edgev2alpha1.PlacementCopyLabel] == "true" {
+					continue
+				}
 				for _, t := range targets {
 					for _, cl := range t.clauses {
 						if matches(cl, gvr.Group, gvr.Resource, obj.GetNamespace(), obj.GetName()) {
@@ -198,7 +204,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) (bool, error) {
 		}
 		for _, item := range inf.List() {
 			u := item.(*unstructured.Unstructured)
-			if u.GetAnnotations()[edgev2alpha1.UpsyncedFromAnnotation] != from {
+			if u.GetAnnotations()[edgev2alpha1.UpsyncedFromAnnotation] != from || u.GetLabels()[UpsyncedLabel] != "true" {
 				continue
 			}
 			k := spaces.Key(crossspace.SpaceOf(u), u.GetNamespace(), u.GetName())

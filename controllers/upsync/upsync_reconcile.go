@@ -3,7 +3,6 @@ package upsync
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"slices"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,7 +14,7 @@ import (
 const (
 	// UpsyncedLabel marks objects a syncer copied from its edge cluster into
 	// its mailbox, and their copies in WDSes.
-	UpsyncedLabel = "edge.kubestellar.io/upsynced"
+	UpsyncedLabel = edgev2alpha1.UpsyncedLabel
 	// OriginalNameAnnotation on an upsynced object in a WDS is its name at the edge.
 	OriginalNameAnnotation = "edge.kubestellar.io/original-name"
 	// FieldManager writes upsynced objects into WDSes.
@@ -37,11 +36,7 @@ func WDSName(name, syncTarget string) string {
 
 // matches reports whether an upsync clause selects an object.
 func matches(c edgev2alpha1.UpsyncClause, group, resource, namespace, name string) bool {
-	in := func(list []string, v string) bool {
-		return len(list) == 0 || slices.Contains(list, "*") || slices.Contains(list, v)
-	}
-	return (c.APIGroup == "*" || c.APIGroup == group) && slices.ContainsFunc(c.Resources, func(r string) bool { return r == "*" || r == resource }) &&
-		in(c.Namespaces, namespace) && in(c.Names, name)
+	return c.Selects(group, resource, namespace, name)
 }
 
 // wdsCopy returns the WDS version of an upsynced object.

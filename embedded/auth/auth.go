@@ -103,9 +103,11 @@ func AdminInfo() *user.DefaultInfo {
 	return &user.DefaultInfo{Name: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}}
 }
 
-// PublicPaths may be read without a token: health probes of load balancers
-// and service managers, the version, and the CA certificate (which a
-// joining syncer checks against its token before trusting it).
+// PublicPaths may be read without a token, in the root space only: health
+// probes of load balancers and service managers, the version, and the CA
+// certificate (which a joining syncer checks against its token before
+// trusting it). Under /spaces/NAME they need a token like everything else,
+// so that nobody learns without one which spaces exist.
 var PublicPaths = []string{"/healthz", "/livez", "/readyz", "/version", jointoken.CACertsPath}
 
 func isPublic(path string) bool {
@@ -126,7 +128,8 @@ func NewRequestAuthenticator(tokens authenticator.Token) authenticator.Request {
 		if ok || err != nil {
 			return resp, ok, err
 		}
-		if req.Method == http.MethodGet && req.Header.Get("Authorization") == "" && isPublic(req.URL.Path) {
+		if req.Method == http.MethodGet && req.Header.Get("Authorization") == "" && isPublic(req.URL.Path) &&
+			spaces.SpaceOrRoot(req.Context()) == spaces.Root {
 			return &authenticator.Response{User: &user.DefaultInfo{
 				Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}}, true, nil
 		}
@@ -156,7 +159,7 @@ func (az Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (au
 	if u != nil && slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) {
 		return authorizer.DecisionAllow, "", nil
 	}
-	if !a.IsResourceRequest() && a.GetVerb() == "get" && isPublic(a.GetPath()) {
+	if !a.IsResourceRequest() && a.GetVerb() == "get" && isPublic(a.GetPath()) && spaces.SpaceOrRoot(ctx) == spaces.Root {
 		return authorizer.DecisionAllow, "", nil
 	}
 	if inv, st, ok := SyncTargetOf(u); ok {
@@ -180,6 +183,9 @@ func (az Authorizer) RulesFor(ctx context.Context, u user.Info, _ string) ([]aut
 	if inv, st, ok := SyncTargetOf(u); ok {
 		resources, nonResources := az.syncerRules(ctx, inv, st)
 		return resources, nonResources, false, nil
+	}
+	if spaces.SpaceOrRoot(ctx) != spaces.Root {
+		return nil, nil, false, nil
 	}
 	return nil, []authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"get"}, NonResourceURLs: PublicPaths}}, false, nil
 }

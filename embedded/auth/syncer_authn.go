@@ -9,7 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -27,9 +30,38 @@ const (
 	// Keys of a syncer identity's extra attributes.
 	ExtraInventorySpace = "kubestellar.io/inventory-space"
 	ExtraSyncTarget     = "kubestellar.io/sync-target"
+	// ExtraTokenID and ExtraSyncTargetUID say which token authenticated the
+	// syncer, and the UID of the SyncTarget that token is bound to.
+	ExtraTokenID       = "kubestellar.io/token-id"
+	ExtraSyncTargetUID = "kubestellar.io/sync-target-uid"
 )
 
-// SyncerUser returns the identity of the syncer of a SyncTarget.
+// SyncerTokenUser returns the identity of the syncer of a SyncTarget
+// authenticated by token tokenID, bound to the SyncTarget with UID uid.
+func SyncerTokenUser(inventorySpace, syncTarget, tokenID string, uid types.UID) *user.DefaultInfo {
+	u := SyncerUser(inventorySpace, syncTarget)
+	u.Extra[ExtraTokenID] = []string{tokenID}
+	u.Extra[ExtraSyncTargetUID] = []string{string(uid)}
+	return u
+}
+
+// TokenOf returns the token a syncer identity authenticated with and the
+// UID of the SyncTarget it is bound to; ok=false when u is no syncer
+// identity or does not say (SyncerUser without a token).
+func TokenOf(u user.Info) (tokenID string, uid types.UID, ok bool) {
+	if _, _, isSyncer := SyncTargetOf(u); !isSyncer {
+		return "", "", false
+	}
+	extra := u.GetExtra()
+	ids, uids := extra[ExtraTokenID], extra[ExtraSyncTargetUID]
+	if len(ids) != 1 || len(uids) != 1 || ids[0] == "" || uids[0] == "" {
+		return "", "", false
+	}
+	return ids[0], types.UID(uids[0]), true
+}
+
+// SyncerUser returns the identity of the syncer of a SyncTarget, without
+// the token it authenticated with (see SyncerTokenUser).
 func SyncerUser(inventorySpace, syncTarget string) *user.DefaultInfo {
 	return &user.DefaultInfo{
 		Name:   SyncerUserPrefix + inventorySpace + ":" + syncTarget,
@@ -61,13 +93,28 @@ func SyncTargetOf(u user.Info) (inventorySpace, syncTarget string, ok bool) {
 // SyncerTokens authenticates syncer tokens (jointoken, in full or bare form)
 // against the token Secrets of the root space (see CreateToken), read from
 // a cache. Until the cache is set, no syncer token authenticates. A token
-// whose Secret is gone or whose expiration has passed fails at once.
+// whose Secret is gone or whose expiration has passed fails at once, and so
+// does one whose SyncTarget is gone or is another one now (another UID).
 type SyncerTokens struct {
 	caHash  string
 	secrets atomic.Pointer[secretLister]
+	// syncTargets tells the UIDs of the SyncTargets there are now.
+	syncTargets SyncTargetUIDs
 	// now is the clock expirations are checked against.
 	now func() time.Time
 }
+
+// SyncTargetUIDs tells the UID of the SyncTarget of a name there is now.
+type SyncTargetUIDs interface {
+	UIDOf(inventorySpace, name string) (types.UID, bool)
+}
+
+// cacheLag is how long a token Secret counts as new: long enough for the
+// SyncTarget cache to catch up with a SyncTarget made just before it.
+const (
+	cacheLag     = 10 * time.Second
+	cacheLagWait = time.Second
+)
 
 type secretLister struct {
 	corelisters.SecretNamespaceLister
@@ -77,8 +124,9 @@ var _ authenticator.Token = &SyncerTokens{}
 
 // NewSyncerTokens returns an authenticator for the server whose CA
 // certificate is caPEM: full-form tokens must pin it.
-func NewSyncerTokens(caPEM []byte) *SyncerTokens {
-	return &SyncerTokens{caHash: jointoken.CAHash(caPEM), now: time.Now}
+// UIDs of SyncTargets come from syncTargets.
+func NewSyncerTokens(caPEM []byte, syncTargets SyncTargetUIDs) *SyncerTokens {
+	return &SyncerTokens{caHash: jointoken.CAHash(caPEM), syncTargets: syncTargets, now: time.Now}
 }
 
 // SetSecrets sets the cache of token Secrets (of TokenNamespace in the root
@@ -91,7 +139,7 @@ func (t *SyncerTokens) SetSecrets(secrets corelisters.SecretNamespaceLister) {
 // not shaped like a syncer token is none of its business (no error, so the
 // next authenticator may take it); a syncer token that fails gets an error
 // naming its id (never its secret), for the server log.
-func (t *SyncerTokens) AuthenticateToken(_ context.Context, bearer string) (*authenticator.Response, bool, error) {
+func (t *SyncerTokens) AuthenticateToken(ctx context.Context, bearer string) (*authenticator.Response, bool, error) {
 	tok, err := jointoken.Parse(bearer)
 	if err != nil {
 		return nil, false, nil
@@ -118,7 +166,91 @@ func (t *SyncerTokens) AuthenticateToken(_ context.Context, bearer string) (*aut
 		return nil, false, fmt.Errorf("wrong secret for syncer token %s", tok.ID)
 	}
 	if info.Expired(t.now()) {
-		return nil, false, fmt.Errorf("syncer token %s expired at %s", tok.ID, info.Expiration.Format(time.RFC3339))
+		return nil, false, expiredError(info)
 	}
-	return &authenticator.Response{User: SyncerUser(info.InventorySpace, info.SyncTarget)}, true, nil
+	if err := t.bound(info); err != nil {
+		if !t.isNew(secret) {
+			return nil, false, err
+		}
+		// A SyncTarget made a moment before its token may not be in the
+		// cache yet.
+		if err = t.waitBound(ctx, info); err != nil {
+			return nil, false, err
+		}
+	}
+	return &authenticator.Response{User: SyncerTokenUser(info.InventorySpace, info.SyncTarget, info.ID, info.SyncTargetUID)}, true, nil
+}
+
+func expiredError(info TokenInfo) error {
+	return fmt.Errorf("syncer token %s expired at %s: create a new one with `kubestellar token create --sync-target %s`",
+		info.ID, info.Expiration.Format(time.RFC3339), info.SyncTargetRef())
+}
+
+// bound fails unless the token's SyncTarget is there, with the UID the
+// token was made for.
+func (t *SyncerTokens) bound(info TokenInfo) error {
+	if info.SyncTargetUID == "" {
+		return fmt.Errorf("syncer token %s was made by an older version of kubestellar and is not bound to the UID of its SyncTarget: "+
+			"create a new one with `kubestellar token create --sync-target %s` and revoke this one", info.ID, info.SyncTargetRef())
+	}
+	var uid types.UID
+	ok := false
+	if t.syncTargets != nil {
+		uid, ok = t.syncTargets.UIDOf(info.InventorySpace, info.SyncTarget)
+	}
+	if !ok {
+		return fmt.Errorf("syncer token %s is for SyncTarget %s, which no longer exists: "+
+			"create the SyncTarget and a new token with `kubestellar synctarget create %s --inventory-space %s`",
+			info.ID, info.SyncTargetRef(), info.SyncTarget, info.InventorySpace)
+	}
+	if uid != info.SyncTargetUID {
+		return fmt.Errorf("syncer token %s was made for an earlier SyncTarget %s (UID %s), which was deleted; the one of that name now (UID %s) is another: "+
+			"create a new token with `kubestellar token create --sync-target %s`", info.ID, info.SyncTargetRef(), info.SyncTargetUID, uid, info.SyncTargetRef())
+	}
+	return nil
+}
+
+// isNew tells whether a token Secret was made within cacheLag.
+func (t *SyncerTokens) isNew(secret *corev1.Secret) bool {
+	created := secret.CreationTimestamp.Time
+	return !created.IsZero() && t.now().Sub(created) < cacheLag
+}
+
+// waitBound gives the SyncTarget cache up to cacheLagWait to show the
+// token's SyncTarget.
+func (t *SyncerTokens) waitBound(ctx context.Context, info TokenInfo) error {
+	var err error
+	_ = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, cacheLagWait, true, func(context.Context) (bool, error) {
+		err = t.bound(info)
+		return err == nil, nil
+	})
+	return err
+}
+
+// StillValid tells whether token tokenID, which authenticated a syncer for
+// the SyncTarget with UID uid, still would: nil if so, else why not. It
+// also returns when the token expires (zero for never).
+func (t *SyncerTokens) StillValid(tokenID string, uid types.UID) (time.Time, error) {
+	lister := t.secrets.Load()
+	if lister == nil {
+		return time.Time{}, errors.New("syncer tokens are not loaded")
+	}
+	secret, err := lister.Get(TokenSecretName(tokenID))
+	if apierrors.IsNotFound(err) {
+		return time.Time{}, fmt.Errorf("syncer token %s was revoked", tokenID)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("looking up syncer token %s: %w", tokenID, err)
+	}
+	info, err := TokenFromSecret(secret)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("syncer token %s: %w", tokenID, err)
+	}
+	if info.Expired(t.now()) {
+		return info.Expiration, expiredError(info)
+	}
+	if info.SyncTargetUID != uid {
+		return info.Expiration, fmt.Errorf("syncer token %s is no longer bound to the SyncTarget UID %s", tokenID, uid)
+	}
+	return info.Expiration, t.bound(info)
 }

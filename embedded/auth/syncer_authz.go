@@ -60,8 +60,8 @@ func isDiscovery(path string) bool {
 }
 
 // authorizeSyncer decides for the syncer of SyncTarget inv/st. It may:
-//   - anywhere: GET its own description (jointoken.SyncerInfoPath) and open
-//     its tunnel (jointoken.TunnelPath);
+//   - in the root space: GET its own description (jointoken.SyncerInfoPath)
+//     and open its tunnel (jointoken.TunnelPath);
 //   - in its inventory space: get its SyncTarget, list and watch
 //     SyncTargets (list and watch are allowed whatever their field selector,
 //     so a syncer's informer needs no selector; SyncTargets hold no
@@ -76,7 +76,7 @@ func (a Authorizer) authorizeSyncer(ctx context.Context, attrs authorizer.Attrib
 	space := spaces.SpaceOrRoot(ctx)
 	name := attrs.GetUser().GetName()
 	if !attrs.IsResourceRequest() {
-		if attrs.GetVerb() == "get" && (attrs.GetPath() == jointoken.SyncerInfoPath || attrs.GetPath() == jointoken.TunnelPath) {
+		if attrs.GetVerb() == "get" && space == spaces.Root && (attrs.GetPath() == jointoken.SyncerInfoPath || attrs.GetPath() == jointoken.TunnelPath) {
 			return authorizer.DecisionAllow, ""
 		}
 		if attrs.GetVerb() == "get" && isDiscovery(attrs.GetPath()) && (space == inv || a.isMailbox(space, inv, st)) {
@@ -128,8 +128,11 @@ func (a Authorizer) isMailbox(space, inv, st string) bool {
 // syncerRules lists what authorizeSyncer allows in the space of ctx.
 func (a Authorizer) syncerRules(ctx context.Context, inv, st string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo) {
 	space := spaces.SpaceOrRoot(ctx)
-	public := append(slices.Clone(PublicPaths), jointoken.SyncerInfoPath, jointoken.TunnelPath)
-	nonResource := []authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"get"}, NonResourceURLs: public}}
+	var nonResource []authorizer.NonResourceRuleInfo
+	if space == spaces.Root {
+		public := append(slices.Clone(PublicPaths), jointoken.SyncerInfoPath, jointoken.TunnelPath)
+		nonResource = append(nonResource, &authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"get"}, NonResourceURLs: public})
+	}
 	discovery := &authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"get"}, NonResourceURLs: discoveryURLs}
 	switch {
 	case space == inv:

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/token/union"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -38,7 +39,7 @@ func tokenFixture(t *testing.T, indexer cache.Indexer, id, syncTarget, expiratio
 	tok := jointoken.Token{CAHash: jointoken.CAHash(testCA), ID: id, Secret: testSecrets}
 	inv, st, err := ParseSyncTargetRef(syncTarget)
 	require.NoError(t, err)
-	info := TokenInfo{ID: id, InventorySpace: inv, SyncTarget: st, SecretSHA256: jointoken.SecretHash(tok.Secret)}
+	info := TokenInfo{ID: id, InventorySpace: inv, SyncTarget: st, SyncTargetUID: fixtureUID(inv, st), SecretSHA256: jointoken.SecretHash(tok.Secret)}
 	s := tokenSecret(info)
 	if expiration != "" {
 		s.Data[TokenExpirationKey] = []byte(expiration)
@@ -87,7 +88,7 @@ func TestSyncerTokens(t *testing.T) {
 		{desc: "empty", bearer: ""},
 		{desc: "malformed", bearer: "aaaaaa.short"},
 	}
-	tokens := NewSyncerTokens(testCA)
+	tokens := NewSyncerTokens(testCA, fixtureUIDs("inv1/edge1", "inv1/edge2"))
 	tokens.now = func() time.Time { return testNow }
 	tokens.SetSecrets(corelisters.NewSecretLister(indexer).Secrets(TokenNamespace))
 	for _, tc := range tests {
@@ -112,7 +113,7 @@ func TestSyncerTokens(t *testing.T) {
 	}
 
 	t.Run("before the cache is set", func(t *testing.T) {
-		_, ok, err := NewSyncerTokens(testCA).AuthenticateToken(context.Background(), valid.String())
+		_, ok, err := NewSyncerTokens(testCA, fixtureUIDs()).AuthenticateToken(context.Background(), valid.String())
 		require.False(t, ok)
 		require.ErrorContains(t, err, "not loaded yet")
 	})
@@ -158,7 +159,7 @@ func TestSyncerUserAndSyncTargetOf(t *testing.T) {
 func TestRequestAuthenticatorWithSyncerTokens(t *testing.T) {
 	indexer := newSecretIndexer()
 	tok := tokenFixture(t, indexer, "aaaaaa", "inv1/edge1", "")
-	syncers := NewSyncerTokens(testCA)
+	syncers := NewSyncerTokens(testCA, fixtureUIDs("inv1/edge1"))
 	syncers.SetSecrets(corelisters.NewSecretLister(indexer).Secrets(TokenNamespace))
 	authn := NewRequestAuthenticator(union.New(testTokens(), syncers))
 	for header, want := range map[string]string{
@@ -259,7 +260,8 @@ func TestAuthorizerForSyncers(t *testing.T) {
 		{desc: "another inventory", space: "inv2", attrs: res(edge1, "get", edgeGroup, "synctargets", "", "", "edge1"), wantReason: `has no access to space "inv2"`},
 		{desc: "no mailbox yet", space: "inv1-mb-3", attrs: res(edge3, "list", "", "configmaps", "", "", ""), wantReason: `has no access to space "inv1-mb-3"`},
 		{desc: "own description", space: spaces.Root, attrs: path(edge1, "get", jointoken.SyncerInfoPath)},
-		{desc: "own description in a space", space: "wds1", attrs: path(edge1, "get", jointoken.SyncerInfoPath)},
+		// Only in the root: elsewhere it would tell which spaces exist.
+		{desc: "own description in a space", space: "wds1", attrs: path(edge1, "get", jointoken.SyncerInfoPath), wantReason: `may not get /kubestellar/v1/syncer in space "wds1"`},
 		{desc: "cacerts", space: spaces.Root, attrs: path(edge1, "get", jointoken.CACertsPath)},
 		{desc: "discovery in root", space: spaces.Root, attrs: path(edge1, "get", "/apis"), wantReason: `may not get /apis in space "root"`},
 		// A syncer identity of a SyncTarget nobody knows reaches only its inventory space.
@@ -322,8 +324,14 @@ func TestRulesForSyncers(t *testing.T) {
 				require.Equal(t, []string{"get"}, r.GetVerbs())
 				urls = append(urls, r.GetNonResourceURLs()...)
 			}
-			require.Contains(t, urls, jointoken.SyncerInfoPath)
-			require.Contains(t, urls, jointoken.CACertsPath)
+			// The public paths and its own description: in the root only.
+			if tc.space == spaces.Root {
+				require.Contains(t, urls, jointoken.SyncerInfoPath)
+				require.Contains(t, urls, jointoken.CACertsPath)
+			} else {
+				require.NotContains(t, urls, jointoken.SyncerInfoPath)
+				require.NotContains(t, urls, jointoken.CACertsPath)
+			}
 			require.Equal(t, tc.wantDiscovery, strings.Contains(strings.Join(urls, " "), "/apis/*"))
 		})
 	}
@@ -335,11 +343,16 @@ func TestSyncTargetCache(t *testing.T) {
 	require.False(t, found, "nothing is found before the cache is set")
 
 	indexer := cache.NewIndexer(spaces.KeyFunc, cache.Indexers{})
-	for _, st := range []struct{ space, name, mailbox string }{{"inv1", "edge1", "inv1-mb-1"}, {"inv2", "edge1", ""}} {
+	// The mailbox is derived from the UID; the status only says it exists.
+	// edge3's status names another space: no mailbox.
+	for _, st := range []struct{ space, name, uid, mailbox string }{
+		{"inv1", "edge1", "uid-1", "inv1-mb-uid-1"}, {"inv2", "edge1", "uid-2", ""}, {"inv1", "edge3", "uid-3", "wds1"},
+	} {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion("edge.kubestellar.io/v2alpha1")
 		u.SetKind("SyncTarget")
 		u.SetName(st.name)
+		u.SetUID(types.UID(st.uid))
 		u.SetAnnotations(map[string]string{spaces.Annotation: st.space})
 		if st.mailbox != "" {
 			require.NoError(t, unstructured.SetNestedField(u.Object, st.mailbox, "status", "mailboxSpace"))
@@ -351,8 +364,9 @@ func TestSyncTargetCache(t *testing.T) {
 		inv, name, wantMailbox string
 		wantFound              bool
 	}{
-		{inv: "inv1", name: "edge1", wantMailbox: "inv1-mb-1", wantFound: true},
+		{inv: "inv1", name: "edge1", wantMailbox: "inv1-mb-uid-1", wantFound: true},
 		{inv: "inv2", name: "edge1", wantFound: true},
+		{inv: "inv1", name: "edge3", wantFound: true},
 		{inv: "inv1", name: "edge2"},
 		{inv: "inv3", name: "edge1"},
 	} {
@@ -419,7 +433,7 @@ func TestTokenStore(t *testing.T) {
 	client := fake.NewClientset()
 	now := func() time.Time { return testNow }
 
-	tok, info, err := CreateToken(ctx, client, NewTokenOptions{InventorySpace: "inv1", SyncTarget: "edge1", TTL: time.Hour,
+	tok, info, err := CreateToken(ctx, client, NewTokenOptions{InventorySpace: "inv1", SyncTarget: "edge1", SyncTargetUID: "uid-1", TTL: time.Hour,
 		Description: "for edge1", CAPEM: testCA, Now: now})
 	require.NoError(t, err)
 	require.Equal(t, jointoken.CAHash(testCA), tok.CAHash)
@@ -432,21 +446,22 @@ func TestTokenStore(t *testing.T) {
 	require.Equal(t, corev1.SecretType("kubestellar.io/token"), secret.Type)
 	require.Equal(t, map[string]string{"kubestellar.io/token": "true"}, secret.Labels)
 	require.Equal(t, map[string][]byte{
-		"token-id":      []byte(tok.ID),
-		"secret-sha256": []byte(jointoken.SecretHash(tok.Secret)),
-		"sync-target":   []byte("inv1/edge1"),
-		"expiration":    []byte("2030-01-02T04:04:05Z"),
-		"description":   []byte("for edge1"),
+		"token-id":        []byte(tok.ID),
+		"secret-sha256":   []byte(jointoken.SecretHash(tok.Secret)),
+		"sync-target":     []byte("inv1/edge1"),
+		"sync-target-uid": []byte("uid-1"),
+		"expiration":      []byte("2030-01-02T04:04:05Z"),
+		"description":     []byte("for edge1"),
 	}, secret.Data)
 	for _, v := range secret.Data {
 		require.NotContains(t, string(v), tok.Secret, "the secret is never stored")
 	}
 
-	forever, _, err := CreateToken(ctx, client, NewTokenOptions{InventorySpace: "inv1", SyncTarget: "edge2", CAPEM: testCA})
+	forever, _, err := CreateToken(ctx, client, NewTokenOptions{InventorySpace: "inv1", SyncTarget: "edge2", SyncTargetUID: "uid-2", CAPEM: testCA})
 	require.NoError(t, err)
-	other, _, err := CreateToken(ctx, client, NewTokenOptions{InventorySpace: "inv2", SyncTarget: "edge1", CAPEM: testCA})
+	other, _, err := CreateToken(ctx, client, NewTokenOptions{InventorySpace: "inv2", SyncTarget: "edge1", SyncTargetUID: "uid-3", CAPEM: testCA})
 	require.NoError(t, err)
-	again, _, err := CreateToken(ctx, client, NewTokenOptions{InventorySpace: "inv1", SyncTarget: "edge1", CAPEM: testCA})
+	again, _, err := CreateToken(ctx, client, NewTokenOptions{InventorySpace: "inv1", SyncTarget: "edge1", SyncTargetUID: "uid-1", CAPEM: testCA})
 	require.NoError(t, err)
 
 	list, err := ListTokens(ctx, client)
@@ -475,10 +490,11 @@ func TestTokenStore(t *testing.T) {
 	require.Equal(t, forever.ID, list[0].ID)
 
 	for _, bad := range []NewTokenOptions{
-		{InventorySpace: "Inv", SyncTarget: "edge1", CAPEM: testCA},
-		{InventorySpace: "inv1", SyncTarget: "edge/1", CAPEM: testCA},
-		{InventorySpace: "inv1", SyncTarget: "edge1", CAPEM: testCA, TTL: -time.Second},
-		{InventorySpace: "inv1", SyncTarget: "edge1"},
+		{InventorySpace: "Inv", SyncTarget: "edge1", SyncTargetUID: "uid-1", CAPEM: testCA},
+		{InventorySpace: "inv1", SyncTarget: "edge/1", SyncTargetUID: "uid-1", CAPEM: testCA},
+		{InventorySpace: "inv1", SyncTarget: "edge1", SyncTargetUID: "uid-1", CAPEM: testCA, TTL: -time.Second},
+		{InventorySpace: "inv1", SyncTarget: "edge1", SyncTargetUID: "uid-1"},
+		{InventorySpace: "inv1", SyncTarget: "edge1", CAPEM: testCA}, // no UID
 	} {
 		_, _, err := CreateToken(ctx, client, bad)
 		require.Error(t, err, "%+v", bad)

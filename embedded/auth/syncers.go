@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/dynamic"
@@ -35,11 +36,16 @@ var SyncTargetsGVR = schema.GroupVersionResource{Group: edgeGroup, Version: "v2a
 type Syncers struct {
 	Tokens      *SyncerTokens
 	SyncTargets *SyncTargetCache
+	// Requests ends syncers' requests (tunnels, watches) when their token
+	// stops authenticating; WithSyncerRequests registers them.
+	Requests *Revoker
 }
 
 // NewSyncers returns them for the server whose CA certificate is caPEM.
 func NewSyncers(caPEM []byte) *Syncers {
-	return &Syncers{Tokens: NewSyncerTokens(caPEM), SyncTargets: &SyncTargetCache{}}
+	syncTargets := &SyncTargetCache{}
+	tokens := NewSyncerTokens(caPEM, syncTargets)
+	return &Syncers{Tokens: tokens, SyncTargets: syncTargets, Requests: NewRevoker(tokens.StillValid)}
 }
 
 // Start runs the caches until ctx is done: the token Secrets of the root
@@ -55,6 +61,9 @@ func (s *Syncers) Start(ctx context.Context, loopback *rest.Config) error {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = TokenSelector.String() }))
 	secrets := factory.Core().V1().Secrets()
 	secretInformer := secrets.Informer()
+	if _, err := secretInformer.AddEventHandler(s.Requests.TokenSecretHandler()); err != nil {
+		return err
+	}
 	factory.Start(ctx.Done())
 
 	dyn, err := dynamic.NewForConfig(spaces.ScopedConfig(loopback))
@@ -70,14 +79,16 @@ func (s *Syncers) Start(ctx context.Context, loopback *rest.Config) error {
 			return dyn.Resource(SyncTargetsGVR).Watch(wildcard(ctx), opts)
 		},
 	}
-	indexer, controller := spaces.NewInformer(lw, &unstructured.Unstructured{}, 0, cache.ResourceEventHandlerFuncs{})
+	indexer, controller := spaces.NewInformer(lw, &unstructured.Unstructured{}, 0, s.Requests.SyncTargetHandler())
 	go controller.RunWithContext(ctx)
+	go s.Requests.Run(ctx)
 
 	if !cache.WaitForCacheSync(ctx.Done(), secretInformer.HasSynced, controller.HasSynced) {
 		return errors.New("syncer token and SyncTarget caches did not sync")
 	}
-	s.Tokens.SetSecrets(secrets.Lister().Secrets(TokenNamespace))
+	// SyncTargets first: a token is checked against its SyncTarget's UID.
 	s.SyncTargets.Set(indexer)
+	s.Tokens.SetSecrets(secrets.Lister().Secrets(TokenNamespace))
 	klog.FromContext(ctx).V(2).Info("syncer tokens are served")
 	return nil
 }
@@ -96,8 +107,32 @@ var _ SyncTargetLookup = &SyncTargetCache{}
 // Set sets the cache.
 func (c *SyncTargetCache) Set(indexer cache.Indexer) { c.indexer.Store(&indexerBox{indexer}) }
 
-// MailboxOf implements SyncTargetLookup.
+// MailboxOf implements SyncTargetLookup. The mailbox is derived from what
+// the server alone assigns, the SyncTarget's space and UID
+// (spaces.MailboxName); status.mailboxSpace only says whether the server
+// has made it yet, so no status write can point a syncer at another space.
 func (c *SyncTargetCache) MailboxOf(inventorySpace, name string) (string, bool) {
+	box := c.indexer.Load()
+	if box == nil {
+		return "", false
+	}
+	obj, exists, err := box.GetByKey(spaces.Key(inventorySpace, "", name))
+	if err != nil || !exists {
+		return "", false
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || u.GetUID() == "" {
+		return "", false
+	}
+	mailbox := spaces.MailboxName(inventorySpace, string(u.GetUID()))
+	if recorded, _, _ := unstructured.NestedString(u.Object, "status", "mailboxSpace"); recorded != mailbox {
+		return "", true
+	}
+	return mailbox, true
+}
+
+// UIDOf implements SyncTargetUIDs.
+func (c *SyncTargetCache) UIDOf(inventorySpace, name string) (types.UID, bool) {
 	box := c.indexer.Load()
 	if box == nil {
 		return "", false
@@ -110,8 +145,7 @@ func (c *SyncTargetCache) MailboxOf(inventorySpace, name string) (string, bool) 
 	if !ok {
 		return "", false
 	}
-	mailbox, _, _ := unstructured.NestedString(u.Object, "status", "mailboxSpace")
-	return mailbox, true
+	return u.GetUID(), true
 }
 
 // CACertsHandler serves the CA certificate at jointoken.CACertsPath, byte

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
@@ -34,8 +35,12 @@ const (
 	TokenIDKey           = "token-id"
 	TokenSecretSHA256Key = "secret-sha256"
 	TokenSyncTargetKey   = "sync-target"
-	TokenExpirationKey   = "expiration"
-	TokenDescriptionKey  = "description"
+	// TokenSyncTargetUIDKey holds the UID of the SyncTarget the token was
+	// made for: a SyncTarget deleted and made again under the same name is
+	// another one, which the token does not reach.
+	TokenSyncTargetUIDKey = "sync-target-uid"
+	TokenExpirationKey    = "expiration"
+	TokenDescriptionKey   = "description"
 )
 
 // TokenSelector selects the token Secrets.
@@ -50,6 +55,9 @@ type TokenInfo struct {
 	// InventorySpace and SyncTarget name the SyncTarget the token is for.
 	InventorySpace string
 	SyncTarget     string
+	// SyncTargetUID is the UID of that SyncTarget when the token was made;
+	// empty for a token made by a version that did not record it.
+	SyncTargetUID types.UID
 	// Expiration is when the token stops working; zero for never.
 	Expiration  time.Time
 	Description string
@@ -108,7 +116,8 @@ func TokenFromSecret(s *corev1.Secret) (TokenInfo, error) {
 	if err != nil {
 		return TokenInfo{}, fmt.Errorf("secret %s: %s: %w", s.Name, TokenSyncTargetKey, err)
 	}
-	info := TokenInfo{ID: id, InventorySpace: inv, SyncTarget: st, SecretSHA256: hash, Description: string(s.Data[TokenDescriptionKey])}
+	info := TokenInfo{ID: id, InventorySpace: inv, SyncTarget: st, SyncTargetUID: types.UID(s.Data[TokenSyncTargetUIDKey]),
+		SecretSHA256: hash, Description: string(s.Data[TokenDescriptionKey])}
 	if exp := string(s.Data[TokenExpirationKey]); exp != "" {
 		if info.Expiration, err = time.Parse(time.RFC3339, exp); err != nil {
 			return TokenInfo{}, fmt.Errorf("secret %s: %s is not RFC 3339: %w", s.Name, TokenExpirationKey, err)
@@ -122,6 +131,9 @@ type NewTokenOptions struct {
 	// InventorySpace and SyncTarget name the SyncTarget the token is for.
 	InventorySpace string
 	SyncTarget     string
+	// SyncTargetUID is the UID of that SyncTarget (required): the token
+	// works only while the SyncTarget with this UID exists.
+	SyncTargetUID types.UID
 	// TTL limits how long the token works; zero for ever.
 	TTL         time.Duration
 	Description string
@@ -142,6 +154,9 @@ func CreateToken(ctx context.Context, root kubernetes.Interface, o NewTokenOptio
 	if err := ValidateSyncTargetName(o.SyncTarget); err != nil {
 		return jointoken.Token{}, TokenInfo{}, err
 	}
+	if o.SyncTargetUID == "" {
+		return jointoken.Token{}, TokenInfo{}, fmt.Errorf("no UID given for SyncTarget %s/%s: a token is bound to one SyncTarget, read it first", o.InventorySpace, o.SyncTarget)
+	}
 	if o.TTL < 0 {
 		return jointoken.Token{}, TokenInfo{}, fmt.Errorf("negative TTL %s", o.TTL)
 	}
@@ -158,7 +173,7 @@ func CreateToken(ctx context.Context, root kubernetes.Interface, o NewTokenOptio
 		if err != nil {
 			return jointoken.Token{}, TokenInfo{}, err
 		}
-		info := TokenInfo{ID: tok.ID, InventorySpace: o.InventorySpace, SyncTarget: o.SyncTarget,
+		info := TokenInfo{ID: tok.ID, InventorySpace: o.InventorySpace, SyncTarget: o.SyncTarget, SyncTargetUID: o.SyncTargetUID,
 			Description: o.Description, SecretSHA256: jointoken.SecretHash(tok.Secret)}
 		if o.TTL > 0 {
 			info.Expiration = now().Add(o.TTL).UTC().Truncate(time.Second)
@@ -180,6 +195,9 @@ func tokenSecret(info TokenInfo) *corev1.Secret {
 		TokenIDKey:           []byte(info.ID),
 		TokenSecretSHA256Key: []byte(info.SecretSHA256),
 		TokenSyncTargetKey:   []byte(info.SyncTargetRef()),
+	}
+	if info.SyncTargetUID != "" {
+		data[TokenSyncTargetUIDKey] = []byte(info.SyncTargetUID)
 	}
 	if !info.Expiration.IsZero() {
 		data[TokenExpirationKey] = []byte(info.Expiration.UTC().Format(time.RFC3339))

@@ -31,6 +31,12 @@ func fanout(ctx context.Context, s *server, targets, objects int, progress func(
 		u.SetAPIVersion(tenancyv1alpha1.SchemeGroupVersion.String())
 		u.SetKind("Space")
 		u.SetName(name)
+		if name == "bench-inv" {
+			_ = unstructured.SetNestedField(u.Object, tenancyv1alpha1.SpaceTypeInventory, "spec", "type")
+		} else {
+			_ = unstructured.SetNestedField(u.Object, tenancyv1alpha1.SpaceTypeWDS, "spec", "type")
+			_ = unstructured.SetNestedStringSlice(u.Object, []string{"bench-inv"}, "spec", "inventorySpaces")
+		}
 		if _, err := dyn.Resource(spacecontroller.SpacesGVR).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 			return nil, err
 		}

@@ -59,8 +59,8 @@ type syncerOptions struct {
 // the fresh server s: WDS create → edge ADDED latency, edge status → WDS
 // singleton status latency, and the syncer's idle resident memory.
 func syncerBench(ctx context.Context, bin string, s *server, o syncerOptions, progress func(string, ...any)) (_ []row, err error) {
-	for _, sp := range [][]string{{syncInv, "inventory"}, {syncWDS, "wds"}} {
-		if _, err := s.cli(ctx, bin, "space", "create", sp[0], "--type", sp[1], "--no-context"); err != nil {
+	for _, args := range [][]string{{syncInv, "--type", "inventory"}, {syncWDS, "--type", "wds", "--inventory-space", syncInv}} {
+		if _, err := s.cli(ctx, bin, append([]string{"space", "create"}, append(args, "--no-context")...)...); err != nil {
 			return nil, err
 		}
 	}

@@ -235,10 +235,11 @@ func makeSyncTargets(ctx context.Context, s *server, n int, caPEM []byte, progre
 	var done atomic.Int64
 	_, err := parallel(16, n, func(i int) error {
 		name := simulatedName(i)
-		if _, err := inv.Create(ctx, obj("SyncTarget", name, map[string]any{"name": name}, nil), metav1.CreateOptions{}); err != nil {
+		created, err := inv.Create(ctx, obj("SyncTarget", name, map[string]any{"name": name}, nil), metav1.CreateOptions{})
+		if err != nil {
 			return fmt.Errorf("creating SyncTarget %s: %w", name, err)
 		}
-		tok, _, err := auth.CreateToken(ctx, root, auth.NewTokenOptions{InventorySpace: tunnelInv, SyncTarget: name,
+		tok, _, err := auth.CreateToken(ctx, root, auth.NewTokenOptions{InventorySpace: tunnelInv, SyncTarget: name, SyncTargetUID: created.GetUID(),
 			Description: "kubestellar bench", CAPEM: caPEM})
 		if err != nil {
 			return err

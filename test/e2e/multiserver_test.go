@@ -101,7 +101,7 @@ func TestSyncerFailsOver(t *testing.T) {
 	b := harness.StartBinary(t, "", args...)
 	ka, kb := a.Kubectl(), b.Kubectl()
 	a.CLI(t, "space", "create", "inv1", "--type", "inventory")
-	a.CLI(t, "space", "create", "wds1", "--type", "wds")
+	a.CLI(t, "space", "create", "wds1", "--type", "wds", "--inventory-space", "inv1")
 	c := edgecluster.Start(t, edgecluster.Options{Name: "edge1"})
 	ek := harness.Kubectl{Kubeconfig: c.KubeconfigPath}
 	join := a.JoinCommand(t, "edge1", "--inventory-space", "inv1", "--labels", "env=prod")
@@ -177,7 +177,7 @@ func TestLeaderKilledDuringPropagation(t *testing.T) {
 	c := harness.StartBinary(t, "", args...)
 	ka := a.Kubectl()
 	a.CLI(t, "space", "create", "inv1", "--type", "inventory")
-	a.CLI(t, "space", "create", "wds1", "--type", "wds")
+	a.CLI(t, "space", "create", "wds1", "--type", "wds", "--inventory-space", "inv1")
 	dir := t.TempDir()
 	var inv, work strings.Builder
 	for i := range targets {

@@ -172,7 +172,7 @@ func startNetLab(t *testing.T) *netLab {
 
 	lab.viaProxy = client{kubeconfig: lab.srv.Kubeconfig, proxy: lab.proxyURL}
 	lab.viaProxy.kubestellar(t, "space", "create", "inv1", "--type", "inventory")
-	lab.viaProxy.kubestellar(t, "space", "create", "wds1", "--type", "wds")
+	lab.viaProxy.kubestellar(t, "space", "create", "wds1", "--type", "wds", "--inventory-space", "inv1")
 
 	lab.viaLB = client{kubeconfig: lab.kubeconfigVia(t, lab.lbURL, "lb")}
 	lab.viaLBPlain = client{kubeconfig: lab.kubeconfigVia(t, lab.lbPlainURL, "lb-plain")}

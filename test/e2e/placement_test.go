@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,7 +50,7 @@ func placementScenario(t *testing.T, srv *harness.Process) map[string]string {
 	k := srv.Kubectl()
 	examples := filepath.Join(harness.RepoRoot(), "docs", "examples", "placement")
 	srv.CLI(t, "space", "create", "inv1", "--type", "inventory")
-	srv.CLI(t, "space", "create", "wds1", "--type", "wds")
+	srv.CLI(t, "space", "create", "wds1", "--type", "wds", "--inventory-space", "inv1")
 	cfg, err := clientcmd.LoadFromFile(srv.Kubeconfig)
 	require.NoError(t, err)
 	base := cfg.Clusters["root"].Server
@@ -83,16 +86,23 @@ func placementScenario(t *testing.T, srv *harness.Process) map[string]string {
 	errOut := k.MustFail(t, in(mb["edge1"], "get", "deployment", "special", "-n", "special")...)
 	require.Contains(t, errOut, "NotFound")
 
-	// Syncers report: status into the copies, pod state beside it.
-	reportStatus := func(mailbox, ns, name string, available int, running int) {
+	// Syncers report, each with a token of its own (a mailbox is written
+	// by its syncer, not the admin): status into the copies, pod state
+	// beside it.
+	syncer := map[string]func(args ...string) []string{}
+	for _, st := range []string{"edge1", "edge2"} {
+		token := syncerToken(t, srv, "inv1/"+st)
+		syncer[st] = func(args ...string) []string { return append(in(mb[st], args...), "--token", token) }
+	}
+	reportStatus := func(st, ns, name string, available int, running int) {
 		status, _ := json.Marshal(map[string]any{"status": map[string]any{"replicas": 2, "readyReplicas": available, "availableReplicas": available}})
-		k.MustRun(t, in(mailbox, "patch", "deployment", name, "-n", ns, "--subresource=status", "--type=merge", "-p", string(status))...)
-		k.MustRun(t, in(mailbox, "annotate", "--overwrite", "deployment", name, "-n", ns,
+		k.MustRun(t, syncer[st]("patch", "deployment", name, "-n", ns, "--subresource=status", "--type=merge", "-p", string(status))...)
+		k.MustRun(t, syncer[st]("annotate", "--overwrite", "deployment", name, "-n", ns,
 			fmt.Sprintf(`edge.kubestellar.io/associated-state={"podPhases":{"Running":%d}}`, running))...)
 	}
-	reportStatus(mb["edge1"], "common", "web", 0, 0)
-	reportStatus(mb["edge2"], "common", "web", 2, 2)
-	reportStatus(mb["edge2"], "special", "special", 1, 1)
+	reportStatus("edge1", "common", "web", 0, 0)
+	reportStatus("edge2", "common", "web", 2, 2)
+	reportStatus("edge2", "special", "special", 1, 1)
 
 	poll(t, k, equals("1 1"), "the special Deployment's singleton status and executing count",
 		"--context", "wds1", "get", "deployment", "special", "-n", "special",
@@ -103,9 +113,15 @@ func placementScenario(t *testing.T, srv *harness.Process) map[string]string {
 		"-o", `jsonpath={.results[?(@.name=="available")].rows[0].columns} {.results[?(@.name=="not-available")].rows[*].columns[0]}`)
 
 	// An object upsynced from an edge appears in the WDS.
-	k.MustRun(t, in(mb["edge1"], "create", "namespace", "reports")...)
-	k.MustRun(t, in(mb["edge1"], "create", "configmap", "report", "-n", "reports", "--from-literal=pods=1")...)
-	k.MustRun(t, in(mb["edge1"], "label", "configmap", "report", "-n", "reports", "edge.kubestellar.io/upsynced=true")...)
+	k.MustRunStdin(t, strings.NewReader(`apiVersion: v1
+kind: Namespace
+metadata: {name: reports, labels: {edge.kubestellar.io/upsynced: "true"}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: report, namespace: reports, labels: {edge.kubestellar.io/upsynced: "true"}}
+data: {pods: "1"}
+`), syncer["edge1"]("create", "-f", "-")...)
 	poll(t, k, equals("1 inv1/edge1"), "the upsynced ConfigMap in the WDS",
 		"--context", "wds1", "get", "configmap", "report-edge1", "-n", "reports",
 		"-o", `jsonpath={.data.pods} {.metadata.annotations.edge\.kubestellar\.io/upsynced-from}`)
@@ -116,4 +132,17 @@ func placementScenario(t *testing.T, srv *harness.Process) map[string]string {
 		in(mb["edge2"], "get", "deployments,widgets", "-n", "special", "-o", "jsonpath={.items[*].metadata.name}")...)
 	require.Equal(t, "web", k.MustRun(t, in(mb["edge2"], "get", "deployment", "-n", "common", "-o", "jsonpath={.items[*].metadata.name}")...))
 	return mb
+}
+
+// syncerToken makes a token for a SyncTarget ("inventory/name") with
+// `kubestellar token create` and returns it.
+func syncerToken(t *testing.T, srv *harness.Process, syncTarget string) string {
+	t.Helper()
+	cmd := exec.Command(srv.Bin, "token", "create", "--sync-target", syncTarget)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+srv.Kubeconfig)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "kubestellar token create --sync-target %s\n%s", syncTarget, stderr.String())
+	return strings.TrimSpace(string(out))
 }

@@ -96,7 +96,7 @@ func TestSyncerOffline(t *testing.T) {
 	srv := harness.StartBinary(t, "")
 	k := srv.Kubectl()
 	srv.CLI(t, "space", "create", "inv1", "--type", "inventory")
-	srv.CLI(t, "space", "create", "wds1", "--type", "wds")
+	srv.CLI(t, "space", "create", "wds1", "--type", "wds", "--inventory-space", "inv1")
 	c := edgecluster.Start(t, edgecluster.Options{Name: "edge1"})
 	ek := harness.Kubectl{Kubeconfig: c.KubeconfigPath}
 	join := srv.JoinCommand(t, "edge1", "--inventory-space", "inv1", "--labels", "env=prod")
@@ -191,7 +191,7 @@ func TestSyncerThreeLevels(t *testing.T) {
 	kt, km := top.Kubectl(), mid.Kubectl()
 	for _, s := range []*harness.Process{top, mid} {
 		s.CLI(t, "space", "create", "inv1", "--type", "inventory")
-		s.CLI(t, "space", "create", "wds1", "--type", "wds")
+		s.CLI(t, "space", "create", "wds1", "--type", "wds", "--inventory-space", "inv1")
 	}
 	leaf := edgecluster.Start(t, edgecluster.Options{Name: "leaf"})
 	kl := harness.Kubectl{Kubeconfig: leaf.KubeconfigPath}

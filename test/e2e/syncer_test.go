@@ -33,7 +33,7 @@ func TestSyncerScenario(t *testing.T) {
 	k := srv.Kubectl()
 	examples := filepath.Join(harness.RepoRoot(), "docs", "examples", "placement")
 	srv.CLI(t, "space", "create", "inv1", "--type", "inventory")
-	srv.CLI(t, "space", "create", "wds1", "--type", "wds")
+	srv.CLI(t, "space", "create", "wds1", "--type", "wds", "--inventory-space", "inv1")
 	cfg, err := clientcmd.LoadFromFile(srv.Kubeconfig)
 	require.NoError(t, err)
 	base := cfg.Clusters["root"].Server

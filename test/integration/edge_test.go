@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
@@ -24,12 +27,32 @@ import (
 // a call is in its context (spaces.WithSpace).
 func edgeClient(t *testing.T, s *harness.InProcess) client.Client {
 	t.Helper()
+	return newEdgeClient(t, s.RESTConfig(t, spaces.Root), nil)
+}
+
+// syncerClient is a client for any space, as the syncer of SyncTarget
+// inv/st: with a token of its own, made by `kubestellar token create`.
+func syncerClient(t *testing.T, s *harness.InProcess, inv, st string) client.Client {
+	t.Helper()
+	bearer := strings.TrimSpace(mustCLI(t, s, "token", "create", "--sync-target", inv+"/"+st))
+	// A syncer reads discovery only in its own spaces: map kinds to
+	// resources with the admin's discovery.
+	admin := s.RESTConfig(t, spaces.Root)
+	hc, err := rest.HTTPClientFor(admin)
+	require.NoError(t, err)
+	mapper, err := apiutil.NewDynamicRESTMapper(admin, hc)
+	require.NoError(t, err)
+	return newEdgeClient(t, syncerConfig(t, s, spaces.Root, bearer), mapper)
+}
+
+func newEdgeClient(t *testing.T, cfg *rest.Config, mapper meta.RESTMapper) client.Client {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
 	require.NoError(t, apiextensionsv1.AddToScheme(scheme))
 	require.NoError(t, edgev2alpha1.AddToScheme(scheme))
 	require.NoError(t, tenancyv1alpha1.AddToScheme(scheme))
-	c, err := client.New(spaces.ScopedConfig(s.RESTConfig(t, spaces.Root)), client.Options{Scheme: scheme})
+	c, err := client.New(spaces.ScopedConfig(cfg), client.Options{Scheme: scheme, Mapper: mapper})
 	require.NoError(t, err)
 	return c
 }
@@ -92,8 +115,7 @@ func equalStrings(a, b []string) bool {
 func TestSchedulerAndMailboxes(t *testing.T) {
 	s := harness.StartInProcess(t, "")
 	c := edgeClient(t, s)
-	createSpace(t, s, "inv1")
-	createSpace(t, s, "wds1")
+	createEdgeSpaces(t, s)
 	inventory(t, c, "inv1")
 
 	// Each SyncTarget gets its mailbox, recorded in its status.

@@ -37,14 +37,35 @@ func dyn(t *testing.T, s *harness.InProcess, space string) dynamic.Interface {
 	return c
 }
 
-// createSpace creates a Space and waits until it is Ready.
+// createSpace creates a plain Space and waits until it is Ready.
 func createSpace(t *testing.T, s *harness.InProcess, name string) {
+	t.Helper()
+	createTypedSpace(t, s, name, tenancyv1alpha1.SpaceTypeGeneric)
+}
+
+// createEdgeSpaces creates the inventory space inv1 and the workload
+// description space wds1, whose placements may select inv1's Locations.
+func createEdgeSpaces(t *testing.T, s *harness.InProcess) {
+	t.Helper()
+	createTypedSpace(t, s, "inv1", tenancyv1alpha1.SpaceTypeInventory)
+	createTypedSpace(t, s, "wds1", tenancyv1alpha1.SpaceTypeWDS, "inv1")
+}
+
+// createTypedSpace creates a Space of a type (a wds with the inventory
+// spaces it may select) and waits until it is Ready.
+func createTypedSpace(t *testing.T, s *harness.InProcess, name, typ string, inventorySpaces ...string) {
 	t.Helper()
 	ctx := context.Background()
 	space := &unstructured.Unstructured{}
 	space.SetAPIVersion(tenancyv1alpha1.SchemeGroupVersion.String())
 	space.SetKind("Space")
 	space.SetName(name)
+	if typ != "" {
+		require.NoError(t, unstructured.SetNestedField(space.Object, typ, "spec", "type"))
+	}
+	if len(inventorySpaces) > 0 {
+		require.NoError(t, unstructured.SetNestedStringSlice(space.Object, inventorySpaces, "spec", "inventorySpaces"))
+	}
 	client := dyn(t, s, spaces.Root).Resource(spacecontroller.SpacesGVR)
 	_, err := client.Create(ctx, space, metav1.CreateOptions{})
 	require.NoError(t, err)

@@ -3,15 +3,18 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,12 +22,12 @@ import (
 	"github.com/kubestellar/kubestellar/test/harness"
 )
 
-// report writes into a mailbox copy what a syncer would: the edge's status
-// and the state of the Deployment's pods.
-func report(t *testing.T, s *harness.InProcess, mailbox, ns, name string, available int32, phases map[string]int64) {
+// report writes into a mailbox copy what a syncer would, with the client c
+// of that mailbox's syncer: the edge's status and the state of the
+// Deployment's pods.
+func report(t *testing.T, c kubernetes.Interface, mailbox, ns, name string, available int32, phases map[string]int64) {
 	t.Helper()
 	ctx := context.Background()
-	c := kube(t, s, mailbox)
 	var d *appsv1.Deployment
 	eventually(t, 30*time.Second, func() (bool, error) {
 		var err error
@@ -50,10 +53,11 @@ func expr(s string) *edgev2alpha1.Expression { e := edgev2alpha1.Expression(s); 
 func TestStatusReturnAndSummaries(t *testing.T) {
 	s := harness.StartInProcess(t, "")
 	c := edgeClient(t, s)
-	createSpace(t, s, "inv1")
-	createSpace(t, s, "wds1")
+	createEdgeSpaces(t, s)
 	inventory(t, c, "inv1")
 	mb1, mb2 := mailboxOf(t, c, "inv1", "edge1"), mailboxOf(t, c, "inv1", "edge2")
+	edge1 := syncerKube(t, s, mb1, strings.TrimSpace(mustCLI(t, s, "token", "create", "--sync-target", "inv1/edge1")))
+	edge2 := syncerKube(t, s, mb2, strings.TrimSpace(mustCLI(t, s, "token", "create", "--sync-target", "inv1/edge2")))
 	w := in("wds1")
 
 	require.NoError(t, c.Create(w, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}))
@@ -72,11 +76,14 @@ func TestStatusReturnAndSummaries(t *testing.T) {
 		{ObjectMeta: metav1.ObjectMeta{Name: "not-available"}, Spec: edgev2alpha1.StatusCollectorSpec{Limit: 10,
 			Filter: expr("!has(returned.status.availableReplicas) || returned.status.availableReplicas < obj.spec.replicas"),
 			Select: []edgev2alpha1.NamedExpression{{Name: "cluster", Def: "inventory.name"}}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "broken"}, Spec: edgev2alpha1.StatusCollectorSpec{Limit: 10,
-			Select: []edgev2alpha1.NamedExpression{{Name: "x", Def: "this is not CEL ("}}}},
 	} {
 		require.NoError(t, c.Create(w, sc))
 	}
+	// A bad expression is refused (statuscollector_cost_test.go has more);
+	// the placement below names it all the same.
+	refused := c.Create(w, &edgev2alpha1.StatusCollector{ObjectMeta: metav1.ObjectMeta{Name: "broken"}, Spec: edgev2alpha1.StatusCollectorSpec{Limit: 10,
+		Select: []edgev2alpha1.NamedExpression{{Name: "x", Def: "this is not CEL ("}}}})
+	require.True(t, apierrors.IsInvalid(refused), "a bad expression is refused: %v", refused)
 	apps := ptr.To("apps")
 	require.NoError(t, c.Create(w, &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "common"}, Spec: edgev2alpha1.EdgePlacementSpec{
 		LocationSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"env": "prod"}}},
@@ -89,19 +96,19 @@ func TestStatusReturnAndSummaries(t *testing.T) {
 		Downsync:                   []edgev2alpha1.DownsyncClause{{APIGroup: apps, Resources: []string{"deployments"}, Namespaces: []string{"app"}, ObjectNames: []string{"special"}}},
 	}}))
 
-	// A bad expression is reported on its StatusCollector.
+	// Good expressions are reported so on their StatusCollector.
 	eventually(t, 30*time.Second, func() (bool, error) {
 		sc := &edgev2alpha1.StatusCollector{}
-		if err := c.Get(w, client.ObjectKey{Name: "broken"}, sc); err != nil {
+		if err := c.Get(w, client.ObjectKey{Name: "available"}, sc); err != nil {
 			return false, err
 		}
 		cond := meta.FindStatusCondition(sc.Status.Conditions, edgev2alpha1.StatusCollectorReady)
-		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == "InvalidExpression", nil
-	}, "the broken StatusCollector to be reported")
+		return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == "Valid", nil
+	}, "the available StatusCollector to be reported valid")
 
-	report(t, s, mb1, "app", "web", 2, map[string]int64{"Running": 2, "Pending": 1})
-	report(t, s, mb2, "app", "web", 3, map[string]int64{"Running": 3})
-	report(t, s, mb2, "app", "special", 2, map[string]int64{"Running": 2})
+	report(t, edge1, mb1, "app", "web", 2, map[string]int64{"Running": 2, "Pending": 1})
+	report(t, edge2, mb2, "app", "web", 3, map[string]int64{"Running": 3})
+	report(t, edge2, mb2, "app", "special", 2, map[string]int64{"Running": 2})
 
 	// The common Deployment runs on two clusters: summaries, no singleton.
 	eventually(t, 30*time.Second, func() (bool, error) {
@@ -133,7 +140,7 @@ func TestStatusReturnAndSummaries(t *testing.T) {
 	}, "the singleton status and executing count of the special Deployment")
 
 	// Summaries follow new reports.
-	report(t, s, mb1, "app", "web", 3, map[string]int64{"Running": 3})
+	report(t, edge1, mb1, "app", "web", 3, map[string]int64{"Running": 3})
 	eventually(t, 30*time.Second, func() (bool, error) {
 		cs := &edgev2alpha1.CombinedStatus{}
 		if err := c.Get(w, client.ObjectKey{Namespace: "app", Name: "common.deployments.web"}, cs); err != nil {

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app"
 	"github.com/kubestellar/kubestellar/embedded"
 	"github.com/kubestellar/kubestellar/embedded/auth"
@@ -164,8 +165,7 @@ func TestSyncerTokenAccess(t *testing.T) {
 	s := harness.StartInProcess(t, "")
 	c := edgeClient(t, s)
 	ctx := context.Background()
-	createSpace(t, s, "inv1")
-	createSpace(t, s, "wds1")
+	createEdgeSpaces(t, s)
 
 	server, tok1 := joinCommand(t, mustCLI(t, s, "synctarget", "create", "edge1", "--inventory-space", "inv1", "--labels", "env=prod"))
 	_, tok2 := joinCommand(t, mustCLI(t, s, "synctarget", "create", "edge2", "--inventory-space", "inv1"))
@@ -191,22 +191,43 @@ func TestSyncerTokenAccess(t *testing.T) {
 	code, _ = insecureGet(t, server+jointoken.SyncerInfoPath)
 	require.Equal(t, http.StatusUnauthorized, code)
 
-	// Its mailbox: read, write, upsync, delete; not deletecollection.
+	// Its mailbox: read everything; write only what it upsyncs (what the
+	// upsync clauses of its placements select, labelled as upsynced); delete
+	// only that; never deletecollection.
 	mailbox := syncerKube(t, s, mb1, bearer1)
 	eventually(t, 30*time.Second, func() (bool, error) {
 		_, err := mailbox.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
 		return err == nil, err
 	}, "the syncer to read its mailbox %s", mb1)
-	_, err = mailbox.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "upsynced"}}, metav1.CreateOptions{})
+	upsyncedLabel := map[string]string{edgev2alpha1.UpsyncedLabel: "true"}
+	_, err = mailbox.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "upsynced", Labels: upsyncedLabel}}, metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "upsync before any placement asks for it: %v", err)
+	require.NoError(t, c.Create(in("wds1"), &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "reports"}, Spec: edgev2alpha1.EdgePlacementSpec{
+		LocationSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"env": "prod"}}},
+		Upsync:            []edgev2alpha1.UpsyncClause{{APIGroup: "", Resources: []string{"configmaps"}, Namespaces: []string{"upsynced"}}},
+	}}))
+	eventually(t, 30*time.Second, func() (bool, error) {
+		_, err := mailbox.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "upsynced", Labels: upsyncedLabel}}, metav1.CreateOptions{})
+		return err == nil || apierrors.IsAlreadyExists(err), nil
+	}, "the syncer to create a namespace for upsynced objects once a placement asks for them")
+	unlabelled := configMap("upsynced", "unlabelled", "v")
+	_, err = mailbox.CoreV1().ConfigMaps("upsynced").Create(ctx, unlabelled, metav1.CreateOptions{})
+	require.True(t, apierrors.IsForbidden(err), "an object not labelled as upsynced: %v", err)
+	fromEdge := configMap("upsynced", "from-edge", "v")
+	fromEdge.Labels = upsyncedLabel
+	cm, err := mailbox.CoreV1().ConfigMaps("upsynced").Create(ctx, fromEdge, metav1.CreateOptions{})
 	require.NoError(t, err)
-	cm, err := mailbox.CoreV1().ConfigMaps("upsynced").Create(ctx, configMap("upsynced", "from-edge", "v"), metav1.CreateOptions{})
+	cm.Data["v"] = "changed at the edge"
+	cm, err = mailbox.CoreV1().ConfigMaps("upsynced").Update(ctx, cm, metav1.UpdateOptions{})
 	require.NoError(t, err)
-	cm.Annotations = map[string]string{"edge.kubestellar.io/reported": "yes"}
+	cm.Annotations = map[string]string{edgev2alpha1.SourceSpaceAnnotation: "wds1"}
 	_, err = mailbox.CoreV1().ConfigMaps("upsynced").Update(ctx, cm, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	require.True(t, apierrors.IsForbidden(err), "a kubestellar annotation on an upsynced object: %v", err)
 	err = mailbox.CoreV1().ConfigMaps("upsynced").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	require.True(t, apierrors.IsForbidden(err), "deletecollection: %v", err)
 	require.NoError(t, mailbox.CoreV1().ConfigMaps("upsynced").Delete(ctx, "from-edge", metav1.DeleteOptions{}))
+	err = mailbox.CoreV1().Namespaces().Delete(ctx, "upsynced", metav1.DeleteOptions{})
+	require.True(t, apierrors.IsForbidden(err), "deleting a namespace of the mailbox: %v", err)
 	_, err = mailbox.Discovery().ServerGroups()
 	require.NoError(t, err, "discovery in the mailbox")
 
@@ -240,6 +261,15 @@ func TestSyncerTokenAccess(t *testing.T) {
 	require.NoError(t, unstructured.SetNestedField(st.Object, "test-syncer", "status", "syncerVersion"))
 	_, err = inv.UpdateStatus(ctx, st, metav1.UpdateOptions{})
 	require.NoError(t, err)
+	// Not the status fields the server owns: where its mailbox is, which
+	// server holds its tunnel.
+	for field, value := range map[string]string{"mailboxSpace": "wds1", "tunnelServer": "https://attacker.example:6443"} {
+		st, err := getSyncTarget(t, s, bearer1, "inv1", "edge1")
+		require.NoError(t, err)
+		require.NoError(t, unstructured.SetNestedField(st.Object, value, "status", field))
+		_, err = inv.UpdateStatus(ctx, st, metav1.UpdateOptions{})
+		require.True(t, apierrors.IsForbidden(err), "a syncer setting status.%s: %v", field, err)
+	}
 	got := &edgev2alpha1.SyncTarget{}
 	require.NoError(t, c.Get(in("inv1"), client.ObjectKey{Name: "edge1"}, got))
 	require.Equal(t, "test-syncer", got.Status.SyncerVersion)
@@ -309,7 +339,7 @@ func TestSyncTargetAndTokenCommands(t *testing.T) {
 	s := harness.StartInProcess(t, "")
 	c := edgeClient(t, s)
 	ctx := context.Background()
-	createSpace(t, s, "inv1")
+	createTypedSpace(t, s, "inv1", tenancyv1alpha1.SpaceTypeInventory)
 
 	out, errOut, code := cli(t, s, "synctarget", "create", "edge1", "--inventory-space", "inv1", "--labels", "env=prod,region=east",
 		"--location", "edge1-loc", "--server", "https://edge-gateway.example.com:7443/spaces/inv1/", "--ttl", "24h")

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"sort"
 	"strings"
 	"testing"
@@ -8,28 +9,41 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
 
-// upsyncFromEdge creates (or updates) in a mailbox what a syncer upsyncs.
-func upsyncFromEdge(t *testing.T, c client.Client, mailbox, ns, name, value string) {
+// upsyncFromEdge creates (or updates) in a mailbox what a syncer upsyncs,
+// with the syncer's client c, as the syncer does: a namespace labelled as
+// upsynced if missing, then the object. It retries until the server knows
+// the upsync clauses (the syncer, too, upsyncs only what its SyncerConfig
+// names) and returns the last error.
+func upsyncFromEdge(t *testing.T, c client.Client, mailbox, ns, name, value string) error {
 	t.Helper()
 	ctx := in(mailbox)
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		require.Contains(t, err.Error(), "already exists")
-	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"edge.kubestellar.io/upsynced": "true"}},
-		Data: map[string]string{"value": value}}
-	if err := c.Create(ctx, cm); err != nil {
-		existing := &corev1.ConfigMap{}
-		require.NoError(t, c.Get(ctx, client.ObjectKeyFromObject(cm), existing))
-		existing.Data = cm.Data
-		require.NoError(t, c.Update(ctx, existing))
-	}
+	upsyncedLabel := map[string]string{edgev2alpha1.UpsyncedLabel: "true"}
+	var last error
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		last = c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: upsyncedLabel}})
+		if last != nil && !apierrors.IsAlreadyExists(last) {
+			return false, nil
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: upsyncedLabel}, Data: map[string]string{"value": value}}
+		if last = c.Create(ctx, cm); apierrors.IsAlreadyExists(last) {
+			existing := &corev1.ConfigMap{}
+			if last = c.Get(ctx, client.ObjectKeyFromObject(cm), existing); last == nil {
+				existing.Data = cm.Data
+				last = c.Update(ctx, existing)
+			}
+		}
+		return last == nil, nil
+	})
+	return last
 }
 
 // upsynced lists the upsynced ConfigMaps of a WDS namespace as name=value@source.
@@ -50,17 +64,23 @@ func upsynced(t *testing.T, c client.Client, wds, ns string) []string {
 func TestUpsyncKeepsClustersApart(t *testing.T) {
 	s := harness.StartInProcess(t, "")
 	c := edgeClient(t, s)
-	createSpace(t, s, "inv1")
-	createSpace(t, s, "wds1")
+	createEdgeSpaces(t, s)
 	inventory(t, c, "inv1")
 	mb1, mb2 := mailboxOf(t, c, "inv1", "edge1"), mailboxOf(t, c, "inv1", "edge2")
 	require.NoError(t, c.Create(in("wds1"), &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "reports"}, Spec: edgev2alpha1.EdgePlacementSpec{
 		LocationSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"env": "prod"}}},
 		Upsync:            []edgev2alpha1.UpsyncClause{{APIGroup: "", Resources: []string{"configmaps"}, Namespaces: []string{"reports"}}},
 	}}))
-	upsyncFromEdge(t, c, mb1, "reports", "report", "from-edge1")
-	upsyncFromEdge(t, c, mb2, "reports", "report", "from-edge2")
-	upsyncFromEdge(t, c, mb2, "elsewhere", "ignored", "not selected")
+	edge1, edge2 := syncerClient(t, s, "inv1", "edge1"), syncerClient(t, s, "inv1", "edge2")
+	require.NoError(t, upsyncFromEdge(t, edge1, mb1, "reports", "report", "from-edge1"))
+	require.NoError(t, upsyncFromEdge(t, edge2, mb2, "reports", "report", "from-edge2"))
+	// What no upsync clause selects, the syncer may not write at all.
+	err := upsyncFromEdge(t, edge2, mb2, "elsewhere", "ignored", "not selected")
+	require.True(t, apierrors.IsForbidden(err), "an upsync no clause selects: %v", err)
+	require.ErrorContains(t, err, "no upsync clause")
+	// Nor into another syncer's mailbox.
+	err = upsyncFromEdge(t, edge1, mb2, "reports", "intruder", "from edge1")
+	require.True(t, apierrors.IsForbidden(err), "edge1 writing edge2's mailbox: %v", err)
 
 	wait := func(want ...string) {
 		t.Helper()
@@ -69,13 +89,13 @@ func TestUpsyncKeepsClustersApart(t *testing.T) {
 		}, "upsynced objects %v (have %v)", want, upsynced(t, c, "wds1", "reports"))
 	}
 	wait("report-edge1=from-edge1@inv1/edge1", "report-edge2=from-edge2@inv1/edge2")
-	err := c.Get(in("wds1"), client.ObjectKey{Namespace: "elsewhere", Name: "ignored-edge2"}, &corev1.ConfigMap{})
-	require.Error(t, err, "objects no upsync clause selects stay at the edge")
+	err = c.Get(in("wds1"), client.ObjectKey{Namespace: "elsewhere", Name: "ignored-edge2"}, &corev1.ConfigMap{})
+	require.True(t, apierrors.IsNotFound(err), "objects no upsync clause selects stay at the edge: %v", err)
 
-	upsyncFromEdge(t, c, mb1, "reports", "report", "changed")
+	require.NoError(t, upsyncFromEdge(t, edge1, mb1, "reports", "report", "changed"))
 	wait("report-edge1=changed@inv1/edge1", "report-edge2=from-edge2@inv1/edge2")
 
-	require.NoError(t, c.Delete(in(mb2), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: "reports"}}))
+	require.NoError(t, edge2.Delete(in(mb2), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "report", Namespace: "reports"}}))
 	wait("report-edge1=changed@inv1/edge1")
 
 	// Upsynced objects never become downsync objects: nothing of edge1's

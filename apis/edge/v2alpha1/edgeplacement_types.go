@@ -1,6 +1,8 @@
 package v2alpha1
 
 import (
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -83,6 +85,18 @@ type UpsyncClause struct {
 	Namespaces []string `json:"namespaces,omitempty"`
 	// +optional
 	Names []string `json:"names,omitempty"`
+}
+
+// Selects reports whether the clause selects an object of a resource:
+// every field given must hold, "*" matches anything, and empty Namespaces
+// or Names match any.
+func (c UpsyncClause) Selects(group, resource, namespace, name string) bool {
+	in := func(list []string, v string) bool {
+		return len(list) == 0 || slices.Contains(list, "*") || slices.Contains(list, v)
+	}
+	return (c.APIGroup == "*" || c.APIGroup == group) &&
+		slices.ContainsFunc(c.Resources, func(r string) bool { return r == "*" || r == resource }) &&
+		in(c.Namespaces, namespace) && in(c.Names, name)
 }
 
 // Condition types and reasons of an EdgePlacement.

@@ -1,6 +1,8 @@
 package v2alpha1
 
 import (
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -79,7 +81,29 @@ const (
 	// its value identifies the SyncTarget (see syncer.OwnerValue). A syncer
 	// updates and deletes only objects that carry its value.
 	SyncerOwnerLabel = "edge.kubestellar.io/syncer"
+	// PlacementCopyLabel "true" marks the objects of a mailbox that the
+	// server's placement translator made. Only the server sets it.
+	PlacementCopyLabel = "edge.kubestellar.io/placement-copy"
+	// UpsyncedLabel "true" marks objects a syncer copied from its edge
+	// cluster into its mailbox, and their copies in WDSes.
+	UpsyncedLabel = "edge.kubestellar.io/upsynced"
+	// Labels on a mailbox Space name the SyncTarget it serves; only the
+	// server sets them.
+	MailboxSyncTargetSpaceLabel = "edge.kubestellar.io/sync-target-space"
+	MailboxSyncTargetNameLabel  = "edge.kubestellar.io/sync-target-name"
+	MailboxSyncTargetUIDLabel   = "edge.kubestellar.io/sync-target-uid"
 	// SyncedConditionType is the condition a syncer adds to the status of a
 	// mailbox copy whose kind has conditions, when it cannot keep it in step.
 	SyncedConditionType = "EdgeSynced"
 )
+
+// IsKubestellarKey reports whether a label or annotation key is in one of
+// kubestellar's domains (kubestellar.io and its subdomains), whose keys
+// the server writes and interprets.
+func IsKubestellarKey(key string) bool {
+	prefix, _, found := strings.Cut(key, "/")
+	if !found {
+		return false
+	}
+	return prefix == "kubestellar.io" || strings.HasSuffix(prefix, ".kubestellar.io")
+}

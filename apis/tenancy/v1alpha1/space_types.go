@@ -42,13 +42,42 @@ type Space struct {
 	Status SpaceStatus `json:"status,omitempty"`
 }
 
+// Types of space. The type decides which of kubestellar's kinds a space
+// holds and which controllers read it; it is set when the space is created
+// and never changes.
+const (
+	// SpaceTypeGeneric ("") is a plain logical cluster: no edge kinds.
+	SpaceTypeGeneric = ""
+	// SpaceTypeWDS is a workload description space: workloads,
+	// EdgePlacements, Customizers and StatusCollectors.
+	SpaceTypeWDS = "wds"
+	// SpaceTypeInventory holds SyncTargets and Locations.
+	SpaceTypeInventory = "inventory"
+	// SpaceTypeMailbox is what goes to one SyncTarget. Only the server
+	// makes mailbox spaces.
+	SpaceTypeMailbox = "mailbox"
+)
+
 // SpaceSpec is what the user asks of a Space.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.inventorySpaces) || size(self.inventorySpaces) == 0 || (has(self.type) && self.type == 'wds')",message="inventorySpaces is for spaces of type wds"
 type SpaceSpec struct {
-	// Type is a free-form label for what the space is used for
-	// (for example "wds", "inventory", "mailbox"); it does not change how
-	// the space is served.
+	// Type says what the space is for: "" (a plain logical cluster),
+	// "wds", "inventory" or "mailbox" (made by the server only). It decides
+	// which of kubestellar's kinds the space may hold and which
+	// controllers read it. It cannot change.
 	// +optional
+	// +kubebuilder:validation:Enum="";wds;inventory;mailbox
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="type is immutable"
 	Type string `json:"type,omitempty"`
+	// InventorySpaces, for a space of type wds, names the inventory spaces
+	// whose Locations its EdgePlacements may select. A placement selects
+	// nothing elsewhere.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	InventorySpaces []string `json:"inventorySpaces,omitempty"`
 }
 
 // SpaceStatus is what the server reports about a Space.

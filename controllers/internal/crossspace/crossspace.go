@@ -205,16 +205,30 @@ var CoreNamespace = corev1.SchemeGroupVersion.WithResource("namespaces")
 // ByMailbox indexes SyncTargets by their mailbox space.
 const ByMailbox = "mailbox"
 
-// IndexSyncTargetsByMailbox adds the ByMailbox index to a SyncTarget informer.
+// IndexSyncTargetsByMailbox adds the ByMailbox index to a SyncTarget
+// informer. A SyncTarget's mailbox is the one its space and UID name
+// (spaces.MailboxName), once its status says the server made it: no other
+// status value makes a space anyone's mailbox.
 func IndexSyncTargetsByMailbox(inf *Informer) {
 	if err := inf.AddIndexers(cache.Indexers{ByMailbox: func(obj any) ([]string, error) {
-		if st, ok := obj.(*edgev2alpha1.SyncTarget); ok && st.Status.MailboxSpace != "" {
+		if st, ok := obj.(*edgev2alpha1.SyncTarget); ok && st.Status.MailboxSpace != "" &&
+			st.Status.MailboxSpace == spaces.MailboxName(SpaceOf(st), string(st.UID)) {
 			return []string{st.Status.MailboxSpace}, nil
 		}
 		return nil, nil
 	}}); err != nil {
 		panic(err) // only fails once objects are cached
 	}
+}
+
+// SpaceOfType returns a Space (from an informer of Spaces) when it exists
+// and is of the type given.
+func SpaceOfType(inf *Informer, name, typ string) (*tenancyv1alpha1.Space, bool) {
+	sp, ok := Get[*tenancyv1alpha1.Space](inf, spaces.Root, "", name)
+	if !ok || sp.Spec.Type != typ || sp.DeletionTimestamp != nil {
+		return nil, false
+	}
+	return sp, true
 }
 
 // SyncTargetOfMailbox returns the SyncTarget whose mailbox is a space.

@@ -23,8 +23,10 @@ import (
 type options struct {
 	client    clientconfig.Options
 	spaceType string
-	timeout   time.Duration
-	noContext bool
+	// inventorySpaces, for a wds: the inventory spaces its placements may select.
+	inventorySpaces []string
+	timeout         time.Duration
+	noContext       bool
 }
 
 // NewCommand returns the command.
@@ -35,12 +37,16 @@ func NewCommand(streams iostreams.IOStreams) *cobra.Command {
 		Short: "Create a space and add a context for it to the kubeconfig",
 		Long: `Create a space (a logical cluster served at /spaces/NAME), wait until it is
 ready, and add a context named NAME for it to the kubeconfig in use.`,
-		Example: "  kubestellar space create wds1\n  kubectl --context wds1 create namespace demo",
-		Args:    cobra.ExactArgs(1),
-		RunE:    func(cmd *cobra.Command, args []string) error { return runE(cmd.Context(), o, args[0], streams) },
+		Example: `  kubestellar space create demo
+  kubectl --context demo create namespace demo
+  kubestellar space create inv1 --type inventory
+  kubestellar space create wds1 --type wds --inventory-space inv1`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runE(cmd.Context(), o, args[0], streams) },
 	}
 	o.client.AddFlags(cmd.Flags())
-	cmd.Flags().StringVar(&o.spaceType, "type", "", "Free-form type of the space (for example wds or inventory).")
+	cmd.Flags().StringVar(&o.spaceType, "type", "", `Type of the space: "" (a plain logical cluster), wds (workloads and EdgePlacements) or inventory (SyncTargets and Locations); it cannot change later.`)
+	cmd.Flags().StringSliceVar(&o.inventorySpaces, "inventory-space", nil, "For --type wds: an inventory space whose Locations the space's EdgePlacements may select (repeatable, or comma-separated).")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", time.Minute, "How long to wait for the space to be ready.")
 	cmd.Flags().BoolVar(&o.noContext, "no-context", false, "Do not add a context for the space to the kubeconfig.")
 	return cmd
@@ -52,6 +58,21 @@ func runE(ctx context.Context, o *options, name string, streams iostreams.IOStre
 	}
 	if name == spaces.Root {
 		return fmt.Errorf("the root space always exists")
+	}
+	switch o.spaceType {
+	case tenancyv1alpha1.SpaceTypeGeneric, tenancyv1alpha1.SpaceTypeWDS, tenancyv1alpha1.SpaceTypeInventory:
+	case tenancyv1alpha1.SpaceTypeMailbox:
+		return fmt.Errorf("--type mailbox: the server makes mailbox spaces, one for each SyncTarget (kubestellar synctarget create)")
+	default:
+		return fmt.Errorf("--type %q: a space is of type wds, inventory, or none (a plain logical cluster)", o.spaceType)
+	}
+	if len(o.inventorySpaces) > 0 && o.spaceType != tenancyv1alpha1.SpaceTypeWDS {
+		return fmt.Errorf("--inventory-space is for spaces of --type wds")
+	}
+	for _, inv := range o.inventorySpaces {
+		if err := spaces.ValidateName(inv); err != nil {
+			return fmt.Errorf("--inventory-space: %w", err)
+		}
 	}
 	loaded, err := o.client.Load()
 	if err != nil {
@@ -67,6 +88,9 @@ func runE(ctx context.Context, o *options, name string, streams iostreams.IOStre
 	space.SetName(name)
 	if o.spaceType != "" {
 		_ = unstructured.SetNestedField(space.Object, o.spaceType, "spec", "type")
+	}
+	if len(o.inventorySpaces) > 0 {
+		_ = unstructured.SetNestedStringSlice(space.Object, o.inventorySpaces, "spec", "inventorySpaces")
 	}
 	spacesClient := client.Resource(spacecontroller.SpacesGVR)
 	if _, err := spacesClient.Create(ctx, space, metav1.CreateOptions{}); err != nil {

@@ -136,7 +136,7 @@ func runE(ctx context.Context, o *options, name string, streams iostreams.IOStre
 		stLabels = map[string]string{}
 	}
 	stLabels[NameLabel] = name
-	msg, err := ensureSyncTarget(inv, c.Dynamic.Resource(syncTargetsGVR), name, stLabels)
+	uid, msg, err := ensureSyncTarget(inv, c.Dynamic.Resource(syncTargetsGVR), name, stLabels)
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func runE(ctx context.Context, o *options, name string, streams iostreams.IOStre
 	}
 	fmt.Fprintf(streams.ErrOut, "Location %q %s\n", o.location, msg)
 
-	tok, info, err := auth.CreateToken(ctx, c.Root, auth.NewTokenOptions{InventorySpace: o.inventorySpace, SyncTarget: name,
+	tok, info, err := auth.CreateToken(ctx, c.Root, auth.NewTokenOptions{InventorySpace: o.inventorySpace, SyncTarget: name, SyncTargetUID: uid,
 		TTL: o.ttl, Description: "made by kubestellar synctarget create", CAPEM: caPEM})
 	if err != nil {
 		return err
@@ -162,8 +162,8 @@ func runE(ctx context.Context, o *options, name string, streams iostreams.IOStre
 }
 
 // ensureSyncTarget creates the SyncTarget, or adds the labels to the one
-// there is; it returns what it did.
-func ensureSyncTarget(ctx context.Context, client dynamic.ResourceInterface, name string, labels map[string]string) (string, error) {
+// there is; it returns its UID (which the token is bound to) and what it did.
+func ensureSyncTarget(ctx context.Context, client dynamic.ResourceInterface, name string, labels map[string]string) (types.UID, string, error) {
 	have, err := client.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		st := &edgev2alpha1.SyncTarget{
@@ -172,33 +172,34 @@ func ensureSyncTarget(ctx context.Context, client dynamic.ResourceInterface, nam
 		}
 		u, err := toUnstructured(st)
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
-		if _, err := client.Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			return "", fmt.Errorf("creating SyncTarget %q: %w", name, err)
+		created, err := client.Create(ctx, u, metav1.CreateOptions{})
+		if err != nil {
+			return "", "", fmt.Errorf("creating SyncTarget %q: %w", name, err)
 		}
-		return "created", nil
+		return created.GetUID(), "created", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading SyncTarget %q: %w", name, err)
+		return "", "", fmt.Errorf("reading SyncTarget %q: %w", name, err)
 	}
 	if have.GetDeletionTimestamp() != nil {
-		return "", fmt.Errorf("SyncTarget %q is being deleted: wait until it is gone, then create it again", name)
+		return "", "", fmt.Errorf("SyncTarget %q is being deleted: wait until it is gone, then create it again", name)
 	}
 	if _, changed := merge(have.GetLabels(), labels); !changed {
-		return "exists, unchanged", nil
+		return have.GetUID(), "exists, unchanged", nil
 	}
 	// A merge patch of the labels alone: the server's controllers write the
 	// SyncTarget's status meanwhile, which an update of the whole object
 	// would meet as a conflict.
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if _, err := client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return "", fmt.Errorf("updating the labels of SyncTarget %q: %w", name, err)
+		return "", "", fmt.Errorf("updating the labels of SyncTarget %q: %w", name, err)
 	}
-	return "exists, labels updated (" + describe(labels) + ")", nil
+	return have.GetUID(), "exists, labels updated (" + describe(labels) + ")", nil
 }
 
 // ensureLocation creates the Location selecting the SyncTarget, or updates

@@ -65,18 +65,23 @@ func runE(ctx context.Context, o *options, streams iostreams.IOStreams) error {
 	if err := c.RequireSpace(ctx, "--sync-target", inv); err != nil {
 		return err
 	}
-	_, err = c.Dynamic.Resource(edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")).Get(spaces.WithSpace(ctx, inv), name, metav1.GetOptions{})
+	st, err := c.Dynamic.Resource(edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")).Get(spaces.WithSpace(ctx, inv), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("--sync-target: there is no SyncTarget %q in space %q (create it with: kubestellar synctarget create %s --inventory-space %s)", name, inv, name, inv)
 	}
 	if err != nil {
 		return fmt.Errorf("--sync-target: reading SyncTarget %q: %w", name, err)
 	}
+	if st.GetDeletionTimestamp() != nil {
+		return fmt.Errorf("--sync-target: SyncTarget %q is being deleted: a token for it would stop working with it", name)
+	}
 	caPEM, err := c.CACerts(ctx)
 	if err != nil {
 		return err
 	}
-	tok, info, err := auth.CreateToken(ctx, c.Root, auth.NewTokenOptions{InventorySpace: inv, SyncTarget: name,
+	// The token is bound to this SyncTarget, by UID: it stops working if
+	// the SyncTarget is deleted, even if one of the same name is made again.
+	tok, info, err := auth.CreateToken(ctx, c.Root, auth.NewTokenOptions{InventorySpace: inv, SyncTarget: name, SyncTargetUID: st.GetUID(),
 		TTL: o.ttl, Description: o.description, CAPEM: caPEM})
 	if err != nil {
 		return err
