@@ -33,8 +33,8 @@ func (s *Syncer) reconcileDownsync(ctx context.Context, key objKey) (bool, error
 		return false, err
 	}
 	if d == nil {
-		s.clearState(key)
 		if !live {
+			s.clearState(key)
 			// Never remove anything because the center is silent.
 			s.mu.Lock()
 			if s.deferred != nil {
@@ -43,6 +43,11 @@ func (s *Syncer) reconcileDownsync(ctx context.Context, key objKey) (bool, error
 			s.mu.Unlock()
 			return false, nil
 		}
+		if isContainer(key.GVR) {
+			// Deleting it would delete what is in it: see namespaces.go.
+			return false, s.reconcileRemoval(ctx, key, cur)
+		}
+		s.clearState(key)
 		if cur == nil || !ownedBy(cur, owner) {
 			return false, nil
 		}
@@ -53,6 +58,12 @@ func (s *Syncer) reconcileDownsync(ctx context.Context, key objKey) (bool, error
 		}
 		logger.V(2).Info("deleted at the edge")
 		return false, nil
+	}
+	if isContainer(key.GVR) {
+		// Back in the mailbox: no longer on its way out.
+		s.mu.Lock()
+		delete(s.removing, key)
+		s.mu.Unlock()
 	}
 	if cur != nil && !ownedBy(cur, owner) {
 		if key.GVR == namespacesGVR {

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
@@ -84,6 +85,14 @@ type Syncer struct {
 	edgeObjs    map[schema.GroupVersionResource]*running
 	pods, rsets *running
 	workloadUID map[string]objKey // UID of an owned edge workload -> its key
+
+	// Namespaces and CRDs on their way out of the edge (namespaces.go):
+	// when each left the mailbox, and how to read what they hold.
+	removing     map[objKey]time.Time
+	contents     edgeContents
+	now          func() time.Time
+	removalGrace time.Duration
+	keptRecheck  time.Duration
 }
 
 // running is an informer with its own stop channel.
@@ -162,6 +171,10 @@ func newSyncer(o *Options, out io.Writer, tok jointoken.Token, edgeCfg *rest.Con
 	if err != nil {
 		return nil, fmt.Errorf("edge cluster: %w", err)
 	}
+	md, err := metadata.NewForConfig(edgeCfg)
+	if err != nil {
+		return nil, fmt.Errorf("edge cluster: %w", err)
+	}
 	limiter := func() workqueue.TypedRateLimiter[objKey] {
 		return workqueue.NewTypedMaxOfRateLimiter(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[objKey](200*time.Millisecond, 30*time.Second),
@@ -179,6 +192,8 @@ func newSyncer(o *Options, out io.Writer, tok jointoken.Token, edgeCfg *rest.Con
 		copies: map[schema.GroupVersionResource]*running{}, upsynced: map[schema.GroupVersionResource]*running{},
 		upsyncGVRs: map[schema.GroupVersionResource]bool{}, edgeObjs: map[schema.GroupVersionResource]*running{},
 		workloadUID: map[string]objKey{},
+		removing:    map[objKey]time.Time{}, contents: newEdgeContents(disc, md), now: time.Now,
+		removalGrace: removalGrace, keptRecheck: keptRecheck,
 	}, nil
 }
 
@@ -566,6 +581,10 @@ func (s *Syncer) removeDesiredLocked(k objKey) {
 	}
 	delete(s.desired, k)
 	s.dirty = true
+	if isContainer(k.GVR) {
+		// Its grace period starts now, again if it left and came back.
+		s.removing[k] = s.now()
+	}
 	s.downQ.Add(k)
 }
 
@@ -594,6 +613,9 @@ func (s *Syncer) awaitFirstSync(ctx context.Context) {
 			}
 		}
 		s.live = true
+		// Every namespace the syncer made is looked at once: one that left
+		// the mailbox before a restart is kept, or removed, by the rule.
+		s.ensureEdgeInformerLocked(ctx, namespacesGVR)
 		for k := range s.desired {
 			s.downQ.Add(k)
 		}

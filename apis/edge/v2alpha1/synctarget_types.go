@@ -86,6 +86,11 @@ const (
 	// SyncReasonResourceNotServed: the object's resource is not (yet)
 	// served at the edge, for example its CRD is not established.
 	SyncReasonResourceNotServed = "ResourceNotServed"
+	// SyncReasonKeptInUse: a namespace or CRD the syncer made has left the
+	// mailbox, but the syncer leaves it at the edge because deleting it
+	// would delete objects the syncer did not make (the namespace's, or the
+	// CRD's instances); the message names them. It goes once they are gone.
+	SyncReasonKeptInUse = "KeptInUse"
 )
 
 // MaxSyncProblems is how many problems a SyncTarget's status lists at most.
@@ -100,7 +105,7 @@ type SyncProblem struct {
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
-	// Reason is one of Conflict, Rejected, ResourceNotServed.
+	// Reason is one of Conflict, Rejected, ResourceNotServed, KeptInUse.
 	Reason string `json:"reason"`
 	// +optional
 	Message string `json:"message,omitempty"`
