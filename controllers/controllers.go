@@ -12,6 +12,15 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	// Sets client-go's work-queue metrics provider to one in the legacy
+	// registry, which the server's /metrics serves: every named queue
+	// reports its depth, adds, latency, work duration, retries, unfinished
+	// work and longest running processor there. k8s.io/apiserver imports
+	// it too; importing it here keeps it should that change. Nothing else
+	// may set the provider first (only the first one counts): controller-
+	// runtime's metrics package would, into a registry nobody serves.
+	_ "k8s.io/component-base/metrics/prometheus/workqueue"
+
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/controllers/mailbox"
 	"github.com/kubestellar/kubestellar/controllers/placement"

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -59,24 +58,21 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		return
 	}
 	logger.Info("started controller")
-	for range workers {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			worker.Work(ctx, c.queue, "keeping mailbox failed, will retry", func(ctx context.Context, key string) (bool, error) {
-				return false, c.process(ctx, key)
-			}, worker.Conflicts)
-		}, time.Second)
-	}
+	worker.Loop[string]{Name: ControllerName, Queue: c.queue, Failure: "keeping mailbox failed, will retry", Quiet: worker.Conflicts,
+		Process: c.process}.Start(ctx, workers)
 	<-ctx.Done()
 }
 
-func (c *Controller) process(ctx context.Context, key string) error {
+// process keeps the mailbox of one SyncTarget. It reports requeue while a
+// deleted SyncTarget's mailbox is still going.
+func (c *Controller) process(ctx context.Context, key string) (requeue bool, err error) {
 	space, _, name, err := spaces.SplitKey(key)
 	if err != nil {
-		return nil
+		return false, nil
 	}
 	st, ok := crossspace.Get[*edgev2alpha1.SyncTarget](c.syncTargets, space, "", name)
 	if !ok {
-		return nil
+		return false, nil
 	}
 	invCtx := spaces.WithSpace(ctx, space)
 	rootCtx := spaces.WithSpace(ctx, spaces.Root)
@@ -85,30 +81,30 @@ func (c *Controller) process(ctx context.Context, key string) error {
 
 	if st.DeletionTimestamp != nil {
 		if !slices.Contains(st.Finalizers, Finalizer) {
-			return nil
+			return false, nil
 		}
 		err := c.clients.Client.Delete(rootCtx, &tenancyv1alpha1.Space{ObjectMeta: metav1.ObjectMeta{Name: mailbox}})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return err
+			return false, err
 		}
-		// Wait until the mailbox and its contents are gone.
+		// Wait until the mailbox and its contents are gone: nothing here
+		// watches Spaces, so look again, with backoff.
 		if err := c.clients.Client.Get(rootCtx, clientKey(mailbox), &tenancyv1alpha1.Space{}); !apierrors.IsNotFound(err) {
-			c.queue.AddAfter(key, 200*time.Millisecond)
-			return nil
+			return true, nil
 		}
 		updated := st.DeepCopy()
 		updated.Finalizers = slices.DeleteFunc(updated.Finalizers, func(f string) bool { return f == Finalizer })
 		if err := c.clients.Client.Update(invCtx, updated); err != nil && !apierrors.IsNotFound(err) {
-			return err
+			return false, err
 		}
 		logger.Info("deleted mailbox")
-		return nil
+		return false, nil
 	}
 
 	if !slices.Contains(st.Finalizers, Finalizer) {
 		updated := st.DeepCopy()
 		updated.Finalizers = append(updated.Finalizers, Finalizer)
-		return c.clients.Client.Update(invCtx, updated)
+		return false, c.clients.Client.Update(invCtx, updated)
 	}
 	existing := &tenancyv1alpha1.Space{}
 	mb := &tenancyv1alpha1.Space{
@@ -119,19 +115,19 @@ func (c *Controller) process(ctx context.Context, key string) error {
 	if err := c.clients.Client.Create(rootCtx, mb); err == nil {
 		logger.Info("created mailbox")
 	} else if !apierrors.IsAlreadyExists(err) {
-		return err
+		return false, err
 	} else if err := c.clients.Client.Get(rootCtx, clientKey(mailbox), existing); err != nil {
-		return err
+		return false, err
 	} else if existing.Spec.Type != SpaceType || !isSubset(mb.Labels, existing.Labels) {
 		// Only the server makes mailbox spaces (admission sees to it): a
 		// space of that name that is no mailbox of this SyncTarget is
 		// never used as one.
-		return fmt.Errorf("space %q exists but is not the mailbox of this SyncTarget (type %q, labels %v): delete it", mailbox, existing.Spec.Type, existing.Labels)
+		return false, fmt.Errorf("space %q exists but is not the mailbox of this SyncTarget (type %q, labels %v): delete it", mailbox, existing.Spec.Type, existing.Labels)
 	}
 	if st.Status.MailboxSpace != mailbox {
 		updated := st.DeepCopy()
 		updated.Status.MailboxSpace = mailbox
-		return c.clients.Client.Status().Update(invCtx, updated)
+		return false, c.clients.Client.Status().Update(invCtx, updated)
 	}
 	// A syncer that stopped heartbeating says so.
 	if stale, wait := heartbeatStale(st, time.Now()); stale {
@@ -140,11 +136,11 @@ func (c *Controller) process(ctx context.Context, key string) error {
 			Status: metav1.ConditionFalse, Reason: "HeartbeatMissed", ObservedGeneration: st.Generation,
 			Message: fmt.Sprintf("no heartbeat from the syncer since %s", st.Status.LastSyncerHeartbeatTime.UTC().Format(time.RFC3339))})
 		logger.Info("syncer stopped heartbeating", "lastHeartbeat", st.Status.LastSyncerHeartbeatTime.Time)
-		return c.clients.Client.Status().Update(invCtx, updated)
+		return false, c.clients.Client.Status().Update(invCtx, updated)
 	} else if wait > 0 {
 		c.queue.AddAfter(key, wait)
 	}
-	return nil
+	return false, nil
 }
 
 // isSubset reports whether every key of want has the same value in have.

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -216,20 +215,16 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		return
 	}
 	logger.Info("started controller")
-	for range workers {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			worker.Work(ctx, c.mailboxes, "translating placements into mailbox failed, will retry", c.reconcileMailbox,
-				func(err error) bool { return apierrors.IsConflict(err) || errors.Is(err, errRetryLater) })
-		}, time.Second)
-	}
-	go wait.UntilWithContext(ctx, func(ctx context.Context) {
-		worker.Work(ctx, c.statuses, "updating placement status failed, will retry", func(ctx context.Context, key string) (bool, error) {
+	worker.Loop[string]{Name: ControllerName, Queue: c.mailboxes, Failure: "translating placements into mailbox failed, will retry",
+		Process: c.reconcileMailbox,
+		Quiet:   func(err error) bool { return apierrors.IsConflict(err) || errors.Is(err, errRetryLater) }}.Start(ctx, workers)
+	worker.Loop[string]{Name: ControllerName + "-status", Queue: c.statuses, Failure: "updating placement status failed, will retry",
+		Quiet: worker.Conflicts, Process: func(ctx context.Context, key string) (bool, error) {
 			err := c.updatePlacementStatus(ctx, key)
 			if apierrors.IsNotFound(err) {
 				return false, nil // the placement is gone
 			}
 			return false, err
-		}, worker.Conflicts)
-	}, time.Second)
+		}}.Start(ctx, 1)
 	<-ctx.Done()
 }

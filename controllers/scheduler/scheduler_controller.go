@@ -8,13 +8,11 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -102,13 +100,8 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		return
 	}
 	logger.Info("started controller")
-	for range workers {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			worker.Work(ctx, c.queue, "scheduling failed, will retry", func(ctx context.Context, key string) (bool, error) {
-				return false, c.process(ctx, key)
-			}, worker.Conflicts)
-		}, time.Second)
-	}
+	worker.Loop[string]{Name: ControllerName, Queue: c.queue, Failure: "scheduling failed, will retry", Quiet: worker.Conflicts,
+		Process: func(ctx context.Context, key string) (bool, error) { return false, c.process(ctx, key) }}.Start(ctx, workers)
 	<-ctx.Done()
 }
 

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -178,16 +177,12 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		}
 	}
 	logger.Info("started controller")
-	for range workers {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			worker.Work(ctx, c.objects, "returning status failed, will retry", c.reconcile, worker.Conflicts)
-		}, time.Second)
-	}
-	go wait.UntilWithContext(ctx, func(ctx context.Context) {
-		worker.Work(ctx, c.collectorsQ, "validating StatusCollector failed, will retry", func(ctx context.Context, key string) (bool, error) {
+	worker.Loop[objectKey]{Name: ControllerName, Queue: c.objects, Failure: "returning status failed, will retry",
+		Process: c.reconcile, Quiet: worker.Conflicts}.Start(ctx, workers)
+	worker.Loop[string]{Name: ControllerName + "-collectors", Queue: c.collectorsQ, Failure: "validating StatusCollector failed, will retry",
+		Quiet: worker.Conflicts, Process: func(ctx context.Context, key string) (bool, error) {
 			return false, c.validateCollector(ctx, key)
-		}, worker.Conflicts)
-	}, time.Second)
+		}}.Start(ctx, 1)
 	<-ctx.Done()
 }
 

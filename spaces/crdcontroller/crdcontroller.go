@@ -6,15 +6,15 @@ package crdcontroller
 
 import (
 	"context"
-	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/kubestellar/kubestellar/internal/worker"
 )
 
 // ControllerName names the controller in logs and its queue.
@@ -61,28 +61,19 @@ func (c *Controller) Run(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
 		return
 	}
-	go wait.UntilWithContext(ctx, func(ctx context.Context) {
-		for c.processNext(ctx) {
-		}
-	}, time.Second)
+	worker.Loop[schema.GroupResource]{Name: ControllerName, Queue: c.queue, Failure: "removing instances of deleted CRD failed, will retry",
+		Process: c.process}.Start(ctx, 1)
 	<-ctx.Done()
 }
 
-func (c *Controller) processNext(ctx context.Context) bool {
-	gr, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(gr)
+// process removes the instances of one deleted CRD's resource from every space.
+func (c *Controller) process(ctx context.Context, gr schema.GroupResource) (bool, error) {
 	n, err := c.purge(ctx, gr)
 	if err != nil {
-		klog.FromContext(ctx).Error(err, "removing instances of deleted CRD failed, will retry", "resource", gr)
-		c.queue.AddRateLimited(gr)
-		return true
+		return false, err
 	}
 	if n > 0 {
 		klog.FromContext(ctx).Info("removed instances of deleted CRD", "resource", gr, "count", n)
 	}
-	c.queue.Forget(gr)
-	return true
+	return false, nil
 }

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -109,13 +108,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForCacheSync(ctx.Done(), c.controller.HasSynced) {
 		return
 	}
-	for range workers {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			// Not finalized yet (contents still going) is the normal case of
-			// an error here: it is logged at V(2) by process, not as an error.
-			worker.Work(ctx, c.queue, "finalizing namespace failed, will retry", c.process, func(error) bool { return true })
-		}, time.Second)
-	}
+	// Not finalized yet (contents still going) is the normal case of an
+	// error here: it is logged at V(2) by process, not as an error.
+	worker.Loop[string]{Name: ControllerName, Queue: c.queue, Failure: "finalizing namespace failed, will retry",
+		Process: c.process, Quiet: func(error) bool { return true }}.Start(ctx, workers)
 	<-ctx.Done()
 }
 

@@ -6,13 +6,11 @@ package spacecontroller
 import (
 	"context"
 	"fmt"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -91,13 +89,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
 		return
 	}
-	for range workers {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			worker.Work(ctx, c.queue, "reconciling space failed, will retry", func(ctx context.Context, key string) (bool, error) {
-				return false, c.process(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("space", key)), key)
-			}, nil)
-		}, time.Second)
-	}
+	worker.Loop[string]{Name: ControllerName, Queue: c.queue, Failure: "reconciling space failed, will retry",
+		Process: func(ctx context.Context, key string) (bool, error) {
+			return false, c.process(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("space", key)), key)
+		}}.Start(ctx, workers)
 	<-ctx.Done()
 }
 
