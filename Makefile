@@ -12,6 +12,12 @@ BENCH_ARGS ?=
 # The unit tests are every package but the integration and end-to-end
 # suites; -short skips the edge cluster harness's tests that start clusters.
 UNIT_PACKAGES = $$($(GO) list ./... | grep -v -e /test/integration -e /test/e2e)
+# make test runs these under the race detector: the server's controllers,
+# the shared worker loop, spaces, the embedded server, the tunnel, and the
+# integration suite, which runs all of them in one process. Everything else
+# runs as it is.
+RACE_PACKAGES = ./controllers/... ./internal/... ./spaces/... ./embedded/... ./tunnel/... ./test/integration/...
+NON_RACE_PACKAGES = $$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PACKAGES))")
 
 .PHONY: help build run test test-deps test-unit test-integration test-e2e verify codegen bench bench-deps clean deb deb-test
 
@@ -24,8 +30,9 @@ build: ## Build the kubestellar binary into _output/
 run: build ## Run the server on its embedded default (SQLite in ~/.kubestellar or /var/lib/kubestellar)
 	$(BIN) server start $(RUN_ARGS)
 
-test: build test-deps edgecluster-tools ## Run every test: unit, integration (in-process server), e2e (built binary, real kubectl, edge clusters, proxies, databases)
-	$(GO) test $(TEST_FLAGS) -timeout 60m ./...
+test: build test-deps edgecluster-tools ## Run every test: unit, integration (in-process server), e2e (built binary, real kubectl, edge clusters, proxies, databases); the server's packages and the integration suite under -race
+	$(GO) test $(TEST_FLAGS) -timeout 60m $(NON_RACE_PACKAGES)
+	$(GO) test $(TEST_FLAGS) -race -timeout 60m $(RACE_PACKAGES)
 
 test-deps: ## Install the Debian packages the tests use, where missing (as root; else says what to install)
 	hack/test-deps.sh

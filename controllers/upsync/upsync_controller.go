@@ -9,7 +9,6 @@ import (
 	"context"
 	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -39,8 +37,10 @@ type Controller struct {
 	syncTargets   *crossspace.Informer
 	syncerConfigs *crossspace.Informer
 
-	ctx       context.Context
+	// mu guards ctx and resources: workers add caches (informerFor) while
+	// others list them (knownResources).
 	mu        sync.Mutex
+	ctx       context.Context
 	resources map[schema.GroupVersionResource]*crossspace.Informer
 }
 
@@ -100,24 +100,34 @@ func (c *Controller) informerFor(gvr schema.GroupVersionResource) *crossspace.In
 	return inf
 }
 
+// knownResources returns the resources whose upsynced objects are cached.
+func (c *Controller) knownResources() []schema.GroupVersionResource {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]schema.GroupVersionResource, 0, len(c.resources))
+	for gvr := range c.resources {
+		out = append(out, gvr)
+	}
+	return out
+}
+
 // Run upsyncs until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
 	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
 	ctx = klog.NewContext(ctx, logger)
+	c.mu.Lock()
 	c.ctx = ctx
+	c.mu.Unlock()
 	all := []*crossspace.Informer{c.placements, c.slices, c.syncTargets, c.syncerConfigs}
 	crossspace.Run(ctx, all...)
 	if !crossspace.WaitForSync(ctx, all...) {
 		return
 	}
 	logger.Info("started controller")
-	for range workers {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			worker.Work(ctx, c.queue, "upsync failed, will retry", c.reconcile, worker.Conflicts)
-		}, time.Second)
-	}
+	worker.Loop[string]{Name: ControllerName, Queue: c.queue, Failure: "upsync failed, will retry",
+		Process: c.reconcile, Quiet: worker.Conflicts}.Start(ctx, workers)
 	<-ctx.Done()
 }
 
@@ -158,7 +168,7 @@ func (c *Controller) reconcile(ctx context.Context, key string) (bool, error) {
 	// Resources to look at: those of the mailbox's upsync sets, and those
 	// already upsynced anywhere (to remove what is no longer selected).
 	gvrs := map[schema.GroupVersionResource]bool{}
-	for gvr := range c.resources {
+	for _, gvr := range c.knownResources() {
 		gvrs[gvr] = true
 	}
 	for _, t := range targets {
