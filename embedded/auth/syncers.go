@@ -107,20 +107,26 @@ var _ SyncTargetLookup = &SyncTargetCache{}
 // Set sets the cache.
 func (c *SyncTargetCache) Set(indexer cache.Indexer) { c.indexer.Store(&indexerBox{indexer}) }
 
+// get returns a cached SyncTarget, if any.
+func (c *SyncTargetCache) get(inventorySpace, name string) (*unstructured.Unstructured, bool) {
+	box := c.indexer.Load()
+	if box == nil {
+		return nil, false
+	}
+	obj, exists, err := box.GetByKey(spaces.Key(inventorySpace, "", name))
+	if err != nil || !exists {
+		return nil, false
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	return u, ok
+}
+
 // MailboxOf implements SyncTargetLookup. The mailbox is derived from what
 // the server alone assigns, the SyncTarget's space and UID
 // (spaces.MailboxName); status.mailboxSpace only says whether the server
 // has made it yet, so no status write can point a syncer at another space.
 func (c *SyncTargetCache) MailboxOf(inventorySpace, name string) (string, bool) {
-	box := c.indexer.Load()
-	if box == nil {
-		return "", false
-	}
-	obj, exists, err := box.GetByKey(spaces.Key(inventorySpace, "", name))
-	if err != nil || !exists {
-		return "", false
-	}
-	u, ok := obj.(*unstructured.Unstructured)
+	u, ok := c.get(inventorySpace, name)
 	if !ok || u.GetUID() == "" {
 		return "", false
 	}
@@ -133,15 +139,7 @@ func (c *SyncTargetCache) MailboxOf(inventorySpace, name string) (string, bool) 
 
 // UIDOf implements SyncTargetUIDs.
 func (c *SyncTargetCache) UIDOf(inventorySpace, name string) (types.UID, bool) {
-	box := c.indexer.Load()
-	if box == nil {
-		return "", false
-	}
-	obj, exists, err := box.GetByKey(spaces.Key(inventorySpace, "", name))
-	if err != nil || !exists {
-		return "", false
-	}
-	u, ok := obj.(*unstructured.Unstructured)
+	u, ok := c.get(inventorySpace, name)
 	if !ok {
 		return "", false
 	}
