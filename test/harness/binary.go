@@ -134,5 +134,8 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
+// Pid is the server's process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // BaseURL is the server's URL, without a space.
 func (p *Process) BaseURL() string { return fmt.Sprintf("https://127.0.0.1:%d", p.Port) }
