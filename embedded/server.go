@@ -93,7 +93,9 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 	}
 	core.Handler.NonGoRestfulMux.Handle(jointoken.CACertsPath, auth.CACertsHandler(c.CA.PEM))
 	core.Handler.NonGoRestfulMux.Handle(jointoken.SyncerInfoPath, auth.SyncerInfoHandler(c.syncers.SyncTargets))
-	tunnels := tunnel.NewServer(ctx, c.tunnelConditions.changed, c.syncers.SyncTargets.UIDOf)
+	// The tunnels outlive ctx: the pre-shutdown hook below ends them, once
+	// their SyncTargets say so.
+	tunnels := tunnel.NewServer(context.WithoutCancel(ctx), c.tunnelConditions.changed, c.syncers.SyncTargets.UIDOf)
 	if c.Options.DatastoreEndpoint != "" {
 		// Other servers of the cluster may hold the tunnel asked for.
 		clients := &spaceClients{base: core.LoopbackClientConfig}
@@ -111,10 +113,12 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 			return nil, fmt.Errorf("--http-address: %w", err)
 		}
 	}
-	// Say the tunnels are closing while the API still serves: SyncTargets
-	// show the outage, and a syncer that does not come back stays shown so.
+	// Say the tunnels are closing while the API still serves, then close
+	// them: SyncTargets show the outage, and a syncer that does not come
+	// back stays shown so. No tunnel opens meanwhile (Drain).
 	if err := core.AddPreShutdownHook("kubestellar-tunnels", func() error {
-		return c.tunnelConditions.closing(tunnels.Open())
+		defer tunnels.Close()
+		return c.tunnelConditions.closing(tunnels.Drain())
 	}); err != nil {
 		return nil, err
 	}
@@ -151,6 +155,7 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 // datastore last.
 func (s *Server) Run(ctx context.Context) error {
 	defer s.cfg.Close()
+	defer s.tunnels.Close()
 	prepared := s.core.PrepareRun()
 	// The apiextensions server publishes CRD schemas into the OpenAPI
 	// documents of the server it belongs to; point it at the core server's,

@@ -43,7 +43,11 @@ func withTunnelsLongRunning(check func(*http.Request, *request.RequestInfo) bool
 type tunnelConditions struct {
 	// self is this server's advertised URL, recorded as the SyncTarget's
 	// tunnelServer while the tunnel is open here.
-	self    string
+	self string
+	// started is when this server started: a SyncTarget said connected
+	// here since before then lost its tunnel when the last one stopped,
+	// however it stopped.
+	started time.Time
 	mu      sync.Mutex
 	pending map[string]bool // "inventory/synctarget" -> connected
 	wake    chan struct{}
@@ -51,7 +55,7 @@ type tunnelConditions struct {
 }
 
 func newTunnelConditions(self string) *tunnelConditions {
-	return &tunnelConditions{self: self, pending: map[string]bool{}, wake: make(chan struct{}, 1)}
+	return &tunnelConditions{self: self, started: time.Now(), pending: map[string]bool{}, wake: make(chan struct{}, 1)}
 }
 
 // changed is the tunnel server's onChange.
@@ -104,7 +108,7 @@ func (t *tunnelConditions) run(ctx context.Context, clients *spaceClients, conne
 				for key := range keys {
 					connected := batch[key]
 					inv, st, _ := strings.Cut(key, "/")
-					if err := writeTunnelCondition(ctx, clients, t.self, inv, st, connected); err != nil {
+					if err := writeTunnelCondition(ctx, clients, t.self, t.started, inv, st, connected); err != nil {
 						logger.Error(err, "cannot record the tunnel on the SyncTarget; will retry", "syncTarget", key, "connected", connected)
 						t.mu.Lock()
 						if _, newer := t.pending[key]; !newer {
@@ -129,8 +133,10 @@ func (t *tunnelConditions) run(ctx context.Context, clients *spaceClients, conne
 
 // writeTunnelCondition records that the SyncTarget's tunnel to server self
 // opened or closed. A close is not recorded once another server holds the
-// tunnel: the syncer has moved there.
-func writeTunnelCondition(ctx context.Context, clients *spaceClients, self, inv, st string, connected bool) error {
+// tunnel: the syncer has moved there. An open recorded at self before
+// started (when self last started) was cut when that server stopped, even
+// if nothing said so (kill -9): the open now starts a new period.
+func writeTunnelCondition(ctx context.Context, clients *spaceClients, self string, started time.Time, inv, st string, connected bool) error {
 	dyn, err := clients.Dynamic(inv)
 	if err != nil {
 		return err
@@ -154,6 +160,13 @@ func writeTunnelCondition(ctx context.Context, clients *spaceClients, self, inv,
 			}
 			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "TunnelClosed", "the syncer's tunnel to the server is closed"
 			server = ""
+		} else if old := meta.FindStatusCondition(obj.Status.Conditions, cond.Type); old != nil && old.Status == metav1.ConditionTrue &&
+			obj.Status.TunnelServer == self && !old.LastTransitionTime.Time.After(started.Truncate(time.Second)) {
+			// (Times are kept to the second: one of this server's first
+			// second may count as before it, which at worst records a
+			// reconnection as one.)
+			cond.Reason, cond.Message = "TunnelReopened", "the syncer's tunnel to "+self+" is open again: it was cut when that server last stopped"
+			meta.RemoveStatusCondition(&obj.Status.Conditions, cond.Type)
 		}
 		changed := meta.SetStatusCondition(&obj.Status.Conditions, cond)
 		if !changed && obj.Status.TunnelServer == server {
@@ -246,20 +259,28 @@ func connectedSyncTargets(ctx context.Context, clients *spaceClients) ([]connect
 }
 
 // closing records, while the server still serves, that the tunnels open
-// now (keys "inventory/synctarget") are closing with it.
+// now (keys "inventory/synctarget") are closing with it, and so are those
+// whose opening or closing is not written yet.
 func (t *tunnelConditions) closing(open []string) error {
 	t.mu.Lock()
 	clients := t.clients
+	keys := map[string]bool{}
+	for key := range t.pending {
+		keys[key] = true
+	}
 	t.mu.Unlock()
-	if clients == nil || len(open) == 0 {
+	for _, key := range open {
+		keys[key] = true
+	}
+	if clients == nil || len(keys) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var errs []error
-	for _, key := range open {
+	for key := range keys {
 		inv, st, _ := strings.Cut(key, "/")
-		if err := writeTunnelCondition(ctx, clients, t.self, inv, st, false); err != nil {
+		if err := writeTunnelCondition(ctx, clients, t.self, time.Time{}, inv, st, false); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", key, err))
 		}
 	}

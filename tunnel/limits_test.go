@@ -573,3 +573,37 @@ func FuzzTunnelMessages(f *testing.F) {
 		}
 	})
 }
+
+// TestDrainThenClose: a draining server keeps the tunnels it has, refuses
+// new ones with 503 and Retry-After, and Close ends the ones it has.
+func TestDrainThenClose(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	changes := &connectionChanges{}
+	s := NewServer(ctx, changes.record, fixtureUIDs)
+	ts := newTunnelTestServer(t, s, map[string]user.Info{
+		"a": auth.SyncerTokenUser("inv1", "edge1", "tok1", fixtureUID("inv1", "edge1")),
+		"b": auth.SyncerTokenUser("inv1", "edge2", "tok2", fixtureUID("inv1", "edge2")),
+	})
+	edge := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "edge1") })
+	done := ts.runClient(ctx, "a", edge)
+	waitFor(t, "edge1's tunnel", func() bool { return s.Connected("inv1", "edge1") })
+
+	require.Equal(t, []string{"inv1/edge1"}, s.Drain())
+	code, body := ts.edgeGet(t, "inv1", "edge1")
+	require.Equal(t, http.StatusOK, code, "a draining server still serves the tunnels it has")
+	require.Equal(t, "edge1", body)
+	_, _, resp, err := ts.rawTunnel(ctx, "b")
+	require.Error(t, err, "a new tunnel while draining")
+	require.NotNil(t, resp)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	require.Equal(t, []string{"inv1/edge1=true"}, changes.get(), "a refused tunnel is not recorded")
+
+	s.Close()
+	waitFor(t, "Close to end edge1's tunnel", func() bool { return len(changes.get()) == 2 })
+	require.Equal(t, []string{"inv1/edge1=true", "inv1/edge1=false"}, changes.get())
+	require.False(t, s.Connected("inv1", "edge1"))
+	cancel()
+	<-done
+}

@@ -34,7 +34,9 @@ import (
 // ends the tunnels of a token that stops authenticating: see
 // auth.Revoker.)
 type Server struct {
+	// ctx ends every tunnel when it ends (Close).
 	ctx      context.Context
+	close    context.CancelFunc
 	rd       *remotedialer.Server
 	onChange func(ctx context.Context, inventorySpace, syncTarget string, connected bool)
 	// uidOf tells the UID of the SyncTarget of a name there is now.
@@ -48,6 +50,8 @@ type Server struct {
 	targets    map[string]map[tunnelKey]int // the same, by "inventory/synctarget"
 	tokens     map[string]int               // open tunnels per token id
 	transports map[tunnelKey]*http.Transport
+	// draining refuses new tunnels: the server is shutting down.
+	draining bool
 }
 
 // tunnelKey names the tunnels of one token, for one SyncTarget (by UID).
@@ -67,8 +71,9 @@ func (k tunnelKey) target() string { return k.inv + "/" + k.st }
 // UID of the SyncTarget of a name there is now.
 func NewServer(ctx context.Context, onChange func(ctx context.Context, inventorySpace, syncTarget string, connected bool),
 	uidOf func(inventorySpace, syncTarget string) (types.UID, bool)) *Server {
-	s := &Server{ctx: ctx, onChange: onChange, uidOf: uidOf, sessions: map[tunnelKey]int{}, targets: map[string]map[tunnelKey]int{},
+	s := &Server{onChange: onChange, uidOf: uidOf, sessions: map[tunnelKey]int{}, targets: map[string]map[tunnelKey]int{},
 		tokens: map[string]int{}, transports: map[tunnelKey]*http.Transport{}}
+	s.ctx, s.close = context.WithCancel(ctx)
 	s.rd = remotedialer.New(s.clientKey, func(w http.ResponseWriter, _ *http.Request, code int, err error) {
 		writeStatus(w, code, err.Error())
 	})
@@ -121,7 +126,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeStatus(w, http.StatusBadRequest, "a tunnel is opened with a WebSocket handshake (HTTP/1.1 GET with Upgrade: websocket)")
 		return
 	}
-	if !s.opened(key) {
+	opened, draining := s.opened(key)
+	if draining {
+		logger.Info("refused a tunnel: the server is shutting down", "syncTarget", key.target(), "remote", req.RemoteAddr)
+		w.Header().Set("Retry-After", "1")
+		writeStatus(w, http.StatusServiceUnavailable, "the server is shutting down: open the tunnel again in a moment")
+		return
+	}
+	if !opened {
 		logger.Info("refused a tunnel: too many for one token", "syncTarget", key.target(), "token", key.tokenID, "max", MaxTunnelsPerToken, "remote", req.RemoteAddr)
 		w.Header().Set("Retry-After", strconv.Itoa(int(DeadAfter/time.Second)))
 		writeStatus(w, http.StatusTooManyRequests, fmt.Sprintf("token %s already holds %d tunnels, the most one token may hold: "+
@@ -152,12 +164,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	logger.Info("tunnel closed", "syncTarget", key.target(), "token", key.tokenID, "remote", req.RemoteAddr, "reason", reason)
 }
 
-// opened counts a tunnel in, unless its token holds the most it may.
-func (s *Server) opened(key tunnelKey) bool {
+// opened counts a tunnel in, unless its token holds the most it may or
+// the server is draining.
+func (s *Server) opened(key tunnelKey) (ok, draining bool) {
 	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		return false, true
+	}
 	if s.tokens[key.tokenID] >= MaxTunnelsPerToken {
 		s.mu.Unlock()
-		return false
+		return false, false
 	}
 	s.tokens[key.tokenID]++
 	s.sessions[key]++
@@ -170,7 +187,7 @@ func (s *Server) opened(key tunnelKey) bool {
 	if first && s.onChange != nil {
 		s.onChange(s.ctx, key.inv, key.st, true)
 	}
-	return true
+	return true, false
 }
 
 // closed counts a tunnel out.
@@ -247,6 +264,22 @@ func (s *Server) Open() []string {
 	}
 	return out
 }
+
+// Drain refuses every new tunnel from now on (503 and Retry-After: the
+// syncer tries again, at another server or at this one restarted) and
+// lists the SyncTargets ("inventory/name") with a tunnel open, which stay
+// open until Close. A server that is stopping drains, records that those
+// tunnels are closing while it still serves, then closes them: no tunnel
+// opens in between to be recorded as open on a server that is going.
+func (s *Server) Drain() []string {
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	return s.Open()
+}
+
+// Close ends every tunnel.
+func (s *Server) Close() { s.close() }
 
 // Tunnels counts the tokens with a tunnel open.
 func (s *Server) Tunnels() int {

@@ -111,7 +111,16 @@ func TestTunnel(t *testing.T) {
 		"get", "deployments", "-o", "name")
 	// The outage was recorded: False when the server stopped, True since the
 	// tunnel came back.
-	poll(t, k, func(s string) bool { return strings.HasPrefix(s, "True ") && s != "True "+connectedSince }, "SyncerConnected to show the outage",
-		"--context", "inv1", "get", "synctarget", "edge1",
-		"-o", `jsonpath={.status.conditions[?(@.type=="SyncerConnected")].status} {.status.conditions[?(@.type=="SyncerConnected")].lastTransitionTime}`)
+	connected := `jsonpath={.status.conditions[?(@.type=="SyncerConnected")].status} {.status.conditions[?(@.type=="SyncerConnected")].reason} ` +
+		`{.status.conditions[?(@.type=="SyncerConnected")].lastTransitionTime}`
+	out := poll(t, k, func(s string) bool { return strings.HasPrefix(s, "True TunnelOpen ") && !strings.HasSuffix(s, " "+connectedSince) },
+		"SyncerConnected to show the outage", "--context", "inv1", "get", "synctarget", "edge1", "-o", connected)
+
+	// A server killed has no chance to say its tunnels closed; the one
+	// that follows still shows the outage, as a new period from the
+	// tunnel's return.
+	srv.Kill()
+	srv.Restart(t)
+	poll(t, k, func(s string) bool { return strings.HasPrefix(s, "True TunnelReopened ") && s != out },
+		"SyncerConnected to show the outage after kill -9", "--context", "inv1", "get", "synctarget", "edge1", "-o", connected)
 }
