@@ -23,9 +23,16 @@ import (
 func poll(t *testing.T, k harness.Kubectl, ok func(string) bool, what string, args ...string) string {
 	t.Helper()
 	var last, lastErr string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		// Each run has its own deadline, so the last output is a whole
+		// answer, not one cut off by the poll's.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		out, errOut, err := k.Run(ctx, args...)
 		last, lastErr = out, errOut
+		if err != nil && errOut == "" {
+			lastErr = err.Error()
+		}
 		return err == nil && ok(out), nil
 	})
 	require.NoError(t, err, "waiting for %s: kubectl %s\nlast output: %s\nlast error: %s", what, strings.Join(args, " "), last, lastErr)

@@ -21,8 +21,10 @@ type Process struct {
 	Port       int
 	Kubeconfig string
 	LogPath    string
-	cmd        *exec.Cmd
-	exited     chan struct{}
+	// logs are the LogPaths of every start, shown when the test fails.
+	logs   []string
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // StartBinary starts the built server on a fresh data dir (or dataDir, to
@@ -35,13 +37,22 @@ func StartBinary(t testing.TB, dataDir string, extraArgs ...string) *Process {
 	p := &Process{Bin: Binary(t), DataDir: dataDir, Port: FreePort(t),
 		Kubeconfig: filepath.Join(dataDir, "admin.kubeconfig")}
 	p.start(t, extraArgs...)
-	t.Cleanup(func() { p.Stop(t) })
+	t.Cleanup(func() {
+		p.Stop(t)
+		if t.Failed() {
+			for _, path := range p.logs {
+				log, _ := os.ReadFile(path)
+				t.Logf("the end of the server's log %s:\n%s", path, tail(log, 8000))
+			}
+		}
+	})
 	return p
 }
 
 func (p *Process) start(t testing.TB, extraArgs ...string) {
 	t.Helper()
 	p.LogPath = filepath.Join(p.DataDir, fmt.Sprintf("server-%d.log", time.Now().UnixNano()))
+	p.logs = append(p.logs, p.LogPath)
 	logFile, err := os.Create(p.LogPath)
 	require.NoError(t, err)
 	args := append([]string{"server", "start", "--data-dir", p.DataDir, "--bind-address", "127.0.0.1",

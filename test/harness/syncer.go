@@ -54,7 +54,12 @@ func StartSyncer(t testing.TB, joinArgs []string, edgeKubeconfig, dataDir string
 		"--heartbeat-interval", "2s", "-v", "2")
 	s := &Syncer{Bin: Binary(t), Args: append(args, extraArgs...), DataDir: dataDir}
 	s.Start(t)
-	t.Cleanup(func() { s.Stop(t) })
+	t.Cleanup(func() {
+		s.Stop(t)
+		if t.Failed() {
+			t.Logf("the end of the syncer's log %s:\n%s", s.LogPath, tail([]byte(s.Log()), 8000))
+		}
+	})
 	return s
 }
 
