@@ -113,7 +113,9 @@ func TestTunnel(t *testing.T) {
 	// tunnel came back.
 	connected := `jsonpath={.status.conditions[?(@.type=="SyncerConnected")].status} {.status.conditions[?(@.type=="SyncerConnected")].reason} ` +
 		`{.status.conditions[?(@.type=="SyncerConnected")].lastTransitionTime}`
-	out := poll(t, k, func(s string) bool { return strings.HasPrefix(s, "True TunnelOpen ") && !strings.HasSuffix(s, " "+connectedSince) },
+	out := poll(t, k, func(s string) bool {
+		return strings.HasPrefix(s, "True TunnelOpen ") && !strings.HasSuffix(s, " "+connectedSince)
+	},
 		"SyncerConnected to show the outage", "--context", "inv1", "get", "synctarget", "edge1", "-o", connected)
 
 	// A server killed has no chance to say its tunnels closed; the one
