@@ -11,17 +11,30 @@
 //     placement's destinations.
 //
 // It also validates StatusCollectors (their CEL expressions), reporting
-// problems in their Ready condition.
+// problems in their Ready condition, and reports on each EdgePlacement
+// (condition StatusReturned) the annotations of its copies that do not
+// decode and the writes back that the server refuses.
+//
+// This file is the wiring; status_reconcile.go holds the logic.
 package status
 
 import (
 	"context"
+	"encoding/json"
+	"reflect"
+	"sort"
+	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -43,21 +56,31 @@ type objectKey struct {
 	name      string
 }
 
-// bySource indexes mailbox copies by the WDS object they copy.
-const bySource = "source"
+// Indexes of mailbox copies: by the WDS object they copy, and by the
+// placements that selected them.
+const (
+	bySource    = "source"
+	byPlacement = "placement"
+)
 
 func sourceKey(wds, namespace, name string) string { return wds + "|" + namespace + "/" + name }
+
+func placementKey(wds, placement string) string { return wds + "|" + placement }
 
 // Controller returns reported state to the WDS.
 type Controller struct {
 	clients       *crossspace.Clients
 	objects       workqueue.TypedRateLimitingInterface[objectKey]
 	collectorsQ   workqueue.TypedRateLimitingInterface[string]
+	placementsQ   workqueue.TypedRateLimitingInterface[string]
 	syncTargets   *crossspace.Informer
 	syncerConfigs *crossspace.Informer
 	collectors    *crossspace.Informer
 	combined      *crossspace.Informer
+	placements    *crossspace.Informer
 	compiler      *compiler
+	writeProblems *writeProblems
+	r             *reconciler
 
 	resources *crossspace.SharedDynamic
 }
@@ -73,22 +96,31 @@ func New(clients *crossspace.Clients, resources *crossspace.SharedDynamic) (*Con
 		return workqueue.NewTypedItemExponentialFailureRateLimiter[objectKey](50*time.Millisecond, 30*time.Second)
 	}
 	c := &Controller{
-		clients:     clients,
-		compiler:    comp,
-		objects:     workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[objectKey]{Name: ControllerName}),
-		collectorsQ: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-collectors"}),
-		resources:   resources,
+		clients:       clients,
+		compiler:      comp,
+		objects:       workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[objectKey]{Name: ControllerName}),
+		collectorsQ:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-collectors"}),
+		placementsQ:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-placements"}),
+		writeProblems: &writeProblems{byObject: map[objectKey][]problem{}},
+		resources:     resources,
 	}
-	resources.AddIndexers(cache.Indexers{bySource: indexBySource})
+	resources.AddIndexers(cache.Indexers{bySource: indexBySource, byPlacement: indexByPlacement})
 	resources.AddHandler(func(gvr schema.GroupVersionResource) cache.ResourceEventHandler {
 		return cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.onEvent(gvr, obj, nil) },
-			UpdateFunc: func(old, obj any) { c.onEvent(gvr, obj, old) },
+			AddFunc: func(obj any) {
+				c.onEvent(gvr, obj, nil)
+				c.onCopyChange(nil, obj)
+			},
+			UpdateFunc: func(old, obj any) {
+				c.onEvent(gvr, obj, old)
+				c.onCopyChange(old, obj)
+			},
 			DeleteFunc: func(obj any) {
 				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 					obj = d.Obj
 				}
 				c.onEvent(gvr, obj, obj)
+				c.onCopyChange(obj, nil)
 			},
 		}
 	})
@@ -108,7 +140,135 @@ func New(clients *crossspace.Clients, resources *crossspace.SharedDynamic) (*Con
 		c.enqueueAllCopies()
 	}))
 	c.combined = clients.Typed(&edgev2alpha1.CombinedStatusList{}, &edgev2alpha1.CombinedStatus{}, cache.ResourceEventHandlerFuncs{})
+	c.placements = clients.Typed(&edgev2alpha1.EdgePlacementList{}, &edgev2alpha1.EdgePlacement{}, crossspace.Enqueue(func(obj any) {
+		if key, err := spaces.KeyFunc(obj); err == nil {
+			c.placementsQ.Add(key)
+		}
+	}))
+	c.r = c.newReconciler()
 	return c, nil
+}
+
+// newReconciler binds the reconciler to the caches and clients.
+func (c *Controller) newReconciler() *reconciler {
+	dyn := func(key objectKey) dynamic.ResourceInterface {
+		return c.clients.Dynamic.Resource(key.gvr).Namespace(key.namespace)
+	}
+	return &reconciler{
+		object: func(key objectKey) (*unstructured.Unstructured, bool, bool) {
+			inf := c.informerFor(key.gvr)
+			if !inf.HasSynced() {
+				return nil, false, false
+			}
+			obj, ok := crossspace.Get[*unstructured.Unstructured](inf, key.wds, key.namespace, key.name)
+			return obj, ok, true
+		},
+		copiesOf: func(key objectKey) []placedCopy {
+			raw, _ := c.informerFor(key.gvr).ByIndex(bySource, sourceKey(key.wds, key.namespace, key.name))
+			return c.placedCopies(key.gvr, raw)
+		},
+		combinedIn: func(wds string) []*edgev2alpha1.CombinedStatus {
+			return crossspace.InSpace[*edgev2alpha1.CombinedStatus](c.combined, wds)
+		},
+		summaries:          c.summaries,
+		setSummaryFailures: c.setSummaryFailures,
+		setWriteProblems: func(key objectKey, problems []problem) {
+			for _, ep := range c.writeProblems.set(key, problems) {
+				c.placementsQ.Add(spaces.Key(key.wds, "", ep))
+			}
+		},
+		patchExecutingCount: func(ctx context.Context, key objectKey, value *string) error {
+			patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{edgev2alpha1.ExecutingCountLabel: value}}})
+			if err != nil {
+				return err
+			}
+			_, err = dyn(key).Patch(ctx, key.name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+			return err
+		},
+		applyStatus: func(ctx context.Context, key objectKey, obj *unstructured.Unstructured, status map[string]any) error {
+			cfg := applyConfiguration(obj)
+			cfg.Object["status"] = status
+			_, err := dyn(key).ApplyStatus(ctx, key.name, cfg, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+			return err
+		},
+		live: func(ctx context.Context, key objectKey) (*unstructured.Unstructured, error) {
+			return dyn(key).Get(ctx, key.name, metav1.GetOptions{})
+		},
+		removeStatus: func(ctx context.Context, key objectKey, obj *unstructured.Unstructured) error {
+			// A server before this one wrote the status with updates: make
+			// those fields the apply's, so that releasing them removes them.
+			patch, err := csaupgrade.UpgradeManagedFieldsPatch(obj, sets.New(FieldManager), FieldManager, csaupgrade.Subresource("status"))
+			if err != nil {
+				return err
+			}
+			if patch != nil {
+				if _, err := dyn(key).Patch(ctx, key.name, types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+					return err
+				}
+			}
+			_, err = dyn(key).ApplyStatus(ctx, key.name, applyConfiguration(obj), metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+			return err
+		},
+		createCombined: func(ctx context.Context, cs *edgev2alpha1.CombinedStatus) error {
+			return c.clients.Client.Create(ctx, cs)
+		},
+		updateCombined: func(ctx context.Context, cs *edgev2alpha1.CombinedStatus) error {
+			return c.clients.Client.Update(ctx, cs)
+		},
+		deleteCombined: func(ctx context.Context, cs *edgev2alpha1.CombinedStatus) error {
+			return c.clients.Client.Delete(ctx, cs)
+		},
+		placement: func(wds, name string) (*edgev2alpha1.EdgePlacement, bool) {
+			return crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, wds, "", name)
+		},
+		copiesPlacedBy: func(wds, placement string) []placedCopy {
+			var out []placedCopy
+			c.resources.Each(func(gvr schema.GroupVersionResource, inf *crossspace.Informer) {
+				raw, _ := inf.ByIndex(byPlacement, placementKey(wds, placement))
+				out = append(out, c.placedCopies(gvr, raw)...)
+			})
+			return out
+		},
+		writeProblemsOf: c.writeProblems.of,
+		updatePlacementStatus: func(ctx context.Context, ep *edgev2alpha1.EdgePlacement) error {
+			return c.clients.Client.Status().Update(ctx, ep)
+		},
+		collector: func(wds, name string) (*edgev2alpha1.StatusCollector, bool) {
+			return crossspace.Get[*edgev2alpha1.StatusCollector](c.collectors, wds, "", name)
+		},
+		collectorCondition: c.collectorCondition,
+		updateCollectorStatus: func(ctx context.Context, sc *edgev2alpha1.StatusCollector) error {
+			return c.clients.Client.Status().Update(ctx, sc)
+		},
+	}
+}
+
+// applyConfiguration is the part of an object every apply names.
+func applyConfiguration(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	cfg := &unstructured.Unstructured{Object: map[string]any{}}
+	cfg.SetAPIVersion(obj.GetAPIVersion())
+	cfg.SetKind(obj.GetKind())
+	cfg.SetName(obj.GetName())
+	cfg.SetNamespace(obj.GetNamespace())
+	return cfg
+}
+
+// placedCopies keeps the cached copies that are in a SyncTarget's
+// mailbox, sorted by mailbox.
+func (c *Controller) placedCopies(gvr schema.GroupVersionResource, raw []any) []placedCopy {
+	var out []placedCopy
+	for _, item := range raw {
+		u, ok := item.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		space := crossspace.SpaceOf(u)
+		if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, space); ok {
+			out = append(out, placedCopy{gvr: gvr, mailbox: space, syncTarget: st.Name, obj: u})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].mailbox < out[j].mailbox })
+	return out
 }
 
 // informerFor returns the cache of a resource across all spaces.
@@ -127,6 +287,23 @@ func indexBySource(obj any) ([]string, error) {
 		return nil, nil
 	}
 	return []string{sourceKey(src, u.GetNamespace(), u.GetName())}, nil
+}
+
+// indexByPlacement indexes mailbox copies by the placements that selected them.
+func indexByPlacement(obj any) ([]string, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || u.GetLabels()[placement.ManagedLabel] != "true" {
+		return nil, nil
+	}
+	src := u.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation]
+	if src == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, ep := range placementsOf(u) {
+		out = append(out, placementKey(src, ep))
+	}
+	return out, nil
 }
 
 // onEvent enqueues the WDS object an event concerns. A copy that carries
@@ -151,6 +328,39 @@ func (c *Controller) onEvent(gvr schema.GroupVersionResource, obj, old any) {
 	c.objects.Add(objectKey{wds: wds, gvr: gvr, namespace: u.GetNamespace(), name: u.GetName()})
 }
 
+// decodedAnnotations are the annotations of a copy whose decoding the
+// StatusReturned condition of its placements reports.
+var decodedAnnotations = []string{edgev2alpha1.PlacementsAnnotation, edgev2alpha1.AssociatedStateAnnotation, edgev2alpha1.StatusCollectorsAnnotation}
+
+// onCopyChange enqueues the placements of a copy (nil when absent) whose
+// decoded annotations appeared, changed or went.
+func (c *Controller) onCopyChange(old, obj any) {
+	prev, _ := old.(*unstructured.Unstructured)
+	cur, _ := obj.(*unstructured.Unstructured)
+	changed := false
+	keys := map[string]bool{}
+	for _, u := range []*unstructured.Unstructured{prev, cur} {
+		if u == nil || u.GetLabels()[placement.ManagedLabel] != "true" {
+			changed = true
+			continue
+		}
+		for _, ep := range placementsOf(u) {
+			keys[spaces.Key(u.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation], "", ep)] = true
+		}
+	}
+	if !changed {
+		for _, a := range decodedAnnotations {
+			changed = changed || prev.GetAnnotations()[a] != cur.GetAnnotations()[a]
+		}
+	}
+	if !changed {
+		return
+	}
+	for key := range keys {
+		c.placementsQ.Add(key)
+	}
+}
+
 func (c *Controller) enqueueAllCopies() {
 	c.resources.Each(func(gvr schema.GroupVersionResource, inf *crossspace.Informer) {
 		for _, obj := range inf.List() {
@@ -164,9 +374,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
 	defer c.objects.ShutDown()
 	defer c.collectorsQ.ShutDown()
+	defer c.placementsQ.ShutDown()
 	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
 	ctx = klog.NewContext(ctx, logger)
-	all := []*crossspace.Informer{c.syncTargets, c.syncerConfigs, c.collectors, c.combined}
+	all := []*crossspace.Informer{c.syncTargets, c.syncerConfigs, c.collectors, c.combined, c.placements}
 	crossspace.Run(ctx, all...)
 	if !crossspace.WaitForSync(ctx, all...) {
 		return
@@ -178,10 +389,14 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	logger.Info("started controller")
 	worker.Loop[objectKey]{Name: ControllerName, Queue: c.objects, Failure: "returning status failed, will retry",
-		Process: c.reconcile, Quiet: worker.Conflicts}.Start(ctx, workers)
+		Process: c.r.reconcile, Quiet: worker.Conflicts}.Start(ctx, workers)
 	worker.Loop[string]{Name: ControllerName + "-collectors", Queue: c.collectorsQ, Failure: "validating StatusCollector failed, will retry",
 		Quiet: worker.Conflicts, Process: func(ctx context.Context, key string) (bool, error) {
-			return false, c.validateCollector(ctx, key)
+			return false, c.r.validateCollector(ctx, key)
+		}}.Start(ctx, 1)
+	worker.Loop[string]{Name: ControllerName + "-placements", Queue: c.placementsQ, Failure: "reporting on EdgePlacement failed, will retry",
+		Quiet: worker.Conflicts, Process: func(ctx context.Context, key string) (bool, error) {
+			return false, c.r.reconcilePlacement(ctx, key)
 		}}.Start(ctx, 1)
 	<-ctx.Done()
 }
@@ -194,4 +409,53 @@ func relevant(u *unstructured.Unstructured) bool {
 	annotations := u.GetAnnotations()
 	return annotations[edgev2alpha1.WantSingletonAnnotation] != "" || annotations[edgev2alpha1.StatusCollectorsAnnotation] != "" ||
 		annotations[edgev2alpha1.AssociatedStateAnnotation] != ""
+}
+
+// writeProblems remembers, per WDS object, the writes back the server
+// refused at its latest reconcile. It is lost on restart and rebuilt as
+// every object is reconciled again.
+type writeProblems struct {
+	mu       sync.Mutex
+	byObject map[objectKey][]problem
+}
+
+// set records an object's problems and returns the placements whose
+// problems changed.
+func (w *writeProblems) set(key objectKey, problems []problem) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	old := w.byObject[key]
+	if len(problems) == 0 {
+		delete(w.byObject, key)
+	} else {
+		w.byObject[key] = problems
+	}
+	if reflect.DeepEqual(old, problems) || len(old) == 0 && len(problems) == 0 {
+		return nil
+	}
+	changed := map[string]bool{}
+	for _, p := range append(append([]problem{}, old...), problems...) {
+		for _, ep := range p.placements {
+			changed[ep] = true
+		}
+	}
+	return sortedKeys(changed)
+}
+
+// of returns the problems that concern a placement.
+func (w *writeProblems) of(wds, placement string) []problem {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []problem
+	for key, problems := range w.byObject {
+		if key.wds != wds {
+			continue
+		}
+		for _, p := range problems {
+			if contains(p.placements, placement) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }

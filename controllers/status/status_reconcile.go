@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,114 +13,327 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
-	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/controllers/internal/epstatus"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
+// FieldManager writes the executing-count label and the singleton status
+// of WDS objects. The status is server-side applied under this name, so
+// that the API server records exactly which status fields the summarizer
+// wrote (and still owns): the only ones it ever removes.
+const FieldManager = "kubestellar-status"
+
+// Reasons of the StatusReturned condition of an EdgePlacement.
+const (
+	reasonReturned = "Returned"
+	// reasonInvalidAssociatedState: a syncer wrote an associated-state
+	// annotation that is not a JSON object.
+	reasonInvalidAssociatedState = "InvalidAssociatedState"
+	// reasonInvalidStatusCollectors: a copy's status-collectors annotation
+	// is not a JSON map of placement to names.
+	reasonInvalidStatusCollectors = "InvalidStatusCollectors"
+	// reasonStatusRejected: the API server refused the singleton status
+	// (for example, it does not validate against the WDS object's schema).
+	reasonStatusRejected = "StatusRejected"
+	// reasonCombinedStatusRejected: the API server refused a CombinedStatus.
+	reasonCombinedStatusRejected = "CombinedStatusRejected"
+)
+
+// placedCopy is a copy of a WDS object in the mailbox of a SyncTarget.
+type placedCopy struct {
+	gvr        schema.GroupVersionResource
+	mailbox    string
+	syncTarget string
+	obj        *unstructured.Unstructured
+}
+
+// problem is a failure to read or write back what the destinations of an
+// object report, shown on the placements concerned.
+type problem struct {
+	// placements are the names, in the object's WDS, of the placements
+	// concerned.
+	placements []string
+	reason     string
+	message    string
+}
+
+// reconciler is the logic of the controller; its dependencies are function
+// fields so that tests can stub them.
+type reconciler struct {
+	// object returns a WDS object; synced is false while the cache of its
+	// resource is not ready.
+	object func(key objectKey) (obj *unstructured.Unstructured, exists, synced bool)
+	// copiesOf returns the copies of a WDS object in SyncTargets'
+	// mailboxes, sorted by mailbox.
+	copiesOf func(key objectKey) []placedCopy
+	// combinedIn returns the CombinedStatuses of a WDS.
+	combinedIn func(wds string) []*edgev2alpha1.CombinedStatus
+	// summaries runs the named StatusCollectors over the rows of one
+	// (object, placement); an error means ctx ended.
+	summaries func(ctx context.Context, key objectKey, placement string, names []string, obj map[string]any, rows []row) (
+		[]edgev2alpha1.NamedStatusCombination, []summaryFailure, error)
+	// setSummaryFailures remembers the summaries a limit stopped.
+	setSummaryFailures func(ctx context.Context, key objectKey, failures []summaryFailure)
+	// setWriteProblems remembers the writes of an object the server
+	// refused (none: nil).
+	setWriteProblems func(key objectKey, problems []problem)
+
+	// patchExecutingCount sets the label (nil removes it).
+	patchExecutingCount func(ctx context.Context, key objectKey, value *string) error
+	// applyStatus server-side applies a status as FieldManager.
+	applyStatus func(ctx context.Context, key objectKey, obj *unstructured.Unstructured, status map[string]any) error
+	// live reads a WDS object from the server, with its managedFields
+	// (which the caches drop).
+	live func(ctx context.Context, key objectKey) (*unstructured.Unstructured, error)
+	// removeStatus releases the status fields FieldManager owns in the
+	// live object; the API server removes those nobody else owns.
+	removeStatus   func(ctx context.Context, key objectKey, live *unstructured.Unstructured) error
+	createCombined func(ctx context.Context, cs *edgev2alpha1.CombinedStatus) error
+	updateCombined func(ctx context.Context, cs *edgev2alpha1.CombinedStatus) error
+	deleteCombined func(ctx context.Context, cs *edgev2alpha1.CombinedStatus) error
+
+	// placement returns an EdgePlacement of a WDS.
+	placement func(wds, name string) (*edgev2alpha1.EdgePlacement, bool)
+	// copiesPlacedBy returns the copies in SyncTargets' mailboxes that
+	// name a placement in their placements annotation.
+	copiesPlacedBy func(wds, placement string) []placedCopy
+	// writeProblemsOf returns the remembered write problems that concern
+	// a placement.
+	writeProblemsOf func(wds, placement string) []problem
+	// updatePlacementStatus writes an EdgePlacement's status.
+	updatePlacementStatus func(ctx context.Context, ep *edgev2alpha1.EdgePlacement) error
+
+	// collector returns a StatusCollector of a WDS.
+	collector func(wds, name string) (*edgev2alpha1.StatusCollector, bool)
+	// collectorCondition is a StatusCollector's Ready condition.
+	collectorCondition func(sc *edgev2alpha1.StatusCollector) metav1.Condition
+	// updateCollectorStatus writes a StatusCollector's status.
+	updateCollectorStatus func(ctx context.Context, sc *edgev2alpha1.StatusCollector) error
+}
+
 // reconcile returns what the copies of one WDS object report.
-func (c *Controller) reconcile(ctx context.Context, key objectKey) (requeue bool, err error) {
-	inf := c.informerFor(key.gvr)
-	if !inf.HasSynced() {
+func (r *reconciler) reconcile(ctx context.Context, key objectKey) (requeue bool, err error) {
+	obj, exists, synced := r.object(key)
+	if !synced {
 		return true, nil
 	}
 	wctx := spaces.WithSpace(ctx, key.wds)
-	obj, exists := crossspace.Get[*unstructured.Unstructured](inf, key.wds, key.namespace, key.name)
 	if !exists {
-		c.setSummaryFailures(ctx, key, nil)
-		return false, c.pruneCombined(wctx, key, nil)
+		r.setSummaryFailures(ctx, key, nil)
+		r.setWriteProblems(key, nil)
+		return false, r.pruneCombined(wctx, key, nil)
 	}
-	raw, _ := inf.ByIndex(bySource, sourceKey(key.wds, key.namespace, key.name))
-	mailboxes := map[string]string{} // mailbox -> SyncTarget name
-	type located struct {
-		space string
-		obj   *unstructured.Unstructured
-	}
-	var found []located
-	for _, r := range raw {
-		u := r.(*unstructured.Unstructured)
-		space := crossspace.SpaceOf(u)
-		if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, space); ok {
-			mailboxes[space] = st.Name
-			found = append(found, located{space, u})
-		}
-	}
-	sort.Slice(found, func(i, j int) bool { return found[i].space < found[j].space })
-	copies := make([]*unstructured.Unstructured, len(found))
-	spacesOf := make([]string, len(found))
-	for i, f := range found {
-		copies[i], spacesOf[i] = f.obj, f.space
-	}
-
-	rows := make([]row, 0, len(copies))
-	singleton, reported := false, 0
-	for i, cp := range copies {
-		r := row{Inventory: mailboxes[spacesOf[i]]}
-		if s, ok := cp.Object["status"].(map[string]any); ok && len(s) > 0 {
-			r.Status = s
-			reported++
-		}
-		if a := cp.GetAnnotations()[edgev2alpha1.AssociatedStateAnnotation]; a != "" {
-			_ = json.Unmarshal([]byte(a), &r.Associated)
-		}
-		rows = append(rows, r)
-		singleton = singleton || cp.GetAnnotations()[edgev2alpha1.WantSingletonAnnotation] == "true"
-	}
-
-	if err := c.returnSingleton(wctx, key, obj, copies, rows, singleton, reported); err != nil {
+	copies := r.copiesOf(key)
+	rows := rowsOf(copies)
+	var problems []problem
+	refused, err := r.returnSingleton(wctx, key, obj, copies, rows)
+	if err != nil {
 		return false, err
 	}
-	return false, c.writeCombined(wctx, key, obj, copies, rows)
+	problems = append(problems, refused...)
+	refused, err = r.writeCombined(wctx, key, obj, copies, rows)
+	if err != nil {
+		return false, err
+	}
+	r.setWriteProblems(key, append(problems, refused...))
+	return false, nil
 }
 
-// returnSingleton maintains the executing-count label, and copies the one
-// destination's status when the object has exactly one.
-func (c *Controller) returnSingleton(ctx context.Context, key objectKey, obj *unstructured.Unstructured,
-	copies []*unstructured.Unstructured, rows []row, singleton bool, reported int) error {
-	want := ""
-	if singleton {
-		want = strconv.Itoa(reported)
-	}
-	if obj.GetLabels()[edgev2alpha1.ExecutingCountLabel] != want {
-		var value any = want
-		if want == "" {
-			value = nil
+// rowsOf is what the StatusCollectors see of each copy. An annotation that
+// does not decode counts as absent here; reconcilePlacement reports it.
+func rowsOf(copies []placedCopy) []row {
+	rows := make([]row, 0, len(copies))
+	for _, cp := range copies {
+		r := row{Inventory: cp.syncTarget}
+		if s, ok := cp.obj.Object["status"].(map[string]any); ok && len(s) > 0 {
+			r.Status = s
 		}
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{edgev2alpha1.ExecutingCountLabel: value}}})
-		_, err := c.clients.Dynamic.Resource(key.gvr).Namespace(key.namespace).Patch(ctx, key.name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubestellar-status"})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
+		r.Associated, _ = associatedState(cp.obj)
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// associatedState decodes the associated-state annotation a syncer
+// writes (nil when absent).
+func associatedState(obj *unstructured.Unstructured) (map[string]any, error) {
+	a := obj.GetAnnotations()[edgev2alpha1.AssociatedStateAnnotation]
+	if a == "" {
+		return nil, nil
+	}
+	var out map[string]any
+	if err := json.Unmarshal([]byte(a), &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// statusCollectors decodes the status-collectors annotation the placement
+// translator writes: placement -> StatusCollector names.
+func statusCollectors(obj *unstructured.Unstructured) (map[string][]string, error) {
+	a := obj.GetAnnotations()[edgev2alpha1.StatusCollectorsAnnotation]
+	if a == "" {
+		return nil, nil
+	}
+	var out map[string][]string
+	if err := json.Unmarshal([]byte(a), &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// placementsOf lists the placements a copy's annotation names.
+func placementsOf(obj *unstructured.Unstructured) []string {
+	var out []string
+	for _, ep := range strings.Split(obj.GetAnnotations()[edgev2alpha1.PlacementsAnnotation], ",") {
+		if ep != "" {
+			out = append(out, ep)
 		}
 	}
-	if !singleton || len(copies) != 1 || rows[0].Status == nil {
-		// With zero or several destinations, .status is not overwritten.
-		return nil
+	return out
+}
+
+// singletonDecision is what returnSingleton writes.
+type singletonDecision struct {
+	// setLabel says whether the executing-count label changes: to label,
+	// or removed when label is nil.
+	setLabel bool
+	label    *string
+	// apply is the status to write (nil: none).
+	apply map[string]any
+	// remove says the status the summarizer wrote, if any, goes: the
+	// object has a status, and whether the summarizer owns any of it is
+	// in managedFields (ownsStatus), which only the live object has.
+	remove bool
+}
+
+// decideSingleton decides the executing-count label and the singleton
+// status of a WDS object from its copies (rows are theirs).
+//
+// The object wants the singleton reported state when a copy says so
+// (edge.kubestellar.io/want-singleton, which the placement translator sets
+// for placements with wantSingletonReportedState), or when it has no copy
+// left and still carries the label: no copy can say it then, and "0" is
+// true whatever placement comes next.
+//
+// While it wants it, the label is the number of destinations (SyncTargets
+// whose mailbox holds a copy), reported or not: "0" on none, "1" on one,
+// "N" on several. Only on exactly one destination that has reported is the
+// status the edge's; in every other case (none, several, one that has not
+// reported yet, or the request withdrawn) the status the summarizer wrote
+// is removed, so that it is never stale. What others wrote stays: the
+// summarizer removes only what managedFields says it owns.
+func decideSingleton(obj *unstructured.Unstructured, copies []placedCopy, rows []row) singletonDecision {
+	want := false
+	for _, cp := range copies {
+		want = want || cp.obj.GetAnnotations()[edgev2alpha1.WantSingletonAnnotation] == "true"
 	}
-	current, _ := obj.Object["status"].(map[string]any)
-	if apiequality.Semantic.DeepEqual(current, rows[0].Status) {
-		return nil
+	current, labelled := obj.GetLabels()[edgev2alpha1.ExecutingCountLabel]
+	if len(copies) == 0 && labelled {
+		want = true
 	}
-	updated := obj.DeepCopy()
-	updated.Object["status"] = rows[0].Status
-	_, err := c.clients.Dynamic.Resource(key.gvr).Namespace(key.namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: "kubestellar-status"})
-	if apierrors.IsNotFound(err) {
-		return nil // gone meanwhile, or a kind without a status subresource
+	var d singletonDecision
+	switch {
+	case want:
+		count := strconv.Itoa(len(copies))
+		if !labelled || current != count {
+			d.setLabel, d.label = true, &count
+		}
+	case labelled:
+		d.setLabel = true
 	}
-	return err
+	if want && len(copies) == 1 && rows[0].Status != nil {
+		status, _ := obj.Object["status"].(map[string]any)
+		if !apiequality.Semantic.DeepEqual(status, rows[0].Status) {
+			d.apply = rows[0].Status
+		}
+		return d
+	}
+	status, _ := obj.Object["status"].(map[string]any)
+	d.remove = len(status) > 0
+	return d
+}
+
+// ownsStatus reports whether managedFields says FieldManager owns any
+// field of the object's status, written through the status subresource
+// (by server-side apply, or by an update before the summarizer applied).
+func ownsStatus(obj *unstructured.Unstructured) bool {
+	for _, e := range obj.GetManagedFields() {
+		if e.Manager != FieldManager || e.Subresource != "status" || e.FieldsV1 == nil {
+			continue
+		}
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields) != nil {
+			continue
+		}
+		var status map[string]json.RawMessage
+		if raw, ok := fields["f:status"]; ok && json.Unmarshal(raw, &status) == nil && len(status) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// returnSingleton maintains the executing-count label and the singleton
+// status (see decideSingleton). A status the server refuses is returned
+// as a problem for the placements of the copy.
+func (r *reconciler) returnSingleton(ctx context.Context, key objectKey, obj *unstructured.Unstructured,
+	copies []placedCopy, rows []row) ([]problem, error) {
+	d := decideSingleton(obj, copies, rows)
+	if d.setLabel {
+		if err := r.patchExecutingCount(ctx, key, d.label); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("setting label %s: %w", edgev2alpha1.ExecutingCountLabel, err)
+		}
+	}
+	switch {
+	case d.apply != nil:
+		err := r.applyStatus(ctx, key, obj, d.apply)
+		if apierrors.IsNotFound(err) {
+			return nil, nil // gone meanwhile, or a kind without a status subresource
+		}
+		if refused(err) {
+			return []problem{{placements: placementsOf(copies[0].obj), reason: reasonStatusRejected,
+				message: fmt.Sprintf("%s %s: the status reported by SyncTarget %s cannot be written: %v",
+					key.gvr.GroupResource(), objectName(key), copies[0].syncTarget, err)}}, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("writing the singleton status: %w", err)
+		}
+	case d.remove:
+		live, err := r.live(ctx, key)
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the object to remove the singleton status: %w", err)
+		}
+		if !ownsStatus(live) {
+			return nil, nil // never remove what others wrote
+		}
+		if err := r.removeStatus(ctx, key, live); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("removing the singleton status: %w", err)
+		}
+	}
+	return nil, nil
+}
+
+// refused reports whether the server refused a write for what it holds:
+// the same write would fail again, until its input changes.
+func refused(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err)
 }
 
 // writeCombined writes one CombinedStatus per placement whose clauses name
-// StatusCollectors for the object, and removes those no longer wanted.
-func (c *Controller) writeCombined(ctx context.Context, key objectKey, obj *unstructured.Unstructured, copies []*unstructured.Unstructured, rows []row) error {
+// StatusCollectors for the object, and removes those no longer wanted. A
+// CombinedStatus the server refuses is returned as a problem.
+func (r *reconciler) writeCombined(ctx context.Context, key objectKey, obj *unstructured.Unstructured, copies []placedCopy, rows []row) ([]problem, error) {
 	wanted := map[string][]string{} // placement -> collectors
 	rowsOf := map[string][]row{}    // placement -> its destinations' rows
 	for i, cp := range copies {
-		var byPlacement map[string][]string
-		if a := cp.GetAnnotations()[edgev2alpha1.StatusCollectorsAnnotation]; a != "" {
-			_ = json.Unmarshal([]byte(a), &byPlacement)
-		}
+		byPlacement, _ := statusCollectors(cp.obj) // reconcilePlacement reports a bad one
 		for ep, names := range byPlacement {
 			for _, n := range names {
 				if !contains(wanted[ep], n) {
@@ -127,58 +341,143 @@ func (c *Controller) writeCombined(ctx context.Context, key objectKey, obj *unst
 				}
 			}
 		}
-		for _, ep := range strings.Split(cp.GetAnnotations()[edgev2alpha1.PlacementsAnnotation], ",") {
-			if ep != "" {
-				rowsOf[ep] = append(rowsOf[ep], rows[i])
-			}
+		for _, ep := range placementsOf(cp.obj) {
+			rowsOf[ep] = append(rowsOf[ep], rows[i])
 		}
+	}
+	existing := map[string]*edgev2alpha1.CombinedStatus{}
+	for _, cs := range r.combinedIn(key.wds) {
+		existing[cs.Namespace+"/"+cs.Name] = cs
 	}
 	keep := map[string]bool{}
 	var failures []summaryFailure
-	for ep, names := range wanted {
+	var problems []problem
+	for _, ep := range sortedKeys(wanted) {
+		names := wanted[ep]
 		sort.Strings(names)
 		cs := &edgev2alpha1.CombinedStatus{
 			ObjectMeta: metav1.ObjectMeta{Name: combinedName(ep, key), Namespace: combinedNamespace(key)},
 			ObjectRef:  edgev2alpha1.ObjectReference{Group: key.gvr.Group, Resource: key.gvr.Resource, Namespace: key.namespace, Name: key.name},
 			Placement:  ep,
 		}
-		results, failed, err := c.summaries(ctx, key, ep, names, obj.Object, rowsOf[ep])
+		results, failed, err := r.summaries(ctx, key, ep, names, obj.Object, rowsOf[ep])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		cs.Results, failures = results, append(failures, failed...)
 		keep[cs.Name] = true
-		existing, ok := crossspace.Get[*edgev2alpha1.CombinedStatus](c.combined, key.wds, cs.Namespace, cs.Name)
-		switch {
+		var werr error
+		switch current, ok := existing[cs.Namespace+"/"+cs.Name]; {
 		case !ok:
-			if err := c.clients.Client.Create(ctx, cs); err != nil && !apierrors.IsAlreadyExists(err) {
-				return err
+			if werr = r.createCombined(ctx, cs); apierrors.IsAlreadyExists(werr) {
+				werr = nil
 			}
-		case !apiequality.Semantic.DeepEqual(existing.Results, cs.Results) || existing.ObjectRef != cs.ObjectRef:
-			updated := existing.DeepCopy()
+		case !apiequality.Semantic.DeepEqual(current.Results, cs.Results) || current.ObjectRef != cs.ObjectRef:
+			updated := current.DeepCopy()
 			updated.Results, updated.ObjectRef, updated.Placement = cs.Results, cs.ObjectRef, cs.Placement
-			if err := c.clients.Client.Update(ctx, updated); err != nil {
-				return err
-			}
+			werr = r.updateCombined(ctx, updated)
+		}
+		if refused(werr) {
+			problems = append(problems, problem{placements: []string{ep}, reason: reasonCombinedStatusRejected,
+				message: fmt.Sprintf("CombinedStatus %s/%s of %s %s cannot be written: %v", cs.Namespace, cs.Name, key.gvr.GroupResource(), objectName(key), werr)})
+			continue
+		}
+		if werr != nil {
+			return nil, werr
 		}
 	}
-	c.setSummaryFailures(ctx, key, failures)
-	return c.pruneCombined(ctx, key, keep)
+	r.setSummaryFailures(ctx, key, failures)
+	return problems, r.pruneCombined(ctx, key, keep)
 }
 
 // pruneCombined deletes the object's CombinedStatuses not in keep.
-func (c *Controller) pruneCombined(ctx context.Context, key objectKey, keep map[string]bool) error {
-	for _, cs := range crossspace.InSpace[*edgev2alpha1.CombinedStatus](c.combined, key.wds) {
+func (r *reconciler) pruneCombined(ctx context.Context, key objectKey, keep map[string]bool) error {
+	for _, cs := range r.combinedIn(key.wds) {
 		ref := cs.ObjectRef
 		if ref.Group != key.gvr.Group || ref.Resource != key.gvr.Resource || ref.Namespace != key.namespace || ref.Name != key.name || keep[cs.Name] {
 			continue
 		}
-		err := c.clients.Client.Delete(ctx, &edgev2alpha1.CombinedStatus{ObjectMeta: metav1.ObjectMeta{Name: cs.Name, Namespace: cs.Namespace}})
+		err := r.deleteCombined(ctx, &edgev2alpha1.CombinedStatus{ObjectMeta: metav1.ObjectMeta{Name: cs.Name, Namespace: cs.Namespace}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 	}
 	return nil
+}
+
+// decodeProblems are the annotations of a copy that do not decode, for the
+// placements the copy names.
+func decodeProblems(cp placedCopy) []problem {
+	var out []problem
+	what := fmt.Sprintf("%s %s in the mailbox of SyncTarget %s", cp.gvr.GroupResource(), qualified(cp.obj), cp.syncTarget)
+	if _, err := associatedState(cp.obj); err != nil {
+		out = append(out, problem{placements: placementsOf(cp.obj), reason: reasonInvalidAssociatedState,
+			message: fmt.Sprintf("%s: annotation %s (written by the syncer) is not a JSON object: %v", what, edgev2alpha1.AssociatedStateAnnotation, err)})
+	}
+	if _, err := statusCollectors(cp.obj); err != nil {
+		out = append(out, problem{placements: placementsOf(cp.obj), reason: reasonInvalidStatusCollectors,
+			message: fmt.Sprintf("%s: annotation %s is not a JSON map of placement to StatusCollector names: %v", what, edgev2alpha1.StatusCollectorsAnnotation, err)})
+	}
+	return out
+}
+
+// reconcilePlacement sets the StatusReturned condition of an EdgePlacement:
+// False with the first problem (by message) while an annotation of one of
+// its copies does not decode or the server refuses what the summarizer
+// writes back; True otherwise. Placements that ask for no reported state
+// (no singleton, no StatusCollectors) get the condition only once a
+// problem concerns them.
+func (r *reconciler) reconcilePlacement(ctx context.Context, key string) error {
+	wds, _, name, err := spaces.SplitKey(key)
+	if err != nil {
+		return nil
+	}
+	ep, ok := r.placement(wds, name)
+	if !ok || ep.DeletionTimestamp != nil {
+		return nil
+	}
+	var problems []problem
+	for _, cp := range r.copiesPlacedBy(wds, name) {
+		problems = append(problems, decodeProblems(cp)...)
+	}
+	problems = append(problems, r.writeProblemsOf(wds, name)...)
+	if len(problems) == 0 && !asksForReportedState(ep) && meta.FindStatusCondition(ep.Status.Conditions, epstatus.StatusReturned) == nil {
+		return nil
+	}
+	updated := ep.DeepCopy()
+	if !epstatus.SetReport(updated, returnedCondition(problems)) {
+		return nil
+	}
+	return r.updatePlacementStatus(spaces.WithSpace(ctx, wds), updated)
+}
+
+// asksForReportedState reports whether a placement wants the singleton
+// status or names StatusCollectors.
+func asksForReportedState(ep *edgev2alpha1.EdgePlacement) bool {
+	if ep.Spec.WantSingletonReportedState {
+		return true
+	}
+	for _, c := range ep.Spec.Downsync {
+		if len(c.StatusCollectors) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// returnedCondition is the StatusReturned condition for a placement's problems.
+func returnedCondition(problems []problem) metav1.Condition {
+	if len(problems) == 0 {
+		return metav1.Condition{Type: epstatus.StatusReturned, Status: metav1.ConditionTrue, Reason: reasonReturned,
+			Message: "what the destinations report is read and written back"}
+	}
+	sort.Slice(problems, func(i, j int) bool { return problems[i].message < problems[j].message })
+	first := problems[0]
+	msg := first.message
+	if len(problems) > 1 {
+		msg = fmt.Sprintf("%d problems, such as: %s", len(problems), first.message)
+	}
+	return metav1.Condition{Type: epstatus.StatusReturned, Status: metav1.ConditionFalse, Reason: first.reason, Message: msg}
 }
 
 // combinedName is <placement>.<resource>.<object name>.
@@ -194,23 +493,20 @@ func combinedNamespace(key objectKey) string {
 	return key.namespace
 }
 
-// validateCollector reports whether a StatusCollector's expressions compile
-// and fit their cost limits.
-func (c *Controller) validateCollector(ctx context.Context, key string) error {
-	space, _, name, err := spaces.SplitKey(key)
-	if err != nil {
-		return nil
+func qualified(obj metav1.Object) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
 	}
-	sc, ok := crossspace.Get[*edgev2alpha1.StatusCollector](c.collectors, space, "", name)
-	if !ok {
-		return nil
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
 	}
-	cond := c.collectorCondition(sc)
-	updated := sc.DeepCopy()
-	if !meta.SetStatusCondition(&updated.Status.Conditions, cond) {
-		return nil
-	}
-	return c.clients.Client.Status().Update(spaces.WithSpace(ctx, space), updated)
+	sort.Strings(out)
+	return out
 }
 
 func contains(list []string, s string) bool {
@@ -220,4 +516,23 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// validateCollector sets a StatusCollector's Ready condition: whether its
+// expressions compile and fit their cost limits, and whether a limit
+// stopped a summary.
+func (r *reconciler) validateCollector(ctx context.Context, key string) error {
+	space, _, name, err := spaces.SplitKey(key)
+	if err != nil {
+		return nil
+	}
+	sc, ok := r.collector(space, name)
+	if !ok {
+		return nil
+	}
+	updated := sc.DeepCopy()
+	if !meta.SetStatusCondition(&updated.Status.Conditions, r.collectorCondition(sc)) {
+		return nil
+	}
+	return r.updateCollectorStatus(spaces.WithSpace(ctx, space), updated)
 }

@@ -2,12 +2,16 @@
 // clusters (into their mailboxes, labelled edge.kubestellar.io/upsynced)
 // into the WDS of every placement targeting that cluster whose upsync
 // clauses select them, keeps them in step, and removes them when they go
-// at the edge or stop being selected.
+// at the edge or stop being selected. An object the server refuses to
+// write shows on the EdgePlacements whose clauses select it (condition
+// Upsynced).
+//
+// This file is the wiring; upsync_reconcile.go holds the logic.
 package upsync
 
 import (
 	"context"
-	"strings"
+	"reflect"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +36,7 @@ const ControllerName = "upsync"
 type Controller struct {
 	clients       *crossspace.Clients
 	queue         workqueue.TypedRateLimitingInterface[string] // SyncTarget keys
+	placementsQ   workqueue.TypedRateLimitingInterface[string] // EdgePlacement keys
 	placements    *crossspace.Informer
 	slices        *crossspace.Informer
 	syncTargets   *crossspace.Informer
@@ -42,13 +47,26 @@ type Controller struct {
 	mu        sync.Mutex
 	ctx       context.Context
 	resources map[schema.GroupVersionResource]*crossspace.Informer
+
+	problems *problems
+	r        *reconciler
 }
 
 // New returns the controller.
 func New(clients *crossspace.Clients) *Controller {
 	c := &Controller{clients: clients, resources: map[schema.GroupVersionResource]*crossspace.Informer{},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName})}
-	all := crossspace.Enqueue(func(any) { c.enqueueAll() })
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName}),
+		placementsQ: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-placements"}),
+		problems: &problems{bySyncTarget: map[string][]problem{}},
+	}
+	all := crossspace.Enqueue(func(obj any) {
+		c.enqueueAll()
+		// A placement and its slice share a name.
+		if key, err := spaces.KeyFunc(obj); err == nil {
+			c.placementsQ.Add(key)
+		}
+	})
 	c.placements = clients.Typed(&edgev2alpha1.EdgePlacementList{}, &edgev2alpha1.EdgePlacement{}, all)
 	c.slices = clients.Typed(&edgev2alpha1.SinglePlacementSliceList{}, &edgev2alpha1.SinglePlacementSlice{}, all)
 	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, crossspace.Enqueue(func(obj any) {
@@ -57,8 +75,104 @@ func New(clients *crossspace.Clients) *Controller {
 		}
 	}))
 	crossspace.IndexSyncTargetsByMailbox(c.syncTargets)
-	c.syncerConfigs = clients.Typed(&edgev2alpha1.SyncerConfigList{}, &edgev2alpha1.SyncerConfig{}, all)
+	c.syncerConfigs = clients.Typed(&edgev2alpha1.SyncerConfigList{}, &edgev2alpha1.SyncerConfig{}, crossspace.Enqueue(func(any) { c.enqueueAll() }))
+	c.r = c.newReconciler()
 	return c
+}
+
+// newReconciler binds the reconciler to the caches and clients.
+func (c *Controller) newReconciler() *reconciler {
+	return &reconciler{
+		syncTarget: func(inv, name string) (*edgev2alpha1.SyncTarget, bool) {
+			return crossspace.Get[*edgev2alpha1.SyncTarget](c.syncTargets, inv, "", name)
+		},
+		targetsOf:      c.targetsOf,
+		knownResources: c.knownResources,
+		resourceOf: func(group, resource string) (schema.GroupVersionResource, bool) {
+			mapped, err := c.clients.Client.RESTMapper().ResourcesFor(schema.GroupVersionResource{Group: group, Resource: resource})
+			if err != nil || len(mapped) == 0 {
+				return schema.GroupVersionResource{}, false
+			}
+			return mapped[0], true
+		},
+		synced: func(gvr schema.GroupVersionResource) bool { return c.informerFor(gvr).HasSynced() },
+		inMailbox: func(gvr schema.GroupVersionResource, mailbox string) []*unstructured.Unstructured {
+			return crossspace.InSpace[*unstructured.Unstructured](c.informerFor(gvr), mailbox)
+		},
+		copiedFrom: func(gvr schema.GroupVersionResource, from string) []*unstructured.Unstructured {
+			var out []*unstructured.Unstructured
+			for _, item := range c.informerFor(gvr).List() {
+				u, ok := item.(*unstructured.Unstructured)
+				if ok && u.GetAnnotations()[edgev2alpha1.UpsyncedFromAnnotation] == from && u.GetLabels()[UpsyncedLabel] == "true" {
+					out = append(out, u)
+				}
+			}
+			return out
+		},
+		current: func(gvr schema.GroupVersionResource, wds, namespace, name string) *unstructured.Unstructured {
+			obj, ok := crossspace.Get[*unstructured.Unstructured](c.informerFor(gvr), wds, namespace, name)
+			if !ok {
+				return nil
+			}
+			return obj
+		},
+		ensureNamespace: func(ctx context.Context, namespace string) error {
+			err := c.clients.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}})
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		},
+		apply: func(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+			_, err := c.clients.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+			return err
+		},
+		delete: func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) error {
+			return c.clients.Dynamic.Resource(gvr).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+		},
+		setProblems: func(syncTarget string, targets []target, found []problem) {
+			for _, key := range c.problems.set(syncTarget, targets, found) {
+				c.placementsQ.Add(key)
+			}
+		},
+		placement: func(wds, name string) (*edgev2alpha1.EdgePlacement, bool) {
+			return crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, wds, "", name)
+		},
+		destinationsOf: func(wds, name string) []string {
+			slice, ok := crossspace.Get[*edgev2alpha1.SinglePlacementSlice](c.slices, wds, "", name)
+			if !ok {
+				return nil
+			}
+			out := make([]string, 0, len(slice.Destinations))
+			for _, d := range slice.Destinations {
+				out = append(out, spaces.Key(d.Space, "", d.SyncTargetName))
+			}
+			return out
+		},
+		problemsOf: c.problems.of,
+		updatePlacementStatus: func(ctx context.Context, ep *edgev2alpha1.EdgePlacement) error {
+			return c.clients.Client.Status().Update(ctx, ep)
+		},
+	}
+}
+
+// targetsOf returns the placements that target a SyncTarget and have
+// upsync clauses.
+func (c *Controller) targetsOf(inv, syncTarget string) []target {
+	var out []target
+	for _, slice := range crossspace.List[*edgev2alpha1.SinglePlacementSlice](c.slices) {
+		for _, d := range slice.Destinations {
+			if d.Space != inv || d.SyncTargetName != syncTarget {
+				continue
+			}
+			wds := crossspace.SpaceOf(slice)
+			ep, ok := crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, wds, "", slice.Name)
+			if ok && len(ep.Spec.Upsync) > 0 {
+				out = append(out, target{wds: wds, placement: ep.Name, clauses: ep.Spec.Upsync})
+			}
+		}
+	}
+	return out
 }
 
 func (c *Controller) enqueueAll() {
@@ -89,8 +203,9 @@ func (c *Controller) informerFor(gvr schema.GroupVersionResource) *crossspace.In
 		}
 		if from := u.GetAnnotations()[edgev2alpha1.UpsyncedFromAnnotation]; from != "" {
 			// A WDS copy changed or went: its source's mailbox decides.
-			inv, st, _ := strings.Cut(from, "/")
-			c.queue.Add(spaces.Key(inv, "", st))
+			if key, ok := fromOf(from); ok {
+				c.queue.Add(key)
+			}
 			return
 		}
 		c.enqueueMailbox(crossspace.SpaceOf(u))
@@ -115,6 +230,7 @@ func (c *Controller) knownResources() []schema.GroupVersionResource {
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
 	defer c.queue.ShutDown()
+	defer c.placementsQ.ShutDown()
 	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
 	ctx = klog.NewContext(ctx, logger)
 	c.mu.Lock()
@@ -127,144 +243,56 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	logger.Info("started controller")
 	worker.Loop[string]{Name: ControllerName, Queue: c.queue, Failure: "upsync failed, will retry",
-		Process: c.reconcile, Quiet: worker.Conflicts}.Start(ctx, workers)
+		Process: c.r.reconcile, Quiet: worker.Conflicts}.Start(ctx, workers)
+	worker.Loop[string]{Name: ControllerName + "-placements", Queue: c.placementsQ, Failure: "reporting on EdgePlacement failed, will retry",
+		Process: c.r.reconcilePlacement, Quiet: worker.Conflicts}.Start(ctx, 1)
 	<-ctx.Done()
 }
 
-// reconcile makes the WDSes hold exactly the selected upsynced objects of
-// one SyncTarget's mailbox.
-func (c *Controller) reconcile(ctx context.Context, key string) (bool, error) {
-	invSpace, _, stName, err := spaces.SplitKey(key)
-	if err != nil {
-		return false, nil
+// problems remembers, per SyncTarget, the problems of its latest complete
+// reconcile, and which SyncTargets were reconciled since the controller
+// started.
+type problems struct {
+	mu           sync.Mutex
+	bySyncTarget map[string][]problem // every SyncTarget reconciled, with or without problems
+	targets      map[string][]string  // SyncTarget -> keys of the placements targeting it
+}
+
+// set records a SyncTarget's problems and returns the keys of the
+// placements to look at again: those whose problems changed, and on the
+// first reconcile every placement that targets it.
+func (p *problems) set(syncTarget string, targets []target, found []problem) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.targets == nil {
+		p.targets = map[string][]string{}
 	}
-	from := invSpace + "/" + stName
-	st, ok := crossspace.Get[*edgev2alpha1.SyncTarget](c.syncTargets, invSpace, "", stName)
-	mailbox := ""
-	// The mailbox is derived from the SyncTarget's UID, never taken from a
-	// status a syncer could have written.
-	if ok && st.DeletionTimestamp == nil && st.Status.MailboxSpace == spaces.MailboxName(invSpace, string(st.UID)) {
-		mailbox = st.Status.MailboxSpace
-	}
-	// The placements targeting this SyncTarget, and their upsync clauses.
-	type target struct {
-		wds     string
-		clauses []edgev2alpha1.UpsyncClause
-	}
-	var targets []target
-	if mailbox != "" {
-		for _, slice := range crossspace.List[*edgev2alpha1.SinglePlacementSlice](c.slices) {
-			for _, d := range slice.Destinations {
-				if d.Space != invSpace || d.SyncTargetName != stName {
-					continue
-				}
-				ep, ok := crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, crossspace.SpaceOf(slice), "", slice.Name)
-				if ok && len(ep.Spec.Upsync) > 0 {
-					targets = append(targets, target{wds: crossspace.SpaceOf(slice), clauses: ep.Spec.Upsync})
-				}
+	keys := map[string]bool{}
+	old, seen := p.bySyncTarget[syncTarget]
+	if !seen || !reflect.DeepEqual(old, found) {
+		for _, x := range append(append([]problem{}, old...), found...) {
+			for _, ep := range x.placements {
+				keys[spaces.Key(x.wds, "", ep)] = true
 			}
 		}
 	}
-	// Resources to look at: those of the mailbox's upsync sets, and those
-	// already upsynced anywhere (to remove what is no longer selected).
-	gvrs := map[schema.GroupVersionResource]bool{}
-	for _, gvr := range c.knownResources() {
-		gvrs[gvr] = true
-	}
+	var now []string
 	for _, t := range targets {
-		for _, cl := range t.clauses {
-			for _, r := range cl.Resources {
-				if r == "*" || cl.APIGroup == "*" {
-					continue // wildcards upsync only resources already in use
-				}
-				mapped, err := c.clients.Client.RESTMapper().ResourcesFor(schema.GroupVersionResource{Group: cl.APIGroup, Resource: r})
-				if err == nil && len(mapped) > 0 {
-					gvrs[mapped[0]] = true
-				}
-			}
+		key := spaces.Key(t.wds, "", t.placement)
+		now = append(now, key)
+		if !seen || !contains(p.targets[syncTarget], key) {
+			keys[key] = true // primed, or newly targeting
 		}
 	}
-	for gvr := range gvrs {
-		inf := c.informerFor(gvr)
-		if !inf.HasSynced() {
-			return true, nil
-		}
-		desired := map[string]*unstructured.Unstructured{} // wds|ns/name
-		if mailbox != "" {
-			for _, obj := range crossspace.InSpace[*unstructured.Unstructured](inf, mailbox) {
-				// Only what the syncer upsynced, never the server's copies.
-				if obj.GetLabels()[UpsyncedLabel] != "true" || obj.GetLabels()[edgev2alpha1.PlacementCopyLabel] == "true" {
-					continue
-				}
-				for _, t := range targets {
-					for _, cl := range t.clauses {
-						if matches(cl, gvr.Group, gvr.Resource, obj.GetNamespace(), obj.GetName()) {
-							cp := wdsCopy(obj, invSpace, stName)
-							desired[spaces.Key(t.wds, cp.GetNamespace(), cp.GetName())] = cp
-						}
-					}
-				}
-			}
-		}
-		for k, cp := range desired {
-			wds, _, _, _ := spaces.SplitKey(k)
-			if err := c.write(spaces.WithSpace(ctx, wds), gvr, cp, obj(inf, k)); err != nil {
-				return false, err
-			}
-		}
-		for _, item := range inf.List() {
-			u := item.(*unstructured.Unstructured)
-			if u.GetAnnotations()[edgev2alpha1.UpsyncedFromAnnotation] != from || u.GetLabels()[UpsyncedLabel] != "true" {
-				continue
-			}
-			k := spaces.Key(crossspace.SpaceOf(u), u.GetNamespace(), u.GetName())
-			if _, want := desired[k]; want {
-				continue
-			}
-			err := c.clients.Dynamic.Resource(gvr).Namespace(u.GetNamespace()).Delete(spaces.WithSpace(ctx, crossspace.SpaceOf(u)), u.GetName(), metav1.DeleteOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return false, err
-			}
-		}
-	}
-	return false, nil
+	p.bySyncTarget[syncTarget], p.targets[syncTarget] = found, now
+	return sortedKeys(keys)
 }
 
-func obj(inf *crossspace.Informer, key string) *unstructured.Unstructured {
-	o, ok, _ := inf.GetByKey(key)
-	if !ok {
-		return nil
-	}
-	return o.(*unstructured.Unstructured)
-}
-
-// write creates or updates an upsynced object in a WDS (and its namespace).
-func (c *Controller) write(ctx context.Context, gvr schema.GroupVersionResource, cp, current *unstructured.Unstructured) error {
-	if current != nil && sameContent(current, cp) {
-		return nil
-	}
-	if ns := cp.GetNamespace(); ns != "" {
-		err := c.clients.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-	}
-	_, err := c.clients.Dynamic.Resource(gvr).Namespace(cp.GetNamespace()).Apply(ctx, cp.GetName(), cp, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
-	return err
-}
-
-// sameContent compares what upsync writes: everything but server-set metadata.
-func sameContent(current, cp *unstructured.Unstructured) bool {
-	strip := func(u *unstructured.Unstructured) map[string]any {
-		out := wdsCopy(u, "", "").Object
-		meta, _ := out["metadata"].(map[string]any)
-		delete(meta, "name")
-		if a, ok := meta["annotations"].(map[string]any); ok {
-			delete(a, edgev2alpha1.UpsyncedFromAnnotation)
-			delete(a, OriginalNameAnnotation)
-		}
-		return out
-	}
-	a, b := strip(current), strip(cp)
-	return equalJSON(a, b) && current.GetAnnotations()[edgev2alpha1.UpsyncedFromAnnotation] == cp.GetAnnotations()[edgev2alpha1.UpsyncedFromAnnotation]
+// of returns a SyncTarget's problems, and whether it was reconciled since
+// the controller started.
+func (p *problems) of(syncTarget string) ([]problem, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	found, ok := p.bySyncTarget[syncTarget]
+	return found, ok
 }

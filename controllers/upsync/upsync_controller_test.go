@@ -49,7 +49,7 @@ func TestResourcesGrowWhileReconciling(t *testing.T) {
 		// A SyncTarget that is gone: reconcile looks at every cached
 		// resource, to remove what was upsynced from it.
 		for range 200 {
-			if _, err := c.reconcile(ctx, spaces.Key("inv1", "", "gone")); err != nil {
+			if _, err := c.r.reconcile(ctx, spaces.Key("inv1", "", "gone")); err != nil {
 				errs <- err
 				return
 			}

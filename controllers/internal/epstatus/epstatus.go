@@ -1,7 +1,10 @@
 // Package epstatus keeps the summary conditions of an EdgePlacement. The
 // scheduler owns the Scheduled condition and the placement translator the
 // Propagated one; whichever writes the status also recomputes Ready and
-// Misconfigured from both, so they agree once both have written.
+// Misconfigured from both, so they agree once both have written. The
+// status and upsync controllers report the way back from the edge in
+// conditions of their own (StatusReturned, Upsynced), set with SetReport,
+// which do not count toward Ready or Misconfigured.
 package epstatus
 
 import (
@@ -44,4 +47,24 @@ func Set(ep *edgev2alpha1.EdgePlacement, cond metav1.Condition) bool {
 	changed = meta.SetStatusCondition(&ep.Status.Conditions, misconfigured) || changed
 	changed = meta.SetStatusCondition(&ep.Status.Conditions, ready) || changed
 	return changed
+}
+
+// Condition types that report how the reported state and upsynced objects
+// of a placement come back. They describe the way back from the edge, not
+// the placement itself: they do not count toward Ready or Misconfigured.
+const (
+	// StatusReturned is the status controller's: whether what the syncers
+	// report about the placed objects could be read and written back.
+	StatusReturned = "StatusReturned"
+	// Upsynced is the upsync controller's: whether every edge object its
+	// upsync clauses select is copied into the WDS.
+	Upsynced = "Upsynced"
+)
+
+// SetReport records a condition that does not count toward Ready and
+// Misconfigured (StatusReturned, Upsynced); it reports whether anything
+// changed.
+func SetReport(ep *edgev2alpha1.EdgePlacement, cond metav1.Condition) bool {
+	cond.ObservedGeneration = ep.Generation
+	return meta.SetStatusCondition(&ep.Status.Conditions, cond)
 }

@@ -137,3 +137,27 @@ func TestSetReportsChanges(t *testing.T) {
 		require.False(t, Set(ep, sched))
 	})
 }
+
+func TestSetReportLeavesTheSummaryAlone(t *testing.T) {
+	ep := &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "ep", Generation: 4}}
+	require.True(t, Set(ep, cond(Scheduled, metav1.ConditionTrue, "Scheduled", "")))
+	require.True(t, Set(ep, cond(Propagated, metav1.ConditionTrue, "Propagated", "")))
+	before := ep.DeepCopy()
+
+	for _, typ := range []string{StatusReturned, Upsynced} {
+		failed := cond(typ, metav1.ConditionFalse, "Broken", "something at the edge")
+		failed.ObservedGeneration = 99 // SetReport takes the placement's generation
+		require.True(t, SetReport(ep, failed), typ)
+		require.False(t, SetReport(ep, failed), "repeating %s changes nothing", typ)
+		got := summaryOf(t, ep, typ)
+		require.Equal(t, summary{metav1.ConditionFalse, "Broken", "something at the edge"}, got)
+	}
+	for _, typ := range []string{edgev2alpha1.EdgePlacementReady, edgev2alpha1.EdgePlacementMisconfigured} {
+		require.Equal(t, meta.FindStatusCondition(before.Status.Conditions, typ), meta.FindStatusCondition(ep.Status.Conditions, typ),
+			"%s does not count %s or %s", typ, StatusReturned, Upsynced)
+	}
+	// Set, called later by the scheduler or the translator, keeps them.
+	require.False(t, Set(ep, cond(Scheduled, metav1.ConditionTrue, "Scheduled", "")))
+	require.NotNil(t, meta.FindStatusCondition(ep.Status.Conditions, StatusReturned))
+	require.NotNil(t, meta.FindStatusCondition(ep.Status.Conditions, Upsynced))
+}
