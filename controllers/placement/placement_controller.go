@@ -6,12 +6,17 @@
 //
 // The unit of work is one mailbox: its desired contents are computed from
 // every placement that targets it, so overlapping placements are additive
-// and never make two copies.
+// and never make two copies. Where placements disagree on a copy (two
+// WDSes, or two customizations), decide (conflict.go) keeps one by a rule
+// that never flips a copy between owners, and the losers say so in their
+// Conflicted condition. The mailbox reconcile is mailboxReconciler
+// (placement_reconcile.go), whose steps are tested against stubs.
 package placement
 
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,6 +30,8 @@ import (
 	"k8s.io/klog/v2"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
@@ -53,6 +60,7 @@ type Controller struct {
 	namespaces    *crossspace.Informer
 	crds          cache.SharedIndexInformer
 	resolver      *resolver
+	mailbox       *mailboxReconciler
 
 	mu        sync.Mutex
 	resources *crossspace.SharedDynamic
@@ -87,6 +95,9 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources 
 		UpdateFunc: func(old, obj any) { c.enqueueDestinations(old); c.enqueueDestinations(obj) },
 		DeleteFunc: func(obj any) { c.enqueueDestinations(obj) },
 	})
+	if err := c.slices.AddIndexers(cache.Indexers{byDestination: indexByDestination}); err != nil {
+		panic(err) // only fails once objects are cached
+	}
 	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, crossspace.Enqueue(func(obj any) {
 		if key, err := spaces.KeyFunc(obj); err == nil {
 			c.mailboxes.Add(key)
@@ -112,7 +123,98 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources 
 		}
 	}))
 	_, _ = crds.AddEventHandler(crossspace.Enqueue(func(any) { c.enqueueAll() }))
+	c.mailbox = c.newMailboxReconciler()
 	return c
+}
+
+// byDestination indexes SinglePlacementSlices by the SyncTargets they name
+// (inventory|name), so that a mailbox's reconcile reads the slices that
+// target it instead of scanning every slice of every space.
+const byDestination = "destination"
+
+func indexByDestination(obj any) ([]string, error) {
+	slice, ok := obj.(*edgev2alpha1.SinglePlacementSlice)
+	if !ok {
+		return nil, nil
+	}
+	var keys []string
+	for _, d := range slice.Destinations {
+		k := spaces.Key(d.Space, "", d.SyncTargetName)
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}
+
+// newMailboxReconciler binds the mailbox reconciler to the controller's
+// caches and clients.
+func (c *Controller) newMailboxReconciler() *mailboxReconciler {
+	return &mailboxReconciler{
+		syncTarget: func(space, name string) (*edgev2alpha1.SyncTarget, bool) {
+			return crossspace.Get[*edgev2alpha1.SyncTarget](c.syncTargets, space, "", name)
+		},
+		slicesFor: func(inventory, syncTarget string) []*edgev2alpha1.SinglePlacementSlice {
+			objs, _ := c.slices.ByIndex(byDestination, spaces.Key(inventory, "", syncTarget))
+			out := make([]*edgev2alpha1.SinglePlacementSlice, 0, len(objs))
+			for _, obj := range objs {
+				if s, ok := obj.(*edgev2alpha1.SinglePlacementSlice); ok {
+					out = append(out, s)
+				}
+			}
+			return out
+		},
+		placement: func(space, name string) (*edgev2alpha1.EdgePlacement, bool) {
+			return crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, space, "", name)
+		},
+		location: func(space, name string) (*edgev2alpha1.Location, bool) {
+			return crossspace.Get[*edgev2alpha1.Location](c.locations, space, "", name)
+		},
+		namespace: func(space, name string) (*corev1.Namespace, bool) {
+			return crossspace.Get[*corev1.Namespace](c.namespaces, space, "", name)
+		},
+		customizer: func(space, namespace, name string) (*edgev2alpha1.Customizer, bool) {
+			return crossspace.Get[*edgev2alpha1.Customizer](c.customizers, space, namespace, name)
+		},
+		crds: func() []*apiextensionsv1.CustomResourceDefinition {
+			var out []*apiextensionsv1.CustomResourceDefinition
+			for _, obj := range c.crds.GetStore().List() {
+				if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+					out = append(out, crd)
+				}
+			}
+			return out
+		},
+		resolve: c.resolver.resolve,
+		objects: func(gvr schema.GroupVersionResource, space string) ([]*unstructured.Unstructured, bool) {
+			inf := c.informerFor(gvr)
+			if !inf.HasSynced() {
+				return nil, false
+			}
+			return crossspace.InSpace[*unstructured.Unstructured](inf, space), true
+		},
+		syncerConfig: func(mailbox string) (*edgev2alpha1.SyncerConfig, bool) {
+			return crossspace.Get[*edgev2alpha1.SyncerConfig](c.syncerConfigs, mailbox, "", edgev2alpha1.SyncerConfigName)
+		},
+		create: func(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+			_, err := c.clients.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
+			return err
+		},
+		update: func(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+			_, err := c.clients.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
+			return err
+		},
+		delete: func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) error {
+			return c.clients.Dynamic.Resource(gvr).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{})
+		},
+		createSyncerConfig: func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error {
+			return c.clients.Client.Create(ctx, cfg)
+		},
+		updateSyncerConfig: func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error {
+			return c.clients.Client.Update(ctx, cfg)
+		},
+		recordProblems: c.recordProblems,
+	}
 }
 
 // enqueueDestinations enqueues the mailboxes of a slice's destinations.
@@ -148,12 +250,12 @@ func (c *Controller) enqueueAll() {
 // what the translator writes matters: its own creations and the status
 // syncers write would only make the mailbox be looked at again for nothing.
 func (c *Controller) resourceEvents() cache.ResourceEventHandlerFuncs {
-	route := func(obj any, copyChanged bool) {
+	route := func(obj any, changed bool) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
 		m, ok := metaOf(obj)
-		if !ok {
+		if !ok || !changed {
 			return
 		}
 		space := crossspace.SpaceOf(m)
@@ -161,18 +263,49 @@ func (c *Controller) resourceEvents() cache.ResourceEventHandlerFuncs {
 			c.enqueueSpace(space)
 			return
 		}
-		if !copyChanged {
-			return
-		}
 		if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, space); ok {
 			c.mailboxes.Add(spaces.Key(crossspace.SpaceOf(st), "", st.Name))
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { route(obj, false) },
+		// A copy's creation is the translator's own doing; a workload
+		// object's is news.
+		AddFunc:    func(obj any) { route(obj, !isCopy(obj)) },
 		DeleteFunc: func(obj any) { route(obj, true) },
-		UpdateFunc: func(old, obj any) { route(obj, contentChanged(old, obj)) },
+		UpdateFunc: func(old, obj any) {
+			if isCopy(obj) {
+				route(obj, contentChanged(old, obj))
+			} else {
+				route(obj, sourceChanged(old, obj))
+			}
+		},
 	}
+}
+
+func isCopy(obj any) bool {
+	m, ok := metaOf(obj)
+	return ok && m.GetLabels()[ManagedLabel] == "true"
+}
+
+// sourceChanged reports whether an update of a workload object changed
+// anything a copy is made or selected from: a change of its status alone
+// (the singleton status the status controller writes back) changes no
+// copy.
+func sourceChanged(old, obj any) bool {
+	a, okA := old.(*unstructured.Unstructured)
+	b, okB := obj.(*unstructured.Unstructured)
+	if !okA || !okB {
+		return true
+	}
+	clean := func(u *unstructured.Unstructured) map[string]any {
+		c := u.DeepCopy()
+		unstructured.RemoveNestedField(c.Object, "status")
+		for _, f := range []string{"resourceVersion", "managedFields"} {
+			unstructured.RemoveNestedField(c.Object, "metadata", f)
+		}
+		return c.Object
+	}
+	return !apiequality.Semantic.DeepEqual(clean(a), clean(b))
 }
 
 // contentChanged reports whether an update of a copy changed more than its
@@ -216,7 +349,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	logger.Info("started controller")
 	worker.Loop[string]{Name: ControllerName, Queue: c.mailboxes, Failure: "translating placements into mailbox failed, will retry",
-		Process: c.reconcileMailbox,
+		Process: c.mailbox.reconcile,
 		Quiet:   func(err error) bool { return apierrors.IsConflict(err) || errors.Is(err, errRetryLater) }}.Start(ctx, workers)
 	worker.Loop[string]{Name: ControllerName + "-status", Queue: c.statuses, Failure: "updating placement status failed, will retry",
 		Quiet: worker.Conflicts, Process: func(ctx context.Context, key string) (bool, error) {

@@ -56,6 +56,8 @@ type desiredCopy struct {
 	placements map[string]bool
 	collectors map[string][]string
 	singleton  bool
+	// sourcePlacement is the placement whose copy this is.
+	sourcePlacement string
 }
 
 // selectedBy records that a placement's clause selects the copy.
@@ -79,6 +81,9 @@ func (d *desiredCopy) annotate(annotations map[string]string) {
 		return
 	}
 	annotations[edgev2alpha1.PlacementsAnnotation] = strings.Join(sortedKeys(d.placements), ",")
+	if d.sourcePlacement != "" {
+		annotations[edgev2alpha1.SourcePlacementAnnotation] = d.sourcePlacement
+	}
 	if len(d.collectors) > 0 {
 		data, _ := json.Marshal(d.collectors)
 		annotations[edgev2alpha1.StatusCollectorsAnnotation] = string(data)
@@ -94,241 +99,250 @@ func copyKey(gvr schema.GroupVersionResource, namespace, name string) string {
 
 var namespaceResource = resource{GroupVersionResource: corev1.SchemeGroupVersion.WithResource("namespaces"), Kind: "Namespace"}
 
-// reconcileMailbox makes a mailbox hold exactly what the placements that
-// target its SyncTarget select. It reports requeue when a cache it needs
-// has not synced yet.
-func (c *Controller) reconcileMailbox(ctx context.Context, key string) (requeue bool, err error) {
-	invSpace, _, stName, err := spaces.SplitKey(key)
-	if err != nil {
-		return false, nil
-	}
-	st, ok := crossspace.Get[*edgev2alpha1.SyncTarget](c.syncTargets, invSpace, "", stName)
-	// The mailbox is the one the SyncTarget's space and UID name, once the
-	// mailbox controller has made it: copies never go where a status field
-	// alone points.
-	if !ok || st.DeletionTimestamp != nil {
-		return false, nil
-	}
-	mailbox := spaces.MailboxName(invSpace, string(st.UID))
-	if st.Status.MailboxSpace != mailbox {
+// mailboxReconciler makes one mailbox hold exactly what the placements
+// that target its SyncTarget select. Its steps are the methods below, in
+// the order reconcile runs them; its dependencies are function fields,
+// which the controller binds to its caches and clients (see
+// newMailboxReconciler) and tests to stubs.
+type mailboxReconciler struct {
+	// Reads, from caches.
+	syncTarget func(space, name string) (*edgev2alpha1.SyncTarget, bool)
+	// slicesFor returns the SinglePlacementSlices that name a SyncTarget
+	// (by inventory space and name) among their destinations.
+	slicesFor  func(inventory, syncTarget string) []*edgev2alpha1.SinglePlacementSlice
+	placement  func(space, name string) (*edgev2alpha1.EdgePlacement, bool)
+	location   func(space, name string) (*edgev2alpha1.Location, bool)
+	namespace  func(space, name string) (*corev1.Namespace, bool)
+	customizer func(space, namespace, name string) (*edgev2alpha1.Customizer, bool)
+	crds       func() []*apiextensionsv1.CustomResourceDefinition
+	// resolve maps a clause's group and resources to served resources.
+	resolve func(group *string, names []string) ([]resource, error)
+	// objects returns the objects of a resource in a space; false when the
+	// cache of the resource has not synced yet.
+	objects      func(gvr schema.GroupVersionResource, space string) ([]*unstructured.Unstructured, bool)
+	syncerConfig func(mailbox string) (*edgev2alpha1.SyncerConfig, bool)
+
+	// Writes, into the space the context names.
+	create             func(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error
+	update             func(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error
+	delete             func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) error
+	createSyncerConfig func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error
+	updateSyncerConfig func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error
+
+	// recordProblems keeps, for the placements' status, what kept copies
+	// of each placement targeting a mailbox from being written.
+	recordProblems func(mailbox string, placements map[string]bool, problems map[string][]problem)
+}
+
+// reconcile makes the mailbox of a SyncTarget (key: inventory|name) hold
+// what its placements select. It reports requeue when a cache it needs has
+// not synced yet.
+func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue bool, err error) {
+	st, mailbox, ok := r.target(key)
+	if !ok {
 		return false, nil
 	}
 	logger := klog.FromContext(ctx).WithValues("syncTarget", key, "mailbox", mailbox)
 	ctx = klog.NewContext(ctx, logger)
 
-	desired := map[string]*desiredCopy{}
-	crdNames := map[string]bool{}
-	var upsync []edgev2alpha1.UpsyncClause
-	problems := map[string][]problem{}
-	placementsHere := map[string]bool{}
-
-	for _, slice := range crossspace.List[*edgev2alpha1.SinglePlacementSlice](c.slices) {
-		wds := crossspace.SpaceOf(slice)
-		for _, d := range slice.Destinations {
-			if d.Space != invSpace || d.SyncTargetName != stName || d.SyncTargetUID != st.UID {
-				continue
-			}
-			ep, ok := crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, wds, "", slice.Name)
-			if !ok || ep.DeletionTimestamp != nil {
-				continue
-			}
-			epKey := spaces.Key(wds, "", ep.Name)
-			placementsHere[epKey] = true
-			loc, _ := crossspace.Get[*edgev2alpha1.Location](c.locations, invSpace, "", d.LocationName)
-			dest := destination{syncTarget: st}
-			if loc != nil {
-				dest.location = loc
-			}
-			notSynced, probs := c.selectFor(ctx, wds, ep, dest, desired, crdNames)
-			if notSynced {
-				return true, nil
-			}
-			problems[epKey] = append(problems[epKey], probs...)
-			upsync = append(upsync, ep.Spec.Upsync...)
-		}
+	sel, synced := r.selectAll(r.sources(st))
+	if !synced {
+		return true, nil
 	}
-	c.recordProblems(mailbox, placementsHere, problems)
-	// A resource not served yet may be about to be (a CRD being
-	// established): look again later, with backoff.
-	retryLater := false
-	for _, probs := range problems {
-		for _, p := range probs {
-			retryLater = retryLater || p.Reason == "UnknownResource"
-		}
-	}
-	defer func() {
-		if err == nil && !requeue && retryLater {
-			err = errRetryLater
-		}
-	}()
-
-	// Namespaces of namespaced copies must exist in the mailbox.
-	for _, d := range desired {
-		ns := d.obj.GetNamespace()
-		if ns == "" {
-			continue
-		}
-		k := copyKey(namespaceResource.GroupVersionResource, "", ns)
-		if _, ok := desired[k]; !ok {
-			obj := &unstructured.Unstructured{}
-			obj.SetAPIVersion("v1")
-			obj.SetKind("Namespace")
-			obj.SetName(ns)
-			desired[k] = &desiredCopy{res: namespaceResource, obj: obj, implied: true}
-		}
-	}
-
-	cfg, exists := crossspace.Get[*edgev2alpha1.SyncerConfig](c.syncerConfigs, mailbox, "", edgev2alpha1.SyncerConfigName)
+	cfg, exists := r.syncerConfig(mailbox)
 	if !exists {
 		cfg = &edgev2alpha1.SyncerConfig{}
 	}
-
-	// What the mailbox holds now: copies of every resource it holds or held.
-	resources := map[schema.GroupVersionResource]resource{}
-	for _, d := range desired {
-		resources[d.res.GroupVersionResource] = d.res
+	current, synced := r.contents(mailbox, sel.claims, cfg)
+	if !synced {
+		return true, nil
 	}
-	for _, r := range cfg.Spec.Resources {
-		gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
-		if _, ok := resources[gvr]; !ok {
-			resources[gvr] = resource{GroupVersionResource: gvr, Namespaced: r.Namespaced}
-		}
-	}
-	current := map[string]*unstructured.Unstructured{}
-	for gvr := range resources {
-		inf := c.informerFor(gvr)
-		if !inf.HasSynced() {
-			return true, nil
-		}
-		for _, obj := range crossspace.InSpace[*unstructured.Unstructured](inf, mailbox) {
-			current[copyKey(gvr, obj.GetNamespace(), obj.GetName())] = obj
-		}
-	}
+	desired := decideAll(sel, current, "SyncTarget "+crossspace.SpaceOf(st)+"/"+st.Name)
+	r.recordProblems(mailbox, sel.placements, sel.problems)
+	addImpliedNamespaces(desired)
 
 	mctx := spaces.WithSpace(ctx, mailbox)
-	written, deleted := 0, 0
-	// Namespaces first, then everything else.
-	for _, pass := range []bool{true, false} {
-		for _, k := range sortedKeys(desired) {
-			d := desired[k]
-			if (d.res.Resource == "namespaces" && d.res.Group == "") != pass {
-				continue
-			}
-			did, err := c.write(mctx, d, current[k])
-			if err != nil {
-				return false, fmt.Errorf("writing %s %s/%s: %w", d.res.Resource, d.obj.GetNamespace(), d.obj.GetName(), err)
-			}
-			if did {
-				written++
-			}
-		}
+	written, err := r.writeCopies(mctx, desired, current)
+	if err != nil {
+		return false, err
 	}
-	// Remove copies no longer selected: everything else first, namespaces last.
-	for _, pass := range []bool{false, true} {
-		for _, k := range sortedKeys(current) {
-			obj := current[k]
-			if _, want := desired[k]; want || obj.GetLabels()[ManagedLabel] != "true" {
-				continue
-			}
-			gvr := gvrOfKey(k)
-			if (gvr.Resource == "namespaces" && gvr.Group == "") != pass {
-				continue
-			}
-			err := c.clients.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Delete(mctx, obj.GetName(), metav1.DeleteOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return false, fmt.Errorf("deleting %s %s/%s: %w", gvr.Resource, obj.GetNamespace(), obj.GetName(), err)
-			}
-			deleted++
-		}
+	deleted, err := r.prune(mctx, desired, current)
+	if err != nil {
+		return false, err
 	}
-
-	spec := syncerConfigSpec(desired, crdNames, upsync)
-	switch {
-	case !exists:
-		cfg = &edgev2alpha1.SyncerConfig{ObjectMeta: metav1.ObjectMeta{Name: edgev2alpha1.SyncerConfigName}, Spec: spec}
-		if err := c.clients.Client.Create(mctx, cfg); err != nil && !apierrors.IsAlreadyExists(err) {
-			return false, err
-		}
-	case !apiequality.Semantic.DeepEqual(cfg.Spec, spec):
-		cfg = cfg.DeepCopy()
-		cfg.Spec = spec
-		if err := c.clients.Client.Update(mctx, cfg); err != nil {
-			return false, err
-		}
+	if err := r.writeSyncerConfig(mctx, cfg, exists, syncerConfigSpec(desired, sel.crdNames, sel.upsync)); err != nil {
+		return false, err
 	}
 	if written+deleted > 0 {
 		logger.V(2).Info("mailbox updated", "written", written, "deleted", deleted, "copies", len(desired))
 	}
+	if sel.retryLater() {
+		// A resource not served yet may be about to be (a CRD being
+		// established): look again later, with backoff.
+		return false, errRetryLater
+	}
 	return false, nil
 }
 
-// selectFor adds what one placement selects for one destination to desired,
-// and returns the problems met. notSynced means a cache it needs is not
-// ready yet.
-func (c *Controller) selectFor(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, dest destination,
-	desired map[string]*desiredCopy, crdNames map[string]bool) (notSynced bool, problems []problem) {
+// target returns the SyncTarget of a key and its mailbox: the one the
+// SyncTarget's space and UID name, once the mailbox controller has made it.
+// Copies never go where a status field alone points.
+func (r *mailboxReconciler) target(key string) (*edgev2alpha1.SyncTarget, string, bool) {
+	inventory, _, name, err := spaces.SplitKey(key)
+	if err != nil {
+		return nil, "", false
+	}
+	st, ok := r.syncTarget(inventory, name)
+	if !ok || st.DeletionTimestamp != nil {
+		return nil, "", false
+	}
+	mailbox := spaces.MailboxName(inventory, string(st.UID))
+	if st.Status.MailboxSpace != mailbox {
+		return nil, "", false
+	}
+	return st, mailbox, true
+}
+
+// placed is a placement that targets a SyncTarget, and the destination it
+// reaches it through.
+type placed struct {
+	source
+	dest destination
+}
+
+// sources returns the placements whose slices name the SyncTarget (this
+// incarnation of it: its UID), oldest first, so that what they select is
+// decided the same way on every reconcile (see decide).
+func (r *mailboxReconciler) sources(st *edgev2alpha1.SyncTarget) []placed {
+	inventory := crossspace.SpaceOf(st)
+	var out []placed
+	for _, slice := range r.slicesFor(inventory, st.Name) {
+		wds := crossspace.SpaceOf(slice)
+		for _, d := range slice.Destinations {
+			if d.Space != inventory || d.SyncTargetName != st.Name || d.SyncTargetUID != st.UID {
+				continue
+			}
+			ep, ok := r.placement(wds, slice.Name)
+			if !ok || ep.DeletionTimestamp != nil {
+				continue
+			}
+			p := placed{source: source{wds: wds, ep: ep}, dest: destination{syncTarget: st}}
+			if loc, ok := r.location(inventory, d.LocationName); ok {
+				p.dest.location = loc
+			}
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].before(out[j].source) })
+	return out
+}
+
+// selection is what the placements targeting a mailbox select.
+type selection struct {
+	// claims are, per copy key, what each placement would put there, in
+	// source order.
+	claims   map[string][]*claim
+	crdNames map[string]bool
+	upsync   []edgev2alpha1.UpsyncClause
+	// problems are per placement key; placements are those targeting the
+	// mailbox.
+	problems   map[string][]problem
+	placements map[string]bool
+}
+
+// retryLater reports whether a clause names a resource not served (yet).
+func (s *selection) retryLater() bool {
+	for _, probs := range s.problems {
+		for _, p := range probs {
+			if p.Reason == "UnknownResource" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// selectAll gathers what the placements select; false when a cache it
+// needs has not synced yet.
+func (r *mailboxReconciler) selectAll(sources []placed) (*selection, bool) {
+	sel := &selection{claims: map[string][]*claim{}, crdNames: map[string]bool{}, problems: map[string][]problem{}, placements: map[string]bool{}}
+	for _, p := range sources {
+		epKey := p.key()
+		sel.placements[epKey] = true
+		probs, synced := r.selectFor(p, sel)
+		if !synced {
+			return nil, false
+		}
+		sel.problems[epKey] = append(sel.problems[epKey], probs...)
+		sel.upsync = append(sel.upsync, p.ep.Spec.Upsync...)
+	}
+	return sel, true
+}
+
+// selectFor adds what one placement selects for its destination to sel,
+// and returns the problems met; false when a cache it needs has not synced
+// yet.
+func (r *mailboxReconciler) selectFor(p placed, sel *selection) (problems []problem, synced bool) {
+	wds := p.wds
 	namespaceLabels := func(ns string) (map[string]string, bool) {
-		n, ok := crossspace.Get[*corev1.Namespace](c.namespaces, wds, "", ns)
+		n, ok := r.namespace(wds, ns)
 		if !ok {
 			return nil, false
 		}
 		return n.Labels, true
 	}
-	for i, raw := range ep.Spec.Downsync {
+	for i, raw := range p.ep.Spec.Downsync {
 		cl, err := parseClause(i, raw)
 		if err != nil {
 			problems = append(problems, problem{"InvalidDownsyncClause", err.Error()})
 			continue
 		}
-		resources, err := c.resolver.resolve(raw.APIGroup, raw.Resources)
+		resources, err := r.resolve(raw.APIGroup, raw.Resources)
 		if err != nil {
 			problems = append(problems, problem{"UnknownResource", fmt.Sprintf("spec.downsync[%d]: %v", i, err)})
 		}
 		for _, res := range resources {
 			if res.GroupResource() == crdResource {
-				for _, obj := range c.crds.GetStore().List() {
-					crd := obj.(*apiextensionsv1.CustomResourceDefinition)
+				for _, crd := range r.crds() {
 					if cl.matches("", crd.Name, crd.Labels, namespaceLabels) {
-						crdNames[crd.Name] = true
+						sel.crdNames[crd.Name] = true
 					}
 				}
 				continue
 			}
-			inf := c.informerFor(res.GroupVersionResource)
-			if !inf.HasSynced() {
-				return true, nil
+			objs, ok := r.objects(res.GroupVersionResource, wds)
+			if !ok {
+				return nil, false
 			}
-			for _, obj := range crossspace.InSpace[*unstructured.Unstructured](inf, wds) {
+			for _, obj := range objs {
 				if obj.GetLabels()[ManagedLabel] == "true" || !cl.matches(obj.GetNamespace(), obj.GetName(), obj.GetLabels(), namespaceLabels) {
 					continue
 				}
 				k := copyKey(res.GroupVersionResource, obj.GetNamespace(), obj.GetName())
-				cp, prob := c.makeCopy(wds, obj, dest)
+				if list := sel.claims[k]; len(list) > 0 && list[len(list)-1].source.same(p.source) {
+					// Another clause of the same placement: a copy is create-only
+					// only if every clause selecting it says so.
+					last := list[len(list)-1]
+					last.createOnly = last.createOnly && raw.CreateOnly
+					last.clauses = append(last.clauses, raw)
+					continue
+				}
+				cp, prob := r.makeCopy(wds, obj, p.dest)
 				if prob != nil {
 					problems = append(problems, *prob)
-					if _, ok := desired[k]; !ok {
-						desired[k] = &desiredCopy{res: res, obj: obj, keep: true}
-					}
+					sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: obj, failed: true})
 					continue
 				}
-				if prev, ok := desired[k]; ok && !prev.keep {
-					// A copy is create-only only if every clause selecting it says so:
-					// a placement that wants updates gets them.
-					prev.createOnly = prev.createOnly && raw.CreateOnly
-					prev.selectedBy(ep, raw)
-					continue
-				}
-				d := &desiredCopy{res: res, obj: cp, createOnly: raw.CreateOnly}
-				d.selectedBy(ep, raw)
-				desired[k] = d
+				sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: cp, createOnly: raw.CreateOnly,
+					clauses: []edgev2alpha1.DownsyncClause{raw}})
 			}
 		}
 	}
-	return false, problems
+	return problems, true
 }
 
 // makeCopy strips and customizes a workload object for a destination.
-func (c *Controller) makeCopy(wds string, obj *unstructured.Unstructured, dest destination) (*unstructured.Unstructured, *problem) {
+func (r *mailboxReconciler) makeCopy(wds string, obj *unstructured.Unstructured, dest destination) (*unstructured.Unstructured, *problem) {
 	what := fmt.Sprintf("%s %s", strings.ToLower(obj.GetKind()), qualifiedName(obj))
 	var cust *edgev2alpha1.Customizer
 	if ref := obj.GetAnnotations()[edgev2alpha1.CustomizerAnnotation]; ref != "" {
@@ -339,7 +353,7 @@ func (c *Controller) makeCopy(wds string, obj *unstructured.Unstructured, dest d
 				return nil, &problem{"CustomizerNotFound", fmt.Sprintf("%s is cluster-scoped and must name its Customizer as NAMESPACE/NAME, not %q", what, ref)}
 			}
 		}
-		found, ok := crossspace.Get[*edgev2alpha1.Customizer](c.customizers, wds, ns, name)
+		found, ok := r.customizer(wds, ns, name)
 		if !ok {
 			return nil, &problem{"CustomizerNotFound", fmt.Sprintf("%s names Customizer %s/%s, which does not exist", what, ns, name)}
 		}
@@ -367,9 +381,96 @@ func qualifiedName(obj metav1.Object) string {
 	return obj.GetNamespace() + "/" + obj.GetName()
 }
 
+// contents returns what the mailbox holds now, by copy key: the objects of
+// every resource the placements select or its SyncerConfig names (which
+// the mailbox may still hold copies of); false when a cache has not synced.
+func (r *mailboxReconciler) contents(mailbox string, claims map[string][]*claim, cfg *edgev2alpha1.SyncerConfig) (map[string]*unstructured.Unstructured, bool) {
+	resources := map[schema.GroupVersionResource]bool{}
+	for _, cl := range claims {
+		resources[cl[0].res.GroupVersionResource] = true
+		if cl[0].obj.GetNamespace() != "" {
+			resources[namespaceResource.GroupVersionResource] = true
+		}
+	}
+	for _, res := range cfg.Spec.Resources {
+		resources[schema.GroupVersionResource{Group: res.Group, Version: res.Version, Resource: res.Resource}] = true
+	}
+	current := map[string]*unstructured.Unstructured{}
+	for gvr := range resources {
+		objs, ok := r.objects(gvr, mailbox)
+		if !ok {
+			return nil, false
+		}
+		for _, obj := range objs {
+			current[copyKey(gvr, obj.GetNamespace(), obj.GetName())] = obj
+		}
+	}
+	return current, true
+}
+
+// decideAll makes one copy per key of what the placements claim (see
+// decide), and adds the conflicts to the losers' problems.
+func decideAll(sel *selection, current map[string]*unstructured.Unstructured, where string) map[string]*desiredCopy {
+	desired := map[string]*desiredCopy{}
+	for _, k := range sortedKeys(sel.claims) {
+		d, conflicts := decide(sel.claims[k], current[k], where)
+		desired[k] = d
+		for _, cf := range conflicts {
+			sel.problems[cf.loser.key()] = append(sel.problems[cf.loser.key()], cf.problem)
+		}
+	}
+	return desired
+}
+
+// addImpliedNamespaces adds the namespaces of namespaced copies that no
+// placement places: they must exist in the mailbox, and are created when
+// missing, never updated.
+func addImpliedNamespaces(desired map[string]*desiredCopy) {
+	for _, d := range desired {
+		ns := d.obj.GetNamespace()
+		if ns == "" {
+			continue
+		}
+		k := copyKey(namespaceResource.GroupVersionResource, "", ns)
+		if _, ok := desired[k]; !ok {
+			obj := &unstructured.Unstructured{}
+			obj.SetAPIVersion("v1")
+			obj.SetKind("Namespace")
+			obj.SetName(ns)
+			desired[k] = &desiredCopy{res: namespaceResource, obj: obj, implied: true}
+		}
+	}
+}
+
+func isNamespaces(gvr schema.GroupVersionResource) bool {
+	return gvr.Group == "" && gvr.Resource == "namespaces"
+}
+
+// writeCopies writes the desired copies, namespaces first, and returns how
+// many it wrote.
+func (r *mailboxReconciler) writeCopies(ctx context.Context, desired map[string]*desiredCopy, current map[string]*unstructured.Unstructured) (int, error) {
+	written := 0
+	for _, namespaces := range []bool{true, false} {
+		for _, k := range sortedKeys(desired) {
+			d := desired[k]
+			if isNamespaces(d.res.GroupVersionResource) != namespaces {
+				continue
+			}
+			did, err := r.write(ctx, d, current[k])
+			if err != nil {
+				return written, fmt.Errorf("writing %s %s: %w", d.res.Resource, qualifiedName(d.obj), err)
+			}
+			if did {
+				written++
+			}
+		}
+	}
+	return written, nil
+}
+
 // write creates or updates one copy, unless it is unchanged (by content
 // hash), create-only and present, or to be kept as it is.
-func (c *Controller) write(ctx context.Context, d *desiredCopy, current *unstructured.Unstructured) (bool, error) {
+func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current *unstructured.Unstructured) (bool, error) {
 	if d.keep || (current != nil && (d.createOnly || d.implied)) {
 		return false, nil
 	}
@@ -404,10 +505,8 @@ func (c *Controller) write(ctx context.Context, d *desiredCopy, current *unstruc
 	// no read of a missing object, no merge). What syncers write is carried
 	// over: the state of descendants, sync errors, and status for kinds whose status is
 	// not a subresource (for the others the server keeps it anyway).
-	rc := c.clients.Dynamic.Resource(d.res.GroupVersionResource).Namespace(obj.GetNamespace())
 	if current == nil {
-		_, err = rc.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
-		return err == nil, err
+		return true, r.create(ctx, d.res.GroupVersionResource, obj)
 	}
 	for _, key := range []string{edgev2alpha1.AssociatedStateAnnotation, edgev2alpha1.SyncErrorAnnotation} {
 		if v, ok := current.GetAnnotations()[key]; ok {
@@ -419,8 +518,49 @@ func (c *Controller) write(ctx context.Context, d *desiredCopy, current *unstruc
 		obj.Object["status"] = status
 	}
 	obj.SetResourceVersion(current.GetResourceVersion())
-	_, err = rc.Update(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
-	return err == nil, err
+	return true, r.update(ctx, d.res.GroupVersionResource, obj)
+}
+
+// prune deletes the translator's copies no longer desired, namespaces
+// last, and returns how many it deleted.
+func (r *mailboxReconciler) prune(ctx context.Context, desired map[string]*desiredCopy, current map[string]*unstructured.Unstructured) (int, error) {
+	deleted := 0
+	for _, namespaces := range []bool{false, true} {
+		for _, k := range sortedKeys(current) {
+			obj := current[k]
+			if _, want := desired[k]; want || obj.GetLabels()[ManagedLabel] != "true" {
+				continue
+			}
+			gvr := gvrOfKey(k)
+			if isNamespaces(gvr) != namespaces {
+				continue
+			}
+			if err := r.delete(ctx, gvr, obj.GetNamespace(), obj.GetName()); err != nil && !apierrors.IsNotFound(err) {
+				return deleted, fmt.Errorf("deleting %s %s: %w", gvr.Resource, qualifiedName(obj), err)
+			}
+			deleted++
+		}
+	}
+	return deleted, nil
+}
+
+// writeSyncerConfig creates the mailbox's SyncerConfig, or updates it when
+// its spec changed.
+func (r *mailboxReconciler) writeSyncerConfig(ctx context.Context, cfg *edgev2alpha1.SyncerConfig, exists bool, spec edgev2alpha1.SyncerConfigSpec) error {
+	switch {
+	case !exists:
+		cfg = &edgev2alpha1.SyncerConfig{ObjectMeta: metav1.ObjectMeta{Name: edgev2alpha1.SyncerConfigName}, Spec: spec}
+		if err := r.createSyncerConfig(ctx, cfg); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating the SyncerConfig: %w", err)
+		}
+	case !apiequality.Semantic.DeepEqual(cfg.Spec, spec):
+		cfg = cfg.DeepCopy()
+		cfg.Spec = spec
+		if err := r.updateSyncerConfig(ctx, cfg); err != nil {
+			return fmt.Errorf("updating the SyncerConfig: %w", err)
+		}
+	}
+	return nil
 }
 
 func contentHash(obj *unstructured.Unstructured) (string, error) {
@@ -514,7 +654,8 @@ func (c *Controller) recordProblems(mailbox string, placementsHere map[string]bo
 }
 
 // updatePlacementStatus sets the Propagated condition of a placement from
-// the problems of all its mailboxes.
+// the problems of all its mailboxes, and the Conflicted condition from its
+// conflicts (absent when there are none).
 func (c *Controller) updatePlacementStatus(ctx context.Context, key string) error {
 	space, _, name, err := spaces.SplitKey(key)
 	if err != nil {
@@ -534,24 +675,56 @@ func (c *Controller) updatePlacementStatus(ctx context.Context, key string) erro
 		all = append(all, c.problems[key][mb]...)
 	}
 	c.mu.Unlock()
-	cond := metav1.Condition{Type: epstatus.Propagated, Status: metav1.ConditionTrue, Reason: "Propagated", Message: "every selected object is in its mailboxes"}
-	if len(all) > 0 {
-		seen := map[string]bool{}
-		var msgs []string
-		for _, p := range all {
-			if !seen[p.Message] {
-				seen[p.Message] = true
-				msgs = append(msgs, p.Message)
-			}
-		}
-		if len(msgs) > 5 {
-			msgs = append(msgs[:5], fmt.Sprintf("and %d more", len(msgs)-5))
-		}
-		cond = metav1.Condition{Type: epstatus.Propagated, Status: metav1.ConditionFalse, Reason: all[0].Reason, Message: strings.Join(msgs, "; ")}
-	}
 	updated := ep.DeepCopy()
-	if !epstatus.Set(updated, cond) {
+	if !placementConditions(updated, all) {
 		return nil
 	}
 	return c.clients.Client.Status().Update(spaces.WithSpace(ctx, space), updated)
+}
+
+// isConflict reports whether a problem is a conflict with another source.
+func isConflict(p problem) bool {
+	return p.Reason == edgev2alpha1.ConflictReasonOtherSpace || p.Reason == edgev2alpha1.ConflictReasonCustomization
+}
+
+// placementConditions sets a placement's Propagated and Conflicted
+// conditions from its problems (in mailbox order) and reports whether
+// anything changed.
+func placementConditions(ep *edgev2alpha1.EdgePlacement, all []problem) bool {
+	var failures, conflicts []problem
+	for _, p := range all {
+		if isConflict(p) {
+			conflicts = append(conflicts, p)
+		} else {
+			failures = append(failures, p)
+		}
+	}
+	cond := metav1.Condition{Type: epstatus.Propagated, Status: metav1.ConditionTrue, Reason: "Propagated", Message: "every selected object is in its mailboxes"}
+	if len(failures) > 0 {
+		cond = metav1.Condition{Type: epstatus.Propagated, Status: metav1.ConditionFalse, Reason: failures[0].Reason, Message: summarize(failures)}
+	}
+	changed := false
+	if len(conflicts) > 0 {
+		changed = meta.SetStatusCondition(&ep.Status.Conditions, metav1.Condition{Type: edgev2alpha1.EdgePlacementConflicted,
+			Status: metav1.ConditionTrue, Reason: conflicts[0].Reason, Message: summarize(conflicts), ObservedGeneration: ep.Generation})
+	} else {
+		changed = meta.RemoveStatusCondition(&ep.Status.Conditions, edgev2alpha1.EdgePlacementConflicted)
+	}
+	return epstatus.Set(ep, cond) || changed
+}
+
+// summarize joins the distinct messages of problems, at most five.
+func summarize(problems []problem) string {
+	seen := map[string]bool{}
+	var msgs []string
+	for _, p := range problems {
+		if !seen[p.Message] {
+			seen[p.Message] = true
+			msgs = append(msgs, p.Message)
+		}
+	}
+	if len(msgs) > 5 {
+		msgs = append(msgs[:5], fmt.Sprintf("and %d more", len(msgs)-5))
+	}
+	return strings.Join(msgs, "; ")
 }

@@ -1,11 +1,12 @@
 package placement
 
 import (
+	"maps"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
-	"github.com/kubestellar/kubestellar/spaces"
 )
 
 // Labels and annotations the translator puts on mailbox copies.
@@ -27,10 +28,25 @@ var strippedMetadata = []string{"uid", "resourceVersion", "generation", "creatio
 // cluster, if any; at the edge, the local one sets its own.
 var jobControllerLabels = []string{"controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name"}
 
+// centerOnly reports whether a label or annotation key of a workload object
+// only means something at the center, so never travels to a mailbox or an
+// edge. Every key of kubestellar's domains (kubestellar.io and its
+// subdomains) is the server's: those it reads on the WDS object
+// (customizer, expand-parameters), those the status controller writes
+// there (executing-count, which changes as edges come and go and would
+// otherwise rewrite every copy and re-apply it at every edge), the space
+// annotation, and any a user or another level set, which would otherwise
+// pose as the translator's own bookkeeping on the copy. The translator
+// adds its own keys to the copy afterwards.
+func centerOnly(key string) bool {
+	return edgev2alpha1.IsKubestellarKey(key)
+}
+
 // strip returns a copy of a workload object with what must not travel
-// removed: identity and bookkeeping metadata, status, the last-applied
-// annotation, values a cluster allocates (Service IPs and node ports) and
-// the selector and labels a Job controller generates.
+// removed: identity and bookkeeping metadata, status, center-only labels
+// and annotations (centerOnly), the last-applied annotation, values a
+// cluster allocates (Service IPs and node ports) and the selector and
+// labels a Job controller generates.
 func strip(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	out := obj.DeepCopy()
 	for _, f := range strippedMetadata {
@@ -39,10 +55,11 @@ func strip(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	unstructured.RemoveNestedField(out.Object, "status")
 	annotations := out.GetAnnotations()
 	delete(annotations, lastApplied)
-	delete(annotations, spaces.Annotation)
-	delete(annotations, edgev2alpha1.CustomizerAnnotation)
-	delete(annotations, edgev2alpha1.ExpandParametersAnnotation)
+	maps.DeleteFunc(annotations, func(k, _ string) bool { return centerOnly(k) })
 	setOrDrop(out.SetAnnotations, annotations)
+	labels := out.GetLabels()
+	maps.DeleteFunc(labels, func(k, _ string) bool { return centerOnly(k) })
+	setOrDrop(out.SetLabels, labels)
 
 	switch out.GroupVersionKind().GroupKind().String() {
 	case "Service":

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 )
 
 func mustUnstructured(t *testing.T, s string) *unstructured.Unstructured {
@@ -88,6 +90,30 @@ func TestStrip(t *testing.T) {
 				"spec":{"selector":{"a":"b"},"manualSelector":true}}`,
 		},
 		{
+			name: "center-only labels and annotations never travel",
+			in: `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"ns",
+				"labels":{"app":"web","kubestellar.io/executing-count":"2","edge.kubestellar.io/upsynced":"true",
+					"edge.kubestellar.io/placement-copy":"true","edge.kubestellar.io/syncer":"edge9","team.kubestellar.io/x":"y",
+					"example.com/kubestellar.io":"user","notkubestellar.io/a":"user"},
+				"annotations":{"edge.kubestellar.io/source-space":"forged","edge.kubestellar.io/placements":"forged",
+					"edge.kubestellar.io/create-only":"true","edge.kubestellar.io/want-singleton":"true",
+					"edge.kubestellar.io/upsynced-from":"inv/st","edge.kubestellar.io/content-hash":"abc",
+					"edge.kubestellar.io/associated-state":"{}","edge.kubestellar.io/sync-error":"x","kubestellar.io/space":"wds1",
+					"description":"kept"}},
+				"spec":{"template":{"metadata":{"labels":{"app":"web","kubestellar.io/executing-count":"2"}}}}}`,
+			// Only metadata of the object itself: a pod template's labels are
+			// the user's and reach the edge's Pods.
+			want: `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web","namespace":"ns",
+				"labels":{"app":"web","example.com/kubestellar.io":"user","notkubestellar.io/a":"user"},
+				"annotations":{"description":"kept"}},
+				"spec":{"template":{"metadata":{"labels":{"app":"web","kubestellar.io/executing-count":"2"}}}}}`,
+		},
+		{
+			name: "labels dropped when only center-only ones were there",
+			in:   `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","labels":{"kubestellar.io/executing-count":"1"}},"data":{"a":"b"}}`,
+			want: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm"},"data":{"a":"b"}}`,
+		},
+		{
 			name: "labels of other kinds are left alone",
 			in:   `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"job-name":"j","controller-uid":"u"}},"spec":{"nodeName":"n"}}`,
 			want: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"job-name":"j","controller-uid":"u"}},"spec":{"nodeName":"n"}}`,
@@ -116,4 +142,48 @@ func TestStripKeepsHeadlessService(t *testing.T) {
 	require.Equal(t, "None", ip)
 	ips, _, _ := unstructured.NestedStringSlice(out.Object, "spec", "clusterIPs")
 	require.Equal(t, []string{"None"}, ips)
+}
+
+func TestCenterOnly(t *testing.T) {
+	for key, want := range map[string]bool{
+		edgev2alpha1.ExecutingCountLabel:        true,
+		edgev2alpha1.CustomizerAnnotation:       true,
+		edgev2alpha1.ExpandParametersAnnotation: true,
+		edgev2alpha1.SourceSpaceAnnotation:      true,
+		edgev2alpha1.PlacementsAnnotation:       true,
+		edgev2alpha1.UpsyncedFromAnnotation:     true,
+		edgev2alpha1.PlacementCopyLabel:         true,
+		ContentHashAnnotation:                   true,
+		"kubestellar.io/space":                  true,
+		"app":                                   false,
+		"app.kubernetes.io/name":                false,
+		"kubestellar.io":                        false, // no prefix: a plain key
+		"example.com/kubestellar.io":            false,
+		"evilkubestellar.io/x":                  false,
+	} {
+		require.Equal(t, want, centerOnly(key), key)
+	}
+}
+
+// The executing-count the status controller writes on a WDS object changes
+// as edges come and go: the copy made from it must not change with it, so
+// that no copy is rewritten and no edge re-applies.
+func TestCopyIgnoresExecutingCount(t *testing.T) {
+	obj := mustUnstructured(t, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","namespace":"ns","labels":{"app":"a"}},"data":{"a":"b"}}`)
+	c := &mailboxReconciler{}
+	dest := destination{syncTarget: &edgev2alpha1.SyncTarget{}}
+	base, prob := c.makeCopy("wds1", obj, dest)
+	require.Nil(t, prob)
+	want, err := contentHash(base)
+	require.NoError(t, err)
+	for _, count := range []string{"0", "1", "2", "17"} {
+		counted := obj.DeepCopy()
+		counted.SetLabels(map[string]string{"app": "a", edgev2alpha1.ExecutingCountLabel: count})
+		cp, prob := c.makeCopy("wds1", counted, dest)
+		require.Nil(t, prob)
+		got, err := contentHash(cp)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "executing-count %s changed the copy", count)
+		require.NotContains(t, cp.GetLabels(), edgev2alpha1.ExecutingCountLabel)
+	}
 }

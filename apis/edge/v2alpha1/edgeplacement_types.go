@@ -103,7 +103,28 @@ func (c UpsyncClause) Selects(group, resource, namespace, name string) bool {
 const (
 	EdgePlacementReady         = "Ready"
 	EdgePlacementMisconfigured = "Misconfigured"
+	// EdgePlacementConflicted is True while, at some destination, an
+	// object the placement selects is placed from another source and this
+	// placement's copy is not written; its message names each such object,
+	// the destination and the source that holds it. It is absent when there
+	// is no conflict. The rule: the source whose copy a mailbox holds keeps
+	// it while it still selects the object there; when none holds it, the
+	// older EdgePlacement wins (creationTimestamp, then WDS, then name).
+	EdgePlacementConflicted = "Conflicted"
+	// ConflictReasonOtherSpace: another WDS places an object of the same
+	// group, resource, namespace and name at the same destination.
+	ConflictReasonOtherSpace = "PlacedFromAnotherSpace"
+	// ConflictReasonCustomization: another placement of the same WDS places
+	// the same object at the same destination, customized differently (its
+	// parameters come from another Location).
+	ConflictReasonCustomization = "CustomizedDifferently"
 )
+
+// SourcePlacementAnnotation on a mailbox copy names the EdgePlacement (of
+// the space SourceSpaceAnnotation names) whose copy it is. Only the server
+// sets it; with the source space it decides who keeps a copy that several
+// sources place (see EdgePlacementConflicted).
+const SourcePlacementAnnotation = "edge.kubestellar.io/source-placement"
 
 // EdgePlacementStatus reports how the placement is carried out.
 type EdgePlacementStatus struct {

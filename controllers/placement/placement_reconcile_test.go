@@ -1,0 +1,615 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// fakeMailbox is the world a mailbox reconciler sees: caches as maps, and
+// writes that change them, as the server and the informers would. It
+// records every call that writes or reports, in order.
+type fakeMailbox struct {
+	syncTargets   map[string]*edgev2alpha1.SyncTarget // space|name
+	slices        []*edgev2alpha1.SinglePlacementSlice
+	placements    map[string]*edgev2alpha1.EdgePlacement // space|name
+	locations     map[string]*edgev2alpha1.Location      // space|name
+	customizers   map[string]*edgev2alpha1.Customizer    // space|namespace/name
+	served        []resource
+	objects       map[schema.GroupVersionResource]map[string]*unstructured.Unstructured // space|namespace/name
+	notSynced     map[schema.GroupVersionResource]bool
+	syncerConfigs map[string]*edgev2alpha1.SyncerConfig // mailbox
+	// failWrite fails a create or update of "resource namespace/name".
+	failWrite map[string]error
+
+	calls    []string
+	problems map[string][]problem // the last recorded, by placement key
+	// slicesAsked are the destinations slicesFor was asked about.
+	slicesAsked []string
+	rv          int
+}
+
+const (
+	inv    = "inv1"
+	stName = "edge1"
+	stUID  = types.UID("uid-1")
+)
+
+func newFake() *fakeMailbox {
+	f := &fakeMailbox{
+		syncTargets: map[string]*edgev2alpha1.SyncTarget{}, placements: map[string]*edgev2alpha1.EdgePlacement{},
+		locations: map[string]*edgev2alpha1.Location{}, customizers: map[string]*edgev2alpha1.Customizer{},
+		served:        []resource{configmaps, namespaceResource},
+		objects:       map[schema.GroupVersionResource]map[string]*unstructured.Unstructured{},
+		notSynced:     map[schema.GroupVersionResource]bool{},
+		syncerConfigs: map[string]*edgev2alpha1.SyncerConfig{}, failWrite: map[string]error{},
+	}
+	st := &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: stName, UID: stUID, Annotations: map[string]string{spaces.Annotation: inv}}}
+	st.Status.MailboxSpace = spaces.MailboxName(inv, string(stUID))
+	f.syncTargets[spaces.Key(inv, "", stName)] = st
+	f.locations[spaces.Key(inv, "", "loc1")] = &edgev2alpha1.Location{ObjectMeta: metav1.ObjectMeta{Name: "loc1", Labels: map[string]string{"region": "east"}}}
+	return f
+}
+
+func (f *fakeMailbox) mailbox() string { return spaces.MailboxName(inv, string(stUID)) }
+
+// place adds a placement of a WDS, created some seconds after epoch,
+// with its slice naming edge1 through loc1.
+func (f *fakeMailbox) place(wds, name string, age int, clauses ...edgev2alpha1.DownsyncClause) *edgev2alpha1.EdgePlacement {
+	ep := placementAt(name, age)
+	ep.Annotations = map[string]string{spaces.Annotation: wds}
+	ep.Spec.Downsync = clauses
+	f.placements[spaces.Key(wds, "", name)] = ep
+	f.slices = append(f.slices, &edgev2alpha1.SinglePlacementSlice{
+		ObjectMeta:   metav1.ObjectMeta{Name: name, Annotations: map[string]string{spaces.Annotation: wds}},
+		Destinations: []edgev2alpha1.SinglePlacement{{Space: inv, LocationName: "loc1", SyncTargetName: stName, SyncTargetUID: stUID}},
+	})
+	return ep
+}
+
+// put stores an object of a space, as the cache holds it.
+func (f *fakeMailbox) put(gvr schema.GroupVersionResource, space string, obj *unstructured.Unstructured) {
+	obj = obj.DeepCopy()
+	a := obj.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[spaces.Annotation] = space
+	obj.SetAnnotations(a)
+	if f.objects[gvr] == nil {
+		f.objects[gvr] = map[string]*unstructured.Unstructured{}
+	}
+	f.rv++
+	obj.SetResourceVersion(fmt.Sprint(f.rv))
+	f.objects[gvr][spaces.Key(space, obj.GetNamespace(), obj.GetName())] = obj
+}
+
+func (f *fakeMailbox) get(gvr schema.GroupVersionResource, space, namespace, name string) *unstructured.Unstructured {
+	return f.objects[gvr][spaces.Key(space, namespace, name)]
+}
+
+func configMap(namespace, name string, data map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": namespace}, "data": data}}
+}
+
+func describe(gvr schema.GroupVersionResource, namespace, name string) string {
+	return gvr.Resource + " " + qualifiedName(&metav1.ObjectMeta{Namespace: namespace, Name: name})
+}
+
+func (f *fakeMailbox) reconciler() *mailboxReconciler {
+	spaceOf := func(ctx context.Context) string {
+		space, _ := spaces.FromContext(ctx)
+		return space
+	}
+	return &mailboxReconciler{
+		syncTarget: func(space, name string) (*edgev2alpha1.SyncTarget, bool) {
+			st, ok := f.syncTargets[spaces.Key(space, "", name)]
+			return st, ok
+		},
+		slicesFor: func(inventory, syncTarget string) []*edgev2alpha1.SinglePlacementSlice {
+			f.slicesAsked = append(f.slicesAsked, inventory+"/"+syncTarget)
+			var out []*edgev2alpha1.SinglePlacementSlice
+			for _, s := range f.slices {
+				keys, _ := indexByDestination(s)
+				for _, k := range keys {
+					if k == spaces.Key(inventory, "", syncTarget) {
+						out = append(out, s)
+					}
+				}
+			}
+			return out
+		},
+		placement: func(space, name string) (*edgev2alpha1.EdgePlacement, bool) {
+			ep, ok := f.placements[spaces.Key(space, "", name)]
+			return ep, ok
+		},
+		location: func(space, name string) (*edgev2alpha1.Location, bool) {
+			l, ok := f.locations[spaces.Key(space, "", name)]
+			return l, ok
+		},
+		namespace: func(space, name string) (*corev1.Namespace, bool) {
+			obj := f.get(namespaceResource.GroupVersionResource, space, "", name)
+			if obj == nil {
+				return nil, false
+			}
+			return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: obj.GetLabels()}}, true
+		},
+		customizer: func(space, namespace, name string) (*edgev2alpha1.Customizer, bool) {
+			c, ok := f.customizers[spaces.Key(space, namespace, name)]
+			return c, ok
+		},
+		crds: func() []*apiextensionsv1.CustomResourceDefinition { return nil },
+		resolve: func(_ *string, names []string) ([]resource, error) {
+			var out []resource
+			for _, n := range names {
+				found := false
+				for _, r := range f.served {
+					if r.Resource == n {
+						out, found = append(out, r), true
+					}
+				}
+				if !found {
+					return out, fmt.Errorf("no resource %s is served", n)
+				}
+			}
+			return out, nil
+		},
+		objects: func(gvr schema.GroupVersionResource, space string) ([]*unstructured.Unstructured, bool) {
+			if f.notSynced[gvr] {
+				return nil, false
+			}
+			var out []*unstructured.Unstructured
+			for k, obj := range f.objects[gvr] {
+				if strings.HasPrefix(k, space+"|") {
+					out = append(out, obj)
+				}
+			}
+			return out, true
+		},
+		syncerConfig: func(mailbox string) (*edgev2alpha1.SyncerConfig, bool) {
+			cfg, ok := f.syncerConfigs[mailbox]
+			return cfg, ok
+		},
+		create: func(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+			what := describe(gvr, obj.GetNamespace(), obj.GetName())
+			f.calls = append(f.calls, "create "+what)
+			if err := f.failWrite[what]; err != nil {
+				return err
+			}
+			f.put(gvr, spaceOf(ctx), obj)
+			return nil
+		},
+		update: func(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+			what := describe(gvr, obj.GetNamespace(), obj.GetName())
+			f.calls = append(f.calls, "update "+what)
+			if err := f.failWrite[what]; err != nil {
+				return err
+			}
+			if cur := f.get(gvr, spaceOf(ctx), obj.GetNamespace(), obj.GetName()); cur == nil || cur.GetResourceVersion() != obj.GetResourceVersion() {
+				return apierrors.NewConflict(gvr.GroupResource(), obj.GetName(), errors.New("stale"))
+			}
+			f.put(gvr, spaceOf(ctx), obj)
+			return nil
+		},
+		delete: func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) error {
+			f.calls = append(f.calls, "delete "+describe(gvr, namespace, name))
+			delete(f.objects[gvr], spaces.Key(spaceOf(ctx), namespace, name))
+			return nil
+		},
+		createSyncerConfig: func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error {
+			f.calls = append(f.calls, "createSyncerConfig")
+			f.syncerConfigs[spaceOf(ctx)] = cfg.DeepCopy()
+			return nil
+		},
+		updateSyncerConfig: func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error {
+			f.calls = append(f.calls, "updateSyncerConfig")
+			f.syncerConfigs[spaceOf(ctx)] = cfg.DeepCopy()
+			return nil
+		},
+		recordProblems: func(mailbox string, placements map[string]bool, problems map[string][]problem) {
+			f.calls = append(f.calls, fmt.Sprintf("recordProblems %d", len(placements)))
+			f.problems = map[string][]problem{}
+			for k, p := range problems {
+				if len(p) > 0 {
+					f.problems[k] = p
+				}
+			}
+		},
+	}
+}
+
+// run reconciles edge1's mailbox and returns the calls it made.
+func (f *fakeMailbox) run(t *testing.T) ([]string, bool, error) {
+	t.Helper()
+	f.calls = nil
+	requeue, err := f.reconciler().reconcile(context.Background(), spaces.Key(inv, "", stName))
+	return f.calls, requeue, err
+}
+
+var cmGVR = configmaps.GroupVersionResource
+
+func cmClause(names ...string) edgev2alpha1.DownsyncClause {
+	core := ""
+	return edgev2alpha1.DownsyncClause{APIGroup: &core, Resources: []string{"configmaps"}, ObjectNames: names}
+}
+
+func TestMailboxReconcileSequence(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// setup prepares the world; between, when set, changes it after a
+		// first reconcile (whose calls then do not count).
+		setup, between func(f *fakeMailbox)
+		wantCalls      []string
+		wantRequeue    bool
+		wantErr        string
+		check          func(t *testing.T, f *fakeMailbox)
+	}{
+		{
+			name:      "no such SyncTarget",
+			setup:     func(f *fakeMailbox) { delete(f.syncTargets, spaces.Key(inv, "", stName)) },
+			wantCalls: nil,
+		},
+		{
+			name: "a SyncTarget whose mailbox is not made yet",
+			setup: func(f *fakeMailbox) {
+				f.syncTargets[spaces.Key(inv, "", stName)].Status.MailboxSpace = ""
+				f.place("wds1", "p", 1, cmClause("cm"))
+			},
+			wantCalls: nil,
+		},
+		{
+			name: "a SyncTarget being deleted",
+			setup: func(f *fakeMailbox) {
+				now := metav1.Now()
+				f.syncTargets[spaces.Key(inv, "", stName)].DeletionTimestamp = &now
+				f.place("wds1", "p", 1, cmClause("cm"))
+			},
+			wantCalls: nil,
+		},
+		{
+			name: "a new mailbox: its namespace, its copy, its SyncerConfig",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				f.put(cmGVR, "wds1", configMap("default", "other", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("cm"))
+			},
+			wantCalls: []string{"recordProblems 1", "create namespaces default", "create configmaps default/cm", "createSyncerConfig"},
+			check: func(t *testing.T, f *fakeMailbox) {
+				cp := f.get(cmGVR, f.mailbox(), "default", "cm")
+				require.Equal(t, "true", cp.GetLabels()[ManagedLabel])
+				a := cp.GetAnnotations()
+				require.Equal(t, "wds1", a[edgev2alpha1.SourceSpaceAnnotation])
+				require.Equal(t, "p", a[edgev2alpha1.SourcePlacementAnnotation])
+				require.Equal(t, "p", a[edgev2alpha1.PlacementsAnnotation])
+				require.NotEmpty(t, a[ContentHashAnnotation])
+				cfg := f.syncerConfigs[f.mailbox()]
+				require.Equal(t, []string{"default"}, cfg.Spec.Namespaces)
+				require.Equal(t, []edgev2alpha1.SyncedResource{{Version: "v1", Resource: "configmaps", Namespaced: true},
+					{Version: "v1", Resource: "namespaces"}}, cfg.Spec.Resources)
+			},
+		},
+		{
+			name: "nothing changed: nothing written",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("cm"))
+			},
+			between:   func(*fakeMailbox) {},
+			wantCalls: []string{"recordProblems 1"},
+		},
+		{
+			name: "a change of executing-count alone: nothing written",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("cm"))
+			},
+			between: func(f *fakeMailbox) {
+				obj := f.get(cmGVR, "wds1", "default", "cm")
+				obj.SetLabels(map[string]string{edgev2alpha1.ExecutingCountLabel: "3"})
+				f.put(cmGVR, "wds1", obj)
+			},
+			wantCalls: []string{"recordProblems 1"},
+		},
+		{
+			name: "a changed source: its copy replaced, what the syncer wrote kept",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("cm"))
+			},
+			between: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "2"}))
+				cp := f.get(cmGVR, f.mailbox(), "default", "cm")
+				a := cp.GetAnnotations()
+				a[edgev2alpha1.SyncErrorAnnotation] = "Refused: no"
+				cp.SetAnnotations(a)
+				f.put(cmGVR, f.mailbox(), cp)
+			},
+			wantCalls: []string{"recordProblems 1", "update configmaps default/cm"},
+			check: func(t *testing.T, f *fakeMailbox) {
+				cp := f.get(cmGVR, f.mailbox(), "default", "cm")
+				require.Equal(t, "2", cp.Object["data"].(map[string]any)["a"])
+				require.Equal(t, "Refused: no", cp.GetAnnotations()[edgev2alpha1.SyncErrorAnnotation])
+			},
+		},
+		{
+			name: "a create-only copy present is never updated",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				c := cmClause("cm")
+				c.CreateOnly = true
+				f.place("wds1", "p", 1, c)
+			},
+			between:   func(f *fakeMailbox) { f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "2"})) },
+			wantCalls: []string{"recordProblems 1"},
+		},
+		{
+			name: "no longer selected: its copy and its implied namespace go, namespaces last",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("app", "cm", map[string]any{"a": "1"}))
+				f.put(cmGVR, "wds1", configMap("default", "keep", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("cm", "keep"))
+			},
+			between: func(f *fakeMailbox) {
+				delete(f.objects[cmGVR], spaces.Key("wds1", "app", "cm"))
+				// Something in the mailbox the translator did not make stays.
+				f.put(cmGVR, f.mailbox(), configMap("default", "upsynced", nil))
+			},
+			wantCalls: []string{"recordProblems 1", "delete configmaps app/cm", "delete namespaces app", "updateSyncerConfig"},
+			check: func(t *testing.T, f *fakeMailbox) {
+				require.NotNil(t, f.get(cmGVR, f.mailbox(), "default", "upsynced"))
+				require.Equal(t, []string{"default"}, f.syncerConfigs[f.mailbox()].Spec.Namespaces)
+			},
+		},
+		{
+			name: "a slice naming another incarnation of the SyncTarget is not this mailbox's",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("cm"))
+				f.slices[0].Destinations[0].SyncTargetUID = "uid-0"
+			},
+			wantCalls: []string{"recordProblems 0", "createSyncerConfig"},
+		},
+		{
+			name: "a placement being deleted places nothing",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				ep := f.place("wds1", "p", 1, cmClause("cm"))
+				now := metav1.Now()
+				ep.DeletionTimestamp = &now
+			},
+			wantCalls: []string{"recordProblems 0", "createSyncerConfig"},
+		},
+		{
+			name: "a cache not synced: look again later, nothing written",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("cm"))
+				f.notSynced[cmGVR] = true
+			},
+			wantCalls:   nil,
+			wantRequeue: true,
+		},
+		{
+			name: "the mailbox's namespaces not synced: look again later",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("cm"))
+				f.notSynced[namespaceResource.GroupVersionResource] = true
+			},
+			wantCalls:   nil,
+			wantRequeue: true,
+		},
+		{
+			name: "an unknown resource: reported, the rest written, retried later",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("cm"), edgev2alpha1.DownsyncClause{Resources: []string{"gizmos"}})
+			},
+			wantCalls: []string{"recordProblems 1", "create namespaces default", "create configmaps default/cm", "createSyncerConfig"},
+			wantErr:   errRetryLater.Error(),
+			check: func(t *testing.T, f *fakeMailbox) {
+				require.Equal(t, []problem{{"UnknownResource", "spec.downsync[1]: no resource gizmos is served"}}, f.problems[spaces.Key("wds1", "", "p")])
+			},
+		},
+		{
+			name: "a missing Customizer: reported, nothing half-made written",
+			setup: func(f *fakeMailbox) {
+				cm := configMap("default", "cm", map[string]any{"a": "1"})
+				cm.SetAnnotations(map[string]string{edgev2alpha1.CustomizerAnnotation: "nope"})
+				f.put(cmGVR, "wds1", cm)
+				f.place("wds1", "p", 1, cmClause("cm"))
+			},
+			wantCalls: []string{"recordProblems 1", "create namespaces default", "createSyncerConfig"},
+			check: func(t *testing.T, f *fakeMailbox) {
+				require.Equal(t, []problem{{"CustomizerNotFound", "configmap default/cm names Customizer default/nope, which does not exist"}},
+					f.problems[spaces.Key("wds1", "", "p")])
+				require.Nil(t, f.get(cmGVR, f.mailbox(), "default", "cm"))
+			},
+		},
+		{
+			name: "two WDSes: the older placement's copy, the other told why",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds2", configMap("default", "shared", map[string]any{"v": "two"}))
+				f.put(cmGVR, "wds1", configMap("default", "shared", map[string]any{"v": "one"}))
+				f.place("wds2", "p", 2, cmClause("shared"))
+				f.place("wds1", "p", 1, cmClause("shared"))
+			},
+			wantCalls: []string{"recordProblems 2", "create namespaces default", "create configmaps default/shared", "createSyncerConfig"},
+			check: func(t *testing.T, f *fakeMailbox) {
+				cp := f.get(cmGVR, f.mailbox(), "default", "shared")
+				require.Equal(t, "one", cp.Object["data"].(map[string]any)["v"])
+				require.Equal(t, "wds1", cp.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation])
+				require.Len(t, f.problems, 1)
+				probs := f.problems[spaces.Key("wds2", "", "p")]
+				require.Len(t, probs, 1)
+				require.Equal(t, edgev2alpha1.ConflictReasonOtherSpace, probs[0].Reason)
+				require.Contains(t, probs[0].Message, "configmap default/shared for SyncTarget inv1/edge1 is placed from EdgePlacement wds1/p")
+			},
+		},
+		{
+			name: "two WDSes, sources changing: the copy stays the holder's",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "shared", map[string]any{"v": "one"}))
+				f.place("wds1", "p", 1, cmClause("shared"))
+			},
+			between: func(f *fakeMailbox) {
+				// A placement older than the holder's comes: the holder keeps it.
+				f.put(cmGVR, "wds0", configMap("default", "shared", map[string]any{"v": "zero"}))
+				f.place("wds0", "p", 0, cmClause("shared"))
+				f.put(cmGVR, "wds1", configMap("default", "shared", map[string]any{"v": "one-1"}))
+			},
+			wantCalls: []string{"recordProblems 2", "update configmaps default/shared"},
+			check: func(t *testing.T, f *fakeMailbox) {
+				cp := f.get(cmGVR, f.mailbox(), "default", "shared")
+				require.Equal(t, "one-1", cp.Object["data"].(map[string]any)["v"])
+				require.Equal(t, edgev2alpha1.ConflictReasonOtherSpace, f.problems[spaces.Key("wds0", "", "p")][0].Reason)
+			},
+		},
+		{
+			name: "a write fails: the reconcile stops there and says what failed",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "a", map[string]any{"a": "1"}))
+				f.put(cmGVR, "wds1", configMap("default", "b", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("a", "b"))
+				f.failWrite["configmaps default/a"] = apierrors.NewForbidden(cmGVR.GroupResource(), "a", errors.New("no"))
+			},
+			wantCalls: []string{"recordProblems 1", "create namespaces default", "create configmaps default/a"},
+			wantErr:   "writing configmaps default/a: configmaps \"a\" is forbidden: no",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			tc.setup(f)
+			if tc.between != nil {
+				_, requeue, err := f.run(t)
+				require.NoError(t, err)
+				require.False(t, requeue)
+				tc.between(f)
+			}
+			calls, requeue, err := f.run(t)
+			require.Equal(t, tc.wantCalls, calls)
+			require.Equal(t, tc.wantRequeue, requeue)
+			if tc.wantErr != "" {
+				require.EqualError(t, err, tc.wantErr)
+			} else {
+				require.NoError(t, err)
+			}
+			if tc.check != nil {
+				tc.check(t, f)
+			}
+			// The mailbox is read through the destination index, never by
+			// listing every slice.
+			if len(f.slicesAsked) > 0 {
+				require.Equal(t, inv+"/"+stName, f.slicesAsked[len(f.slicesAsked)-1])
+			}
+			// Once done, a reconcile of the same world writes nothing.
+			if err == nil && !requeue {
+				calls, _, _ := f.run(t)
+				for _, c := range calls {
+					require.True(t, strings.HasPrefix(c, "recordProblems"), "a second reconcile wrote: %v", calls)
+				}
+			}
+		})
+	}
+}
+
+func TestSourcesOrder(t *testing.T) {
+	f := newFake()
+	f.place("wds2", "b", 5)
+	f.place("wds1", "z", 5)
+	f.place("wds1", "a", 5)
+	f.place("wds9", "old", 1)
+	f.place("wds3", "gone", 0)
+	delete(f.placements, spaces.Key("wds3", "", "gone")) // a slice whose placement is gone
+	r := f.reconciler()
+	st, _, ok := r.target(spaces.Key(inv, "", stName))
+	require.True(t, ok)
+	var got []string
+	for _, p := range r.sources(st) {
+		got = append(got, p.String())
+		require.Equal(t, "loc1", p.dest.location.GetName())
+		require.Equal(t, stName, p.dest.syncTarget.GetName())
+	}
+	require.Equal(t, []string{"wds9/old", "wds1/a", "wds1/z", "wds2/b"}, got)
+}
+
+func TestAddImpliedNamespaces(t *testing.T) {
+	desired := map[string]*desiredCopy{}
+	for _, c := range [][2]string{{"configmaps", "a/x"}, {"configmaps", "a/y"}, {"configmaps", "b/x"}, {"namespaces", "/b"}, {"clusterroles", "/r"}} {
+		ns, name, _ := strings.Cut(c[1], "/")
+		res := configmaps
+		switch c[0] {
+		case "namespaces":
+			res = namespaceResource
+		case "clusterroles":
+			res = resource{GroupVersionResource: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}}
+		}
+		k, d := copyOf(res, ns, name)
+		desired[k] = d
+	}
+	placedB := desired[copyKey(namespaceResource.GroupVersionResource, "", "b")]
+	addImpliedNamespaces(desired)
+	require.Len(t, desired, 6)
+	a := desired[copyKey(namespaceResource.GroupVersionResource, "", "a")]
+	require.NotNil(t, a)
+	require.True(t, a.implied)
+	require.Equal(t, "Namespace", a.obj.GetKind())
+	require.Same(t, placedB, desired[copyKey(namespaceResource.GroupVersionResource, "", "b")], "a placed namespace stays as placed")
+}
+
+func TestIndexByDestination(t *testing.T) {
+	slice := &edgev2alpha1.SinglePlacementSlice{Destinations: []edgev2alpha1.SinglePlacement{
+		{Space: "inv1", LocationName: "a", SyncTargetName: "edge1"},
+		{Space: "inv1", LocationName: "b", SyncTargetName: "edge1"},
+		{Space: "inv2", LocationName: "a", SyncTargetName: "edge1"},
+	}}
+	keys, err := indexByDestination(slice)
+	require.NoError(t, err)
+	require.Equal(t, []string{spaces.Key("inv1", "", "edge1"), spaces.Key("inv2", "", "edge1")}, keys)
+	keys, err = indexByDestination(&edgev2alpha1.EdgePlacement{})
+	require.NoError(t, err)
+	require.Empty(t, keys)
+}
+
+func TestSourceChanged(t *testing.T) {
+	base := configMap("default", "cm", map[string]any{"a": "1"})
+	base.SetResourceVersion("1")
+	for _, tc := range []struct {
+		name   string
+		change func(u *unstructured.Unstructured)
+		want   bool
+	}{
+		{name: "a resync", change: func(*unstructured.Unstructured) {}, want: false},
+		{name: "status alone", change: func(u *unstructured.Unstructured) {
+			u.Object["status"] = map[string]any{"ready": true}
+			u.SetResourceVersion("2")
+			u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubestellar-status"}})
+		}, want: false},
+		{name: "data", change: func(u *unstructured.Unstructured) { u.Object["data"] = map[string]any{"a": "2"} }, want: true},
+		{name: "a label (selectors read them)", change: func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"x": "y"}) }, want: true},
+		{name: "an annotation (the Customizer is named there)", change: func(u *unstructured.Unstructured) {
+			u.SetAnnotations(map[string]string{edgev2alpha1.CustomizerAnnotation: "c"})
+		}, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			changed := base.DeepCopy()
+			tc.change(changed)
+			require.Equal(t, tc.want, sourceChanged(base, changed))
+		})
+	}
+}
