@@ -14,12 +14,19 @@
 //     mailbox copy;
 //   - upsyncs: edge objects that the SyncerConfig's upsync clauses select are
 //     copied into the mailbox and kept in step;
+//   - reverts drift: a change made at the edge to what it applied (a field
+//     its server-side apply owns, or the object itself) is put back as soon
+//     as its watch of the edge sees it, and counted in the SyncTarget's
+//     status.drift; fields others set there (an annotation, the status) are
+//     left alone (drift.go);
 //   - heartbeats: its SyncTarget's status says it is connected, with its
-//     version and counts of synced objects and problems.
+//     version and counts of synced objects, problems and reverted drift.
 //
 // The syncer keeps its last desired state in its data directory. When the
 // center is unreachable the edge keeps what it runs: nothing is deleted
 // until the mailbox has been read again, and a syncer restarted meanwhile
 // works from the saved state. Objects are applied only when their content
-// changed, so catching up after an outage restarts nothing.
+// changed, or once after a restart to check them (a no-op for the edge
+// cluster unless they drifted meanwhile), so catching up after an outage
+// restarts nothing.
 package syncer

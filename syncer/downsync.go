@@ -65,7 +65,20 @@ func (s *Syncer) reconcileDownsync(ctx context.Context, key objKey) (bool, error
 		delete(s.removing, key)
 		s.mu.Unlock()
 	}
-	if cur != nil && !ownedBy(cur, owner) {
+	s.mu.Lock()
+	rec := s.applied[key]
+	s.mu.Unlock()
+	v := judge(d, cur, rec, owner)
+	if v == driftSuspected {
+		// The cache may not have caught up with the syncer's own last
+		// apply: ask the edge before reverting anything.
+		if cur, err = s.edgeGetFresh(ctx, key); err != nil {
+			return false, err
+		}
+		v = judge(d, cur, rec, owner)
+	}
+	switch v {
+	case notOurs:
 		if key.GVR == namespacesGVR {
 			// Namespaces are shared: one that is there already is used as
 			// it is, never taken over.
@@ -75,20 +88,47 @@ func (s *Syncer) reconcileDownsync(ctx context.Context, key objKey) (bool, error
 		s.setProblem(key, problem{Reason: edgev2alpha1.SyncReasonConflict, Message: fmt.Sprintf(
 			"the edge cluster already has %s, not made by this syncer; it is left as it is (delete it there to let kubestellar manage it)", key)})
 		return false, nil
-	}
-	if cur != nil && (d.CreateOnly || cur.GetAnnotations()[AppliedHashAnnotation] == d.Hash) {
+	case inStep:
 		s.setInStep(key)
 		s.ensureEdgeInformer(ctx, key.GVR)
 		return false, nil
 	}
-	_, err = s.edgeResource(key).Apply(ctx, key.Name, d.Object, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	obj, err := s.edgeResource(key).Apply(ctx, key.Name, d.Object, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
 		return false, s.applyFailed(ctx, key, d, err)
 	}
-	logger.V(2).Info("applied at the edge")
+	s.mu.Lock()
+	s.applied[key] = &applied{Hash: d.Hash, UID: obj.GetUID(), Fields: ownFields(obj)}
+	s.mu.Unlock()
+	logger.V(2).Info("applied at the edge", "verdict", v.String())
+	if v == driftSuspected || v == applyToVerify {
+		s.countDrift(ctx, key, v == driftSuspected && cur == nil, cur, obj)
+	}
 	s.setInStep(key)
 	s.ensureEdgeInformer(ctx, key.GVR)
 	return false, nil
+}
+
+// countDrift counts an apply that reverted a change made at the edge: the
+// object had been deleted, or the apply took fields back. An apply that
+// changed nothing is not counted.
+func (s *Syncer) countDrift(ctx context.Context, key objKey, deleted bool, before, after *unstructured.Unstructured) {
+	logger := klog.FromContext(ctx)
+	fields, err := reclaimed(before, after)
+	if err != nil {
+		// The revert is done; only its description is lost.
+		logger.Error(err, "cannot tell which fields were reverted", "object", key.String())
+		return
+	}
+	if !deleted && len(fields) == 0 {
+		return
+	}
+	r := driftRevert(key, deleted, fields, metav1.NewTime(s.now()))
+	s.mu.Lock()
+	s.drift.add(r)
+	s.mu.Unlock()
+	logger.Info("reverted a change made at the edge", "object", key.String(), "reason", r.Reason, "fields", r.Fields)
+	s.reportSoon()
 }
 
 // applyFailed records why an apply failed and asks for a retry with
@@ -157,6 +197,12 @@ func (s *Syncer) edgeGet(ctx context.Context, key objKey) (*unstructured.Unstruc
 	if r != nil && r.informer.HasSynced() {
 		return r.get(key.Namespace, key.Name), nil
 	}
+	return s.edgeGetFresh(ctx, key)
+}
+
+// edgeGetFresh reads an edge object from the edge cluster, not the cache;
+// nil when there is none.
+func (s *Syncer) edgeGetFresh(ctx context.Context, key objKey) (*unstructured.Unstructured, error) {
 	obj, err := s.edgeResource(key).Get(ctx, key.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 		return nil, nil
@@ -188,11 +234,15 @@ func (s *Syncer) setProblem(key objKey, p problem) {
 	s.reportQ.Add(key)
 }
 
+// clearState forgets an object that is no longer desired, with the record
+// of its last apply: if it comes back, the syncer's next apply is a first
+// one, not a revert.
 func (s *Syncer) clearState(key objKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.inStep, key)
 	delete(s.problems, key)
+	delete(s.applied, key)
 }
 
 // ensureEdgeInformer starts the cache of an edge resource, once it is known
@@ -207,7 +257,9 @@ func (s *Syncer) ensureEdgeInformerLocked(ctx context.Context, gvr schema.GroupV
 	if _, ok := s.edgeObjs[gvr]; ok {
 		return
 	}
-	s.edgeObjs[gvr] = s.startInformer(ctx, s.edge, gvr, nil, nil, handlerFunc(func(obj any) { s.onEdge(ctx, gvr, obj) }))
+	// The edge objects keep the syncer's managed fields: that is how it
+	// tells drift (drift.go).
+	s.edgeObjs[gvr] = startInformer(ctx, s.edge, gvr, nil, nil, handlerFunc(func(obj any) { s.onEdge(ctx, gvr, obj) }), keepOwnManagedFields)
 	if isWorkload(gvr) && s.pods == nil {
 		s.pods = s.startInformer(ctx, s.edge, podsGVR, nil, cache.Indexers{byController: indexByController},
 			handlerFunc(func(obj any) { s.onDescendant(obj) }))

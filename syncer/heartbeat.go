@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
@@ -20,14 +21,16 @@ import (
 
 var syncTargetsGVR = edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")
 
-// heartbeatLoop refreshes the SyncTarget's status every interval. A failed
-// heartbeat means the center is unreachable: that is said once, the edge
-// is left as it is, and heartbeats are retried with backoff and jitter. On
-// the first heartbeat after an outage everything is reported again.
+// heartbeatLoop refreshes the SyncTarget's status every interval, and
+// soon after reportSoon asks (at most once a second). A failed heartbeat
+// means the center is unreachable: that is said once, the edge is left as
+// it is, and heartbeats are retried with backoff and jitter. On the first
+// heartbeat after an outage everything is reported again.
 func (s *Syncer) heartbeatLoop(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	backoff := s.heartbeatBackoff()
 	for {
+		last := time.Now()
 		err := s.heartbeat(ctx)
 		next := s.opts.HeartbeatInterval
 		switch {
@@ -45,11 +48,30 @@ func (s *Syncer) heartbeatLoop(ctx context.Context) {
 			}
 			next = backoff.Step()
 		}
+		var soon <-chan struct{}
+		if s.connected.Load() {
+			soon = s.statusNow
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(next):
+		case <-soon:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Until(last.Add(time.Second))):
+			}
 		}
+	}
+}
+
+// reportSoon asks for the SyncTarget's status to be written soon rather
+// than at the next heartbeat.
+func (s *Syncer) reportSoon() {
+	select {
+	case s.statusNow <- struct{}{}:
+	default:
 	}
 }
 
@@ -66,10 +88,16 @@ func (s *Syncer) reportAll() {
 	}
 }
 
-// heartbeat writes the SyncTarget's status.
+// heartbeat writes the SyncTarget's status, reading it again if another
+// writer was first.
 func (s *Syncer) heartbeat(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error { return s.writeStatus(ctx) })
+}
+
+// writeStatus writes the SyncTarget's status once.
+func (s *Syncer) writeStatus(ctx context.Context) error {
 	rc := s.inventory.Resource(syncTargetsGVR)
 	u, err := rc.Get(ctx, s.id.SyncTarget, metav1.GetOptions{})
 	if err != nil {
@@ -91,6 +119,8 @@ func (s *Syncer) heartbeat(ctx context.Context) error {
 		problems = append(problems, edgev2alpha1.SyncProblem{Group: k.GVR.Group, Resource: k.GVR.Resource,
 			Namespace: k.Namespace, Name: k.Name, Reason: p.Reason, Message: p.Message})
 	}
+	// The count goes on from what the status says, across restarts.
+	drift := s.drift.apply(&st.Status)
 	s.mu.Unlock()
 	sort.Slice(problems, func(i, j int) bool {
 		a, b := problems[i], problems[j]
@@ -119,6 +149,11 @@ func (s *Syncer) heartbeat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = rc.UpdateStatus(ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{FieldManager: FieldManager})
-	return err
+	if _, err = rc.UpdateStatus(ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.drift.reported(drift)
+	s.mu.Unlock()
+	return nil
 }

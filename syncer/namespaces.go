@@ -277,6 +277,7 @@ func (s *Syncer) forgetRemovalLocked(key objKey) {
 	delete(s.removing, key)
 	delete(s.inStep, key)
 	delete(s.problems, key)
+	delete(s.applied, key)
 }
 
 // holdersOf lists what would go with a namespace or CRD and returns what

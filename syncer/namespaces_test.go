@@ -168,11 +168,14 @@ func newRemovalFixture(t *testing.T) *removalFixture {
 	crd, err := edgeObject(crdCopy, crdsGVR, "edge1", "inv1/edge1")
 	require.NoError(t, err)
 	var edgeObjs []runtime.Object
+	records := map[objKey]*applied{}
 	for _, d := range []*desired{ns, crd} {
 		o := d.Object.DeepCopy()
 		o.SetUID(types.UID("uid-" + d.Key.Name))
 		o.SetResourceVersion("7")
 		edgeObjs = append(edgeObjs, o)
+		// Made by this syncer, in this run.
+		records[d.Key] = &applied{Hash: d.Hash, UID: o.GetUID(), Fields: ownFields(o)}
 	}
 	f.edge = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{namespacesGVR: "NamespaceList", crdsGVR: "CustomResourceDefinitionList"}, edgeObjs...)
@@ -182,6 +185,7 @@ func newRemovalFixture(t *testing.T) *removalFixture {
 	f.s = &Syncer{
 		edge: f.edge, owner: "edge1", live: true, downQ: f.queue, reportQ: f.queue,
 		desired: map[objKey]*desired{ns.Key: ns, crd.Key: crd}, inStep: map[objKey]bool{}, problems: map[objKey]problem{},
+		applied:  records,
 		edgeObjs: map[schema.GroupVersionResource]*running{}, workloadUID: map[string]objKey{},
 		removing: map[objKey]time.Time{}, now: func() time.Time { return f.clock },
 		removalGrace: removalGrace, keptRecheck: keptRecheck,

@@ -8,11 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -37,6 +34,7 @@ import (
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
+	"github.com/kubestellar/kubestellar/internal/datadir"
 	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/tunnel"
 )
@@ -74,7 +72,11 @@ type Syncer struct {
 	dirty    bool            // desired changed since it was saved
 	inStep   map[objKey]bool
 	problems map[objKey]problem
-	config   *edgev2alpha1.SyncerConfig
+	applied  map[objKey]*applied // what the syncer last applied of each edge object, in this run (drift.go)
+	drift    driftTally          // reverts the SyncTarget's status has yet to count
+	// statusNow asks the heartbeat to write the SyncTarget's status soon.
+	statusNow chan struct{}
+	config    *edgev2alpha1.SyncerConfig
 	// Mailbox caches: copies per resource, the CRDs, upsynced objects.
 	copies     map[schema.GroupVersionResource]*running
 	crds       *running
@@ -131,11 +133,11 @@ func Run(ctx context.Context, o *Options, out io.Writer) error {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return fmt.Errorf("--data-dir %s: %w", o.DataDir, err)
 	}
-	unlock, err := lockDir(o.DataDir)
+	lock, err := datadir.Acquire(o.DataDir, "syncer.lock", "kubestellar syncer")
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer lock.Release()
 	edgeCfg, err := edgeConfig(o)
 	if err != nil {
 		return err
@@ -189,6 +191,7 @@ func newSyncer(o *Options, out io.Writer, tok jointoken.Token, edgeCfg *rest.Con
 			workqueue.NewTypedItemExponentialFailureRateLimiter[schema.GroupVersionResource](200*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[schema.GroupVersionResource]{Name: "upsync"}),
 		desired: map[objKey]*desired{}, deferred: map[objKey]bool{}, inStep: map[objKey]bool{}, problems: map[objKey]problem{},
+		applied: map[objKey]*applied{}, statusNow: make(chan struct{}, 1),
 		copies: map[schema.GroupVersionResource]*running{}, upsynced: map[schema.GroupVersionResource]*running{},
 		upsyncGVRs: map[schema.GroupVersionResource]bool{}, edgeObjs: map[schema.GroupVersionResource]*running{},
 		workloadUID: map[string]objKey{},
@@ -261,9 +264,12 @@ func (s *Syncer) run(ctx context.Context) error {
 			go func() { defer wg.Done(); f() }()
 		}
 	}
-	startDown := func() {
-		start(s.opts.Workers, func() { worker.Work(ctx, s.downQ, "downsync failed", s.reconcileDownsync, isExpected) })
-	}
+	// The loops' names are their queues' (so the panics metric lines up
+	// with the queue metrics).
+	down := worker.Loop[objKey]{Name: "downsync", Queue: s.downQ, Process: s.reconcileDownsync, Failure: "downsync failed", Quiet: isExpected}
+	report := worker.Loop[objKey]{Name: "report", Queue: s.reportQ, Process: s.reconcileReport, Failure: "reporting to the mailbox failed", Quiet: isExpected}
+	upsync := worker.Loop[schema.GroupVersionResource]{Name: "upsync", Queue: s.upQ, Process: s.reconcileUpsync, Failure: "upsync failed", Quiet: isExpected}
+	startDown := func() { start(s.opts.Workers, func() { down.Work(ctx) }) }
 	if saved != nil {
 		startDown()
 	}
@@ -276,8 +282,8 @@ func (s *Syncer) run(ctx context.Context) error {
 		startDown()
 	}
 	s.ready("connected; mailbox " + s.id.MailboxSpace)
-	start(s.opts.Workers, func() { worker.Work(ctx, s.reportQ, "reporting to the mailbox failed", s.reconcileReport, isExpected) })
-	start(1, func() { worker.Work(ctx, s.upQ, "upsync failed", s.reconcileUpsync, isExpected) })
+	start(s.opts.Workers, func() { report.Work(ctx) })
+	start(1, func() { upsync.Work(ctx) })
 	start(1, func() { s.heartbeatLoop(ctx) })
 	if err := s.startTunnel(ctx, start); err != nil {
 		return err
@@ -380,20 +386,24 @@ func (s *Syncer) startMailbox(ctx context.Context) {
 	})
 }
 
-// startInformer starts a cache of one resource; s.mu is held.
+// startInformer starts a cache of one resource, without managed fields;
+// s.mu is held.
 func (s *Syncer) startInformer(ctx context.Context, client dynamic.Interface, gvr schema.GroupVersionResource,
 	tweak dynamicinformer.TweakListOptionsFunc, indexers cache.Indexers, handler cache.ResourceEventHandler) *running {
+	return startInformer(ctx, client, gvr, tweak, indexers, handler, dropManagedFields)
+}
+
+// startInformer starts a cache of one resource whose objects go through
+// transform.
+func startInformer(ctx context.Context, client dynamic.Interface, gvr schema.GroupVersionResource,
+	tweak dynamicinformer.TweakListOptionsFunc, indexers cache.Indexers, handler cache.ResourceEventHandler,
+	transform cache.TransformFunc) *running {
 	all := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	for k, v := range indexers {
 		all[k] = v
 	}
 	inf := dynamicinformer.NewFilteredDynamicInformer(client, gvr, metav1.NamespaceAll, 0, all, tweak).Informer()
-	_ = inf.SetTransform(func(obj any) (any, error) {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			u.SetManagedFields(nil)
-		}
-		return obj, nil
-	})
+	_ = inf.SetTransform(transform)
 	r := &running{informer: inf, synced: inf.HasSynced, stop: make(chan struct{})}
 	if handler != nil {
 		reg, err := inf.AddEventHandler(handler)
@@ -676,24 +686,6 @@ func (s *Syncer) saveLoop(ctx context.Context) {
 			save()
 		}
 	}
-}
-
-// lockDir keeps two syncers off one data directory.
-func lockDir(dir string) (func(), error) {
-	path := filepath.Join(dir, "syncer.lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("--data-dir %s: %w", dir, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		holder, _ := os.ReadFile(path)
-		f.Close()
-		return nil, fmt.Errorf("--data-dir %s is in use by another syncer (pid %s): stop it or choose another --data-dir",
-			dir, strings.TrimSpace(string(holder)))
-	}
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(fmt.Sprintf("%d\n", os.Getpid())), 0)
-	return func() { f.Close() }, nil
 }
 
 // startTunnel keeps the reverse tunnel to the server open, through which

@@ -222,6 +222,11 @@ func TestDecisions(t *testing.T) {
 					map[string]any{"type": "Heartbeat", "status": "True", "reason": "Heartbeat"},
 					map[string]any{"type": "Synced", "status": "False", "reason": "Conflict"},
 				}})), want: allow},
+		{name: "syncer reports reverted drift", who: syncerA, space: inv, verb: "update", gvr: edge("synctargets"), sub: "status", objName: "edge1",
+			old: syncTarget(stStatus(map[string]any{"drift": map[string]any{"reverted": int64(1)}})),
+			obj: syncTarget(stStatus(map[string]any{"drift": map[string]any{"reverted": int64(2), "last": map[string]any{
+				"resource": "deployments", "group": "apps", "namespace": "app", "name": "web", "reason": "Changed",
+				"fields": []any{".spec.replicas"}, "time": "2026-11-23T00:00:00Z"}}})), want: allow},
 		{name: "syncer moves its mailbox", who: syncerA, space: inv, verb: "update", gvr: edge("synctargets"), sub: "status", objName: "edge1",
 			old: syncTarget(stStatus(nil)), obj: syncTarget(stStatus(map[string]any{"mailboxSpace": wds})), want: denyAdmitted},
 		{name: "syncer claims a tunnel server", who: syncerA, space: inv, verb: "update", gvr: edge("synctargets"), sub: "status", objName: "edge1",

@@ -62,18 +62,12 @@ func (l Loop[K]) Start(ctx context.Context, workers int) {
 	}
 }
 
-// Work processes keys until the queue shuts down.
+// Work processes keys until the queue shuts down, in the calling goroutine:
+// for callers that run and wait for their workers themselves (the syncer).
 func (l Loop[K]) Work(ctx context.Context) {
 	registerMetrics()
 	for l.processNext(ctx) {
 	}
-}
-
-// Work processes keys from an unnamed queue until it shuts down: Loop.Work
-// with no Name. Prefer a Loop, whose Name labels the panics metric.
-func Work[K comparable](ctx context.Context, queue workqueue.TypedRateLimitingInterface[K], failure string,
-	process func(context.Context, K) (requeue bool, err error), quiet func(error) bool) {
-	Loop[K]{Queue: queue, Failure: failure, Process: process, Quiet: quiet}.Work(ctx)
 }
 
 // Conflicts are expected errors: another writer was first.

@@ -222,8 +222,8 @@ func TestOutcomes(t *testing.T) {
 	}
 }
 
-// TestWorkEndsWithQueue checks that workers stop when their queue shuts
-// down, and that a queue with no Name still works (the syncer's).
+// TestWorkEndsWithQueue checks that a worker stops when its queue shuts
+// down, and that a loop with no Name still works.
 func TestWorkEndsWithQueue(t *testing.T) {
 	ctx, _ := testLogger(t)
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
@@ -231,10 +231,10 @@ func TestWorkEndsWithQueue(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Work(ctx, queue, "processing failed", func(_ context.Context, key string) (bool, error) {
+		Loop[string]{Queue: queue, Failure: "processing failed", Process: func(_ context.Context, key string) (bool, error) {
 			processed <- key
 			return false, nil
-		}, nil)
+		}}.Work(ctx)
 	}()
 	queue.Add("x")
 	select {

@@ -13,6 +13,7 @@ import (
 // +kubebuilder:printcolumn:name="Connected",type=string,JSONPath=`.status.conditions[?(@.type=="SyncerConnected")].status`
 // +kubebuilder:printcolumn:name="Mailbox",type=string,JSONPath=`.status.mailboxSpace`
 // +kubebuilder:printcolumn:name="Synced",type=integer,JSONPath=`.status.syncedObjects`,priority=1
+// +kubebuilder:printcolumn:name="Drift",type=integer,JSONPath=`.status.drift.reverted`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SyncTarget struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -73,6 +74,61 @@ type SyncTargetStatus struct {
 	// +optional
 	// +listType=atomic
 	Problems []SyncProblem `json:"problems,omitempty"`
+	// Drift counts the changes made at the edge to what the syncer manages
+	// there, which it put back.
+	// +optional
+	Drift *SyncDrift `json:"drift,omitempty"`
+}
+
+// SyncDrift counts the changes made at the edge cluster to objects the
+// syncer keeps there, which it reverted. What the syncer manages is what it
+// applies (the fields its server-side apply owns, as field manager
+// kubestellar-syncer), and the objects themselves: a change there, or the
+// deletion of the object, is reverted as soon as the syncer's watch sees
+// it. Fields the syncer does not set (an annotation added at the edge,
+// status) are left as they are. The syncer's own applies (the first one,
+// and those that carry a change made at the center) are not drift; nor are
+// create-only objects, which the syncer only makes again if they go.
+type SyncDrift struct {
+	// Reverted is how many times the syncer has reverted a change made at
+	// the edge, since the SyncTarget was made.
+	Reverted int64 `json:"reverted"`
+	// Last is the latest of them.
+	// +optional
+	Last *DriftRevert `json:"last,omitempty"`
+}
+
+// What a reverted change at the edge was.
+const (
+	// DriftChanged: fields the syncer manages were changed or removed.
+	DriftChanged = "Changed"
+	// DriftDeleted: the object was deleted; the syncer made it again.
+	DriftDeleted = "Deleted"
+)
+
+// MaxDriftFields is how many fields a DriftRevert names at most.
+const MaxDriftFields = 10
+
+// DriftRevert is one change at the edge that the syncer reverted.
+type DriftRevert struct {
+	// Group, Resource, Namespace and Name identify the object.
+	// +optional
+	Group    string `json:"group,omitempty"`
+	Resource string `json:"resource"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Reason is Changed or Deleted.
+	Reason string `json:"reason"`
+	// Fields are (the first few of) the fields that were changed, as
+	// paths such as .spec.replicas or
+	// .spec.template.spec.containers[name="web"].image; empty when the
+	// object was deleted.
+	// +optional
+	// +listType=atomic
+	Fields []string `json:"fields,omitempty"`
+	// Time is when the syncer reverted it.
+	Time metav1.Time `json:"time"`
 }
 
 // Reasons a syncer gives for an object it cannot keep in step.
