@@ -60,6 +60,13 @@ func TokenOf(u user.Info) (tokenID string, uid types.UID, ok bool) {
 	return ids[0], types.UID(uids[0]), true
 }
 
+// UserTokenUser returns the identity a user token authenticates as: its
+// user and groups, in system:authenticated, with the token's id.
+func UserTokenUser(info TokenInfo) *user.DefaultInfo {
+	groups := append(slices.Clone(info.Groups), user.AllAuthenticated)
+	return &user.DefaultInfo{Name: info.User, Groups: groups, Extra: map[string][]string{ExtraTokenID: {info.ID}}}
+}
+
 // SyncerUser returns the identity of the syncer of a SyncTarget, without
 // the token it authenticated with (see SyncerTokenUser).
 func SyncerUser(inventorySpace, syncTarget string) *user.DefaultInfo {
@@ -168,6 +175,9 @@ func (t *SyncerTokens) AuthenticateToken(ctx context.Context, bearer string) (*a
 	if info.Expired(t.now()) {
 		return nil, false, expiredError(info)
 	}
+	if info.User != "" {
+		return &authenticator.Response{User: UserTokenUser(info)}, true, nil
+	}
 	if err := t.bound(info); err != nil {
 		if !t.isNew(secret) {
 			return nil, false, err
@@ -182,6 +192,10 @@ func (t *SyncerTokens) AuthenticateToken(ctx context.Context, bearer string) (*a
 }
 
 func expiredError(info TokenInfo) error {
+	if info.User != "" {
+		return fmt.Errorf("token %s of user %s expired at %s: ask an admin for a new one (kubestellar token create --user %s)",
+			info.ID, info.User, info.Expiration.Format(time.RFC3339), info.User)
+	}
 	return fmt.Errorf("syncer token %s expired at %s: create a new one with `kubestellar token create --sync-target %s`",
 		info.ID, info.Expiration.Format(time.RFC3339), info.SyncTargetRef())
 }

@@ -19,8 +19,8 @@ import (
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
-// Syncer tokens are kept as Secrets in the root space, one per token, each
-// holding only the SHA-256 of the token's secret.
+// Tokens, a syncer's or a user's, are kept as Secrets in the root space,
+// one per token, each holding only the SHA-256 of the token's secret.
 const (
 	// TokenNamespace is the namespace of the root space holding them.
 	TokenNamespace = "kube-system"
@@ -41,6 +41,10 @@ const (
 	TokenSyncTargetUIDKey = "sync-target-uid"
 	TokenExpirationKey    = "expiration"
 	TokenDescriptionKey   = "description"
+	// TokenUserKey and TokenGroupsKey (one group a line) hold the identity
+	// of a user token, which has no SyncTarget.
+	TokenUserKey   = "user"
+	TokenGroupsKey = "groups"
 )
 
 // TokenSelector selects the token Secrets.
@@ -49,9 +53,14 @@ var TokenSelector = labels.Set{TokenLabel: "true"}.AsSelector()
 // TokenSecretName returns the name of the Secret of a token id.
 func TokenSecretName(id string) string { return TokenSecretPrefix + id }
 
-// TokenInfo is what the server knows of a syncer token (never its secret).
+// TokenInfo is what the server knows of a token (never its secret): a
+// syncer's, for a SyncTarget, or a user's, for a user name and groups.
 type TokenInfo struct {
 	ID string
+	// User and Groups are the identity of a user token; User is empty for a
+	// syncer token.
+	User   string
+	Groups []string
 	// InventorySpace and SyncTarget name the SyncTarget the token is for.
 	InventorySpace string
 	SyncTarget     string
@@ -65,8 +74,21 @@ type TokenInfo struct {
 	SecretSHA256 string
 }
 
-// SyncTargetRef returns "inventory-space/name".
-func (i TokenInfo) SyncTargetRef() string { return i.InventorySpace + "/" + i.SyncTarget }
+// SyncTargetRef returns "inventory-space/name" ("" for a user token).
+func (i TokenInfo) SyncTargetRef() string {
+	if i.User != "" {
+		return ""
+	}
+	return i.InventorySpace + "/" + i.SyncTarget
+}
+
+// Holder says whom the token is for: "user NAME" or "SyncTarget INV/NAME".
+func (i TokenInfo) Holder() string {
+	if i.User != "" {
+		return "user " + i.User
+	}
+	return "SyncTarget " + i.SyncTargetRef()
+}
 
 // Expired tells whether the token has expired at now.
 func (i TokenInfo) Expired(now time.Time) bool {
@@ -112,13 +134,24 @@ func TokenFromSecret(s *corev1.Secret) (TokenInfo, error) {
 	if len(hash) != 64 {
 		return TokenInfo{}, fmt.Errorf("secret %s holds no valid %s", s.Name, TokenSecretSHA256Key)
 	}
-	inv, st, err := ParseSyncTargetRef(string(s.Data[TokenSyncTargetKey]))
-	if err != nil {
-		return TokenInfo{}, fmt.Errorf("secret %s: %s: %w", s.Name, TokenSyncTargetKey, err)
+	info := TokenInfo{ID: id, SecretSHA256: hash, Description: string(s.Data[TokenDescriptionKey])}
+	if name, isUser := s.Data[TokenUserKey]; isUser {
+		info.User = string(name)
+		if groups := strings.TrimSpace(string(s.Data[TokenGroupsKey])); groups != "" {
+			info.Groups = strings.Split(groups, "\n")
+		}
+		if err := ValidateUserIdentity(info.User, info.Groups); err != nil {
+			return TokenInfo{}, fmt.Errorf("secret %s: %w", s.Name, err)
+		}
+	} else {
+		inv, st, err := ParseSyncTargetRef(string(s.Data[TokenSyncTargetKey]))
+		if err != nil {
+			return TokenInfo{}, fmt.Errorf("secret %s: %s: %w", s.Name, TokenSyncTargetKey, err)
+		}
+		info.InventorySpace, info.SyncTarget, info.SyncTargetUID = inv, st, types.UID(s.Data[TokenSyncTargetUIDKey])
 	}
-	info := TokenInfo{ID: id, InventorySpace: inv, SyncTarget: st, SyncTargetUID: types.UID(s.Data[TokenSyncTargetUIDKey]),
-		SecretSHA256: hash, Description: string(s.Data[TokenDescriptionKey])}
 	if exp := string(s.Data[TokenExpirationKey]); exp != "" {
+		var err error
 		if info.Expiration, err = time.Parse(time.RFC3339, exp); err != nil {
 			return TokenInfo{}, fmt.Errorf("secret %s: %s is not RFC 3339: %w", s.Name, TokenExpirationKey, err)
 		}
@@ -160,23 +193,93 @@ func CreateToken(ctx context.Context, root kubernetes.Interface, o NewTokenOptio
 	if o.TTL < 0 {
 		return jointoken.Token{}, TokenInfo{}, fmt.Errorf("negative TTL %s", o.TTL)
 	}
+	info := TokenInfo{InventorySpace: o.InventorySpace, SyncTarget: o.SyncTarget, SyncTargetUID: o.SyncTargetUID, Description: o.Description}
+	return storeToken(ctx, root, info, o.TTL, o.Now, o.CAPEM)
+}
+
+// NewUserTokenOptions describe a new user token.
+type NewUserTokenOptions struct {
+	// User and Groups are who the token authenticates as (every user is
+	// in system:authenticated besides).
+	User   string
+	Groups []string
+	// TTL limits how long the token works; zero for ever.
+	TTL         time.Duration
+	Description string
+	// CAPEM is the server's CA certificate, as served at /cacerts.
+	CAPEM []byte
+	// Now is the time TTL counts from (default time.Now).
+	Now func() time.Time
+}
+
+// CreateUserToken makes a new user token and stores it, through root (a
+// client of the root space). What the user may do is what the RBAC of
+// each space grants its name and groups.
+func CreateUserToken(ctx context.Context, root kubernetes.Interface, o NewUserTokenOptions) (jointoken.Token, TokenInfo, error) {
+	if err := ValidateUserIdentity(o.User, o.Groups); err != nil {
+		return jointoken.Token{}, TokenInfo{}, err
+	}
+	if o.TTL < 0 {
+		return jointoken.Token{}, TokenInfo{}, fmt.Errorf("negative TTL %s", o.TTL)
+	}
+	return storeToken(ctx, root, TokenInfo{User: o.User, Groups: o.Groups, Description: o.Description}, o.TTL, o.Now, o.CAPEM)
+}
+
+// reservedPrefixes start the names of identities the server makes itself.
+var reservedPrefixes = []string{"system:", "kubestellar:", "kubestellar-"}
+
+// ValidateUserIdentity returns what is wrong with a user token's user
+// name and groups: names the server's own identities use (system:...,
+// kubestellar...) are refused, so that no token poses as the admin, a
+// syncer, a ServiceAccount or a node.
+func ValidateUserIdentity(name string, groups []string) error {
+	check := func(what, v string) error {
+		switch {
+		case v == "":
+			return fmt.Errorf("the %s is empty", what)
+		case len(v) > 253:
+			return fmt.Errorf("the %s %q is longer than 253 characters", what, v)
+		case strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r == 0x7f }):
+			return fmt.Errorf("the %s %q holds control characters", what, v)
+		case v != strings.TrimSpace(v):
+			return fmt.Errorf("the %s %q starts or ends with white space", what, v)
+		}
+		for _, p := range reservedPrefixes {
+			if strings.HasPrefix(v, p) {
+				return fmt.Errorf("the %s %q starts with %q, which the server's own identities use", what, v, p)
+			}
+		}
+		return nil
+	}
+	if err := check("user name", name); err != nil {
+		return err
+	}
+	for _, g := range groups {
+		if err := check("group", g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storeToken draws a token for info and stores its Secret.
+func storeToken(ctx context.Context, root kubernetes.Interface, info TokenInfo, ttl time.Duration, clock func() time.Time, caPEM []byte) (jointoken.Token, TokenInfo, error) {
 	now := time.Now
-	if o.Now != nil {
-		now = o.Now
+	if clock != nil {
+		now = clock
 	}
 	if err := ensureTokenNamespace(ctx, root); err != nil {
 		return jointoken.Token{}, TokenInfo{}, err
 	}
 	// Ids are random; a clash with an existing token just draws again.
 	for range 5 {
-		tok, err := jointoken.New(o.CAPEM)
+		tok, err := jointoken.New(caPEM)
 		if err != nil {
 			return jointoken.Token{}, TokenInfo{}, err
 		}
-		info := TokenInfo{ID: tok.ID, InventorySpace: o.InventorySpace, SyncTarget: o.SyncTarget, SyncTargetUID: o.SyncTargetUID,
-			Description: o.Description, SecretSHA256: jointoken.SecretHash(tok.Secret)}
-		if o.TTL > 0 {
-			info.Expiration = now().Add(o.TTL).UTC().Truncate(time.Second)
+		info.ID, info.SecretSHA256 = tok.ID, jointoken.SecretHash(tok.Secret)
+		if ttl > 0 {
+			info.Expiration = now().Add(ttl).UTC().Truncate(time.Second)
 		}
 		_, err = root.CoreV1().Secrets(TokenNamespace).Create(ctx, tokenSecret(info), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
@@ -194,7 +297,12 @@ func tokenSecret(info TokenInfo) *corev1.Secret {
 	data := map[string][]byte{
 		TokenIDKey:           []byte(info.ID),
 		TokenSecretSHA256Key: []byte(info.SecretSHA256),
-		TokenSyncTargetKey:   []byte(info.SyncTargetRef()),
+	}
+	if info.User != "" {
+		data[TokenUserKey] = []byte(info.User)
+		data[TokenGroupsKey] = []byte(strings.Join(info.Groups, "\n"))
+	} else {
+		data[TokenSyncTargetKey] = []byte(info.SyncTargetRef())
 	}
 	if info.SyncTargetUID != "" {
 		data[TokenSyncTargetUIDKey] = []byte(info.SyncTargetUID)
@@ -226,7 +334,7 @@ func ensureTokenNamespace(ctx context.Context, root kubernetes.Interface) error 
 	return nil
 }
 
-// ListTokens returns the syncer tokens stored in the root space, by id.
+// ListTokens returns the tokens (syncers' and users') stored in the root space, by id.
 // Secrets that are not well-formed tokens are skipped.
 func ListTokens(ctx context.Context, root kubernetes.Interface) ([]TokenInfo, error) {
 	list, err := root.CoreV1().Secrets(TokenNamespace).List(ctx, metav1.ListOptions{LabelSelector: TokenSelector.String()})
@@ -246,7 +354,7 @@ func ListTokens(ctx context.Context, root kubernetes.Interface) ([]TokenInfo, er
 // ErrTokenNotFound is returned for a token id the server does not know.
 var ErrTokenNotFound = errors.New("no such token")
 
-// RevokeToken deletes a syncer token; it stops working at once.
+// RevokeToken deletes a token; it stops working at once.
 func RevokeToken(ctx context.Context, root kubernetes.Interface, id string) error {
 	if !jointoken.ValidID(id) {
 		return fmt.Errorf("%q is not a token id (%d characters of [a-z0-9])", id, jointoken.IDLength)

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -135,6 +136,19 @@ func (p *Process) CLI(t testing.TB, args ...string) string {
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+p.Kubeconfig)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "kubestellar %v\n%s", args, out)
+	return string(out)
+}
+
+// CLIStdout runs the kubestellar binary's client commands with the admin
+// kubeconfig and returns their stdout alone.
+func (p *Process) CLIStdout(t testing.TB, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(p.Bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+p.Kubeconfig)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "kubestellar %v\n%s%s", args, out, stderr.String())
 	return string(out)
 }
 

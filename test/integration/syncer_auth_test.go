@@ -380,8 +380,15 @@ func TestSyncTargetAndTokenCommands(t *testing.T) {
 	out = mustCLI(t, s, "token", "list")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 4, out)
-	require.Equal(t, []string{"ID", "SYNC-TARGET", "EXPIRES", "DESCRIPTION"}, strings.Fields(lines[0]))
-	require.Contains(t, out, tok.ID+"   inv1/edge1")
+	require.Equal(t, []string{"ID", "SYNC-TARGET", "USER", "GROUPS", "EXPIRES", "DESCRIPTION"}, strings.Fields(lines[0]))
+	var row []string
+	for _, l := range lines[1:] {
+		if f := strings.Fields(l); f[0] == tok.ID {
+			row = f
+		}
+	}
+	require.GreaterOrEqual(t, len(row), 5, out)
+	require.Equal(t, []string{tok.ID, "inv1/edge1", "-", "-"}, row[:4], out)
 	require.NotContains(t, out, tok.Secret)
 	require.NotContains(t, out, tok2.Secret)
 
@@ -412,7 +419,11 @@ func TestSyncTargetAndTokenCommands(t *testing.T) {
 		{args: []string{"synctarget", "create", "edge9", "--inventory-space", "inv1", "--location", "Bad Location"}, wantErr: "--location: invalid name"},
 		{args: []string{"synctarget", "delete", "edge9"}, wantErr: "--inventory-space is required"},
 		{args: []string{"synctarget", "delete", "edge9", "--inventory-space", "inv1"}, wantErr: `there is no SyncTarget "edge9" in space "inv1"`},
-		{args: []string{"token", "create"}, wantErr: "--sync-target is required"},
+		{args: []string{"token", "create"}, wantErr: "--sync-target INVENTORY-SPACE/NAME (a syncer token) or --user NAME (a user token) is required"},
+		{args: []string{"token", "create", "--user", "system:admin"}, wantErr: `--user/--group: the user name "system:admin" starts with "system:"`},
+		{args: []string{"token", "create", "--user", "alice", "--group", "system:masters"}, wantErr: `--user/--group: the group "system:masters" starts with "system:"`},
+		{args: []string{"token", "create", "--user", "alice", "--sync-target", "inv1/edge1"}, wantErr: "--sync-target and --user exclude each other"},
+		{args: []string{"token", "create", "--group", "team-a"}, wantErr: "--group needs --user"},
 		{args: []string{"token", "create", "--sync-target", "edge1"}, wantErr: `--sync-target: "edge1" is not INVENTORY-SPACE/NAME`},
 		{args: []string{"token", "create", "--sync-target", "nope/edge1"}, wantErr: `--sync-target: there is no space "nope"`},
 		{args: []string{"token", "create", "--sync-target", "inv1/edge9"}, wantErr: `--sync-target: there is no SyncTarget "edge9" in space "inv1"`},

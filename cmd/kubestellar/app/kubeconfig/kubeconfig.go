@@ -5,6 +5,7 @@ package kubeconfig
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -23,6 +24,8 @@ type options struct {
 	space          string
 	edge           string
 	inventorySpace string
+	token          string
+	tokenFile      string
 }
 
 // NewCommand returns the command.
@@ -32,6 +35,7 @@ func NewCommand(streams iostreams.IOStreams) *cobra.Command {
 		Use:   "kubeconfig (--space NAME | --edge SYNCTARGET --inventory-space SPACE)",
 		Short: "Print a kubeconfig for one space, or for an edge cluster through the center",
 		Example: "  kubestellar kubeconfig --space wds1 > wds1.kubeconfig\n  kubectl --kubeconfig wds1.kubeconfig get ns\n" +
+			"  kubestellar kubeconfig --space team-a --token-file alice.token > alice.kubeconfig\n" +
 			"  kubestellar kubeconfig --edge edge1 --inventory-space inv1 > edge1.kubeconfig\n  kubectl --kubeconfig edge1.kubeconfig get pods -A",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
@@ -59,12 +63,19 @@ func NewCommand(streams iostreams.IOStreams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if loaded.Token == "" {
-				return fmt.Errorf("the kubeconfig %s carries no bearer token to hand out", loaded.Path)
+			token, err := o.bearer()
+			if err != nil {
+				return err
 			}
-			cfg := kskubeconfig.ForSpace(loaded.BaseURL, o.space, loaded.CAData, loaded.Token)
+			if token == "" {
+				token = loaded.Token
+			}
+			if token == "" {
+				return fmt.Errorf("the kubeconfig %s carries no bearer token to hand out: give one with --token or --token-file", loaded.Path)
+			}
+			cfg := kskubeconfig.ForSpace(loaded.BaseURL, o.space, loaded.CAData, token)
 			if o.edge != "" {
-				cfg = kskubeconfig.ForEdge(loaded.BaseURL, tunnel.EdgesPrefix, o.inventorySpace, o.edge, loaded.CAData, loaded.Token)
+				cfg = kskubeconfig.ForEdge(loaded.BaseURL, tunnel.EdgesPrefix, o.inventorySpace, o.edge, loaded.CAData, token)
 			}
 			data, err := clientcmd.Write(*cfg)
 			if err != nil {
@@ -78,5 +89,29 @@ func NewCommand(streams iostreams.IOStreams) *cobra.Command {
 	cmd.Flags().StringVar(&o.space, "space", "", "The space the kubeconfig addresses.")
 	cmd.Flags().StringVar(&o.edge, "edge", "", "A SyncTarget whose edge cluster the kubeconfig reaches, through the center and its syncer's tunnel (admins only).")
 	cmd.Flags().StringVar(&o.inventorySpace, "inventory-space", "", "The space of the --edge SyncTarget.")
+	cmd.Flags().StringVar(&o.token, "token", "", "The bearer token the kubeconfig carries (default: the caller's), e.g. a user's from 'kubestellar token create --user'.")
+	cmd.Flags().StringVar(&o.tokenFile, "token-file", "", "A file holding the bearer token the kubeconfig carries (keeps it out of the process list).")
 	return cmd
+}
+
+// bearer returns the token given by --token or --token-file, "" if none.
+func (o *options) bearer() (string, error) {
+	switch {
+	case o.token != "" && o.tokenFile != "":
+		return "", errors.New("--token and --token-file exclude each other")
+	case o.tokenFile != "":
+		data, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--token-file: %w", err)
+		}
+		token := strings.TrimSpace(string(data))
+		if token == "" {
+			return "", fmt.Errorf("--token-file: %s is empty", o.tokenFile)
+		}
+		return token, nil
+	}
+	if strings.ContainsAny(o.token, " \t\r\n") {
+		return "", errors.New("--token: a bearer token holds no white space")
+	}
+	return o.token, nil
 }

@@ -4,6 +4,7 @@ package list
 import (
 	"context"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -44,9 +45,16 @@ func runE(ctx context.Context, o *options, streams iostreams.IOStreams) error {
 	}
 	now := time.Now()
 	w := tabwriter.NewWriter(streams.Out, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(w, "ID\tSYNC-TARGET\tEXPIRES\tDESCRIPTION")
+	fmt.Fprintln(w, "ID\tSYNC-TARGET\tUSER\tGROUPS\tEXPIRES\tDESCRIPTION")
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
 	for _, t := range tokens {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", t.ID, t.SyncTargetRef(), center.DescribeExpiration(t, now), t.Description)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, dash(t.SyncTargetRef()), dash(t.User), dash(strings.Join(t.Groups, ",")),
+			center.DescribeExpiration(t, now), t.Description)
 	}
 	return w.Flush()
 }
