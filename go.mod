@@ -22,6 +22,7 @@ require (
 	k8s.io/component-base v0.36.6
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a
+	k8s.io/kubernetes v1.36.3
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2
 	sigs.k8s.io/controller-runtime v0.24.1
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.3
@@ -163,6 +164,8 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
+	k8s.io/component-helpers v0.0.0 // indirect
+	k8s.io/controller-manager v0.0.0 // indirect
 	k8s.io/kms v0.36.6 // indirect
 	k8s.io/streaming v0.36.6 // indirect
 	modernc.org/libc v1.74.4 // indirect
@@ -173,3 +176,69 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 )
+
+replace k8s.io/api => k8s.io/api v0.36.6
+
+replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.36.6
+
+replace k8s.io/apimachinery => k8s.io/apimachinery v0.36.6
+
+replace k8s.io/apiserver => k8s.io/apiserver v0.36.6
+
+replace k8s.io/cli-runtime => k8s.io/cli-runtime v0.36.6
+
+replace k8s.io/client-go => k8s.io/client-go v0.36.6
+
+replace k8s.io/cloud-provider => k8s.io/cloud-provider v0.36.6
+
+replace k8s.io/cluster-bootstrap => k8s.io/cluster-bootstrap v0.36.6
+
+replace k8s.io/code-generator => k8s.io/code-generator v0.36.6
+
+replace k8s.io/component-base => k8s.io/component-base v0.36.6
+
+replace k8s.io/component-helpers => k8s.io/component-helpers v0.36.6
+
+replace k8s.io/controller-manager => k8s.io/controller-manager v0.36.6
+
+replace k8s.io/cri-api => k8s.io/cri-api v0.36.6
+
+replace k8s.io/cri-client => k8s.io/cri-client v0.36.6
+
+replace k8s.io/cri-streaming => k8s.io/cri-streaming v0.36.6
+
+replace k8s.io/csi-translation-lib => k8s.io/csi-translation-lib v0.36.6
+
+replace k8s.io/dynamic-resource-allocation => k8s.io/dynamic-resource-allocation v0.36.6
+
+replace k8s.io/endpointslice => k8s.io/endpointslice v0.36.6
+
+replace k8s.io/externaljwt => k8s.io/externaljwt v0.36.6
+
+replace k8s.io/kms => k8s.io/kms v0.36.6
+
+replace k8s.io/kube-aggregator => k8s.io/kube-aggregator v0.36.6
+
+replace k8s.io/kube-controller-manager => k8s.io/kube-controller-manager v0.36.6
+
+replace k8s.io/kube-proxy => k8s.io/kube-proxy v0.36.6
+
+replace k8s.io/kube-scheduler => k8s.io/kube-scheduler v0.36.6
+
+replace k8s.io/kubectl => k8s.io/kubectl v0.36.6
+
+replace k8s.io/kubelet => k8s.io/kubelet v0.36.6
+
+replace k8s.io/metrics => k8s.io/metrics v0.36.6
+
+replace k8s.io/mount-utils => k8s.io/mount-utils v0.36.6
+
+replace k8s.io/pod-security-admission => k8s.io/pod-security-admission v0.36.6
+
+replace k8s.io/sample-apiserver => k8s.io/sample-apiserver v0.36.6
+
+replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.36.6
+
+replace k8s.io/sample-controller => k8s.io/sample-controller v0.36.6
+
+replace k8s.io/streaming => k8s.io/streaming v0.36.6

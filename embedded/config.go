@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	k8sadmission "k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/token/union"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericfeatures "k8s.io/apiserver/pkg/features"
@@ -36,6 +37,7 @@ import (
 	"github.com/kubestellar/kubestellar/embedded/builtin"
 	"github.com/kubestellar/kubestellar/embedded/certs"
 	"github.com/kubestellar/kubestellar/embedded/openapi"
+	"github.com/kubestellar/kubestellar/embedded/rbac"
 	"github.com/kubestellar/kubestellar/embedded/storage"
 	"github.com/kubestellar/kubestellar/spaces"
 )
@@ -60,6 +62,8 @@ type Config struct {
 	// syncerConfigs tells admission what each syncer may upsync.
 	syncerConfigs *syncerConfigCache
 	syncers       *auth.Syncers
+	// rbac holds every space's RBAC objects, for the authorizer.
+	rbac *rbac.Store
 	// tunnelConditions records syncers' tunnels on their SyncTargets.
 	tunnelConditions *tunnelConditions
 	lock             *dataDirLock
@@ -151,7 +155,12 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	c.syncers = auth.NewSyncers(ca.PEM)
 	core.Authentication.Authenticator = auth.NewRequestAuthenticator(union.New(tokens, c.syncers.Tokens))
 	// Everyone may ask what they may do (kubectl auth can-i), as in Kubernetes.
-	authz := builtin.WithSelfReviews(auth.Authorizer{SyncTargets: c.syncers.SyncTargets})
+	c.rbac = rbac.NewStore()
+	spaceType := func(space string) string {
+		t, _, _ := c.spaces.SpaceType(space)
+		return t
+	}
+	authz := builtin.WithSelfReviews(auth.Authorizer{SyncTargets: c.syncers.SyncTargets, Users: rbac.NewAuthorizer(c.rbac, spaceType)})
 	core.Authorization.Authorizer = authz
 	core.RuleResolver = authz
 	core.LongRunningFunc = withTunnelsLongRunning(core.LongRunningFunc)
@@ -183,7 +192,12 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		return nil, err
 	}
 	c.groups = append(c.groups, builtin.ReviewAPIGroup(scheme, codecs, authz, authz))
-	core.AdmissionControl = k8sadmission.NewChainHandler(admission.New(namespaces), admission.NewEdge(c.spaces, c.syncerConfigs, builtin.IsBuiltInGroup))
+	isSyncer := func(u user.Info) bool {
+		_, _, ok := auth.SyncTargetOf(u)
+		return ok
+	}
+	core.AdmissionControl = k8sadmission.NewChainHandler(admission.New(namespaces), admission.NewEdge(c.spaces, c.syncerConfigs, builtin.IsBuiltInGroup),
+		rbac.NewAdmission(c.rbac, authz, isSyncer))
 	if core.AdmissionControl, err = admission.WithStatusCollectorCost(core.AdmissionControl); err != nil {
 		return nil, err
 	}

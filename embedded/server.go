@@ -143,6 +143,9 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 		if err := c.syncerConfigs.start(hookCtx.Context, hookCtx.LoopbackClientConfig); err != nil {
 			return interrupted(err)
 		}
+		if err := c.rbac.Start(hookCtx.Context, hookCtx.LoopbackClientConfig); err != nil {
+			return interrupted(err)
+		}
 		// Syncer tokens need the SyncTarget CRD served, hence here.
 		return interrupted(c.syncers.Start(hookCtx.Context, hookCtx.LoopbackClientConfig))
 	}); err != nil {

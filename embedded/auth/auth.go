@@ -140,12 +140,21 @@ func NewRequestAuthenticator(tokens authenticator.Token) authenticator.Request {
 // Authorizer decides who may do what in which space. Members of
 // system:masters (the admin token, the server's loopback client) may do
 // everything everywhere; anyone may read PublicPaths; a syncer may do what
-// its SyncTarget needs (see authorizeSyncer); everything else is denied
-// with a reason naming the user and the space.
+// its SyncTarget needs (see authorizeSyncer); Users decides for everybody
+// else (by the RBAC of the space); without Users, everything else is
+// denied with a reason naming the user and the space.
 type Authorizer struct {
 	// SyncTargets finds the mailbox of a syncer's SyncTarget; without it,
 	// syncers reach no mailbox.
 	SyncTargets SyncTargetLookup
+	// Users decides for users that are neither privileged nor syncers.
+	Users UserAuthorizer
+}
+
+// UserAuthorizer decides for users, and lists their rules.
+type UserAuthorizer interface {
+	authorizer.Authorizer
+	authorizer.RuleResolver
 }
 
 var (
@@ -166,6 +175,9 @@ func (az Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (au
 		decision, reason := az.authorizeSyncer(ctx, a, inv, st)
 		return decision, reason, nil
 	}
+	if az.Users != nil {
+		return az.Users.Authorize(ctx, a)
+	}
 	name := "<anonymous>"
 	if u != nil {
 		name = u.GetName()
@@ -175,7 +187,7 @@ func (az Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (au
 
 // RulesFor implements authorizer.RuleResolver, for kubectl auth can-i --list.
 // The rules of a syncer depend on the space in ctx.
-func (az Authorizer) RulesFor(ctx context.Context, u user.Info, _ string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
+func (az Authorizer) RulesFor(ctx context.Context, u user.Info, namespace string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
 	if slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) {
 		return []authorizer.ResourceRuleInfo{&authorizer.DefaultResourceRuleInfo{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}},
 			[]authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}}, false, nil
@@ -183,6 +195,9 @@ func (az Authorizer) RulesFor(ctx context.Context, u user.Info, _ string) ([]aut
 	if inv, st, ok := SyncTargetOf(u); ok {
 		resources, nonResources := az.syncerRules(ctx, inv, st)
 		return resources, nonResources, false, nil
+	}
+	if az.Users != nil {
+		return az.Users.RulesFor(ctx, u, namespace)
 	}
 	if spaces.SpaceOrRoot(ctx) != spaces.Root {
 		return nil, nil, false, nil

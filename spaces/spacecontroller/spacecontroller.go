@@ -60,6 +60,13 @@ func New(informer cache.SharedIndexInformer, rootClient dynamic.Interface,
 			}
 			return ensureNamespace(ctx, client, namespace)
 		},
+		ensureOwner: func(ctx context.Context, space, owner string) error {
+			client, err := spaceClient(space)
+			if err != nil {
+				return err
+			}
+			return ensureOwnerBinding(ctx, client, owner)
+		},
 		purge: purge,
 	}
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +30,9 @@ type reconciler struct {
 	updateSpace     func(ctx context.Context, s *tenancyv1alpha1.Space) error
 	updateStatus    func(ctx context.Context, s *tenancyv1alpha1.Space) error
 	ensureNamespace func(ctx context.Context, space, namespace string) error
-	purge           func(ctx context.Context, space string) (int, error)
+	// ensureOwner binds the space's owner to cluster-admin in it.
+	ensureOwner func(ctx context.Context, space, owner string) error
+	purge       func(ctx context.Context, space string) (int, error)
 }
 
 func (r *reconciler) reconcile(ctx context.Context, s *tenancyv1alpha1.Space) error {
@@ -47,6 +50,11 @@ func (r *reconciler) reconcile(ctx context.Context, s *tenancyv1alpha1.Space) er
 	for _, ns := range InitialNamespaces {
 		if err := r.ensureNamespace(ctx, s.Name, ns); err != nil {
 			return fmt.Errorf("creating namespace %s: %w", ns, err)
+		}
+	}
+	if owner := s.Annotations[tenancyv1alpha1.SpaceOwnerAnnotation]; owner != "" {
+		if err := r.ensureOwner(ctx, s.Name, owner); err != nil {
+			return fmt.Errorf("making %s the space's admin: %w", owner, err)
 		}
 	}
 	s = s.DeepCopy()
@@ -100,6 +108,21 @@ func (r *reconciler) terminate(ctx context.Context, s *tenancyv1alpha1.Space) er
 
 func ensureNamespace(ctx context.Context, client kubernetes.Interface, name string) error {
 	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// ensureOwnerBinding binds owner to cluster-admin in the space of client.
+// A binding of that name made before (by an earlier attempt, or by an
+// admin since) is left as it is.
+func ensureOwnerBinding(ctx context.Context, client kubernetes.Interface, owner string) error {
+	_, err := client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: tenancyv1alpha1.SpaceOwnerBinding},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: owner}},
+	}, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}

@@ -49,6 +49,10 @@ func (f *fakeDeps) reconciler() *reconciler {
 			f.calls = append(f.calls, "ensureNamespace "+space+"/"+namespace)
 			return f.ensureErr[namespace]
 		},
+		ensureOwner: func(_ context.Context, space, owner string) error {
+			f.calls = append(f.calls, "ensureOwner "+space+"/"+owner)
+			return f.ensureErr["owner"]
+		},
 		purge: func(_ context.Context, space string) (int, error) {
 			f.calls = append(f.calls, "purge "+space)
 			if f.purgeErr != nil {
@@ -329,4 +333,31 @@ func TestToUnstructured(t *testing.T) {
 
 func TestInitialNamespaces(t *testing.T) {
 	require.Equal(t, "default,kube-system,kube-public,kube-node-lease", strings.Join(InitialNamespaces, ","))
+}
+
+// TestOwnerBecomesAdmin: a space whose Space names an owner binds that
+// user to cluster-admin before the space is Ready; a failure leaves it not
+// Ready, to be retried.
+func TestOwnerBecomesAdmin(t *testing.T) {
+	s := newSpace("team-a", []string{tenancyv1alpha1.SpaceFinalizer}, "", false)
+	s.Annotations = map[string]string{tenancyv1alpha1.SpaceOwnerAnnotation: "alice"}
+	f := &fakeDeps{}
+	require.NoError(t, f.reconciler().reconcile(context.Background(), s))
+	require.Equal(t, append(append([]string{}, ensureAll...), "ensureOwner team-a/alice", "updateStatus"), f.calls)
+
+	f = &fakeDeps{ensureErr: map[string]error{"owner": errors.New("boom")}}
+	err := f.reconciler().reconcile(context.Background(), s)
+	require.EqualError(t, err, "making alice the space's admin: boom")
+	require.NotContains(t, f.calls, "updateStatus")
+}
+
+func TestEnsureOwnerBinding(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	require.NoError(t, ensureOwnerBinding(context.Background(), client, "alice"))
+	require.NoError(t, ensureOwnerBinding(context.Background(), client, "alice"), "again: already there")
+	b, err := client.RbacV1().ClusterRoleBindings().Get(context.Background(), tenancyv1alpha1.SpaceOwnerBinding, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "cluster-admin", b.RoleRef.Name)
+	require.Equal(t, "alice", b.Subjects[0].Name)
+	require.Equal(t, "User", b.Subjects[0].Kind)
 }

@@ -58,6 +58,15 @@ const (
 	SpaceTypeMailbox = "mailbox"
 )
 
+// SpaceOwnerAnnotation on a Space names the user who created it (the
+// server sets it; only its admins may change it). When the space is set
+// up, that user is bound to cluster-admin in it (ClusterRoleBinding
+// SpaceOwnerBinding): the creator of a space is its admin.
+const (
+	SpaceOwnerAnnotation = "tenancy.kubestellar.io/owner"
+	SpaceOwnerBinding    = "kubestellar:space-owner"
+)
+
 // SpaceSpec is what the user asks of a Space.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.inventorySpaces) || size(self.inventorySpaces) == 0 || (has(self.type) && self.type == 'wds')",message="inventorySpaces is for spaces of type wds"

@@ -1,0 +1,225 @@
+package rbac
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	rbacregistryvalidation "k8s.io/kubernetes/pkg/registry/rbac/validation"
+
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+var (
+	rolesResource               = rbacv1.SchemeGroupVersion.WithResource("roles").GroupResource()
+	clusterRolesResource        = rbacv1.SchemeGroupVersion.WithResource("clusterroles").GroupResource()
+	roleBindingsResource        = rbacv1.SchemeGroupVersion.WithResource("rolebindings").GroupResource()
+	clusterRoleBindingsResource = rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings").GroupResource()
+	crdResource                 = schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
+	spacesResource              = tenancyv1alpha1.SchemeGroupVersion.WithResource("spaces").GroupResource()
+)
+
+// Admission keeps users within what they were granted:
+//   - nobody grants what they lack: a Role or ClusterRole holds only rules
+//     its writer has (or the writer may "escalate" it), a binding binds
+//     only a role whose rules its writer has (or the writer may "bind"
+//     it), each in the space written, as Kubernetes' RBAC storage checks;
+//   - the creator of a Space is recorded as its owner (tenancyv1alpha1.SpaceOwnerAnnotation),
+//     which only the server's admins may set or change;
+//   - CustomResourceDefinitions are written by the server's admins only:
+//     every space serves every CRD today, so one tenant's delete would
+//     delete every tenant's objects of it.
+//
+// The server's admins and the server (system:masters) are not checked;
+// nor are syncers, whose writes the edge admission confines.
+type Admission struct {
+	*admission.Handler
+	authz    authorizer.Authorizer
+	resolver rbacregistryvalidation.AuthorizationRuleResolver
+	isSyncer func(user.Info) bool
+}
+
+var (
+	_ admission.MutationInterface   = &Admission{}
+	_ admission.ValidationInterface = &Admission{}
+)
+
+// NewAdmission returns the admission for the spaces whose RBAC store
+// holds; authz is the server's authorizer, isSyncer tells syncers.
+func NewAdmission(store *Store, authz authorizer.Authorizer, isSyncer func(user.Info) bool) *Admission {
+	return &Admission{
+		Handler:  admission.NewHandler(admission.Create, admission.Update, admission.Delete),
+		authz:    authz,
+		resolver: rbacregistryvalidation.NewDefaultRuleResolver(store, store, store, store),
+		isSyncer: isSyncer,
+	}
+}
+
+func (p *Admission) exempt(u user.Info) bool {
+	return u == nil || slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) || (p.isSyncer != nil && p.isSyncer(u))
+}
+
+// Admit records the creator of a Space in the root space as its owner.
+func (p *Admission) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetResource().GroupResource() != spacesResource || a.GetSubresource() != "" || a.GetOperation() != admission.Create ||
+		spaces.SpaceOrRoot(ctx) != spaces.Root || p.exempt(a.GetUserInfo()) {
+		return nil
+	}
+	m, err := meta.Accessor(a.GetObject())
+	if err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("a Space without metadata: %v", err))
+	}
+	annotations := m.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[tenancyv1alpha1.SpaceOwnerAnnotation] = a.GetUserInfo().GetName()
+	m.SetAnnotations(annotations)
+	return nil
+}
+
+// Validate implements admission.ValidationInterface.
+func (p *Admission) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	u := a.GetUserInfo()
+	if a.GetSubresource() != "" || p.exempt(u) {
+		return nil
+	}
+	switch gr := a.GetResource().GroupResource(); gr {
+	case crdResource:
+		return apierrors.NewForbidden(gr, a.GetName(), fmt.Errorf("user %q may not %s CustomResourceDefinitions: every space serves "+
+			"every CRD today, so a change here would change (and a delete would delete) other spaces' objects; ask an admin of the server",
+			u.GetName(), verbOf(a.GetOperation())))
+	case spacesResource:
+		return p.validateSpace(a)
+	case rolesResource, clusterRolesResource:
+		if a.GetOperation() == admission.Delete {
+			return nil
+		}
+		return p.validateRole(ctx, a)
+	case roleBindingsResource, clusterRoleBindingsResource:
+		if a.GetOperation() == admission.Delete {
+			return nil
+		}
+		return p.validateBinding(ctx, a)
+	}
+	return nil
+}
+
+func verbOf(op admission.Operation) string {
+	switch op {
+	case admission.Create:
+		return "create"
+	case admission.Update:
+		return "update"
+	case admission.Delete:
+		return "delete"
+	}
+	return string(op)
+}
+
+// validateSpace refuses a change of a Space's owner by anyone but admins.
+func (p *Admission) validateSpace(a admission.Attributes) error {
+	if a.GetOperation() != admission.Update {
+		return nil
+	}
+	owner := func(obj any) string {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return ""
+		}
+		return m.GetAnnotations()[tenancyv1alpha1.SpaceOwnerAnnotation]
+	}
+	if owner(a.GetObject()) != owner(a.GetOldObject()) {
+		return apierrors.NewForbidden(spacesResource, a.GetName(), fmt.Errorf("only the server's admins change the annotation %s", tenancyv1alpha1.SpaceOwnerAnnotation))
+	}
+	return nil
+}
+
+// validateRole refuses a Role or ClusterRole with rules its writer lacks,
+// unless the writer may escalate it.
+func (p *Admission) validateRole(ctx context.Context, a admission.Attributes) error {
+	var rules []rbacv1.PolicyRule
+	switch r := a.GetObject().(type) {
+	case *rbacv1.Role:
+		rules = r.Rules
+	case *rbacv1.ClusterRole:
+		if r.AggregationRule != nil && !p.may(ctx, a, "escalate") {
+			return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), fmt.Errorf(
+				"user %q may not write a ClusterRole with an aggregationRule: it gathers other roles' rules, which needs the escalate verb on clusterroles",
+				a.GetUserInfo().GetName()))
+		}
+		rules = r.Rules
+	default:
+		return apierrors.NewBadRequest(fmt.Sprintf("unexpected %T for %s", a.GetObject(), a.GetResource().Resource))
+	}
+	if p.may(ctx, a, "escalate") {
+		return nil
+	}
+	if err := rbacregistryvalidation.ConfirmNoEscalation(p.ruleContext(ctx, a), p.resolver, rules); err != nil {
+		return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), err)
+	}
+	return nil
+}
+
+// validateBinding refuses a binding to a role whose rules its writer
+// lacks, unless the writer may bind that role.
+func (p *Admission) validateBinding(ctx context.Context, a admission.Attributes) error {
+	var ref rbacv1.RoleRef
+	switch b := a.GetObject().(type) {
+	case *rbacv1.RoleBinding:
+		ref = b.RoleRef
+	case *rbacv1.ClusterRoleBinding:
+		ref = b.RoleRef
+	default:
+		return apierrors.NewBadRequest(fmt.Sprintf("unexpected %T for %s", a.GetObject(), a.GetResource().Resource))
+	}
+	if p.mayBind(ctx, a, ref) {
+		return nil
+	}
+	rules, err := p.resolver.GetRoleReferenceRules(ctx, ref, a.GetNamespace())
+	if err != nil && !apierrors.IsNotFound(err) {
+		return apierrors.NewInternalError(err)
+	}
+	if err := rbacregistryvalidation.ConfirmNoEscalation(p.ruleContext(ctx, a), p.resolver, rules); err != nil {
+		return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), err)
+	}
+	return nil
+}
+
+// ruleContext is ctx with the request's user and namespace, which
+// ConfirmNoEscalation reads.
+func (p *Admission) ruleContext(ctx context.Context, a admission.Attributes) context.Context {
+	ctx = genericapirequest.WithUser(ctx, a.GetUserInfo())
+	return genericapirequest.WithNamespace(ctx, a.GetNamespace())
+}
+
+// may tells whether the writer may do verb to the role written.
+func (p *Admission) may(ctx context.Context, a admission.Attributes, verb string) bool {
+	return p.allowed(ctx, authorizer.AttributesRecord{User: a.GetUserInfo(), Verb: verb, APIGroup: rbacv1.GroupName, APIVersion: "*",
+		Resource: a.GetResource().Resource, Name: a.GetName(), Namespace: a.GetNamespace(), ResourceRequest: true})
+}
+
+// mayBind tells whether the writer may bind the role ref names, in the
+// binding's namespace ("" for a ClusterRoleBinding).
+func (p *Admission) mayBind(ctx context.Context, a admission.Attributes, ref rbacv1.RoleRef) bool {
+	resource := "clusterroles"
+	if ref.Kind == "Role" {
+		resource = "roles"
+	}
+	return p.allowed(ctx, authorizer.AttributesRecord{User: a.GetUserInfo(), Verb: "bind", APIGroup: ref.APIGroup, APIVersion: "*",
+		Resource: resource, Name: ref.Name, Namespace: a.GetNamespace(), ResourceRequest: true})
+}
+
+func (p *Admission) allowed(ctx context.Context, attrs authorizer.AttributesRecord) bool {
+	decision, _, err := p.authz.Authorize(ctx, attrs)
+	return err == nil && decision == authorizer.DecisionAllow
+}

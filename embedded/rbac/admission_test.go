@@ -1,0 +1,90 @@
+package rbac
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/user"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+func attrs(obj, old runtime.Object, gvr schema.GroupVersionResource, ns, name string, op admission.Operation, u user.Info) admission.Attributes {
+	return admission.NewAttributesRecord(obj, old, gvr.GroupVersion().WithKind("X"), ns, name, gvr, "", op, nil, false, u)
+}
+
+// TestAdmission: the creator of a Space is its owner, which only admins
+// change; CRDs are the admins'; nobody grants what they lack.
+func TestAdmission(t *testing.T) {
+	store := storeWith(t,
+		in("team-a", roleBinding("default", "alice-admin", "admin", rbacv1.UserKind, "alice")),
+	)
+	az := NewAuthorizer(store, nil)
+	p := NewAdmission(store, az, func(u user.Info) bool { return u.GetName() == "syncer" })
+	alice := &user.DefaultInfo{Name: "alice", Groups: []string{user.AllAuthenticated}}
+	root := &user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}}
+	spacesGVR := tenancyv1alpha1.SchemeGroupVersion.WithResource("spaces")
+	ctxIn := func(space string, u user.Info) context.Context {
+		return genericapirequest.WithUser(spaces.WithSpace(context.Background(), space), u)
+	}
+
+	// Admit: the owner annotation is the creator, whatever was asked.
+	space := &tenancyv1alpha1.Space{ObjectMeta: metav1.ObjectMeta{Name: "scratch",
+		Annotations: map[string]string{tenancyv1alpha1.SpaceOwnerAnnotation: "someone-else"}}}
+	require.NoError(t, p.Admit(ctxIn(spaces.Root, alice), attrs(space, nil, spacesGVR, "", "scratch", admission.Create, alice), nil))
+	require.Equal(t, "alice", space.Annotations[tenancyv1alpha1.SpaceOwnerAnnotation])
+	byAdmin := &tenancyv1alpha1.Space{ObjectMeta: metav1.ObjectMeta{Name: "ops"}}
+	require.NoError(t, p.Admit(ctxIn(spaces.Root, root), attrs(byAdmin, nil, spacesGVR, "", "ops", admission.Create, root), nil))
+	require.Empty(t, byAdmin.Annotations, "an admin's space has no owner but the admins")
+
+	changed := space.DeepCopy()
+	changed.Annotations[tenancyv1alpha1.SpaceOwnerAnnotation] = "mallory"
+	err := p.Validate(ctxIn(spaces.Root, alice), attrs(changed, space, spacesGVR, "", "scratch", admission.Update, alice), nil)
+	require.True(t, apierrors.IsForbidden(err), "%v", err)
+	require.NoError(t, p.Validate(ctxIn(spaces.Root, root), attrs(changed, space, spacesGVR, "", "scratch", admission.Update, root), nil))
+
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com"}}
+	crdGVR := apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")
+	for _, op := range []admission.Operation{admission.Create, admission.Update, admission.Delete} {
+		err := p.Validate(ctxIn("team-a", alice), attrs(crd, crd, crdGVR, "", crd.Name, op, alice), nil)
+		require.True(t, apierrors.IsForbidden(err), "%s: %v", op, err)
+		require.Contains(t, err.Error(), "every space serves every CRD")
+		require.NoError(t, p.Validate(ctxIn("team-a", root), attrs(crd, crd, crdGVR, "", crd.Name, op, root), nil))
+	}
+
+	// Escalation: admin in namespace default lets alice bind admin there,
+	// not cluster-admin; a Role with what she has, not "*".
+	rbGVR := rbacv1.SchemeGroupVersion.WithResource("rolebindings")
+	roleGVR := rbacv1.SchemeGroupVersion.WithResource("roles")
+	nsCtx := genericapirequest.WithNamespace(ctxIn("team-a", alice), "default")
+	ok := roleBinding("default", "bob-admin", "admin", rbacv1.UserKind, "bob")
+	require.NoError(t, p.Validate(nsCtx, attrs(ok, nil, rbGVR, "default", ok.Name, admission.Create, alice), nil))
+	tooMuch := roleBinding("default", "bob-root", "cluster-admin", rbacv1.UserKind, "bob")
+	err = p.Validate(nsCtx, attrs(tooMuch, nil, rbGVR, "default", tooMuch.Name, admission.Create, alice), nil)
+	require.True(t, apierrors.IsForbidden(err), "%v", err)
+	require.Contains(t, err.Error(), "attempting to grant RBAC permissions not currently held")
+	role := func(verbs, resources []string) *rbacv1.Role {
+		return &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "r"},
+			Rules: []rbacv1.PolicyRule{{Verbs: verbs, APIGroups: []string{""}, Resources: resources}}}
+	}
+	require.NoError(t, p.Validate(nsCtx, attrs(role([]string{"get"}, []string{"configmaps"}), nil, roleGVR, "default", "r", admission.Create, alice), nil))
+	err = p.Validate(nsCtx, attrs(role([]string{"*"}, []string{"*"}), nil, roleGVR, "default", "r", admission.Create, alice), nil)
+	require.True(t, apierrors.IsForbidden(err), "%v", err)
+	// The same in another space, where alice has nothing.
+	other := genericapirequest.WithNamespace(ctxIn("team-b", alice), "default")
+	err = p.Validate(other, attrs(ok, nil, rbGVR, "default", ok.Name, admission.Create, alice), nil)
+	require.True(t, apierrors.IsForbidden(err), "%v", err)
+	// Syncers are the edge admission's business.
+	syncer := &user.DefaultInfo{Name: "syncer"}
+	require.NoError(t, p.Validate(ctxIn("mb-1", syncer), attrs(tooMuch, nil, rbGVR, "default", tooMuch.Name, admission.Create, syncer), nil))
+}

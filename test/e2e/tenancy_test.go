@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubestellar/kubestellar/test/harness"
+)
+
+// tenant is a user with a token of their own and a kubeconfig per space,
+// made the way the README says: `token create --user`, then `kubeconfig
+// --space ... --token-file`.
+type tenant struct {
+	name  string
+	dir   string
+	token string
+	srv   *harness.Process
+}
+
+func newTenant(t *testing.T, srv *harness.Process, name string, groups ...string) *tenant {
+	t.Helper()
+	args := []string{"token", "create", "--user", name}
+	for _, g := range groups {
+		args = append(args, "--group", g)
+	}
+	tok := strings.TrimSpace(srv.CLIStdout(t, args...))
+	require.NotContains(t, tok, "\n", "token create --user prints the token alone on stdout")
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte(tok+"\n"), 0o600))
+	return &tenant{name: name, dir: dir, token: tok, srv: srv}
+}
+
+// in returns kubectl for the tenant in one space.
+func (u *tenant) in(t *testing.T, space string) harness.Kubectl {
+	t.Helper()
+	path := filepath.Join(u.dir, space+".kubeconfig")
+	if _, err := os.Stat(path); err != nil {
+		cfg := u.srv.CLIStdout(t, "kubeconfig", "--space", space, "--token-file", filepath.Join(u.dir, "token"))
+		require.Contains(t, cfg, u.token, "the tenant's kubeconfig carries the tenant's token")
+		require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
+	}
+	return harness.Kubectl{Kubeconfig: path}
+}
+
+// cli runs the kubestellar binary as the tenant, against space root.
+func (u *tenant) cli(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := u.in(t, "root")
+	cmd := exec.Command(u.srv.Bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+root.Kubeconfig)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestTenantsAndRBAC: users with tokens of their own do in each space what
+// that space's RBAC grants them, and nothing else; nobody grants what they
+// lack; the creator of a space is its admin.
+func TestTenantsAndRBAC(t *testing.T) {
+	srv := harness.StartBinary(t, "")
+	admin := srv.Kubectl()
+	srv.CLI(t, "space", "create", "team-a")
+	srv.CLI(t, "space", "create", "team-b")
+	alice := newTenant(t, srv, "alice", "team-a")
+	bob := newTenant(t, srv, "bob")
+	require.Contains(t, srv.CLI(t, "token", "list"), "alice")
+
+	// Before any binding: no access to the space at all, not even
+	// discovery (which kubectl reports as "Forbidden: unknown"; the raw
+	// answer says why).
+	require.Contains(t, alice.in(t, "team-a").MustFail(t, "get", "configmaps"), "Forbidden")
+	// (kubectl get --raw takes a path from the server's root.)
+	rawConfigMaps := func(space string) []string {
+		return []string{"get", "--raw", "/spaces/" + space + "/api/v1/namespaces/default/configmaps"}
+	}
+	out := alice.in(t, "team-a").MustFail(t, rawConfigMaps("team-a")...)
+	require.Contains(t, out, `user "alice" has no access to space "team-a"`)
+
+	// An admin of team-a lets the group team-a edit namespace default.
+	admin.MustRun(t, "--context", "team-a", "create", "rolebinding", "team-a-edit", "--clusterrole=edit", "--group=team-a", "-n", "default")
+	a := alice.in(t, "team-a")
+	poll(t, a, isYes, "alice to be let into team-a", "auth", "can-i", "create", "deployments", "-n", "default")
+	a.MustRun(t, "create", "configmap", "settings", "-n", "default", "--from-literal=mode=fast")
+	require.Equal(t, "fast", a.MustRun(t, "get", "configmap", "settings", "-n", "default", "-o", "jsonpath={.data.mode}"))
+	require.Equal(t, `no - no RBAC rule of space "team-a" allows it`, strings.TrimSpace(canI(t, a, "create", "roles", "-n", "default")),
+		"edit does not manage RBAC")
+	require.True(t, strings.HasPrefix(canI(t, a, "get", "secrets", "-n", "kube-system"), "no"))
+	require.Contains(t, a.MustFail(t, "get", "secrets", "-n", "kube-system"), `secrets is forbidden: User "alice" cannot list resource "secrets"`)
+	list := a.MustRun(t, "auth", "can-i", "--list", "-n", "default")
+	require.Contains(t, list, "configmaps", "can-i --list shows what edit grants")
+	require.NotContains(t, list, "rolebindings.rbac.authorization.k8s.io", "can-i --list shows only what alice has")
+
+	// The binding of team-a says nothing in team-b, and bob is no member.
+	require.Contains(t, alice.in(t, "team-b").MustFail(t, rawConfigMaps("team-b")...), `user "alice" has no access to space "team-b"`)
+	require.Contains(t, bob.in(t, "team-a").MustFail(t, rawConfigMaps("team-a")...), `user "bob" has no access to space "team-a"`)
+	// Neither the wildcard space nor the root's token store.
+	require.Contains(t, alice.in(t, "root").MustFail(t, "get", "--raw", "/spaces/*/api/v1/configmaps"), "may not use the wildcard space")
+	require.Contains(t, alice.in(t, "root").MustFail(t, "get", "secrets", "-n", "kube-system"), "forbidden")
+
+	// Nobody grants what they lack: with admin in namespace default, alice
+	// may bind admin there, not cluster-admin, and no ClusterRoleBinding.
+	admin.MustRun(t, "--context", "team-a", "create", "rolebinding", "alice-admin", "--clusterrole=admin", "--user=alice", "-n", "default")
+	poll(t, a, isYes, "alice to be admin of namespace default", "auth", "can-i", "create", "rolebindings", "-n", "default")
+	a.MustRun(t, "create", "rolebinding", "bob-admin", "--clusterrole=admin", "--user=bob", "-n", "default")
+	require.Contains(t, a.MustFail(t, "create", "rolebinding", "bob-root", "--clusterrole=cluster-admin", "--user=bob", "-n", "default"),
+		"attempting to grant RBAC permissions not currently held")
+	require.Contains(t, a.MustFail(t, "create", "clusterrolebinding", "alice-root", "--clusterrole=cluster-admin", "--user=alice"), "forbidden")
+	require.Contains(t, a.MustFail(t, "create", "role", "everything", "--verb=*", "--resource=*", "-n", "default"),
+		"attempting to grant RBAC permissions not currently held")
+	b := bob.in(t, "team-a")
+	poll(t, b, isYes, "bob, bound by alice, to be let in", "auth", "can-i", "delete", "configmaps", "-n", "default")
+
+	// The creator of a space is its admin: root-space RBAC lets alice
+	// create spaces.
+	admin.MustRun(t, "--context", "root", "create", "clusterrole", "space-creator", "--verb=create,get,list,watch", "--resource=spaces.tenancy.kubestellar.io")
+	admin.MustRun(t, "--context", "root", "create", "clusterrolebinding", "alice-creates-spaces", "--clusterrole=space-creator", "--user=alice")
+	out, err := alice.cli(t, "space", "create", "scratch")
+	require.NoError(t, err, out)
+	s := alice.in(t, "scratch")
+	poll(t, s, isYes, "alice to be the admin of her space", "auth", "can-i", "*", "*")
+	s.MustRun(t, "create", "namespace", "experiments")
+	require.Contains(t, bob.in(t, "scratch").MustFail(t, rawConfigMaps("scratch")...), `user "bob" has no access to space "scratch"`)
+	out, err = bob.cli(t, "space", "create", "bobs")
+	require.Error(t, err, "bob may not create spaces: %s", out)
+	require.Contains(t, out, "forbidden")
+	// Shared CRDs stay with the server's admins, even in one's own space.
+	crd := filepath.Join(harness.RepoRoot(), "test", "manifests", "crds", "backups.yaml")
+	require.Contains(t, s.MustFail(t, "apply", "-f", crd), "may not create CustomResourceDefinitions")
+	// Nor may alice make herself the owner of someone else's space.
+	require.Contains(t, alice.in(t, "root").MustFail(t, "annotate", "space", "team-b", "tenancy.kubestellar.io/owner=alice", "--overwrite"), "forbidden")
+
+	// A revoked token stops at once.
+	id := strings.SplitN(bob.token, ".", 2)[0]
+	srv.CLI(t, "token", "revoke", id)
+	var last string
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, errOut, err := b.Run(ctx, "get", "configmaps", "-n", "default")
+		last = errOut
+		return err != nil && strings.Contains(errOut, "Unauthorized"), nil
+	})
+	require.NoError(t, err, "bob's revoked token still works: %s", last)
+}
+
+// canI runs kubectl auth can-i, which fails when the answer is no, and
+// returns its answer.
+func canI(t *testing.T, k harness.Kubectl, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, errOut, err := k.Run(ctx, append([]string{"auth", "can-i"}, args...)...)
+	if err != nil && strings.TrimSpace(out) == "" {
+		t.Fatalf("kubectl auth can-i %s: %v: %s", strings.Join(args, " "), err, errOut)
+	}
+	return out
+}
+
+func isYes(s string) bool { return strings.TrimSpace(s) == "yes" }
