@@ -170,3 +170,72 @@ func TestNoStoreKnowsOnlyDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, authorizer.DecisionDeny, decision)
 }
+
+// TestKubestellarRoles: edit and admin cover placing workloads; view reads
+// what comes back; the inventory admin manages SyncTargets and Locations
+// and nothing of a WDS; server-written kinds stay the server's.
+func TestKubestellarRoles(t *testing.T) {
+	store := storeWith(t,
+		in("wds1", roleBinding("", "author", WorkloadAuthorRole, rbacv1.UserKind, "wendy")),
+		in("wds1", roleBinding("", "viewer", "view", rbacv1.UserKind, "vic")),
+		in("inv1", roleBinding("", "inventory", InventoryAdminRole, rbacv1.UserKind, "ivan")),
+	)
+	// Cluster-wide grants in a space are ClusterRoleBindings; the helper
+	// made RoleBindings in namespace "": turn them into ClusterRoleBindings.
+	c := store.caches.Load()
+	for _, o := range c.roleBindings.List() {
+		rb := o.(*rbacv1.RoleBinding)
+		require.NoError(t, c.roleBindings.Delete(rb))
+		require.NoError(t, c.clusterRoleBindings.Add(&rbacv1.ClusterRoleBinding{ObjectMeta: rb.ObjectMeta, RoleRef: rb.RoleRef, Subjects: rb.Subjects}))
+	}
+	az := NewAuthorizer(store, nil)
+	wendy := &user.DefaultInfo{Name: "wendy"}
+	vic := &user.DefaultInfo{Name: "vic"}
+	ivan := &user.DefaultInfo{Name: "ivan"}
+	edge := func(u user.Info, verb, resource, ns string) authorizer.AttributesRecord {
+		a := ask(u, verb, resource, ns)
+		a.APIGroup = "edge.kubestellar.io"
+		return a
+	}
+	for _, tc := range []struct {
+		space string
+		attrs authorizer.AttributesRecord
+		allow bool
+	}{
+		{"wds1", edge(wendy, "create", "edgeplacements", ""), true},
+		{"wds1", edge(wendy, "update", "customizers", ""), true},
+		{"wds1", func() authorizer.AttributesRecord {
+			a := ask(wendy, "create", "deployments", "default")
+			a.APIGroup = "apps"
+			return a
+		}(), true},
+		{"wds1", ask(wendy, "create", "configmaps", "default"), true},
+		{"wds1", edge(wendy, "list", "combinedstatuses", "default"), true},
+		{"wds1", edge(wendy, "create", "combinedstatuses", "default"), false},
+		{"wds1", edge(wendy, "update", "singleplacementslices", ""), false},
+		{"wds1", edge(vic, "get", "edgeplacements", ""), true},
+		{"wds1", edge(vic, "create", "edgeplacements", ""), false},
+		{"inv1", edge(ivan, "create", "synctargets", ""), true},
+		{"inv1", edge(ivan, "delete", "locations", ""), true},
+		{"inv1", ask(ivan, "create", "configmaps", "default"), false},
+		{"inv1", func() authorizer.AttributesRecord {
+			a := edge(ivan, "update", "synctargets", "")
+			a.Subresource = "status"
+			return a
+		}(), false},
+		{"inv1", func() authorizer.AttributesRecord {
+			a := edge(ivan, "get", "synctargets", "")
+			a.Subresource = "status"
+			return a
+		}(), true},
+	} {
+		ctx := spaces.WithSpace(context.Background(), tc.space)
+		decision, reason, err := az.Authorize(ctx, tc.attrs)
+		require.NoError(t, err)
+		want := authorizer.DecisionDeny
+		if tc.allow {
+			want = authorizer.DecisionAllow
+		}
+		require.Equal(t, want, decision, "%s %s %s/%s in %s: %s", tc.attrs.User.GetName(), tc.attrs.Verb, tc.attrs.APIGroup, tc.attrs.Resource, tc.space, reason)
+	}
+}

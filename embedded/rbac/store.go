@@ -79,9 +79,10 @@ type caches struct {
 	roles, roleBindings, clusterRoles, clusterRoleBindings cache.Indexer
 }
 
-// NewStore returns a Store with the defaults of a new cluster.
+// NewStore returns a Store with the defaults of a new cluster, and
+// kubestellar's roles (kubestellarClusterRoles).
 func NewStore() *Store {
-	return &Store{defaults: newDefaults(bootstrappolicy.ClusterRoles(), bootstrappolicy.ClusterRoleBindings())}
+	return &Store{defaults: newDefaults(append(bootstrappolicy.ClusterRoles(), kubestellarClusterRoles()...), bootstrappolicy.ClusterRoleBindings())}
 }
 
 // Start runs the caches until ctx is done, through loopback (a root-space
