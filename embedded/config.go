@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,18 +11,22 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	k8sadmission "k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/token/union"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -38,6 +43,7 @@ import (
 	"github.com/kubestellar/kubestellar/embedded/certs"
 	"github.com/kubestellar/kubestellar/embedded/openapi"
 	"github.com/kubestellar/kubestellar/embedded/rbac"
+	"github.com/kubestellar/kubestellar/embedded/satoken"
 	"github.com/kubestellar/kubestellar/embedded/storage"
 	"github.com/kubestellar/kubestellar/spaces"
 )
@@ -153,7 +159,33 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	tokens.Add(adminToken, auth.AdminInfo())
 	// Syncer tokens work once the kubestellar-spaces hook has started their caches.
 	c.syncers = auth.NewSyncers(ca.PEM)
-	core.Authentication.Authenticator = auth.NewRequestAuthenticator(union.New(tokens, c.syncers.Tokens))
+	// ServiceAccount tokens (kubectl create token), signed with a key
+	// derived from the CA's, check the ServiceAccount in its storage,
+	// installed below.
+	saKey, err := satoken.DeriveKey(ca.Key)
+	if err != nil {
+		return nil, fmt.Errorf("service account signing key: %w", err)
+	}
+	var serviceAccounts rest.Getter
+	saTokens, err := satoken.NewAuthenticator(saKey, func(ctx context.Context, space, namespace, name string) (*corev1.ServiceAccount, error) {
+		if serviceAccounts == nil {
+			return nil, errors.New("the server is starting")
+		}
+		obj, err := serviceAccounts.Get(genericapirequest.WithNamespace(spaces.WithSpace(ctx, space), namespace), name, &metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		sa, ok := obj.(*corev1.ServiceAccount)
+		if !ok {
+			return nil, fmt.Errorf("the ServiceAccount storage returned %T", obj)
+		}
+		return sa, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	core.Authentication.APIAudiences = authenticator.Audiences{satoken.Audience}
+	core.Authentication.Authenticator = auth.NewRequestAuthenticator(union.New(tokens, c.syncers.Tokens, saTokens))
 	// Everyone may ask what they may do (kubectl auth can-i), as in Kubernetes.
 	c.rbac = rbac.NewStore()
 	spaceType := func(space string) string {
@@ -191,7 +223,16 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	if err != nil {
 		return nil, err
 	}
-	c.groups = append(c.groups, builtin.ReviewAPIGroup(scheme, codecs, authz, authz))
+	c.groups = append(c.groups, builtin.ReviewAPIGroup(scheme, codecs, authz, authz), builtin.WhoAmIAPIGroup(scheme, codecs))
+	signer, err := satoken.NewSigner(saKey)
+	if err != nil {
+		return nil, err
+	}
+	v1 := c.legacy.VersionedResourcesStorageMap["v1"]
+	if serviceAccounts, _ = v1["serviceaccounts"].(rest.Getter); serviceAccounts == nil {
+		return nil, errors.New("no ServiceAccount storage to serve TokenRequests from")
+	}
+	v1["serviceaccounts/token"] = satoken.NewTokenREST(serviceAccounts, signer)
 	isSyncer := func(u user.Info) bool {
 		_, _, ok := auth.SyncTargetOf(u)
 		return ok

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -417,9 +418,11 @@ type SelfReviews struct {
 // WithSelfReviews wraps authz with SelfReviews.
 func WithSelfReviews(authz AuthorizerWithRules) SelfReviews { return SelfReviews{authz} }
 
-var selfReviewRule = &authorizer.DefaultResourceRuleInfo{
-	Verbs: []string{"create"}, APIGroups: []string{authorizationv1.GroupName},
-	Resources: []string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"},
+var selfReviewRules = []authorizer.ResourceRuleInfo{
+	&authorizer.DefaultResourceRuleInfo{Verbs: []string{"create"}, APIGroups: []string{authorizationv1.GroupName},
+		Resources: []string{"selfsubjectaccessreviews", "selfsubjectrulesreviews"}},
+	&authorizer.DefaultResourceRuleInfo{Verbs: []string{"create"}, APIGroups: []string{authenticationv1.GroupName},
+		Resources: []string{"selfsubjectreviews"}},
 }
 
 // Authorize implements authorizer.Authorizer.
@@ -435,7 +438,7 @@ func (s SelfReviews) Authorize(ctx context.Context, a authorizer.Attributes) (au
 func (s SelfReviews) RulesFor(ctx context.Context, u user.Info, namespace string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
 	resourceRules, nonResourceRules, incomplete, err := s.AuthorizerWithRules.RulesFor(ctx, u, namespace)
 	if authenticated(u) {
-		resourceRules = append(resourceRules, selfReviewRule)
+		resourceRules = append(resourceRules, selfReviewRules...)
 	}
 	return resourceRules, nonResourceRules, incomplete, err
 }
@@ -443,8 +446,16 @@ func (s SelfReviews) RulesFor(ctx context.Context, u user.Info, namespace string
 // IsSelfReview tells whether a request creates a SelfSubjectAccessReview or
 // a SelfSubjectRulesReview.
 func IsSelfReview(a authorizer.Attributes) bool {
-	return a.IsResourceRequest() && a.GetVerb() == "create" && a.GetAPIGroup() == authorizationv1.GroupName && a.GetSubresource() == "" &&
-		(a.GetResource() == "selfsubjectaccessreviews" || a.GetResource() == "selfsubjectrulesreviews")
+	if !a.IsResourceRequest() || a.GetVerb() != "create" || a.GetSubresource() != "" {
+		return false
+	}
+	switch a.GetAPIGroup() {
+	case authorizationv1.GroupName:
+		return a.GetResource() == "selfsubjectaccessreviews" || a.GetResource() == "selfsubjectrulesreviews"
+	case authenticationv1.GroupName:
+		return a.GetResource() == "selfsubjectreviews"
+	}
+	return false
 }
 
 func authenticated(u user.Info) bool {

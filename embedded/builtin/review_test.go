@@ -322,7 +322,8 @@ func TestReviewsWithServerAuthorizer(t *testing.T) {
 		Resources: []string{"synctargets/status"}, ResourceNames: []string{"edge1"}})
 	require.Contains(t, inInventory.ResourceRules, askRule)
 	require.NotEmpty(t, inInventory.NonResourceRules)
-	require.Equal(t, []authorizationv1.ResourceRule{askRule}, list("wds1", syncer).ResourceRules, "elsewhere a syncer may only ask")
+	whoAmIRule := authorizationv1.ResourceRule{Verbs: []string{"create"}, APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"selfsubjectreviews"}}
+	require.Equal(t, []authorizationv1.ResourceRule{askRule, whoAmIRule}, list("wds1", syncer).ResourceRules, "elsewhere a syncer may only ask")
 	require.Contains(t, list("inv1", auth.AdminInfo()).ResourceRules, authorizationv1.ResourceRule{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}})
 	require.NotContains(t, list(spaces.Root, anonymous).ResourceRules, askRule)
 }

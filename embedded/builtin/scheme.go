@@ -3,6 +3,7 @@ package builtin
 import (
 	"fmt"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +51,16 @@ func NewScheme() (*runtime.Scheme, error) {
 	}
 	for _, kind := range reviewKinds {
 		if err := register(authorizationv1.SchemeGroupVersion.WithKind(kind)); err != nil {
+			return nil, err
+		}
+	}
+	// TokenRequest (kubectl create token) and SelfSubjectReview (kubectl
+	// auth whoami) are asked, never stored.
+	if err := authenticationv1.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("adding %s to scheme: %w", authenticationv1.SchemeGroupVersion, err)
+	}
+	for _, kind := range []string{"TokenRequest", "SelfSubjectReview"} {
+		if err := register(authenticationv1.SchemeGroupVersion.WithKind(kind)); err != nil {
 			return nil, err
 		}
 	}

@@ -136,6 +136,27 @@ func TestTenantsAndRBAC(t *testing.T) {
 	// Nor may alice make herself the owner of someone else's space.
 	require.Contains(t, alice.in(t, "root").MustFail(t, "annotate", "space", "team-b", "tenancy.kubestellar.io/owner=alice", "--overwrite"), "forbidden")
 
+	// ServiceAccounts: an identity of a space, with bound, expiring
+	// tokens from the TokenRequest API, that works in that space only.
+	a.MustRun(t, "create", "serviceaccount", "deployer", "-n", "default")
+	admin.MustRun(t, "--context", "team-a", "create", "rolebinding", "deployer-view", "--clusterrole=view", "--serviceaccount=default:deployer", "-n", "default")
+	saToken := strings.TrimSpace(a.MustRun(t, "create", "token", "deployer", "-n", "default", "--duration", "20m"))
+	sa := &tenant{name: "deployer", dir: t.TempDir(), token: saToken, srv: srv}
+	require.NoError(t, os.WriteFile(filepath.Join(sa.dir, "token"), []byte(saToken), 0o600))
+	d := sa.in(t, "team-a")
+	poll(t, d, isYes, "the ServiceAccount to read its space", "auth", "can-i", "list", "configmaps", "-n", "default")
+	require.Equal(t, "fast", d.MustRun(t, "get", "configmap", "settings", "-n", "default", "-o", "jsonpath={.data.mode}"))
+	require.Contains(t, d.MustRun(t, "auth", "whoami"), "system:serviceaccount:default:deployer")
+	require.Contains(t, d.MustFail(t, "delete", "configmap", "settings", "-n", "default"), "forbidden")
+	// The same name in another space is another account: the token is refused there.
+	admin.MustRun(t, "--context", "team-b", "create", "serviceaccount", "deployer", "-n", "default")
+	admin.MustRun(t, "--context", "team-b", "create", "rolebinding", "deployer-view", "--clusterrole=view", "--serviceaccount=default:deployer", "-n", "default")
+	require.True(t, unauthorized(sa.in(t, "team-b").MustFail(t, "get", "configmaps", "-n", "default")), "the token of team-a's deployer in team-b")
+	require.Contains(t, a.MustFail(t, "create", "token", "deployer", "-n", "default", "--duration", "720h"), "expirationSeconds")
+	// Deleting the ServiceAccount ends its tokens.
+	a.MustRun(t, "delete", "serviceaccount", "deployer", "-n", "default")
+	require.True(t, unauthorized(d.MustFail(t, "get", "configmaps", "-n", "default")), "the token of a deleted ServiceAccount")
+
 	// A revoked token stops at once.
 	id := strings.SplitN(bob.token, ".", 2)[0]
 	srv.CLI(t, "token", "revoke", id)
@@ -143,7 +164,7 @@ func TestTenantsAndRBAC(t *testing.T) {
 	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, errOut, err := b.Run(ctx, "get", "configmaps", "-n", "default")
 		last = errOut
-		return err != nil && strings.Contains(errOut, "Unauthorized"), nil
+		return err != nil && unauthorized(errOut), nil
 	})
 	require.NoError(t, err, "bob's revoked token still works: %s", last)
 }
@@ -162,3 +183,8 @@ func canI(t *testing.T, k harness.Kubectl, args ...string) string {
 }
 
 func isYes(s string) bool { return strings.TrimSpace(s) == "yes" }
+
+// unauthorized tells whether kubectl's stderr says 401.
+func unauthorized(stderr string) bool {
+	return strings.Contains(stderr, "Unauthorized") || strings.Contains(stderr, "the server has asked for the client to provide credentials")
+}
