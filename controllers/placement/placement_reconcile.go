@@ -129,6 +129,11 @@ type mailboxReconciler struct {
 	createSyncerConfig func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error
 	updateSyncerConfig func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error
 
+	// mayRead tells whether the writer of a placement in a WDS may get
+	// objects of a resource in a namespace ("" for cluster-scoped ones),
+	// and if not, why; nil lets everything through.
+	mayRead func(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, gvr schema.GroupVersionResource, namespace string) (bool, string)
+
 	// recordProblems keeps, for the placements' status, what kept copies
 	// of each placement targeting a mailbox from being written.
 	recordProblems func(mailbox string, placements map[string]bool, problems map[string][]problem)
@@ -145,7 +150,7 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	logger := klog.FromContext(ctx).WithValues("syncTarget", key, "mailbox", mailbox)
 	ctx = klog.NewContext(ctx, logger)
 
-	sel, synced := r.selectAll(r.sources(st))
+	sel, synced := r.selectAll(ctx, r.sources(st))
 	if !synced {
 		return true, nil
 	}
@@ -264,12 +269,12 @@ func (s *selection) retryLater() bool {
 
 // selectAll gathers what the placements select; false when a cache it
 // needs has not synced yet.
-func (r *mailboxReconciler) selectAll(sources []placed) (*selection, bool) {
+func (r *mailboxReconciler) selectAll(ctx context.Context, sources []placed) (*selection, bool) {
 	sel := &selection{claims: map[string][]*claim{}, crdNames: map[string]bool{}, problems: map[string][]problem{}, placements: map[string]bool{}}
 	for _, p := range sources {
 		epKey := p.key()
 		sel.placements[epKey] = true
-		probs, synced := r.selectFor(p, sel)
+		probs, synced := r.selectFor(ctx, p, sel)
 		if !synced {
 			return nil, false
 		}
@@ -282,8 +287,24 @@ func (r *mailboxReconciler) selectAll(sources []placed) (*selection, bool) {
 // selectFor adds what one placement selects for its destination to sel,
 // and returns the problems met; false when a cache it needs has not synced
 // yet.
-func (r *mailboxReconciler) selectFor(p placed, sel *selection) (problems []problem, synced bool) {
+func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *selection) (problems []problem, synced bool) {
 	wds := p.wds
+	// What the placement's writer may not read is not placed; each
+	// (resource, namespace) refused is reported once.
+	refused := map[string]bool{}
+	permitted := func(gvr schema.GroupVersionResource, namespace string) bool {
+		if r.mayRead == nil {
+			return true
+		}
+		ok, why := r.mayRead(ctx, wds, p.ep, gvr, namespace)
+		if !ok {
+			if k := gvr.String() + "|" + namespace; !refused[k] {
+				refused[k] = true
+				problems = append(problems, problem{"NotPermitted", why})
+			}
+		}
+		return ok
+	}
 	namespaceLabels := func(ns string) (map[string]string, bool) {
 		n, ok := r.namespace(wds, ns)
 		if !ok {
@@ -304,7 +325,7 @@ func (r *mailboxReconciler) selectFor(p placed, sel *selection) (problems []prob
 		for _, res := range resources {
 			if res.GroupResource() == crdResource {
 				for _, crd := range r.crds() {
-					if cl.matches("", crd.Name, crd.Labels, namespaceLabels) {
+					if cl.matches("", crd.Name, crd.Labels, namespaceLabels) && permitted(res.GroupVersionResource, "") {
 						sel.crdNames[crd.Name] = true
 					}
 				}
@@ -315,7 +336,8 @@ func (r *mailboxReconciler) selectFor(p placed, sel *selection) (problems []prob
 				return nil, false
 			}
 			for _, obj := range objs {
-				if obj.GetLabels()[ManagedLabel] == "true" || !cl.matches(obj.GetNamespace(), obj.GetName(), obj.GetLabels(), namespaceLabels) {
+				if obj.GetLabels()[ManagedLabel] == "true" || !cl.matches(obj.GetNamespace(), obj.GetName(), obj.GetLabels(), namespaceLabels) ||
+					!permitted(res.GroupVersionResource, obj.GetNamespace()) {
 					continue
 				}
 				k := copyKey(res.GroupVersionResource, obj.GetNamespace(), obj.GetName())

@@ -15,7 +15,9 @@ import (
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	rbacregistryvalidation "k8s.io/kubernetes/pkg/registry/rbac/validation"
 
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/internal/placer"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -26,7 +28,45 @@ var (
 	clusterRoleBindingsResource = rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings").GroupResource()
 	crdResource                 = schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
 	spacesResource              = tenancyv1alpha1.SchemeGroupVersion.WithResource("spaces").GroupResource()
+	placementsResource          = edgev2alpha1.SchemeGroupVersion.WithResource("edgeplacements").GroupResource()
 )
+
+// recordPlacer writes who writes an EdgePlacement into
+// edgev2alpha1.PlacedByAnnotation, whatever the object says: the
+// translator copies only what that identity may read. A write by the
+// server itself (finalizers, say) keeps the writer it had.
+func recordPlacer(a admission.Attributes) error {
+	m, err := meta.Accessor(a.GetObject())
+	if err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("an EdgePlacement without metadata: %v", err))
+	}
+	annotations := m.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	u := a.GetUserInfo()
+	if u != nil && u.GetName() == user.APIServerUser && a.GetOperation() == admission.Update {
+		if old, err := meta.Accessor(a.GetOldObject()); err == nil {
+			if v, ok := old.GetAnnotations()[edgev2alpha1.PlacedByAnnotation]; ok {
+				annotations[edgev2alpha1.PlacedByAnnotation] = v
+			} else {
+				delete(annotations, edgev2alpha1.PlacedByAnnotation)
+			}
+			m.SetAnnotations(annotations)
+			return nil
+		}
+	}
+	if u == nil {
+		return apierrors.NewBadRequest("an EdgePlacement written by nobody")
+	}
+	v, err := placer.FromUser(u).Encode()
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	annotations[edgev2alpha1.PlacedByAnnotation] = v
+	m.SetAnnotations(annotations)
+	return nil
+}
 
 // Admission keeps users within what they were granted:
 //   - nobody grants what they lack: a Role or ClusterRole holds only rules
@@ -68,8 +108,13 @@ func (p *Admission) exempt(u user.Info) bool {
 	return u == nil || slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) || (p.isSyncer != nil && p.isSyncer(u))
 }
 
-// Admit records the creator of a Space in the root space as its owner.
+// Admit records the creator of a Space in the root space as its owner,
+// and the writer of an EdgePlacement's spec on it.
 func (p *Admission) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetResource().GroupResource() == placementsResource && a.GetSubresource() == "" &&
+		(a.GetOperation() == admission.Create || a.GetOperation() == admission.Update) {
+		return recordPlacer(a)
+	}
 	if a.GetResource().GroupResource() != spacesResource || a.GetSubresource() != "" || a.GetOperation() != admission.Create ||
 		spaces.SpaceOrRoot(ctx) != spaces.Root || p.exempt(a.GetUserInfo()) {
 		return nil

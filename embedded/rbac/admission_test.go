@@ -15,7 +15,9 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/internal/placer"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -87,4 +89,33 @@ func TestAdmission(t *testing.T) {
 	// Syncers are the edge admission's business.
 	syncer := &user.DefaultInfo{Name: "syncer"}
 	require.NoError(t, p.Validate(ctxIn("mb-1", syncer), attrs(tooMuch, nil, rbGVR, "default", tooMuch.Name, admission.Create, syncer), nil))
+}
+
+// TestPlacerRecorded: every write of an EdgePlacement records its writer,
+// whatever the object says; the server's own writes keep the writer.
+func TestPlacerRecorded(t *testing.T) {
+	p := NewAdmission(storeWith(t), NewAuthorizer(storeWith(t), nil), nil)
+	gvr := edgev2alpha1.SchemeGroupVersion.WithResource("edgeplacements")
+	alice := &user.DefaultInfo{Name: "alice", Groups: []string{"team-a", user.AllAuthenticated}}
+	server := &user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup}}
+	ctx := spaces.WithSpace(context.Background(), "wds1")
+	forged := `{"user":"kubestellar-admin","groups":["system:masters"]}`
+	ep := &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{edgev2alpha1.PlacedByAnnotation: forged}}}
+	require.NoError(t, p.Admit(ctx, attrs(ep, nil, gvr, "", "p", admission.Create, alice), nil))
+	who, err := placer.Decode(ep.Annotations[edgev2alpha1.PlacedByAnnotation])
+	require.NoError(t, err)
+	require.Equal(t, "alice", who.User)
+	require.Equal(t, []string{"team-a", user.AllAuthenticated}, who.Groups)
+	require.False(t, who.Unrestricted())
+
+	byServer := ep.DeepCopy()
+	byServer.Annotations[edgev2alpha1.PlacedByAnnotation] = forged
+	require.NoError(t, p.Admit(ctx, attrs(byServer, ep, gvr, "", "p", admission.Update, server), nil))
+	require.Equal(t, ep.Annotations[edgev2alpha1.PlacedByAnnotation], byServer.Annotations[edgev2alpha1.PlacedByAnnotation])
+
+	status := ep.DeepCopy()
+	status.Annotations[edgev2alpha1.PlacedByAnnotation] = forged
+	a := admission.NewAttributesRecord(status, ep, gvr.GroupVersion().WithKind("EdgePlacement"), "", "p", gvr, "status", admission.Update, nil, false, alice)
+	require.NoError(t, p.Admit(ctx, a, nil))
+	require.Equal(t, forged, status.Annotations[edgev2alpha1.PlacedByAnnotation], "status writes are not spec writes (and keep metadata anyway)")
 }

@@ -188,3 +188,60 @@ func isYes(s string) bool { return strings.TrimSpace(s) == "yes" }
 func unauthorized(stderr string) bool {
 	return strings.Contains(stderr, "Unauthorized") || strings.Contains(stderr, "the server has asked for the client to provide credentials")
 }
+
+// TestPlacementsMoveOnlyWhatTheirWriterMayRead: the translator runs with
+// the server's powers, but a placement copies only what the user who wrote
+// it may read in the WDS: a user who may write EdgePlacements and read
+// ConfigMaps, not Secrets, cannot send the WDS's Secrets to an edge.
+func TestPlacementsMoveOnlyWhatTheirWriterMayRead(t *testing.T) {
+	srv := harness.StartBinary(t, "")
+	admin := srv.Kubectl()
+	srv.CLI(t, "space", "create", "inv1", "--type", "inventory")
+	srv.CLI(t, "space", "create", "wds1", "--type", "wds", "--inventory-space", "inv1")
+	admin.MustRun(t, "--context", "inv1", "apply", "-f", filepath.Join(harness.RepoRoot(), "docs", "examples", "placement", "inventory.yaml"))
+	admin.MustRun(t, "--context", "wds1", "create", "namespace", "app")
+	admin.MustRun(t, "--context", "wds1", "create", "configmap", "settings", "-n", "app", "--from-literal=mode=fast")
+	admin.MustRun(t, "--context", "wds1", "create", "secret", "generic", "db-password", "-n", "app", "--from-literal=password=hunter2")
+	admin.MustRun(t, "--context", "wds1", "create", "clusterrole", "placer", "--verb=get,list,watch,create,update,patch,delete",
+		"--resource=edgeplacements.edge.kubestellar.io,configmaps,namespaces")
+	admin.MustRun(t, "--context", "wds1", "create", "clusterrolebinding", "carol-places", "--clusterrole=placer", "--user=carol")
+	carol := newTenant(t, srv, "carol").in(t, "wds1")
+	require.True(t, strings.HasPrefix(canI(t, carol, "get", "secrets", "-n", "app"), "no"))
+
+	ep := `apiVersion: edge.kubestellar.io/v2alpha1
+kind: EdgePlacement
+metadata: {name: everything-in-app}
+spec:
+  locationSelectors: [{matchLabels: {env: prod}}]
+  downsync:
+  - {apiGroup: "", resources: [configmaps, secrets], namespaces: [app]}
+`
+	carol.MustRunStdin(t, strings.NewReader(ep), "apply", "-f", "-")
+	placedBy := admin.MustRun(t, "--context", "wds1", "get", "edgeplacement", "everything-in-app", "-o",
+		`jsonpath={.metadata.annotations.edge\.kubestellar\.io/placed-by}`)
+	require.Contains(t, placedBy, `"user":"carol"`, "the server records who wrote the placement")
+
+	mailbox := poll(t, admin, func(s string) bool { return s != "" }, "edge1's mailbox",
+		"--context", "inv1", "get", "synctarget", "edge1", "-o", "jsonpath={.status.mailboxSpace}")
+	mb := []string{"--server", serverURL(t, srv) + "/spaces/" + mailbox}
+	poll(t, admin, equals("fast"), "the ConfigMap, which carol may read, in the mailbox",
+		append(mb, "get", "configmap", "settings", "-n", "app", "-o", "jsonpath={.data.mode}")...)
+	out := poll(t, admin, func(s string) bool { return strings.HasPrefix(s, "True NotPermitted") },
+		"the placement to say what it did not place",
+		"--context", "wds1", "get", "edgeplacement", "everything-in-app", "-o",
+		`jsonpath={.status.conditions[?(@.type=="Misconfigured")].status} {.status.conditions[?(@.type=="Misconfigured")].reason} {.status.conditions[?(@.type=="Misconfigured")].message}`)
+	require.Contains(t, out, `secrets in namespace app are not placed: "carol", who wrote this placement, may not get them in space "wds1"`)
+	require.Empty(t, strings.TrimSpace(admin.MustRun(t, append(mb, "get", "secrets", "-n", "app", "--ignore-not-found", "-o", "name")...)),
+		"no Secret reached the mailbox")
+
+	// The same placement written by an admin places the Secret too.
+	admin.MustRunStdin(t, strings.NewReader(strings.Replace(ep, "everything-in-app", "by-admin", 1)), "--context", "wds1", "apply", "-f", "-")
+	poll(t, admin, func(s string) bool { return strings.TrimSpace(s) == "secret/db-password" }, "the admin's placement to place the Secret",
+		append(mb, "get", "secrets", "-n", "app", "--ignore-not-found", "-o", "name")...)
+}
+
+// serverURL is the server's base URL from its admin kubeconfig.
+func serverURL(t *testing.T, srv *harness.Process) string {
+	t.Helper()
+	return srv.BaseURL()
+}

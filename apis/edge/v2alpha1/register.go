@@ -53,6 +53,11 @@ const (
 	// ExecutingCountLabel on a workload object says how many edge clusters
 	// run it, when its placement wants the singleton reported state.
 	ExecutingCountLabel = "kubestellar.io/executing-count"
+	// PlacedByAnnotation on an EdgePlacement records who last wrote its
+	// spec (JSON: user, uid, groups, extra). The server sets it; the
+	// placement translator copies only what that identity may read in the
+	// WDS.
+	PlacedByAnnotation = "edge.kubestellar.io/placed-by"
 	// CreateOnlyAnnotation "true" on a mailbox copy tells the syncer to
 	// create the object once and then leave it alone.
 	CreateOnlyAnnotation = "edge.kubestellar.io/create-only"
