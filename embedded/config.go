@@ -39,6 +39,7 @@ import (
 
 	"github.com/kubestellar/kubestellar/embedded/admission"
 	"github.com/kubestellar/kubestellar/embedded/auth"
+	"github.com/kubestellar/kubestellar/embedded/authnconfig"
 	"github.com/kubestellar/kubestellar/embedded/builtin"
 	"github.com/kubestellar/kubestellar/embedded/certs"
 	"github.com/kubestellar/kubestellar/embedded/openapi"
@@ -185,7 +186,19 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		return nil, err
 	}
 	core.Authentication.APIAudiences = authenticator.Audiences{satoken.Audience}
-	core.Authentication.Authenticator = auth.NewRequestAuthenticator(union.New(tokens, c.syncers.Tokens, saTokens))
+	authenticators := []authenticator.Token{tokens, c.syncers.Tokens, saTokens}
+	if o.AuthenticationConfig != "" {
+		cfg, err := authnconfig.Load(o.AuthenticationConfig)
+		if err != nil {
+			return nil, fmt.Errorf("--authentication-config: %w", err)
+		}
+		external, err := authnconfig.NewAuthenticator(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("--authentication-config: %w", err)
+		}
+		authenticators = append(authenticators, external)
+	}
+	core.Authentication.Authenticator = auth.NewRequestAuthenticator(union.New(authenticators...))
 	// Everyone may ask what they may do (kubectl auth can-i), as in Kubernetes.
 	c.rbac = rbac.NewStore()
 	spaceType := func(space string) string {

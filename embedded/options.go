@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
+	"github.com/kubestellar/kubestellar/embedded/authnconfig"
 	"github.com/kubestellar/kubestellar/embedded/storage"
 )
 
@@ -31,6 +32,9 @@ type Options struct {
 	// over plain HTTP, for a TLS-terminating load balancer that does not
 	// re-encrypt.
 	HTTPAddress string
+	// AuthenticationConfig is a Kubernetes AuthenticationConfiguration
+	// file: JWT (OIDC) issuers whose tokens authenticate users.
+	AuthenticationConfig string
 	// DatastoreEndpoint is a kine endpoint; empty means SQLite in DataDir.
 	DatastoreEndpoint string
 	// TLS files for the connection to the datastore.
@@ -94,6 +98,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AdvertiseAddress, "advertise-address", o.AdvertiseAddress, "Address edges and clients are told to reach the server at (default: the host's primary address).")
 	fs.StringSliceVar(&o.TLSSANs, "tls-san", o.TLSSANs, "Extra host name or IP address for the serving certificate (repeatable).")
 	fs.StringVar(&o.HTTPAddress, "http-address", o.HTTPAddress, "Also serve the API over plain HTTP at this host:port (off by default), for a TLS-terminating load balancer that does not re-encrypt. Requests still need a bearer token; listen only where nothing but the load balancer reaches.")
+	fs.StringVar(&o.AuthenticationConfig, "authentication-config", o.AuthenticationConfig, "File with a Kubernetes AuthenticationConfiguration (apiserver.config.k8s.io/v1): JWT issuers such as OIDC providers whose tokens authenticate users, with kube-apiserver's claim validation and mappings. Their users get what each space's RBAC grants.")
 	fs.StringVar(&o.Token, "token", o.Token, "Secret shared by the servers of one cluster: the first server started with it stores the CA and admin token in the datastore, encrypted with a key derived from it; servers started later with the same --token and --datastore-endpoint load them. $"+TokenEnv+" when neither --token nor --token-file is given.")
 	fs.StringVar(&o.TokenFile, "token-file", o.TokenFile, "File holding --token (keeps it out of the process list).")
 	fs.StringVar(&o.DatastoreEndpoint, "datastore-endpoint", o.DatastoreEndpoint, "Datastore to keep the state in, through kine: postgres://user:pw@host:5432/db (percent-encode / ? # @ % in pw), mysql://user:pw@tcp(host:3306)/db, or an etcd cluster, https://etcd1:2379,https://etcd2:2379 (default: SQLite in the data dir). $"+DatastoreEndpointEnv+" when not given: it keeps a password out of the process list.")
@@ -173,6 +178,11 @@ func (c *CompletedOptions) Validate() []error {
 		errs = append(errs, fmt.Errorf("--advertise-address %q is not an IP address", c.AdvertiseAddress))
 	}
 	errs = append(errs, c.validateDatastore()...)
+	if c.AuthenticationConfig != "" {
+		if _, err := authnconfig.Load(c.AuthenticationConfig); err != nil {
+			errs = append(errs, fmt.Errorf("--authentication-config: %w", err))
+		}
+	}
 	if c.HTTPAddress != "" {
 		host, port, err := net.SplitHostPort(c.HTTPAddress)
 		switch {
