@@ -46,8 +46,8 @@ it cannot be shown again. 'kubestellar token list' and 'revoke' handle both
 kinds.`,
 		Example: `  kubestellar token create --sync-target inv1/edge1 --ttl 24h --description 'edge1 rebuild'
   kubestellar token create --user alice --group team-a --ttl 720h`,
-		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return runE(cmd.Context(), o, streams) },
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runE(cmd.Context(), o, streams) },
 	}
 	o.client.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&o.syncTarget, "sync-target", "", "The SyncTarget of a syncer token, as INVENTORY-SPACE/NAME.")
