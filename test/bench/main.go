@@ -11,6 +11,9 @@
 // Before measuring anything it checks that what the chosen sections need is
 // here (preflight.go); `make bench` installs it first (make bench-deps).
 //
+// Two runs replace the sections: the soak (-soak, make soak) and the chaos
+// test (-chaos, make chaos); see soak.go and chaos.go.
+//
 // Every section's size flag skips the section when 0, e.g. only the syncer:
 //
 //	go run ./test/bench -ready-repeats 0 -throughput-objects 0 -latency-samples 0 \
@@ -65,6 +68,8 @@ type options struct {
 	syncer       syncerOptions
 	tunnel       tunnelOptions
 	datastoreN   int
+	soak         soakOptions
+	chaos        chaosOptions
 }
 
 // serverSections reports whether any section measuring one server runs.
@@ -89,6 +94,19 @@ func main() {
 	flag.IntVar(&o.tunnel.requests, "forward-requests", 2000, "GETs sent to one real edge cluster directly, and again through the center's edge proxy (0 skips)")
 	flag.IntVar(&o.tunnel.workers, "forward-workers", 8, "concurrent GETs in the forwarding comparison")
 	flag.IntVar(&o.datastoreN, "datastore-objects", 1000, "ConfigMaps created on SQLite, and on PostgreSQL, MySQL and etcd (two servers each), for write throughput and watch latency (0 skips)")
+	flag.BoolVar(&o.soak.on, "soak", false, "run the soak instead of the sections (soak.go): one server, simulated syncers, churn; fails on growth or anything unreconciled")
+	flag.DurationVar(&o.soak.duration, "duration", 30*time.Minute, "soak: how long the churn runs, warm-up included")
+	flag.DurationVar(&o.soak.warmup, "soak-warmup", 0, "soak: the warm-up, after which growth is measured (0: a sixth of -duration)")
+	flag.IntVar(&o.soak.syncers, "soak-syncers", 50, "soak: simulated syncers (SyncTargets), each holding a tunnel and writing status")
+	flag.Float64Var(&o.soak.rate, "soak-rate", 2, "soak: churn operations per second")
+	flag.DurationVar(&o.soak.settle, "soak-settle", 5*time.Minute, "soak: how long everything may take to be reconciled once the churn pauses")
+	flag.Float64Var(&o.soak.maxGrowth, "soak-max-growth", 0.10, "soak: the growth of RSS and goroutines after the warm-up that fails it, as a fraction")
+	flag.Uint64Var(&o.soak.seed, "soak-seed", 1, "soak: seed of the churn's random choices")
+	flag.BoolVar(&o.chaos.on, "chaos", false, "run the chaos test instead of the sections (chaos.go): kill -9 of the server while it propagates copies, restart, check every mailbox")
+	flag.IntVar(&o.chaos.objects, "chaos-objects", 100, "chaos: ConfigMaps placed")
+	flag.IntVar(&o.chaos.targets, "chaos-targets", 100, "chaos: SyncTargets they are placed on (copies = objects × targets)")
+	flag.Float64Var(&o.chaos.killAt, "chaos-kill-at", 0.4, "chaos: the fraction of the copies made when the server is killed")
+	flag.DurationVar(&o.chaos.converge, "chaos-converge", 10*time.Minute, "chaos: how long the restarted server may take to make every mailbox exact")
 	flag.Parse()
 	if o.syncer.objects > 0 && o.syncer.rate <= 0 {
 		fmt.Fprintln(os.Stderr, "bench: -syncer-rate must be positive")
@@ -119,6 +137,14 @@ func run(ctx context.Context, o options) error {
 	}
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("-kubestellar %s: %w (run 'make build')", o.bin, err)
+	}
+	switch {
+	case o.soak.on && o.chaos.on:
+		return errors.New("-soak and -chaos are separate runs: choose one")
+	case o.soak.on:
+		return soakRun(ctx, bin, o.soak)
+	case o.chaos.on:
+		return chaosRun(ctx, bin, o.chaos)
 	}
 	var rows []row
 	progress := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }

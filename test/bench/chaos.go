@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// The chaos test: one SQLite server propagates objects × targets copies;
+// when a fraction of them are made it is killed with SIGKILL (no shutdown,
+// no checkpoint), started again on the same data dir and port, and given
+// time to converge. It passes when every mailbox is exact (exact.go: each
+// copy there once, with the content the translator makes, nothing extra)
+// and still is a little later.
+
+const (
+	chaosInv  = "bench-chaos-inv"
+	chaosWDS  = "bench-chaos-wds"
+	chaosNS   = "chaos"
+	chaosHold = 15 * time.Second // how long the mailboxes must stay exact
+)
+
+// chaosOptions configures the chaos test.
+type chaosOptions struct {
+	on       bool
+	objects  int
+	targets  int
+	killAt   float64       // fraction of the copies made when the server is killed
+	converge time.Duration // how long the restarted server may take
+}
+
+func chaosRun(ctx context.Context, bin string, o chaosOptions) (err error) {
+	progress := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "chaos: "+format+"\n", args...) }
+	if o.objects <= 0 || o.targets <= 0 || o.killAt <= 0 || o.killAt >= 1 {
+		return errors.New("chaos: need -chaos-objects > 0, -chaos-targets > 0 and 0 < -chaos-kill-at < 1")
+	}
+	s, err := start(ctx, bin, "")
+	if err != nil {
+		return err
+	}
+	current := s
+	defer func() {
+		current.stop()
+		if err == nil {
+			os.RemoveAll(s.dataDir)
+			return
+		}
+		err = fmt.Errorf("%w\n(the server's data dir and logs are kept in %s)\n--- end of the server's log ---\n%s", err, s.dataDir,
+			tailFile(filepath.Join(s.dataDir, "server.log"), 3000))
+	}()
+	want := o.objects * o.targets
+	progress("server pid %d, data dir %s; %d objects × %d SyncTargets = %d copies, kill -9 at %.0f %%",
+		s.cmd.Process.Pid, s.dataDir, o.objects, o.targets, want, 100*o.killAt)
+
+	for _, args := range [][]string{{chaosInv, "--type", "inventory"}, {chaosWDS, "--type", "wds", "--inventory-space", chaosInv}} {
+		if _, err := s.cli(ctx, bin, append([]string{"space", "create"}, append(args, "--no-context")...)...); err != nil {
+			return err
+		}
+	}
+	wds := kubernetes.NewForConfigOrDie(s.config(chaosWDS))
+	if _, err := wds.CoreV1().Namespaces().Create(ctx, namespace(chaosNS), metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := parallel(16, o.objects, func(i int) error {
+		cm := configMap(fmt.Sprintf("obj-%04d", i))
+		cm.Labels = map[string]string{"app": "chaos"}
+		cm.Data["index"] = fmt.Sprint(i)
+		_, err := wds.CoreV1().ConfigMaps(chaosNS).Create(ctx, cm, metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	progress("creating %d SyncTargets and Locations", o.targets)
+	inv := dynamic.NewForConfigOrDie(s.config(chaosInv))
+	if _, err := parallel(16, o.targets, func(i int) error {
+		name := simulatedName(i)
+		if _, err := inv.Resource(stGVR).Create(ctx, obj("SyncTarget", name, map[string]any{"name": name}, nil), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		_, err := inv.Resource(locationsGVR).Create(ctx, obj("Location", name, map[string]any{"env": "chaos"}, map[string]any{
+			"resource":         map[string]any{"group": edgev2alpha1.GroupName, "version": "v2alpha1", "resource": "synctargets"},
+			"instanceSelector": map[string]any{"matchLabels": map[string]any{"name": name}},
+		}), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := pollProgress(ctx, 10*time.Minute, "SyncTargets with a mailbox", progress, func(ctx context.Context) (int, error) {
+		list, err := inv.Resource(stGVR).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, nil
+		}
+		n := 0
+		for _, st := range list.Items {
+			if mb, _, _ := unstructured.NestedString(st.Object, "status", "mailboxSpace"); mb != "" {
+				n++
+			}
+		}
+		return n, nil
+	}, o.targets); err != nil {
+		return err
+	}
+
+	// Count copies as they appear, with one watch across all spaces.
+	wildcard := rest.CopyConfig(s.config(spaces.Root))
+	wildcard.Host += spaces.PathPrefix + spaces.Wildcard
+	w, err := kubernetes.NewForConfigOrDie(wildcard).CoreV1().ConfigMaps("").Watch(ctx,
+		metav1.ListOptions{LabelSelector: edgev2alpha1.PlacementCopyLabel + "=true"})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	ep := &edgev2alpha1.EdgePlacement{
+		TypeMeta:   metav1.TypeMeta{APIVersion: edgev2alpha1.SchemeGroupVersion.String(), Kind: "EdgePlacement"},
+		ObjectMeta: metav1.ObjectMeta{Name: "chaos"},
+		Spec: edgev2alpha1.EdgePlacementSpec{
+			LocationSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"env": "chaos"}}},
+			Downsync:          []edgev2alpha1.DownsyncClause{{APIGroup: ptr.To(""), Resources: []string{"configmaps"}, Namespaces: []string{chaosNS}}},
+		},
+	}
+	u, err := toUnstructured(ep)
+	if err != nil {
+		return err
+	}
+	killAt := int(o.killAt * float64(want))
+	progress("placing; kill -9 once %d of %d copies are made", killAt, want)
+	placed := time.Now()
+	if _, err := dynamic.NewForConfigOrDie(s.config(chaosWDS)).Resource(epGVR).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for len(seen) < killAt {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return fmt.Errorf("the watch of copies ended after %d of %d", len(seen), want)
+			}
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Added {
+				seen[cm.Annotations[spaces.Annotation]+"/"+cm.Name] = true
+			}
+		case <-time.After(5 * time.Minute):
+			return fmt.Errorf("only %d of %d copies after 5 minutes without progress", len(seen), want)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := s.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("kill -9 of the server: %w", err)
+	}
+	killed := time.Now()
+	<-s.done
+	w.Stop()
+	madeAtKill := len(seen)
+	progress("killed (SIGKILL) %s after placing, with %d of %d copies seen made", killed.Sub(placed).Round(time.Millisecond), madeAtKill, want)
+
+	if err := os.Rename(filepath.Join(s.dataDir, "server.log"), filepath.Join(s.dataDir, "server.before-kill.log")); err != nil {
+		return err
+	}
+	s2, err := startOn(ctx, bin, s.dataDir, s.port)
+	if err != nil {
+		return fmt.Errorf("restarting on the same data dir: %w", err)
+	}
+	current = s2
+	ready := time.Now()
+	progress("restarted, ready %s after the kill; waiting until every mailbox is exact (at most %s)", ready.Sub(killed).Round(time.Millisecond), o.converge)
+	x := exactness{gvr: corev1.SchemeGroupVersion.WithResource("configmaps"), inventory: chaosInv, wds: chaosWDS}
+	f, counts, took, err := converge(ctx, s2, x, o.converge, progress)
+	if err != nil {
+		return err
+	}
+	converged := f.total() == 0
+	held, heldCounts := findings{}, counts
+	if converged {
+		progress("exact %s after ready; checking that it stays so for %s", took.Round(time.Millisecond), chaosHold)
+		if err := sleep(ctx, chaosHold); err != nil {
+			return err
+		}
+		if held, heldCounts, err = x.check(ctx, s2); err != nil {
+			return err
+		}
+	}
+
+	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintf(tw, "CHAOS: kill -9 of one SQLite server during a fan-out of %d objects × %d SyncTargets\tVALUE\n", o.objects, o.targets)
+	fmt.Fprintf(tw, "copies expected\t%d\n", counts.expected)
+	fmt.Fprintf(tw, "copies seen made before the kill\t%d (%.0f %%), %s after placing\n", madeAtKill, 100*float64(madeAtKill)/float64(want), killed.Sub(placed).Round(time.Millisecond))
+	fmt.Fprintf(tw, "copies found after the restart\t%d\n", counts.found)
+	fmt.Fprintf(tw, "missing\t%d\n", counts.missing)
+	fmt.Fprintf(tw, "extra\t%d\n", counts.extra)
+	fmt.Fprintf(tw, "duplicated\t%d\n", counts.duplicated)
+	fmt.Fprintf(tw, "unlike what the translator makes\t%d\n", counts.unlike)
+	fmt.Fprintf(tw, "other unreconciled (namespaces, mailboxes)\t%d\n", f.total()-counts.missing-counts.extra-counts.duplicated-counts.unlike)
+	fmt.Fprintf(tw, "kill -9 → ready\t%s\n", long(ready.Sub(killed)))
+	if converged {
+		fmt.Fprintf(tw, "ready → every mailbox exact\t%s\n", long(took))
+		fmt.Fprintf(tw, "still exact %s later\t%t (%d copies)\n", chaosHold, held.total() == 0, heldCounts.found)
+	} else {
+		fmt.Fprintf(tw, "ready → every mailbox exact\tnot within %s\n", o.converge)
+	}
+	_ = tw.Flush()
+	switch {
+	case !converged:
+		return fmt.Errorf("chaos failed: %d unreconciled %s after the restart:%s", f.total(), o.converge, f)
+	case held.total() > 0:
+		return fmt.Errorf("chaos failed: exact once, but %d unreconciled %s later:%s", held.total(), chaosHold, held)
+	}
+	fmt.Println("chaos passed: every mailbox exact after kill -9 and restart")
+	return nil
+}
