@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -36,6 +37,7 @@ import (
 	"github.com/kubestellar/kubestellar/embedded/auth"
 	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
 	"github.com/kubestellar/kubestellar/embedded/builtin"
+	"github.com/kubestellar/kubestellar/embedded/dashboard"
 	"github.com/kubestellar/kubestellar/embedded/kubeconfig"
 	"github.com/kubestellar/kubestellar/embedded/storage"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -69,6 +71,11 @@ func (c *Config) AdminKubeconfigPath() string {
 // New builds the API servers: the core server for built-in kinds, with the
 // apiextensions server behind it for CRDs and custom resources.
 func (c *Config) New(ctx context.Context) (*Server, error) {
+	// The dashboard's event streams stay open: no request timeout for them.
+	longRunning := c.core.LongRunningFunc
+	c.core.LongRunningFunc = func(r *http.Request, ri *request.RequestInfo) bool {
+		return dashboard.IsLongRunning(r) || (longRunning != nil && longRunning(r, ri))
+	}
 	ext, err := c.extensions.Complete().New(genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, fmt.Errorf("creating apiextensions server: %w", err)
@@ -107,6 +114,21 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 	}
 	core.Handler.NonGoRestfulMux.Handle(tunnel.Path, tunnels)
 	core.Handler.NonGoRestfulMux.HandlePrefix(tunnel.EdgesPrefix, tunnels.EdgeProxy())
+	// The dashboard (embedded/dashboard): auth lets /dashboard/ through
+	// without a token; the handler checks its own sessions.
+	dashStore := dashboard.NewStore()
+	dash, err := dashboard.NewHandler(ctx, dashboard.Options{Store: dashStore, Sessions: dashboard.NewSessions(time.Now),
+		Authorizer: c.core.Authorization.Authorizer, Loopback: core.LoopbackClientConfig})
+	if err != nil {
+		return nil, err
+	}
+	core.Handler.NonGoRestfulMux.Handle(dashboard.Path, dash)
+	core.Handler.NonGoRestfulMux.HandlePrefix(dashboard.Path+"/", dash)
+	if err := core.AddPostStartHook("kubestellar-dashboard", func(hookCtx genericapiserver.PostStartHookContext) error {
+		return dashStore.Start(hookCtx.Context, hookCtx.LoopbackClientConfig, 5*time.Second)
+	}); err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: c, core: core, ext: ext, tunnels: tunnels}
 	if addr := c.Options.HTTPAddress; addr != "" {
 		if s.plain, err = net.Listen("tcp", addr); err != nil {

@@ -119,8 +119,21 @@ func isPublic(path string) bool {
 	return false
 }
 
+// DashboardPath is where the server serves its dashboard (package
+// embedded/dashboard). A browser carries no bearer token there, only the
+// dashboard's session cookie: its requests in the root space reach the
+// dashboard as anonymous (GET, HEAD and POST only), and the dashboard
+// checks the session itself, serving nothing but its login page without
+// one. Under /spaces/NAME it needs a token like everything else.
+const DashboardPath = "/dashboard"
+
+func isDashboard(path string) bool {
+	return path == DashboardPath || strings.HasPrefix(path, DashboardPath+"/")
+}
+
 // NewRequestAuthenticator authenticates bearer tokens with tokens, and lets
-// requests without credentials for PublicPaths through as anonymous.
+// requests without credentials for PublicPaths and the dashboard through as
+// anonymous.
 func NewRequestAuthenticator(tokens authenticator.Token) authenticator.Request {
 	bearer := bearertoken.New(tokens)
 	return authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
@@ -133,13 +146,20 @@ func NewRequestAuthenticator(tokens authenticator.Token) authenticator.Request {
 			return &authenticator.Response{User: &user.DefaultInfo{
 				Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}}, true, nil
 		}
+		if (req.Method == http.MethodGet || req.Method == http.MethodHead || req.Method == http.MethodPost) &&
+			req.Header.Get("Authorization") == "" && isDashboard(req.URL.Path) && spaces.SpaceOrRoot(req.Context()) == spaces.Root {
+			return &authenticator.Response{User: &user.DefaultInfo{
+				Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}}, true, nil
+		}
 		return nil, false, nil
 	})
 }
 
 // Authorizer decides who may do what in which space. Members of
 // system:masters (the admin token, the server's loopback client) may do
-// everything everywhere; anyone may read PublicPaths; a syncer may do what
+// everything everywhere; anyone may read PublicPaths and reach the dashboard
+// (GET, HEAD, POST under DashboardPath in the root space; it checks its own
+// sessions); a syncer may do what
 // its SyncTarget needs (see authorizeSyncer); Users decides for everybody
 // else (by the RBAC of the space); without Users, everything else is
 // denied with a reason naming the user and the space.
@@ -169,6 +189,10 @@ func (az Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (au
 		return authorizer.DecisionAllow, "", nil
 	}
 	if !a.IsResourceRequest() && a.GetVerb() == "get" && isPublic(a.GetPath()) && spaces.SpaceOrRoot(ctx) == spaces.Root {
+		return authorizer.DecisionAllow, "", nil
+	}
+	if !a.IsResourceRequest() && isDashboard(a.GetPath()) && spaces.SpaceOrRoot(ctx) == spaces.Root &&
+		(a.GetVerb() == "get" || a.GetVerb() == "head" || a.GetVerb() == "post") {
 		return authorizer.DecisionAllow, "", nil
 	}
 	if inv, st, ok := SyncTargetOf(u); ok {

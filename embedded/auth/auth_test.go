@@ -91,6 +91,15 @@ func TestRequestAuthenticator(t *testing.T) {
 		{desc: "anonymous metrics", method: http.MethodGet, path: "/metrics"},
 		{desc: "anonymous post to healthz", method: http.MethodPost, path: "/healthz"},
 		{desc: "anonymous head of healthz", method: http.MethodHead, path: "/healthz"},
+		{desc: "anonymous dashboard", method: http.MethodGet, path: "/dashboard/", wantUser: user.Anonymous},
+		{desc: "anonymous dashboard without slash", method: http.MethodGet, path: "/dashboard", wantUser: user.Anonymous},
+		{desc: "anonymous dashboard post", method: http.MethodPost, path: "/dashboard/logout", wantUser: user.Anonymous},
+		{desc: "anonymous dashboard head", method: http.MethodHead, path: "/dashboard/login", wantUser: user.Anonymous},
+		{desc: "anonymous dashboard delete", method: http.MethodDelete, path: "/dashboard/api/x"},
+		{desc: "anonymous dashboard put", method: http.MethodPut, path: "/dashboard/api/x"},
+		{desc: "anonymous dashboard lookalike", method: http.MethodGet, path: "/dashboards"},
+		{desc: "user token on the dashboard", method: http.MethodPost, path: "/dashboard/api/login-codes", header: "Bearer alice-token", wantUser: "alice"},
+		{desc: "bad token on the dashboard", method: http.MethodPost, path: "/dashboard/api/login-codes", header: "Bearer nope", wantErr: true},
 		{desc: "bad token", method: http.MethodGet, path: "/api", header: "Bearer nope", wantErr: true},
 		{desc: "bad token on a public path", method: http.MethodGet, path: "/healthz", header: "Bearer nope", wantErr: true},
 		{desc: "basic auth on a public path", method: http.MethodGet, path: "/healthz", header: "Basic " + base64.StdEncoding.EncodeToString([]byte("a:b"))},
@@ -138,6 +147,12 @@ func TestAuthorizer(t *testing.T) {
 		{desc: "anyone reads healthz", attrs: authorizer.AttributesRecord{User: &user.DefaultInfo{Name: user.Anonymous}, Verb: "get", Path: "/healthz"}, wantAllow: true},
 		{desc: "anyone reads readyz checks", attrs: authorizer.AttributesRecord{User: alice, Verb: "get", Path: "/readyz/ping"}, wantAllow: true},
 		{desc: "nobody reads version", attrs: authorizer.AttributesRecord{Verb: "get", Path: "/version"}, wantAllow: true},
+		{desc: "anyone gets the dashboard", attrs: authorizer.AttributesRecord{User: &user.DefaultInfo{Name: user.Anonymous}, Verb: "get", Path: "/dashboard/"}, wantAllow: true},
+		{desc: "anyone posts to the dashboard", attrs: authorizer.AttributesRecord{User: alice, Verb: "post", Path: "/dashboard/api/login-codes"}, wantAllow: true},
+		{desc: "dashboard put", attrs: authorizer.AttributesRecord{User: alice, Verb: "put", Path: "/dashboard/api/x"}, wantReason: `user "alice" has no access to space "root"`},
+		{desc: "dashboard in a space", space: "foo", attrs: authorizer.AttributesRecord{User: alice, Verb: "get", Path: "/dashboard/"}, wantReason: `user "alice" has no access to space "foo"`},
+		{desc: "dashboard lookalike", attrs: authorizer.AttributesRecord{User: alice, Verb: "get", Path: "/dashboardx"}, wantReason: `user "alice" has no access to space "root"`},
+		{desc: "resource named like the dashboard", attrs: authorizer.AttributesRecord{User: alice, Verb: "get", ResourceRequest: true, Resource: "pods", Path: "/dashboard/"}, wantReason: `user "alice" has no access to space "root"`},
 		{desc: "post to healthz", space: "foo", attrs: authorizer.AttributesRecord{User: alice, Verb: "post", Path: "/healthz"}, wantReason: `user "alice" has no access to space "foo"`},
 		{desc: "resource named like a public path", space: "foo", attrs: authorizer.AttributesRecord{User: alice, Verb: "get", ResourceRequest: true, Resource: "pods", Path: "/healthz"}, wantReason: `user "alice" has no access to space "foo"`},
 		{desc: "other non-resource", space: "foo", attrs: authorizer.AttributesRecord{User: alice, Verb: "get", Path: "/metrics"}, wantReason: `user "alice" has no access to space "foo"`},
@@ -269,4 +284,17 @@ func TestNewSecret(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, a, b)
 	require.Len(t, a, 43) // 32 bytes, unpadded base64
+}
+
+// TestDashboardOnlyInRoot: under /spaces/NAME the dashboard's path needs a
+// token like everything else (the space filter has stripped the prefix and
+// put the space in the context).
+func TestDashboardOnlyInRoot(t *testing.T) {
+	authn := NewRequestAuthenticator(testTokens())
+	req := httptest.NewRequest(http.MethodGet, "/dashboard/", nil)
+	req = req.WithContext(spaces.WithSpace(req.Context(), "foo"))
+	resp, ok, err := authn.AuthenticateRequest(req)
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Nil(t, resp)
 }

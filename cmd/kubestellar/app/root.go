@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/dashboard"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/kubeconfig"
 	serverinstall "github.com/kubestellar/kubestellar/cmd/kubestellar/app/server/install"
@@ -82,6 +83,6 @@ func NewCommand(streams IOStreams) *cobra.Command {
 	synctarget.AddCommand(synctargetcreate.NewCommand(streams), synctargetdelete.NewCommand(streams))
 	token := &cobra.Command{Use: "token", Short: "Create, list and revoke syncer tokens"}
 	token.AddCommand(tokencreate.NewCommand(streams), tokenlist.NewCommand(streams), tokenrevoke.NewCommand(streams))
-	cmd.AddCommand(server, space, syncer, synctarget, token, kubeconfig.NewCommand(streams), version.NewCommand(streams))
+	cmd.AddCommand(server, space, syncer, synctarget, token, kubeconfig.NewCommand(streams), version.NewCommand(streams), dashboard.NewCommand(streams))
 	return cmd
 }

@@ -1,0 +1,296 @@
+package dashboard
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// Resources the dashboard watches, across every space.
+var (
+	SyncTargetsGVR    = edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")
+	PlacementsGVR     = edgev2alpha1.SchemeGroupVersion.WithResource("edgeplacements")
+	SlicesGVR         = edgev2alpha1.SchemeGroupVersion.WithResource("singleplacementslices")
+	CombinedStatusGVR = edgev2alpha1.SchemeGroupVersion.WithResource("combinedstatuses")
+	SpacesGVR         = tenancyv1alpha1.SchemeGroupVersion.WithResource("spaces")
+)
+
+// Store keeps, from informers over every space, the SyncTargets,
+// EdgePlacements, SinglePlacementSlices and Spaces reduced to what the
+// views show, and tells watchers when anything they show may have changed.
+// One Store serves every session: sessions see a filtered view of it.
+type Store struct {
+	mu         sync.RWMutex
+	edges      map[string]edgeRecord
+	placements map[string]Placement
+	slices     map[string][]Destination
+	spaces     map[string]SpaceRow
+	synced     bool
+	// changed is closed (and replaced) on every change.
+	changed chan struct{}
+	// silent is the set of edges shown silent at the last tick.
+	silent map[string]bool
+}
+
+// NewStore returns an empty store.
+func NewStore() *Store {
+	return &Store{edges: map[string]edgeRecord{}, placements: map[string]Placement{}, slices: map[string][]Destination{},
+		spaces: map[string]SpaceRow{}, changed: make(chan struct{}), silent: map[string]bool{}}
+}
+
+// Changed returns a channel closed at the next change.
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.changed
+}
+
+func (s *Store) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Synced tells whether every informer has listed once.
+func (s *Store) Synced() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.synced
+}
+
+// Start runs the informers with loopback (a privileged client of the root
+// space) until ctx ends, and the ticker that notices edges falling silent.
+// It does not wait for them to sync.
+func (s *Store) Start(ctx context.Context, loopback *rest.Config, tick time.Duration) error {
+	dyn, err := dynamic.NewForConfig(spaces.ScopedConfig(loopback))
+	if err != nil {
+		return err
+	}
+	// The dashboard starts beside the server's other post-start hooks:
+	// wait until kubestellar's CRDs are served rather than have the
+	// informers fail and log meanwhile.
+	go func() {
+		err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			for _, gvr := range []schema.GroupVersionResource{SyncTargetsGVR, PlacementsGVR, SlicesGVR, SpacesGVR} {
+				if _, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		if err == nil {
+			s.run(ctx, dyn, tick)
+		}
+	}()
+	return nil
+}
+
+func (s *Store) run(ctx context.Context, dyn dynamic.Interface, tick time.Duration) {
+	var informers []cache.Controller
+	run := func(gvr schema.GroupVersionResource, space string, obj runtime.Object, set func(string, *unstructured.Unstructured), del func(string, string)) {
+		in := func(ctx context.Context) context.Context { return spaces.WithSpace(ctx, space) }
+		lw := &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+				return dyn.Resource(gvr).List(in(ctx), opts)
+			},
+			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				return dyn.Resource(gvr).Watch(in(ctx), opts)
+			},
+		}
+		_, controller := spaces.NewInformer(lw, obj, 0, cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { s.apply(ctx, o, false, set, del) },
+			UpdateFunc: func(_, o any) { s.apply(ctx, o, false, set, del) },
+			DeleteFunc: func(o any) { s.apply(ctx, o, true, set, del) },
+		})
+		informers = append(informers, controller)
+		go controller.RunWithContext(ctx)
+	}
+	run(SyncTargetsGVR, spaces.Wildcard, &unstructured.Unstructured{}, s.setEdge, s.deleteEdge)
+	run(PlacementsGVR, spaces.Wildcard, &unstructured.Unstructured{}, s.setPlacement, s.deletePlacement)
+	run(SlicesGVR, spaces.Wildcard, &unstructured.Unstructured{}, s.setSlice, s.deleteSlice)
+	run(SpacesGVR, spaces.Root, &unstructured.Unstructured{}, s.setSpace, s.deleteSpace)
+	go func() {
+		if !cache.WaitForCacheSync(ctx.Done(), func() bool {
+			for _, c := range informers {
+				if !c.HasSynced() {
+					return false
+				}
+			}
+			return true
+		}) {
+			return
+		}
+		s.mu.Lock()
+		s.synced = true
+		s.notifyLocked()
+		s.mu.Unlock()
+		klog.FromContext(ctx).V(2).Info("dashboard caches synced")
+	}()
+	go s.tickSilence(ctx, tick)
+}
+
+// apply reduces an informer's object and records it, or forgets it when it
+// was deleted.
+func (s *Store) apply(ctx context.Context, o any, deleted bool, set func(string, *unstructured.Unstructured), del func(string, string)) {
+	if tomb, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = tomb.Obj
+	}
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	space := u.GetAnnotations()[spaces.Annotation]
+	if space == "" {
+		space = spaces.Root
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if deleted {
+		del(space, u.GetName())
+	} else {
+		set(space, u)
+	}
+	s.notifyLocked()
+	klog.FromContext(ctx).V(5).Info("dashboard object changed", "space", space, "kind", u.GetKind(), "name", u.GetName(), "deleted", deleted)
+}
+
+func convert[T any](u *unstructured.Unstructured) (*T, bool) {
+	var out T
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out); err != nil {
+		return nil, false
+	}
+	return &out, true
+}
+
+func (s *Store) setEdge(space string, u *unstructured.Unstructured) {
+	if st, ok := convert[edgev2alpha1.SyncTarget](u); ok {
+		s.edges[key(space, st.Name)] = edgeOf(space, st)
+	}
+}
+func (s *Store) deleteEdge(space, name string) { delete(s.edges, key(space, name)) }
+
+func (s *Store) setPlacement(space string, u *unstructured.Unstructured) {
+	if p, ok := convert[edgev2alpha1.EdgePlacement](u); ok {
+		s.placements[key(space, p.Name)] = placementOf(space, p)
+	}
+}
+func (s *Store) deletePlacement(space, name string) { delete(s.placements, key(space, name)) }
+
+func (s *Store) setSlice(space string, u *unstructured.Unstructured) {
+	sps, ok := convert[edgev2alpha1.SinglePlacementSlice](u)
+	if !ok {
+		return
+	}
+	dests := make([]Destination, 0, len(sps.Destinations))
+	for _, d := range sps.Destinations {
+		dests = append(dests, Destination{Space: d.Space, SyncTarget: d.SyncTargetName, Location: d.LocationName})
+	}
+	s.slices[key(space, sps.Name)] = dests
+}
+func (s *Store) deleteSlice(space, name string) { delete(s.slices, key(space, name)) }
+
+func (s *Store) setSpace(_ string, u *unstructured.Unstructured) {
+	if sp, ok := convert[tenancyv1alpha1.Space](u); ok {
+		s.spaces[sp.Name] = spaceOf(sp)
+	}
+}
+func (s *Store) deleteSpace(_, name string) { delete(s.spaces, name) }
+
+// tickSilence notices edges that fall silent (or speak again) with no
+// object changing, so that the views show it within the heartbeat timeout
+// and a tick.
+func (s *Store) tickSilence(ctx context.Context, tick time.Duration) {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.checkSilence(now)
+		}
+	}
+}
+
+func (s *Store) checkSilence(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	silent := map[string]bool{}
+	for k, e := range s.edges {
+		if e.at(now).State == StateSilent {
+			silent[k] = true
+		}
+	}
+	if len(silent) == len(s.silent) {
+		same := true
+		for k := range silent {
+			if !s.silent[k] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return
+		}
+	}
+	s.silent = silent
+	s.notifyLocked()
+}
+
+// snapshot is a consistent copy of what a view reads, already narrowed to
+// what visible allows.
+type snapshot struct {
+	edges      []edgeRecord
+	edgeIndex  map[string]edgeRecord
+	placements []Placement
+	slices     map[string][]Destination
+	spaces     []SpaceRow
+}
+
+// Visible tells whether the viewer may list resource in space.
+type Visible func(space string, gvr schema.GroupVersionResource) bool
+
+func (s *Store) snapshot(visible Visible) snapshot {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out snapshot
+	out.edgeIndex = make(map[string]edgeRecord, len(s.edges))
+	edgeCount, placementCount := map[string]int{}, map[string]int{}
+	for k, e := range s.edges {
+		if visible(e.Space, SyncTargetsGVR) {
+			out.edges = append(out.edges, e)
+			out.edgeIndex[k] = e
+			edgeCount[e.Space]++
+		}
+	}
+	out.slices = map[string][]Destination{}
+	for k, p := range s.placements {
+		if visible(p.Space, PlacementsGVR) {
+			out.placements = append(out.placements, p)
+			out.slices[k] = s.slices[k]
+			placementCount[p.Space]++
+		}
+	}
+	seeAll := visible(spaces.Root, SpacesGVR)
+	for _, sp := range s.spaces {
+		if seeAll || edgeCount[sp.Name] > 0 || placementCount[sp.Name] > 0 {
+			sp.SyncTargets, sp.Placements = edgeCount[sp.Name], placementCount[sp.Name]
+			out.spaces = append(out.spaces, sp)
+		}
+	}
+	return out
+}
