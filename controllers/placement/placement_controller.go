@@ -207,7 +207,10 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 		delete: func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) error {
 			return c.clients.Dynamic.Resource(gvr).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{})
 		},
-		mayRead: newAccessChecker(c.clients.Client).mayRead,
+		mayRead:         newAccessChecker(c.clients.Client).mayRead,
+		emptyNamespaces: newEmptyNamespaces(namespaceGrace),
+		now:             time.Now,
+		requeueAfter:    c.mailboxes.AddAfter,
 		createSyncerConfig: func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error {
 			return c.clients.Client.Create(ctx, cfg)
 		},

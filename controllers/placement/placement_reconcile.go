@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -134,6 +136,13 @@ type mailboxReconciler struct {
 	// and if not, why; nil lets everything through.
 	mayRead func(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, gvr schema.GroupVersionResource, namespace string) (bool, string)
 
+	// emptyNamespaces holds mailbox namespaces a grace period before they
+	// go (nil: none); now is its clock, and requeueAfter looks at a
+	// mailbox again once one may go.
+	emptyNamespaces *emptyNamespaces
+	now             func() time.Time
+	requeueAfter    func(key string, after time.Duration)
+
 	// recordProblems keeps, for the placements' status, what kept copies
 	// of each placement targeting a mailbox from being written.
 	recordProblems func(mailbox string, placements map[string]bool, problems map[string][]problem)
@@ -165,13 +174,14 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	desired := decideAll(sel, current, "SyncTarget "+crossspace.SpaceOf(st)+"/"+st.Name)
 	r.recordProblems(mailbox, sel.placements, sel.problems)
 	addImpliedNamespaces(desired)
+	r.holdEmptyNamespaces(key, mailbox, desired, current)
 
 	mctx := spaces.WithSpace(ctx, mailbox)
 	written, err := r.writeCopies(mctx, desired, current)
 	if err != nil {
 		return false, err
 	}
-	deleted, err := r.prune(mctx, desired, current)
+	deleted, err := r.prune(mctx, mailbox, desired, current)
 	if err != nil {
 		return false, err
 	}
@@ -545,7 +555,7 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current *
 
 // prune deletes the translator's copies no longer desired, namespaces
 // last, and returns how many it deleted.
-func (r *mailboxReconciler) prune(ctx context.Context, desired map[string]*desiredCopy, current map[string]*unstructured.Unstructured) (int, error) {
+func (r *mailboxReconciler) prune(ctx context.Context, mailbox string, desired map[string]*desiredCopy, current map[string]*unstructured.Unstructured) (int, error) {
 	deleted := 0
 	for _, namespaces := range []bool{false, true} {
 		for _, k := range sortedKeys(current) {
@@ -560,10 +570,84 @@ func (r *mailboxReconciler) prune(ctx context.Context, desired map[string]*desir
 			if err := r.delete(ctx, gvr, obj.GetNamespace(), obj.GetName()); err != nil && !apierrors.IsNotFound(err) {
 				return deleted, fmt.Errorf("deleting %s %s: %w", gvr.Resource, qualifiedName(obj), err)
 			}
+			if namespaces {
+				r.emptyNamespaces.forget(mailbox, obj.GetName())
+			}
 			deleted++
 		}
 	}
 	return deleted, nil
+}
+
+// holdEmptyNamespaces keeps, for a grace period, the translator's mailbox
+// namespaces that nothing desired is in any more and that are not placed
+// themselves: under churn their contents come back soon, and a namespace
+// being deleted takes no new copies. They stay as they are (and in the
+// SyncerConfig) until the period ends, when the mailbox is looked at
+// again and they go.
+func (r *mailboxReconciler) holdEmptyNamespaces(key, mailbox string, desired map[string]*desiredCopy, current map[string]*unstructured.Unstructured) {
+	if r.emptyNamespaces == nil {
+		return
+	}
+	now := r.now()
+	for k, obj := range current {
+		if !isNamespaces(gvrOfKey(k)) {
+			continue
+		}
+		if _, want := desired[k]; want {
+			r.emptyNamespaces.forget(mailbox, obj.GetName())
+			continue
+		}
+		if obj.GetLabels()[ManagedLabel] != "true" {
+			continue
+		}
+		if wait := r.emptyNamespaces.wait(mailbox, obj.GetName(), now); wait > 0 {
+			desired[k] = &desiredCopy{res: namespaceResource, obj: obj, keep: true}
+			r.requeueAfter(key, wait)
+		}
+	}
+}
+
+// namespaceGrace is how long a mailbox namespace stays once nothing
+// placed is in it and it is not placed itself.
+const namespaceGrace = 15 * time.Second
+
+// emptyNamespaces remembers since when mailbox namespaces have been on
+// their way out. A nil one has no grace period.
+type emptyNamespaces struct {
+	grace time.Duration
+	mu    sync.Mutex
+	since map[string]time.Time // "mailbox/namespace"
+}
+
+func newEmptyNamespaces(grace time.Duration) *emptyNamespaces {
+	return &emptyNamespaces{grace: grace, since: map[string]time.Time{}}
+}
+
+// wait returns how long the namespace has still to wait before it goes,
+// starting its grace period now if it had none.
+func (e *emptyNamespaces) wait(mailbox, name string, now time.Time) time.Duration {
+	if e == nil {
+		return 0
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k := mailbox + "/" + name
+	since, ok := e.since[k]
+	if !ok {
+		e.since[k], since = now, now
+	}
+	return max(0, since.Add(e.grace).Sub(now))
+}
+
+// forget ends the namespace's grace period: it is placed again, or gone.
+func (e *emptyNamespaces) forget(mailbox, name string) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	delete(e.since, mailbox+"/"+name)
+	e.mu.Unlock()
 }
 
 // writeSyncerConfig creates the mailbox's SyncerConfig, or updates it when

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -612,4 +613,54 @@ func TestSourceChanged(t *testing.T) {
 			require.Equal(t, tc.want, sourceChanged(base, changed))
 		})
 	}
+}
+
+// TestEmptyNamespaceGrace: a mailbox namespace whose placed contents went
+// stays for a grace period (under churn they come back, and a namespace
+// being deleted takes no new copies); the mailbox is looked at again when
+// the period ends, and then it goes. Contents that come back meanwhile
+// keep it.
+func TestEmptyNamespaceGrace(t *testing.T) {
+	f := newFake()
+	f.put(cmGVR, "wds1", configMap("app", "cm", map[string]any{"a": "1"}))
+	f.place("wds1", "p", 1, cmClause("cm"))
+	now := time.Unix(1000, 0)
+	var requeued []time.Duration
+	r := f.reconciler()
+	r.emptyNamespaces = newEmptyNamespaces(namespaceGrace)
+	r.now = func() time.Time { return now }
+	r.requeueAfter = func(_ string, d time.Duration) { requeued = append(requeued, d) }
+	key := spaces.Key(inv, "", stName)
+	run := func() []string {
+		f.calls = nil
+		_, err := r.reconcile(context.Background(), key)
+		require.NoError(t, err)
+		return f.calls
+	}
+	run()
+	require.NotNil(t, f.get(namespaceResource.GroupVersionResource, f.mailbox(), "", "app"))
+
+	delete(f.objects[cmGVR], spaces.Key("wds1", "app", "cm"))
+	require.Equal(t, []string{"recordProblems 1", "delete configmaps app/cm", "updateSyncerConfig"}, run(), "the namespace stays for now")
+	require.Equal(t, []time.Duration{namespaceGrace}, requeued)
+	require.Equal(t, []edgev2alpha1.SyncedResource{{Version: "v1", Resource: "namespaces"}}, f.syncerConfigs[f.mailbox()].Spec.Resources,
+		"the namespace stays the syncer's to keep")
+
+	now = now.Add(10 * time.Second)
+	require.Equal(t, []string{"recordProblems 1"}, run())
+	require.Equal(t, namespaceGrace-10*time.Second, requeued[len(requeued)-1], "looked at again when the period ends")
+
+	// The contents come back within the period: the namespace is kept,
+	// and its period starts again next time.
+	f.put(cmGVR, "wds1", configMap("app", "cm", map[string]any{"a": "1"}))
+	require.Equal(t, []string{"recordProblems 1", "create configmaps app/cm", "updateSyncerConfig"}, run())
+	delete(f.objects[cmGVR], spaces.Key("wds1", "app", "cm"))
+	now = now.Add(25 * time.Second)
+	require.Equal(t, []string{"recordProblems 1", "delete configmaps app/cm", "updateSyncerConfig"}, run())
+	require.Equal(t, namespaceGrace, requeued[len(requeued)-1], "a new period")
+
+	now = now.Add(namespaceGrace)
+	require.Equal(t, []string{"recordProblems 1", "delete namespaces app", "updateSyncerConfig"}, run(), "then it goes")
+	require.Empty(t, f.syncerConfigs[f.mailbox()].Spec.Resources)
+	require.Nil(t, f.get(namespaceResource.GroupVersionResource, f.mailbox(), "", "app"))
 }

@@ -89,7 +89,8 @@ func qualified(ns, name string) string {
 func waitContents(t *testing.T, s *harness.InProcess, mailbox string, want ...string) {
 	t.Helper()
 	sort.Strings(want)
-	eventually(t, 30*time.Second, func() (bool, error) {
+	// A namespace left empty stays its grace period (15 s) first.
+	eventually(t, time.Minute, func() (bool, error) {
 		got := contents(t, s, mailbox)
 		return strings.Join(got, ",") == strings.Join(want, ","), nil
 	}, "mailbox %s to hold %v (holds %v)", mailbox, want, contents(t, s, mailbox))
