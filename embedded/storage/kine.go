@@ -1,6 +1,8 @@
 // Package storage runs the server's datastore: kine in-process, over SQLite
 // in the data directory by default or over any datastore kine supports, and
-// builds the API server's per-resource storage on top of it.
+// builds the API server's per-resource storage on top of it. For SQLite it
+// also compacts the history and keeps the files on disk bounded (see
+// README.md in this directory).
 package storage
 
 import (
@@ -46,6 +48,11 @@ type Datastore struct {
 	etcd   bool
 	cancel context.CancelFunc
 	wg     *sync.WaitGroup
+	// maintainer compacts the SQLite datastore and bounds its files; nil
+	// for other datastores, which kine compacts itself.
+	maintainer *maintainer
+	// stopMaintainer stops maintainer's loop and waits for it.
+	stopMaintainer func()
 }
 
 // Config says which datastore to use and how to reach it.
@@ -56,6 +63,12 @@ type Config struct {
 	// TLS files for the connection to the datastore: an etcd cluster, or a
 	// PostgreSQL or MySQL server (kine adds them to the connection).
 	CAFile, CertFile, KeyFile string
+	// CompactInterval is how often history is compacted
+	// (DefaultCompactInterval when zero).
+	CompactInterval time.Duration
+	// CompactMinRetain is how many of the latest revisions compaction
+	// always keeps (DefaultCompactMinRetain when zero).
+	CompactMinRetain int64
 }
 
 // DefaultEndpoint returns the SQLite endpoint in dataDir.
@@ -79,7 +92,26 @@ func Start(ctx context.Context, cfg Config) (*Datastore, error) {
 	if err := CheckEndpoint(endpointURL); err != nil {
 		return nil, err
 	}
-	logger.Info("starting datastore", "endpoint", Redact(endpointURL))
+	compactInterval, minRetain := cfg.CompactInterval, cfg.CompactMinRetain
+	if compactInterval <= 0 {
+		compactInterval = DefaultCompactInterval
+	}
+	if minRetain <= 0 {
+		minRetain = DefaultCompactMinRetain
+	}
+	path := sqlitePath(endpointURL)
+	if path != "" {
+		if err := prepareSQLite(ctx, path); err != nil {
+			return nil, err
+		}
+	}
+	logger.Info("starting datastore", "endpoint", Redact(endpointURL), "compactInterval", compactInterval, "compactMinRetain", minRetain)
+	kineCompactInterval := compactInterval
+	if path != "" {
+		// Compaction runs in maintainer, followed by reclaim and checkpoint;
+		// kine compacts on request when its own compactor is off.
+		kineCompactInterval = 0
+	}
 	kineCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	wg := &sync.WaitGroup{}
 	etcdCfg, err := endpoint.Listen(kineCtx, endpoint.Config{
@@ -87,12 +119,13 @@ func Start(ctx context.Context, cfg Config) (*Datastore, error) {
 		Endpoint:         endpointURL,
 		BackendTLSConfig: kinetls.Config{CAFile: cfg.CAFile, CertFile: cfg.CertFile, KeyFile: cfg.KeyFile},
 		WaitGroup:        wg,
-		// kine's own defaults (its command's flags), with compaction on as k3s runs it.
+		// kine's own defaults (its command's flags), with compaction on as
+		// k3s runs it (for SQLite, on request from maintainer).
 		NotifyInterval:      5 * time.Second,
 		EmulatedETCDVersion: "3.6.11",
-		CompactInterval:     5 * time.Minute,
+		CompactInterval:     kineCompactInterval,
 		CompactTimeout:      5 * time.Second,
-		CompactMinRetain:    1000,
+		CompactMinRetain:    minRetain,
 		CompactBatchSize:    1000,
 		PollBatchSize:       500,
 	})
@@ -101,7 +134,64 @@ func Start(ctx context.Context, cfg Config) (*Datastore, error) {
 		// kine's errors may quote the endpoint (a URL that does not parse).
 		return nil, fmt.Errorf("starting datastore %s: %w", Redact(endpointURL), RedactError(endpointURL, err))
 	}
-	return &Datastore{Endpoints: etcdCfg.Endpoints, TLS: etcdCfg.TLSConfig, etcd: IsEtcd(endpointURL), cancel: cancel, wg: wg}, nil
+	d := &Datastore{Endpoints: etcdCfg.Endpoints, TLS: etcdCfg.TLSConfig, etcd: IsEtcd(endpointURL), cancel: cancel, wg: wg}
+	if path != "" {
+		if err := d.startMaintainer(ctx, path, compactInterval); err != nil {
+			d.Stop()
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// startMaintainer starts compacting the SQLite datastore at path every
+// interval, until Stop.
+func (d *Datastore) startMaintainer(ctx context.Context, path string, interval time.Duration) error {
+	file, err := openSQLite(path)
+	if err != nil {
+		return err
+	}
+	cli, err := d.Client(ctx, 5*time.Second)
+	if err != nil {
+		file.Close()
+		return fmt.Errorf("datastore client for compaction: %w", err)
+	}
+	m := &maintainer{client: cli, file: file, interval: interval, walLimit: WALSizeLimit}
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.run(mctx)
+	}()
+	d.maintainer = m
+	d.stopMaintainer = func() {
+		cancel()
+		<-done
+		cli.Close()
+		file.Close()
+	}
+	return nil
+}
+
+// Compact compacts the datastore's history now, up to the current revision
+// but for the last revisions kine always keeps, then bounds its files as a
+// periodic compaction does. Only the SQLite datastore compacts on request;
+// for others it does nothing. Tests use it instead of waiting for the next
+// round.
+func (d *Datastore) Compact(ctx context.Context) error {
+	if d.maintainer == nil {
+		return nil
+	}
+	return d.maintainer.compactRound(ctx, true)
+}
+
+// FileSizes returns the sizes of the SQLite datastore's files (zero for other
+// datastores).
+func (d *Datastore) FileSizes() (Sizes, error) {
+	if d.maintainer == nil {
+		return Sizes{}, nil
+	}
+	return d.maintainer.file.sizes()
 }
 
 // IsEtcd reports whether an endpoint is an etcd cluster, which kine passes
@@ -205,6 +295,10 @@ func (d *Datastore) Compacts() bool { return !d.etcd }
 
 // Stop stops kine and waits until its datastore is closed.
 func (d *Datastore) Stop() {
+	if d.stopMaintainer != nil {
+		d.stopMaintainer()
+		d.stopMaintainer = nil
+	}
 	d.cancel()
 	d.wg.Wait()
 }

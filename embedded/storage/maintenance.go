@@ -1,0 +1,150 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/klog/v2"
+)
+
+// The compaction cadence, k3s's (and kube-apiserver's against etcd): every
+// interval, history is compacted up to the revision that was current one
+// interval earlier, but never within the last DefaultCompactMinRetain
+// revisions. A watch that falls behind by more than that gets 410 Gone and
+// its client relists.
+const (
+	DefaultCompactInterval  = 5 * time.Minute
+	DefaultCompactMinRetain = 1000
+)
+
+// revisionProbeKey is a key read only for the revision in the answer.
+const revisionProbeKey = "/kubestellar/datastore-check"
+
+// walCheckInterval is how often the write-ahead log's size is checked
+// against WALSizeLimit.
+const walCheckInterval = 15 * time.Second
+
+// maintainer compacts the SQLite datastore and keeps its files bounded. It
+// compacts through kine's etcd API (kine's own compactor is off, so that a
+// compaction is followed by reclaim and checkpoint, never run concurrently
+// with them).
+type maintainer struct {
+	client   *clientv3.Client
+	file     *sqliteFile
+	interval time.Duration
+	// walLimit is the log size above which checkWAL truncates it.
+	walLimit int64
+
+	// mu serializes rounds: the loop's and those run by Compact.
+	mu sync.Mutex
+	// target is the revision the next periodic compaction compacts to: the
+	// revision current at the previous round.
+	target int64
+}
+
+// run compacts every m.interval and checks the log every walCheckInterval
+// until ctx ends.
+func (m *maintainer) run(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	// As kine's own compactor: the first round compacts to the revision
+	// current at start.
+	if current, err := m.currentRevision(ctx); err == nil {
+		m.mu.Lock()
+		m.target = current
+		m.mu.Unlock()
+	}
+	compact := time.NewTicker(m.interval)
+	defer compact.Stop()
+	wal := time.NewTicker(walCheckInterval)
+	defer wal.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-compact.C:
+			if err := m.compactRound(ctx, false); err != nil && ctx.Err() == nil {
+				logger.Error(err, "datastore compaction failed; trying again next round", "interval", m.interval)
+			}
+		case <-wal.C:
+			if err := m.checkWAL(ctx); err != nil && ctx.Err() == nil {
+				logger.Error(err, "datastore checkpoint failed; trying again next round", "interval", walCheckInterval)
+			}
+		}
+	}
+}
+
+// compactRound compacts to m.target (to the current revision when now is
+// set; kine keeps the last CompactMinRetain revisions in either case), then
+// reclaims free pages and truncates the log.
+func (m *maintainer) compactRound(ctx context.Context, now bool) error {
+	logger := klog.FromContext(ctx)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	current, err := m.currentRevision(ctx)
+	if err != nil {
+		return err
+	}
+	target := m.target
+	if now {
+		target = current
+	}
+	m.target = current
+	if target > 0 {
+		// kine compacts synchronously and logs its own failures; it answers
+		// ErrCompacted when there is nothing new to compact.
+		if _, err := m.client.Compact(ctx, target); err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
+			return fmt.Errorf("compacting to revision %d: %w", target, err)
+		}
+	}
+	before, err := m.file.sizes()
+	if err != nil {
+		return err
+	}
+	freed, err := m.file.reclaim(ctx)
+	if err != nil {
+		return fmt.Errorf("reclaiming free pages: %w", err)
+	}
+	busy, err := m.file.checkpoint(ctx)
+	if err != nil {
+		return err
+	}
+	after, err := m.file.sizes()
+	if err != nil {
+		return err
+	}
+	logger.V(2).Info("datastore compacted", "target", target, "current", current, "freedPages", freed,
+		"dbBytesBefore", before.DB, "walBytesBefore", before.WAL, "dbBytes", after.DB, "walBytes", after.WAL, "checkpointBusy", busy)
+	return nil
+}
+
+// currentRevision reads the datastore's revision.
+func (m *maintainer) currentRevision(ctx context.Context) (int64, error) {
+	resp, err := m.client.Get(ctx, revisionProbeKey, clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("reading the current revision: %w", err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// checkWAL truncates the log when it has grown past m.walLimit.
+func (m *maintainer) checkWAL(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sizes, err := m.file.sizes()
+	if err != nil || sizes.WAL <= m.walLimit {
+		return err
+	}
+	busy, err := m.file.checkpoint(ctx)
+	if err != nil {
+		return err
+	}
+	if busy {
+		klog.FromContext(ctx).Info("datastore log is over its limit and readers kept it from being truncated; trying again", "walBytes", sizes.WAL, "limit", m.walLimit, "in", walCheckInterval)
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/k3s-io/kine/pkg/endpoint"
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func TestSQLitePath(t *testing.T) {
+	tests := []struct{ endpoint, want string }{
+		{DefaultEndpoint("/data"), "/data/db/state.db"},
+		{"sqlite://rel/state.db", "rel/state.db"},
+		{"sqlite://file:/x/state.db?cache=shared", ""},
+		{"sqlite://:memory:", ""},
+		{"sqlite://", ""},
+		{"postgres://u:p@h/db", ""},
+		{"litestream:///data/state.db", ""},
+	}
+	for _, tc := range tests {
+		require.Equal(t, tc.want, sqlitePath(tc.endpoint), tc.endpoint)
+	}
+}
+
+// startSQLite starts the default datastore in a fresh directory.
+func startSQLite(t *testing.T, ctx context.Context) (*Datastore, *clientv3.Client) {
+	t.Helper()
+	ds, err := Start(ctx, Config{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(ds.Stop)
+	require.NoError(t, ds.WaitReady(ctx, ""))
+	cli, err := ds.Client(ctx, 5*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { cli.Close() })
+	return ds, cli
+}
+
+// churn writes n keys of size bytes under prefix, with 8 writers, and
+// deletes them again when del is set.
+func churn(t *testing.T, ctx context.Context, cli *clientv3.Client, prefix string, n, size int, del bool) {
+	t.Helper()
+	value := strings.Repeat("x", size)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 8 {
+				// Creates and deletes as the API server writes them.
+				key := fmt.Sprintf("%s/%06d", prefix, i)
+				resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", 0)).
+					Then(clientv3.OpPut(key, value)).Commit()
+				if err == nil && !resp.Succeeded {
+					err = fmt.Errorf("%s exists", key)
+				}
+				if err == nil && del {
+					resp, err = cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", resp.Header.Revision)).
+						Then(clientv3.OpDelete(key)).Else(clientv3.OpGet(key)).Commit()
+					if err == nil && !resp.Succeeded {
+						err = fmt.Errorf("%s changed before its deletion", key)
+					}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// TestWALTruncatedWhenOverLimit: while a reader holds an old snapshot,
+// SQLite's own checkpoints cannot restart the log, which grows past the
+// limit; once the reader is gone, the maintainer's check truncates it.
+func TestWALTruncatedWhenOverLimit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ds, cli := startSQLite(t, ctx)
+	const limit = 4 << 20
+	ds.maintainer.walLimit = limit
+
+	reader, err := openSQLite(ds.maintainer.file.path)
+	require.NoError(t, err)
+	defer reader.Close()
+	tx, err := reader.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	require.NoError(t, err)
+	var rows int
+	require.NoError(t, tx.QueryRowContext(ctx, "SELECT count(*) FROM kine").Scan(&rows))
+
+	churn(t, ctx, cli, "/churn", 600, 8<<10, true)
+	grown, err := ds.FileSizes()
+	require.NoError(t, err)
+	require.Greater(t, grown.WAL, int64(limit), "the log did not grow past the limit while a reader held a snapshot: the test proves nothing")
+
+	// The check leaves the log alone while the reader is there...
+	require.NoError(t, ds.maintainer.checkWAL(ctx))
+	require.NoError(t, tx.Rollback())
+	// ...and truncates it once the reader has gone.
+	require.NoError(t, ds.maintainer.checkWAL(ctx))
+	after, err := ds.FileSizes()
+	require.NoError(t, err)
+	require.LessOrEqual(t, after.WAL, int64(limit), "the log is still %d bytes (was %d)", after.WAL, grown.WAL)
+
+	// Writes go on after the truncation.
+	churn(t, ctx, cli, "/after", 10, 100, false)
+	resp, err := cli.Get(ctx, "/after/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	require.NoError(t, err)
+	require.EqualValues(t, 10, resp.Count)
+}
+
+// TestCompactReclaimsSpace: compaction drops the history, and the pages it
+// frees go back to the file system; the log is truncated.
+func TestCompactReclaimsSpace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ds, cli := startSQLite(t, ctx)
+
+	churn(t, ctx, cli, "/churn", 1500, 8<<10, true)
+	// Keep DefaultCompactMinRetain revisions of small keys on top, so that
+	// compaction may drop every big one.
+	churn(t, ctx, cli, "/small", DefaultCompactMinRetain+10, 10, false)
+	before, err := ds.FileSizes()
+	require.NoError(t, err)
+	require.Greater(t, before.DB+before.WAL, int64(12<<20), "the churn wrote too little to measure anything")
+
+	first, err := cli.Get(ctx, "/small/000000")
+	require.NoError(t, err)
+	require.NoError(t, ds.Compact(ctx))
+	_, err = cli.Get(ctx, "/churn/000000", clientv3.WithRev(first.Kvs[0].ModRevision-100))
+	require.ErrorIs(t, err, rpctypes.ErrCompacted, "history before the last %d revisions is still there", DefaultCompactMinRetain)
+
+	after, err := ds.FileSizes()
+	require.NoError(t, err)
+	t.Logf("before compaction: db %d, wal %d; after: db %d, wal %d", before.DB, before.WAL, after.DB, after.WAL)
+	require.Less(t, after.DB, int64(4<<20), "compaction left the database at %d bytes", after.DB)
+	require.Zero(t, after.WAL)
+}
+
+// TestUpgradeTurnsOnIncrementalVacuum: a database made by an earlier
+// version (kine's defaults: no auto-vacuum) is converted once, its data
+// intact.
+func TestUpgradeTurnsOnIncrementalVacuum(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "db"), 0o700))
+
+	// The earlier version: kine on the same endpoint, nothing else.
+	kineCtx, stopKine := context.WithCancel(ctx)
+	wg := &sync.WaitGroup{}
+	etcdCfg, err := endpoint.Listen(kineCtx, endpoint.Config{
+		Listener: "unix://" + filepath.Join(dir, "kine.sock"), Endpoint: DefaultEndpoint(dir), WaitGroup: wg,
+		NotifyInterval: 5 * time.Second, CompactInterval: 5 * time.Minute, CompactTimeout: 5 * time.Second,
+		CompactMinRetain: 1000, CompactBatchSize: 1000, PollBatchSize: 500,
+	})
+	require.NoError(t, err)
+	old, err := clientv3.New(clientv3.Config{Endpoints: etcdCfg.Endpoints, DialTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	_, err = old.Put(ctx, "/kept", "from before")
+	require.NoError(t, err)
+	old.Close()
+	stopKine()
+	wg.Wait()
+	// kine's startup leaves a query unread, whose statement (with mattn's
+	// statement cache) keeps a read transaction open until the garbage
+	// collector finalizes it; an upgrade is a new process, this test is not.
+	runtime.GC()
+	require.Equal(t, int64(0), autoVacuum(t, ctx, filepath.Join(dir, "db", "state.db")))
+
+	ds, err := Start(ctx, Config{DataDir: dir})
+	require.NoError(t, err)
+	defer ds.Stop()
+	require.NoError(t, ds.WaitReady(ctx, ""))
+	cli, err := ds.Client(ctx, 5*time.Second)
+	require.NoError(t, err)
+	defer cli.Close()
+	resp, err := cli.Get(ctx, "/kept")
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	require.Equal(t, "from before", string(resp.Kvs[0].Value))
+	require.Equal(t, int64(autoVacuumIncremental), autoVacuum(t, ctx, ds.maintainer.file.path))
+}
+
+func autoVacuum(t *testing.T, ctx context.Context, path string) int64 {
+	t.Helper()
+	f, err := openSQLite(path)
+	require.NoError(t, err)
+	defer f.Close()
+	conn, err := f.db.Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	mode, err := pragmaInt(ctx, conn, "auto_vacuum")
+	require.NoError(t, err)
+	return mode
+}

@@ -1,0 +1,236 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubestellar/kubestellar/embedded/storage"
+	"github.com/kubestellar/kubestellar/spaces"
+	"github.com/kubestellar/kubestellar/test/harness"
+)
+
+// TestWatchAfterCompaction: once compaction has passed the revision an idle
+// resource's clients last saw, a watch from that revision answers 410 Gone
+// (as kube-apiserver does), and informers relist and go on receiving new
+// objects: one in a space (client-go) and one across spaces (through
+// controller-runtime's client, as the controllers' caches are).
+func TestWatchAfterCompaction(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s := harness.StartInProcess(t, "")
+	createSpace(t, s, "idle")
+	idle := kube(t, s, "idle")
+
+	_, err := idle.CoreV1().PodTemplates("default").Create(ctx, podTemplate("before"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	list, err := idle.CoreV1().PodTemplates("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	idleRV := list.ResourceVersion
+
+	inSpace := startPodTemplateInformer(t, ctx, typedPodTemplates(idle, "default"))
+	acrossSpaces := startPodTemplateInformer(t, ctx, wildcardPodTemplates(t, s))
+	require.True(t, inSpace.has("before") && acrossSpaces.has("before"))
+	informers := map[string]*podTemplateInformer{"in the space": inSpace, "across spaces": acrossSpaces}
+	lists := map[string]int64{}
+	for name, inf := range informers {
+		lists[name] = inf.lists.Load()
+	}
+
+	// Both informers listed at or before the current revision.
+	current, err := idle.CoreV1().PodTemplates("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	churnPastRevision(t, ctx, s, current.ResourceVersion)
+
+	// A plain watch from the compacted revision: 410 Gone, reason Expired.
+	err = watchError(ctx, idle, idleRV)
+	require.True(t, apierrors.IsResourceExpired(err), "want 410 Expired, got %v", err)
+	status, ok := err.(apierrors.APIStatus)
+	require.True(t, ok)
+	require.EqualValues(t, 410, status.Status().Code)
+
+	// The informers' watches end every 2 s and resume from the revision they
+	// last saw, which compaction has passed: they get 410 and list again...
+	for name, inf := range informers {
+		eventually(t, time.Minute, func() (bool, error) { return inf.lists.Load() > lists[name], nil },
+			"the informer %s to list again after its watch's revision was compacted", name)
+	}
+	// ...and so they see what is created next.
+	_, err = idle.CoreV1().PodTemplates("default").Create(ctx, podTemplate("after"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	for name, inf := range informers {
+		eventually(t, time.Minute, func() (bool, error) { return inf.has("after"), nil },
+			"the informer %s to receive the pod template made after compaction", name)
+	}
+}
+
+// watchError starts a watch of pod templates from rv and returns the error
+// it ends with: the request's own, or that of its first event.
+func watchError(ctx context.Context, c kubernetes.Interface, rv string) error {
+	w, err := c.CoreV1().PodTemplates("default").Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	select {
+	case ev, ok := <-w.ResultChan():
+		if !ok {
+			return fmt.Errorf("the watch from revision %s ended without an error", rv)
+		}
+		if ev.Type != watch.Error {
+			return fmt.Errorf("the watch from revision %s gave a %s event, not an error", rv, ev.Type)
+		}
+		return apierrors.FromObject(ev.Object)
+	case <-ctx.Done():
+		return fmt.Errorf("the watch from revision %s gave nothing: %w", rv, ctx.Err())
+	}
+}
+
+func podTemplate(name string) *corev1.PodTemplate {
+	return &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}
+}
+
+// podTemplateLW lists and watches pod templates.
+type podTemplateLW struct {
+	list  func(ctx context.Context, opts metav1.ListOptions) (*corev1.PodTemplateList, error)
+	watch func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+func typedPodTemplates(c kubernetes.Interface, namespace string) podTemplateLW {
+	return podTemplateLW{
+		list: func(ctx context.Context, opts metav1.ListOptions) (*corev1.PodTemplateList, error) {
+			return c.CoreV1().PodTemplates(namespace).List(ctx, opts)
+		},
+		watch: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return c.CoreV1().PodTemplates(namespace).Watch(ctx, opts)
+		},
+	}
+}
+
+// wildcardPodTemplates lists and watches across spaces as the controllers'
+// caches do (controllers/internal/crossspace).
+func wildcardPodTemplates(t *testing.T, s *harness.InProcess) podTemplateLW {
+	c, err := client.NewWithWatch(spaces.ScopedConfig(s.RESTConfig(t, spaces.Root)), client.Options{})
+	require.NoError(t, err)
+	wildcard := func(ctx context.Context) context.Context { return spaces.WithSpace(ctx, spaces.Wildcard) }
+	return podTemplateLW{
+		list: func(ctx context.Context, opts metav1.ListOptions) (*corev1.PodTemplateList, error) {
+			l := &corev1.PodTemplateList{}
+			return l, c.List(wildcard(ctx), l, &client.ListOptions{Raw: &opts})
+		},
+		watch: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return c.Watch(wildcard(ctx), &corev1.PodTemplateList{}, &client.ListOptions{Raw: &opts})
+		},
+	}
+}
+
+// podTemplateInformer records the pod templates it is told of and counts
+// its lists.
+type podTemplateInformer struct {
+	lists atomic.Int64
+	mu    sync.Mutex
+	seen  map[string]bool
+}
+
+func (r *podTemplateInformer) has(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seen[name]
+}
+
+// startPodTemplateInformer runs an informer (the controllers' kind:
+// spaces.NewInformer) whose watches the server ends after 2 s, so that it
+// resumes often from the revision it last saw.
+func startPodTemplateInformer(t *testing.T, ctx context.Context, plw podTemplateLW) *podTemplateInformer {
+	t.Helper()
+	rec := &podTemplateInformer{seen: map[string]bool{}}
+	timeout := int64(2)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			l, err := plw.list(ctx, opts)
+			if err == nil {
+				rec.lists.Add(1)
+			}
+			return l, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.TimeoutSeconds = &timeout
+			return plw.watch(ctx, opts)
+		},
+	}
+	_, controller := spaces.NewInformer(lw, &corev1.PodTemplate{}, 0, cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			rec.seen[obj.(*corev1.PodTemplate).Name] = true
+		},
+	})
+	ictx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go controller.RunWithContext(ictx)
+	eventually(t, 30*time.Second, func() (bool, error) { return controller.HasSynced(), nil }, "the informer to sync")
+	return rec
+}
+
+// churnPastRevision creates and deletes ConfigMaps until compaction, which
+// keeps the last storage.DefaultCompactMinRetain revisions, can pass rv,
+// then compacts.
+func churnPastRevision(t *testing.T, ctx context.Context, s *harness.InProcess, rv string) {
+	t.Helper()
+	target, err := strconv.ParseInt(rv, 10, 64)
+	require.NoError(t, err)
+	cfg := s.RESTConfig(t, spaces.Root)
+	cfg.QPS, cfg.Burst = 1000, 2000
+	c, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	const workers = 8
+	for wave := 0; ; wave++ {
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 50 {
+					name := fmt.Sprintf("churn-%d-%d-%d", wave, w, i)
+					if _, err := c.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+						errs <- err
+						return
+					}
+					if err := c.CoreV1().ConfigMaps("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		list, err := c.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		current, err := strconv.ParseInt(list.ResourceVersion, 10, 64)
+		require.NoError(t, err)
+		if current-storage.DefaultCompactMinRetain > target+10 {
+			break
+		}
+	}
+	require.NoError(t, s.Config.Datastore.Compact(ctx))
+}
