@@ -107,6 +107,7 @@ func securityHeaders(w http.ResponseWriter) {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	securityHeaders(w)
+	h.keepSessionConnection(w, r)
 	p := strings.TrimPrefix(r.URL.Path, Path)
 	get := r.Method == http.MethodGet || r.Method == http.MethodHead
 	switch {
@@ -141,6 +142,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, sess.Identity)
 	default:
 		writeError(w, http.StatusNotFound, "not found")
+	}
+}
+
+// keepSessionConnection lets a browser with a live session keep its
+// HTTP/2 connection. The API server's authentication filter sees every
+// dashboard request as anonymous (the session cookie is a credential only
+// this handler knows) and, against HTTP/2 abuse by unauthenticated clients
+// (CVE-2023-44487), asks with "Connection: close" that the connection end
+// after this one request: the HTTP/2 server sends GOAWAY. A browser sends a
+// page's requests over one connection, and fails one it had queued for a
+// connection that closes so (ERR_CONNECTION_CLOSED): the script or the
+// event stream of a page that then shows nothing. A live session
+// authenticates the request, so its connection stays; without one, the API
+// server's rule holds.
+func (h *Handler) keepSessionConnection(w http.ResponseWriter, r *http.Request) {
+	if w.Header().Get("Connection") == "" {
+		return
+	}
+	if c, err := r.Cookie(CookieName); err == nil && c.Value != "" && h.sessions.Alive(c.Value) {
+		w.Header().Del("Connection")
 	}
 }
 

@@ -248,3 +248,57 @@ func TestLogoutFromAnotherSite(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, rec.Code)
 	require.Equal(t, http.StatusOK, serve(h, http.MethodGet, "/dashboard/api/whoami", nil, cookie).Code)
 }
+
+// TestSessionKeepsConnection: the API server's authentication filter asks,
+// with "Connection: close", that an anonymous client's HTTP/2 connection
+// end after one request; a request with a live session lifts that, one
+// without keeps it.
+func TestSessionKeepsConnection(t *testing.T) {
+	h, _ := testHandler(t)
+	live := loginAs(t, h, &user.DefaultInfo{Name: "alice"})
+	ended := loginAs(t, h, &user.DefaultInfo{Name: "bob"})
+	require.Equal(t, http.StatusSeeOther, serve(h, http.MethodPost, "/dashboard/logout", nil, ended).Code)
+	tests := []struct {
+		desc   string
+		cookie *http.Cookie
+		want   string
+	}{
+		{desc: "no session", want: "close"},
+		{desc: "a forged session", cookie: &http.Cookie{Name: CookieName, Value: "forged"}, want: "close"},
+		{desc: "an ended session", cookie: ended, want: "close"},
+		{desc: "a live session", cookie: live, want: ""},
+	}
+	for _, tc := range tests {
+		for _, path := range []string{"/dashboard/", "/dashboard/static/app.js", "/dashboard/api/whoami", "/dashboard/login"} {
+			t.Run(tc.desc+" "+path, func(t *testing.T) {
+				req := httptest.NewRequest(http.MethodGet, path, nil)
+				if tc.cookie != nil {
+					req.AddCookie(tc.cookie)
+				}
+				rec := httptest.NewRecorder()
+				rec.Header().Set("Connection", "close")
+				h.ServeHTTP(rec, req)
+				require.Equal(t, tc.want, rec.Result().Header.Get("Connection"))
+			})
+		}
+	}
+}
+
+// TestPagesHaveIcons: every page names its icon, so that a browser does not
+// ask the API server for /favicon.ico, as an anonymous client whose
+// connection the API server closes under the page's other requests.
+func TestPagesHaveIcons(t *testing.T) {
+	h, _ := testHandler(t)
+	cookie := loginAs(t, h, &user.DefaultInfo{Name: "alice"})
+	for _, page := range []*httptest.ResponseRecorder{
+		serve(h, http.MethodGet, "/dashboard/login", nil, nil),
+		serve(h, http.MethodGet, "/dashboard/login?code=used", nil, nil),
+		serve(h, http.MethodGet, "/dashboard/", nil, cookie),
+	} {
+		require.Contains(t, page.Body.String(), `<link rel="icon" href="data:image/svg+xml,`)
+	}
+	rec := serve(h, http.MethodPost, LoginCodesPath, &user.DefaultInfo{Name: "alice"}, nil)
+	var code LoginCode
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &code))
+	require.Contains(t, serve(h, http.MethodGet, code.Path, nil, nil).Body.String(), `<link rel="icon" href="data:image/svg+xml,`)
+}

@@ -10,6 +10,8 @@
     page: { fleet: 0, spaces: 0, placements: 0 },
     skew: 0, // server time minus browser time, in ms
     source: null,
+    retry: null, // the timer of the next attempt of a failed stream
+    backoff: 0, // ms before that attempt; 0 after a stream delivered
     heartbeatTimeout: 45,
   };
   const $ = (id) => document.getElementById(id);
@@ -55,6 +57,8 @@
   }
 
   function connect() {
+    clearTimeout(state.retry);
+    state.retry = null;
     if (state.source) state.source.close();
     state.source = null;
     if (state.view === "workload") { setLive("", true); return; }
@@ -62,6 +66,7 @@
     state.source = src;
     setLive("connecting…", false);
     src.addEventListener("view", (ev) => {
+      state.backoff = 0;
       const u = JSON.parse(ev.data);
       state.skew = Date.parse(u.now) - Date.now();
       $("user").textContent = u.user;
@@ -71,11 +76,20 @@
     });
     src.addEventListener("logout", () => { src.close(); location.href = "/dashboard/login"; });
     src.onerror = () => {
+      if (state.source !== src) return;
       setLive("reconnecting…", false);
       // A stream refused for want of a session does not come back.
       fetch("/dashboard/api/whoami", { credentials: "same-origin" }).then((r) => {
         if (r.status === 401) { src.close(); location.href = "/dashboard/login"; }
       }).catch(() => {});
+      // The browser tries again by itself after a broken connection, but
+      // not after an answer other than 200 (a 429 or 503 of a server that
+      // is busy or restarting): then the stream is closed for good, and a
+      // new one is opened, later each time, up to every 30 s.
+      if (src.readyState === EventSource.CLOSED && state.retry === null) {
+        state.backoff = Math.min(30000, Math.max(1000, state.backoff * 2));
+        state.retry = setTimeout(connect, state.backoff);
+      }
     };
   }
 
