@@ -23,6 +23,7 @@ func TestHeartbeatStale(t *testing.T) {
 		return s
 	}
 	recent, old := now.Add(-10*time.Second), now.Add(-HeartbeatTimeout-time.Second)
+	atTimeout, justPast := now.Add(-HeartbeatTimeout), now.Add(-HeartbeatTimeout-time.Millisecond)
 	for _, tc := range []struct {
 		desc      string
 		st        *edgev2alpha1.SyncTarget
@@ -32,6 +33,8 @@ func TestHeartbeatStale(t *testing.T) {
 		{desc: "never connected", st: st("", nil)},
 		{desc: "connected, recent heartbeat", st: st(metav1.ConditionTrue, &recent), wantWait: HeartbeatTimeout - 10*time.Second + time.Second},
 		{desc: "connected, old heartbeat", st: st(metav1.ConditionTrue, &old), wantStale: true},
+		{desc: "connected, heartbeat exactly the timeout ago", st: st(metav1.ConditionTrue, &atTimeout), wantWait: time.Second},
+		{desc: "connected, heartbeat just past the timeout", st: st(metav1.ConditionTrue, &justPast), wantStale: true},
 		{desc: "already disconnected", st: st(metav1.ConditionFalse, &old)},
 		{desc: "connected without a heartbeat time", st: st(metav1.ConditionTrue, nil)},
 	} {

@@ -3,25 +3,25 @@
 // SinglePlacementSlice of the same name beside each EdgePlacement, and
 // reacts to changes of placements, Locations and SyncTargets (labels,
 // appearing, disappearing, becoming unschedulable).
+//
+// scheduler_controller.go is the wiring (caches, queue, event handlers);
+// the reconcile is reconciler (scheduler_reconcile.go), whose steps are
+// tested against stubs.
 package scheduler
 
 import (
 	"context"
-	"fmt"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
-	"github.com/kubestellar/kubestellar/controllers/internal/epstatus"
 	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/spaces"
 )
@@ -38,6 +38,7 @@ type Controller struct {
 	syncTargets *crossspace.Informer
 	slices      *crossspace.Informer
 	spaces      *crossspace.Informer
+	r           *reconciler
 }
 
 // New returns the controller.
@@ -69,7 +70,39 @@ func New(clients *crossspace.Clients) *Controller {
 			c.enqueueAll()
 		}
 	}))
+	c.r = c.newReconciler()
 	return c
+}
+
+// newReconciler binds the reconciler to the controller's caches and clients.
+func (c *Controller) newReconciler() *reconciler {
+	return &reconciler{
+		placement: func(space, name string) (*edgev2alpha1.EdgePlacement, bool) {
+			return crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, space, "", name)
+		},
+		slice: func(space, name string) (*edgev2alpha1.SinglePlacementSlice, bool) {
+			return crossspace.Get[*edgev2alpha1.SinglePlacementSlice](c.slices, space, "", name)
+		},
+		space: func(name, typ string) (*tenancyv1alpha1.Space, bool) {
+			return crossspace.SpaceOfType(c.spaces, name, typ)
+		},
+		locations: func(space string) []*edgev2alpha1.Location {
+			return crossspace.InSpace[*edgev2alpha1.Location](c.locations, space)
+		},
+		syncTargets: c.candidates,
+		createSlice: func(ctx context.Context, slice *edgev2alpha1.SinglePlacementSlice) error {
+			return c.clients.Client.Create(ctx, slice)
+		},
+		updateSlice: func(ctx context.Context, slice *edgev2alpha1.SinglePlacementSlice) error {
+			return c.clients.Client.Update(ctx, slice)
+		},
+		deleteSlice: func(ctx context.Context, name string) error {
+			return c.clients.Client.Delete(ctx, &edgev2alpha1.SinglePlacementSlice{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		},
+		updateStatus: func(ctx context.Context, ep *edgev2alpha1.EdgePlacement) error {
+			return c.clients.Client.Status().Update(ctx, ep)
+		},
+	}
 }
 
 // enqueuePlacement enqueues a placement, or the placement of a slice (which
@@ -101,100 +134,8 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	logger.Info("started controller")
 	worker.Loop[string]{Name: ControllerName, Queue: c.queue, Failure: "scheduling failed, will retry", Quiet: worker.Conflicts,
-		Process: func(ctx context.Context, key string) (bool, error) { return false, c.process(ctx, key) }}.Start(ctx, workers)
+		Process: func(ctx context.Context, key string) (bool, error) { return false, c.r.reconcile(ctx, key) }}.Start(ctx, workers)
 	<-ctx.Done()
-}
-
-func (c *Controller) process(ctx context.Context, key string) error {
-	space, _, name, err := spaces.SplitKey(key)
-	if err != nil {
-		return nil
-	}
-	ctx = spaces.WithSpace(ctx, space)
-	ep, ok := crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, space, "", name)
-	// Only a workload description space places anything: an EdgePlacement
-	// elsewhere (a mailbox, an inventory) is inert.
-	wds, isWDS := crossspace.SpaceOfType(c.spaces, space, tenancyv1alpha1.SpaceTypeWDS)
-	if !ok || ep.DeletionTimestamp != nil || !isWDS {
-		// No garbage collector runs at the center: remove the slice here.
-		if _, ok := crossspace.Get[*edgev2alpha1.SinglePlacementSlice](c.slices, space, "", name); ok {
-			err := c.clients.Client.Delete(ctx, &edgev2alpha1.SinglePlacementSlice{ObjectMeta: metav1.ObjectMeta{Name: name}})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return err
-			}
-		}
-		return nil
-	}
-	// The Locations of the inventory spaces the WDS names, and no others.
-	var locations []Location
-	var inventories int
-	for _, inv := range wds.Spec.InventorySpaces {
-		if _, ok := crossspace.SpaceOfType(c.spaces, inv, tenancyv1alpha1.SpaceTypeInventory); !ok {
-			continue
-		}
-		inventories++
-		for _, l := range crossspace.InSpace[*edgev2alpha1.Location](c.locations, inv) {
-			locations = append(locations, Location{Space: inv, Location: l})
-		}
-	}
-	syncTargets := func(space string, selector *metav1.LabelSelector) []SyncTarget {
-		var out []SyncTarget
-		for _, st := range c.candidates(space, selector) {
-			out = append(out, SyncTarget{Space: space, SyncTarget: st})
-		}
-		return out
-	}
-	dests, matching, schedErr := schedule(ep, locations, syncTargets)
-	if schedErr != nil {
-		// Keep the destinations as they are: nothing moves on a broken spec.
-		return c.updateStatus(ctx, ep, ep.Status.MatchingLocationCount, metav1.Condition{Type: epstatus.Scheduled, Status: metav1.ConditionFalse,
-			Reason: "InvalidLocationSelector", Message: schedErr.Error()})
-	}
-	if err := c.writeSlice(ctx, ep, dests); err != nil {
-		return err
-	}
-	if inventories == 0 {
-		return c.updateStatus(ctx, ep, 0, metav1.Condition{Type: epstatus.Scheduled, Status: metav1.ConditionFalse, Reason: "NoInventorySpaces",
-			Message: fmt.Sprintf("space %q names no inventory space whose Locations its placements may select: set spec.inventorySpaces of Space %q "+
-				"(kubestellar space create %s --type wds --inventory-space INV, or kubectl patch space %s --type merge -p '{\"spec\":{\"inventorySpaces\":[\"INV\"]}}')",
-				space, space, space, space)})
-	}
-	return c.updateStatus(ctx, ep, int32(matching), metav1.Condition{Type: epstatus.Scheduled, Status: metav1.ConditionTrue,
-		Reason: "Scheduled", Message: fmt.Sprintf("%d matching locations, %d destinations", matching, len(dests))})
-}
-
-func (c *Controller) writeSlice(ctx context.Context, ep *edgev2alpha1.EdgePlacement, dests []edgev2alpha1.SinglePlacement) error {
-	existing, ok := crossspace.Get[*edgev2alpha1.SinglePlacementSlice](c.slices, spaces.SpaceOrRoot(ctx), "", ep.Name)
-	if ok && apiequality.Semantic.DeepEqual(existing.Destinations, dests) && int(existing.DestinationCount) == len(dests) {
-		return nil
-	}
-	owner := metav1.OwnerReference{APIVersion: edgev2alpha1.SchemeGroupVersion.String(), Kind: "EdgePlacement",
-		Name: ep.Name, UID: ep.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
-	if !ok {
-		slice := &edgev2alpha1.SinglePlacementSlice{
-			ObjectMeta:       metav1.ObjectMeta{Name: ep.Name, OwnerReferences: []metav1.OwnerReference{owner}},
-			Destinations:     dests,
-			DestinationCount: int32(len(dests)),
-		}
-		return c.clients.Client.Create(ctx, slice)
-	}
-	slice := existing.DeepCopy()
-	slice.Destinations, slice.DestinationCount = dests, int32(len(dests))
-	slice.OwnerReferences = []metav1.OwnerReference{owner}
-	return c.clients.Client.Update(ctx, slice)
-}
-
-func (c *Controller) updateStatus(ctx context.Context, ep *edgev2alpha1.EdgePlacement, matching int32, cond metav1.Condition) error {
-	updated := ep.DeepCopy()
-	changed := epstatus.Set(updated, cond)
-	if updated.Status.MatchingLocationCount != matching || updated.Status.ObservedGeneration != ep.Generation {
-		updated.Status.MatchingLocationCount, updated.Status.ObservedGeneration = matching, ep.Generation
-		changed = true
-	}
-	if !changed {
-		return nil
-	}
-	return c.clients.Client.Status().Update(ctx, updated)
 }
 
 // byLabel indexes SyncTargets by space and each label: "space|key=value".
