@@ -21,7 +21,9 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -439,7 +441,7 @@ func (w *writeProblems) set(key objectKey, problems []problem) []string {
 			changed[ep] = true
 		}
 	}
-	return sortedKeys(changed)
+	return slices.Sorted(maps.Keys(changed))
 }
 
 // of returns the problems that concern a placement.
@@ -452,7 +454,7 @@ func (w *writeProblems) of(wds, placement string) []problem {
 			continue
 		}
 		for _, p := range problems {
-			if contains(p.placements, placement) {
+			if slices.Contains(p.placements, placement) {
 				out = append(out, p)
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/controllers/internal/epstatus"
 	"github.com/kubestellar/kubestellar/spaces"
 )
@@ -336,7 +339,7 @@ func (r *reconciler) writeCombined(ctx context.Context, key objectKey, obj *unst
 		byPlacement, _ := statusCollectors(cp.obj) // reconcilePlacement reports a bad one
 		for ep, names := range byPlacement {
 			for _, n := range names {
-				if !contains(wanted[ep], n) {
+				if !slices.Contains(wanted[ep], n) {
 					wanted[ep] = append(wanted[ep], n)
 				}
 			}
@@ -352,7 +355,7 @@ func (r *reconciler) writeCombined(ctx context.Context, key objectKey, obj *unst
 	keep := map[string]bool{}
 	var failures []summaryFailure
 	var problems []problem
-	for _, ep := range sortedKeys(wanted) {
+	for _, ep := range slices.Sorted(maps.Keys(wanted)) {
 		names := wanted[ep]
 		sort.Strings(names)
 		cs := &edgev2alpha1.CombinedStatus{
@@ -409,7 +412,7 @@ func (r *reconciler) pruneCombined(ctx context.Context, key objectKey, keep map[
 // placements the copy names.
 func decodeProblems(cp placedCopy) []problem {
 	var out []problem
-	what := fmt.Sprintf("%s %s in the mailbox of SyncTarget %s", cp.gvr.GroupResource(), qualified(cp.obj), cp.syncTarget)
+	what := fmt.Sprintf("%s %s in the mailbox of SyncTarget %s", cp.gvr.GroupResource(), crossspace.Qualified(cp.obj), cp.syncTarget)
 	if _, err := associatedState(cp.obj); err != nil {
 		out = append(out, problem{placements: placementsOf(cp.obj), reason: reasonInvalidAssociatedState,
 			message: fmt.Sprintf("%s: annotation %s (written by the syncer) is not a JSON object: %v", what, edgev2alpha1.AssociatedStateAnnotation, err)})
@@ -491,31 +494,6 @@ func combinedNamespace(key objectKey) string {
 		return metav1.NamespaceDefault
 	}
 	return key.namespace
-}
-
-func qualified(obj metav1.Object) string {
-	if obj.GetNamespace() == "" {
-		return obj.GetName()
-	}
-	return obj.GetNamespace() + "/" + obj.GetName()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // validateCollector sets a StatusCollector's Ready condition: whether its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -244,7 +245,7 @@ func (f *fakeDeps) reconciler() *reconciler {
 		copiesPlacedBy: func(wds, placement string) []placedCopy {
 			var out []placedCopy
 			for _, cp := range f.copies {
-				if contains(placementsOf(cp.obj), placement) {
+				if slices.Contains(placementsOf(cp.obj), placement) {
 					out = append(out, cp)
 				}
 			}
@@ -253,7 +254,7 @@ func (f *fakeDeps) reconciler() *reconciler {
 		writeProblemsOf: func(_, placement string) []problem {
 			var out []problem
 			for _, p := range f.problems {
-				if contains(p.placements, placement) {
+				if slices.Contains(p.placements, placement) {
 					out = append(out, p)
 				}
 			}

@@ -11,7 +11,9 @@ package upsync
 
 import (
 	"context"
+	"maps"
 	"reflect"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -280,12 +282,12 @@ func (p *problems) set(syncTarget string, targets []target, found []problem) []s
 	for _, t := range targets {
 		key := spaces.Key(t.wds, "", t.placement)
 		now = append(now, key)
-		if !seen || !contains(p.targets[syncTarget], key) {
+		if !seen || !slices.Contains(p.targets[syncTarget], key) {
 			keys[key] = true // primed, or newly targeting
 		}
 	}
 	p.bySyncTarget[syncTarget], p.targets[syncTarget] = found, now
-	return sortedKeys(keys)
+	return slices.Sorted(maps.Keys(keys))
 }
 
 // of returns a SyncTarget's problems, and whether it was reconciled since

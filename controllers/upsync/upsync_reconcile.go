@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/controllers/internal/epstatus"
 	"github.com/kubestellar/kubestellar/spaces"
 )
@@ -171,7 +174,7 @@ func (r *reconciler) reconcile(ctx context.Context, key string) (bool, error) {
 			return true, nil
 		}
 		desired := desiredCopies(gvr, r.mailboxObjects(gvr, mailbox), targets, invSpace, stName)
-		for _, k := range sortedKeys(desired) {
+		for _, k := range slices.Sorted(maps.Keys(desired)) {
 			d := desired[k]
 			wctx := spaces.WithSpace(ctx, d.wds)
 			current := r.current(gvr, d.wds, d.obj.GetNamespace(), d.obj.GetName())
@@ -182,7 +185,7 @@ func (r *reconciler) reconcile(ctx context.Context, key string) (bool, error) {
 			if refused(err) {
 				problems = append(problems, problem{wds: d.wds, placements: d.placements, message: fmt.Sprintf(
 					"%s %s upsynced from SyncTarget %s cannot be written into %s as %s: %v",
-					gvr.GroupResource(), qualified(d.source), from, d.wds, qualified(d.obj), err)})
+					gvr.GroupResource(), crossspace.Qualified(d.source), from, d.wds, crossspace.Qualified(d.obj), err)})
 				continue
 			}
 			if err != nil {
@@ -284,7 +287,7 @@ func desiredCopies(gvr schema.GroupVersionResource, mailboxObjects []*unstructur
 					d = &desiredCopy{wds: t.wds, source: obj, obj: cp}
 					desired[k] = d
 				}
-				if !contains(d.placements, t.placement) {
+				if !slices.Contains(d.placements, t.placement) {
 					d.placements = append(d.placements, t.placement)
 				}
 			}
@@ -321,7 +324,7 @@ func (r *reconciler) reconcilePlacement(ctx context.Context, key string) (bool, 
 			}
 		}
 		for _, p := range found {
-			if p.wds == wds && contains(p.placements, name) {
+			if p.wds == wds && slices.Contains(p.placements, name) {
 				problems = append(problems, p)
 			}
 		}
@@ -364,31 +367,6 @@ func sameContent(current, cp *unstructured.Unstructured) bool {
 }
 
 func spaceOf(obj metav1.Object) string { return obj.GetAnnotations()[spaces.Annotation] }
-
-func qualified(obj metav1.Object) string {
-	if obj.GetNamespace() == "" {
-		return obj.GetName()
-	}
-	return obj.GetNamespace() + "/" + obj.GetName()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
 
 // fromOf splits an upsynced-from annotation ("inv/name") into the
 // SyncTarget's key.

@@ -240,3 +240,12 @@ func SyncTargetOfMailbox(inf *Informer, mailbox string) (*edgev2alpha1.SyncTarge
 	st, ok := objs[0].(*edgev2alpha1.SyncTarget)
 	return st, ok
 }
+
+// Qualified names an object as NAMESPACE/NAME, or NAME when it is
+// cluster-scoped.
+func Qualified(obj metav1.Object) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
