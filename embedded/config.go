@@ -66,6 +66,7 @@ type Config struct {
 	legacy     *genericapiserver.APIGroupInfo
 	groups     []*genericapiserver.APIGroupInfo
 	spaces     *spaceLookup
+	crds       *crdIndex
 	// syncerConfigs tells admission what each syncer may upsync.
 	syncerConfigs *syncerConfigCache
 	syncers       *auth.Syncers
@@ -146,7 +147,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		return nil, err
 	}
 	codecs := serializer.NewCodecFactory(scheme)
-	c := &Config{Options: o, CA: ca, AdminToken: adminToken, Datastore: ds, spaces: &spaceLookup{}, syncerConfigs: &syncerConfigCache{}, lock: lock}
+	c := &Config{Options: o, CA: ca, AdminToken: adminToken, Datastore: ds, spaces: &spaceLookup{}, crds: &crdIndex{}, syncerConfigs: &syncerConfigCache{}, lock: lock}
 
 	core := genericapiserver.NewRecommendedConfig(codecs)
 	serving := genericoptions.NewSecureServingOptions().WithLoopback()
@@ -223,7 +224,8 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	core.AggregatedDiscoveryGroupManager = aggregated.NewResourceManager("apis")
 	core.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: ds, SpaceScoped: true, Codec: builtinCodec(codecs)}
 	core.BuildHandlerChainFunc = func(apiHandler http.Handler, gc *genericapiserver.Config) http.Handler {
-		inner := spaces.WithSpaceAdmission(apiHandler, c.spaces)
+		// Inside a space, the CRDs of other spaces are not there.
+		inner := spaces.WithSpaceAdmission(spaces.WithCRDBindings(apiHandler, c.crds), c.spaces)
 		// After authentication: a syncer's requests end with its token.
 		inner = auth.WithSyncerRequests(inner, c.syncers.Requests)
 		// A syncer's rate and open requests are bounded (429 beyond).

@@ -359,12 +359,23 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 		return errors.New("space cache did not sync")
 	}
 	s.cfg.spaces.lister.Store(&spaceLister{spaceInformer.Lister()})
+	if !cache.WaitForCacheSync(ctx.Done(), crds.Informer().HasSynced) {
+		return errors.New("CRD cache did not sync")
+	}
+	crdLister := crds.Lister()
+	s.cfg.crds.lister.Store(&crdLister)
 
 	// The controllers: the spaces' own and the workload-management ones.
 	// Made anew each time this server leads, so a server that loses the
 	// lead and wins it back starts clean.
 	runControllers := func(ctx context.Context) error {
-		spaceCtl, err := spacecontroller.New(spaceInformer.Informer(), root, clients.Kube, purger.PurgeSpace)
+		purgeSpace := func(ctx context.Context, space string) (int, error) {
+			if err := unbindCRDs(ctx, clients, crdLister, space); err != nil {
+				return 0, err
+			}
+			return purger.PurgeSpace(ctx, space)
+		}
+		spaceCtl, err := spacecontroller.New(spaceInformer.Informer(), root, clients.Kube, purgeSpace)
 		if err != nil {
 			return err
 		}
@@ -373,7 +384,7 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 			return err
 		}
 		nsCtl := namespacecontroller.New(wildcard, rootKube.Discovery(), clients)
-		crdCtl, err := crdcontroller.New(crds.Informer(), purger.PurgeResource)
+		crdCtl, err := crdcontroller.New(crds.Informer(), purger)
 		if err != nil {
 			return err
 		}

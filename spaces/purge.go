@@ -51,6 +51,12 @@ func (p *Purger) PurgeSpace(ctx context.Context, space string) (int, error) {
 
 // PurgeResource deletes every object of a resource in every space.
 func (p *Purger) PurgeResource(ctx context.Context, gr schema.GroupResource) (int, error) {
+	return p.PurgeResourceOutside(ctx, gr, func(string) bool { return false })
+}
+
+// PurgeResourceOutside deletes every object of a resource in the spaces
+// keep refuses: a CRD's instances in the spaces that unbound it.
+func (p *Purger) PurgeResourceOutside(ctx context.Context, gr schema.GroupResource, keep func(space string) bool) (int, error) {
 	if p.BuiltIn != nil && p.BuiltIn(gr) {
 		return 0, fmt.Errorf("%s is a built-in resource: its objects are never purged with a CRD", gr)
 	}
@@ -58,7 +64,11 @@ func (p *Purger) PurgeResource(ctx context.Context, gr schema.GroupResource) (in
 	if group == "" {
 		group = "core"
 	}
-	return p.purge(ctx, p.KeyPrefix+"/"+group+"/"+gr.Resource+"/", func(string) bool { return true })
+	prefix := p.KeyPrefix + "/" + group + "/" + gr.Resource + "/"
+	return p.purge(ctx, prefix, func(key string) bool {
+		space, _, _ := strings.Cut(strings.TrimPrefix(key, prefix), "/")
+		return !keep(space)
+	})
 }
 
 func (p *Purger) purge(ctx context.Context, prefix string, match func(key string) bool) (int, error) {

@@ -68,7 +68,7 @@ type Controller struct {
 	problems map[string]map[string][]problem
 }
 
-// New returns the controller. crds is an informer on CRDs (which are global);
+// New returns the controller. crds is an informer on CRDs as stored (with their bindings to spaces);
 // resources are the caches of workload objects and copies it shares.
 func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources *crossspace.SharedDynamic) *Controller {
 	rl := func() workqueue.TypedRateLimiter[string] {

@@ -177,12 +177,19 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	r.holdEmptyNamespaces(key, mailbox, desired, current)
 
 	mctx := spaces.WithSpace(ctx, mailbox)
+	crds := r.crdsFor(desired, sel.crdNames)
+	if err := r.bindCRDs(mctx, mailbox, crds); err != nil {
+		return false, err
+	}
 	written, err := r.writeCopies(mctx, desired, current)
 	if err != nil {
 		return false, err
 	}
 	deleted, err := r.prune(mctx, mailbox, desired, current)
 	if err != nil {
+		return false, err
+	}
+	if err := r.unbindCRDs(mctx, mailbox, crds); err != nil {
 		return false, err
 	}
 	if err := r.writeSyncerConfig(mctx, cfg, exists, syncerConfigSpec(desired, sel.crdNames, sel.upsync)); err != nil {
@@ -335,6 +342,10 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 		for _, res := range resources {
 			if res.GroupResource() == crdResource {
 				for _, crd := range r.crds() {
+					// A WDS places the CRDs it serves.
+					if !spaces.BindingsOf(crd.Annotations).Has(wds) {
+						continue
+					}
 					if cl.matches("", crd.Name, crd.Labels, namespaceLabels) && permitted(res.GroupVersionResource, "") {
 						sel.crdNames[crd.Name] = true
 					}

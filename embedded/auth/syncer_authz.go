@@ -32,9 +32,9 @@ const (
 // would let it act as anybody.
 var mailboxVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 
-// readVerbs are all a syncer may do to CRDs, even in its mailbox: CRDs are
-// global (a CRD written through one space is served in every space, and
-// deleting it deletes its instances everywhere).
+// readVerbs are all a syncer may do to CRDs, even in its mailbox: the
+// server binds to a mailbox the CRDs its copies need (spaces.DecorateCRDs),
+// and a CRD bound there is shared with the WDS it comes from.
 var readVerbs = []string{"get", "list", "watch"}
 
 func isCRD(attrs authorizer.Attributes) bool {
@@ -68,7 +68,7 @@ func isDiscovery(path string) bool {
 //     secrets), get, update and patch its SyncTarget's status, and read
 //     discovery;
 //   - in its mailbox space: the mailboxVerbs on any resource and
-//     subresource but CRDs, which it may only read (they are global), and
+//     subresource but CRDs, which it may only read (the server binds them), and
 //     read discovery.
 //
 // Everything else is denied, the wildcard space included.
@@ -92,7 +92,7 @@ func (a Authorizer) authorizeSyncer(ctx context.Context, attrs authorizer.Attrib
 	}
 	if a.isMailbox(space, inv, st) {
 		if isCRD(attrs) && !slices.Contains(readVerbs, attrs.GetVerb()) {
-			return authorizer.DecisionDeny, fmt.Sprintf("user %q may only read CustomResourceDefinitions, which every space shares, in its mailbox space %q", name, space)
+			return authorizer.DecisionDeny, fmt.Sprintf("user %q may only read CustomResourceDefinitions, which the server binds, in its mailbox space %q", name, space)
 		}
 		if slices.Contains(mailboxVerbs, attrs.GetVerb()) {
 			return authorizer.DecisionAllow, ""

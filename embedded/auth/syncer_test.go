@@ -240,7 +240,7 @@ func TestAuthorizerForSyncers(t *testing.T) {
 		{desc: "watch CRDs in own mailbox", space: "inv1-mb-1", attrs: res(edge1, "watch", "apiextensions.k8s.io", "customresourcedefinitions", "", "", "")},
 		{desc: "get a CRD in own mailbox", space: "inv1-mb-1", attrs: res(edge1, "get", "apiextensions.k8s.io", "customresourcedefinitions", "", "", "widgets.example.com")},
 		{desc: "create a CRD in own mailbox", space: "inv1-mb-1", attrs: res(edge1, "create", "apiextensions.k8s.io", "customresourcedefinitions", "", "", ""),
-			wantReason: `user "system:kubestellar:syncer:inv1:edge1" may only read CustomResourceDefinitions, which every space shares, in its mailbox space "inv1-mb-1"`},
+			wantReason: `user "system:kubestellar:syncer:inv1:edge1" may only read CustomResourceDefinitions, which the server binds, in its mailbox space "inv1-mb-1"`},
 		{desc: "delete a CRD in own mailbox", space: "inv1-mb-1", attrs: res(edge1, "delete", "apiextensions.k8s.io", "customresourcedefinitions", "", "", "synctargets.edge.kubestellar.io"),
 			wantReason: "may only read CustomResourceDefinitions"},
 		{desc: "update a CRD's status in own mailbox", space: "inv1-mb-1", attrs: res(edge1, "update", "apiextensions.k8s.io", "customresourcedefinitions", "status", "", "widgets.example.com"),

@@ -8,7 +8,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -26,7 +25,6 @@ var (
 	clusterRolesResource        = rbacv1.SchemeGroupVersion.WithResource("clusterroles").GroupResource()
 	roleBindingsResource        = rbacv1.SchemeGroupVersion.WithResource("rolebindings").GroupResource()
 	clusterRoleBindingsResource = rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings").GroupResource()
-	crdResource                 = schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
 	spacesResource              = tenancyv1alpha1.SchemeGroupVersion.WithResource("spaces").GroupResource()
 	placementsResource          = edgev2alpha1.SchemeGroupVersion.WithResource("edgeplacements").GroupResource()
 )
@@ -74,10 +72,11 @@ func recordPlacer(a admission.Attributes) error {
 //     only a role whose rules its writer has (or the writer may "bind"
 //     it), each in the space written, as Kubernetes' RBAC storage checks;
 //   - the creator of a Space is recorded as its owner (tenancyv1alpha1.SpaceOwnerAnnotation),
-//     which only the server's admins may set or change;
-//   - CustomResourceDefinitions are written by the server's admins only:
-//     every space serves every CRD today, so one tenant's delete would
-//     delete every tenant's objects of it.
+//     which only the server's admins may set or change.
+//
+// CustomResourceDefinitions need no check here: each space binds its own
+// (spaces.DecorateCRDs), so a tenant's create, change or delete acts in
+// its space only, as RBAC there allows.
 //
 // The server's admins and the server (system:masters) are not checked;
 // nor are syncers, whose writes the edge admission confines.
@@ -139,10 +138,6 @@ func (p *Admission) Validate(ctx context.Context, a admission.Attributes, _ admi
 		return nil
 	}
 	switch gr := a.GetResource().GroupResource(); gr {
-	case crdResource:
-		return apierrors.NewForbidden(gr, a.GetName(), fmt.Errorf("user %q may not %s CustomResourceDefinitions: every space serves "+
-			"every CRD today, so a change here would change (and a delete would delete) other spaces' objects; ask an admin of the server",
-			u.GetName(), verbOf(a.GetOperation())))
 	case spacesResource:
 		return p.validateSpace(a)
 	case rolesResource, clusterRolesResource:
@@ -157,18 +152,6 @@ func (p *Admission) Validate(ctx context.Context, a admission.Attributes, _ admi
 		return p.validateBinding(ctx, a)
 	}
 	return nil
-}
-
-func verbOf(op admission.Operation) string {
-	switch op {
-	case admission.Create:
-		return "create"
-	case admission.Update:
-		return "update"
-	case admission.Delete:
-		return "delete"
-	}
-	return string(op)
 }
 
 // validateSpace refuses a change of a Space's owner by anyone but admins.

@@ -15,6 +15,8 @@ import (
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
+var crdResource = schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
+
 // KeyPrefix starts every key the API server stores.
 const KeyPrefix = "/registry"
 
@@ -57,7 +59,7 @@ func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Obj
 	spaceScoped := g.SpaceScoped
 	return generic.RESTOptions{
 		StorageConfig:           cfg.ForResource(gr),
-		Decorator:               decorator(spaceScoped),
+		Decorator:               decorator(gr, spaceScoped),
 		EnableGarbageCollection: false,
 		DeleteCollectionWorkers: 4,
 		ResourcePrefix:          ResourcePrefix(gr),
@@ -67,7 +69,9 @@ func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Obj
 
 // decorator builds raw datastore storage, without a watch cache: the cache
 // is keyed by resource, not by space, and kine serves watches itself.
-func decorator(spaceScoped bool) generic.StorageDecorator {
+// CRDs are stored once for all spaces, each space seeing those bound to it
+// (spaces.DecorateCRDs).
+func decorator(gr schema.GroupResource, spaceScoped bool) generic.StorageDecorator {
 	return func(config *storagebackend.ConfigForResource, resourcePrefix string, _ func(runtime.Object) (string, error),
 		newFunc, newListFunc func() runtime.Object, _ apiserverstorage.AttrFunc, _ apiserverstorage.IndexerFuncs,
 		_ *cache.Indexers) (apiserverstorage.Interface, factory.DestroyFunc, error) {
@@ -75,8 +79,11 @@ func decorator(spaceScoped bool) generic.StorageDecorator {
 		if err != nil {
 			return nil, nil, err
 		}
-		if spaceScoped {
+		switch {
+		case spaceScoped:
 			s = spaces.Decorate(s, resourcePrefix)
+		case gr == crdResource:
+			s = spaces.DecorateCRDs(s, spaces.ServerView)
 		}
 		return s, destroy, nil
 	}

@@ -1,7 +1,9 @@
-// Package crdcontroller removes the instances of a deleted CRD from every
-// space. CRDs are global, but their instances are stored per space; the
-// apiextensions finalizer, which knows nothing of spaces, only empties the
-// root space, and would otherwise leave the other spaces' instances behind.
+// Package crdcontroller removes the instances of a CRD from the spaces that
+// no longer serve it: every space, when it is deleted, and one space, when
+// that space's delete unbinds it (spaces.DecorateCRDs). A CRD is stored
+// once, but its instances per space; the apiextensions finalizer, which
+// knows nothing of spaces, only empties the root space, and would otherwise
+// leave the other spaces' instances behind.
 package crdcontroller
 
 import (
@@ -15,41 +17,78 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubestellar/kubestellar/internal/worker"
+	"github.com/kubestellar/kubestellar/spaces"
 )
 
 // ControllerName names the controller in logs and its queue.
 const ControllerName = "crd-instances"
 
-// Controller purges the instances of CRDs being deleted.
+// Purger removes stored instances of a resource: in every space, or in
+// the spaces keep refuses.
+type Purger interface {
+	PurgeResource(ctx context.Context, gr schema.GroupResource) (int, error)
+	PurgeResourceOutside(ctx context.Context, gr schema.GroupResource, keep func(space string) bool) (int, error)
+}
+
+// Controller purges the instances of CRDs where they are no longer served.
 type Controller struct {
 	queue    workqueue.TypedRateLimitingInterface[schema.GroupResource]
 	informer cache.SharedIndexInformer
-	purge    func(ctx context.Context, gr schema.GroupResource) (int, error)
+	purger   Purger
 }
 
-// New returns a controller over a CRD informer.
-func New(informer cache.SharedIndexInformer, purge func(ctx context.Context, gr schema.GroupResource) (int, error)) (*Controller, error) {
+// New returns a controller over an informer on CRDs as stored, bindings
+// included (spaces.ServerView).
+func New(informer cache.SharedIndexInformer, purger Purger) (*Controller, error) {
 	c := &Controller{
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[schema.GroupResource](),
 			workqueue.TypedRateLimitingQueueConfig[schema.GroupResource]{Name: ControllerName}),
 		informer: informer,
-		purge:    purge,
+		purger:   purger,
 	}
-	enqueue := func(obj any, deleted bool) {
+	enqueue := func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
-		crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
-		if !ok || (crd.DeletionTimestamp == nil && !deleted) {
-			return
+		if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+			c.queue.Add(groupResource(crd))
 		}
-		c.queue.Add(schema.GroupResource{Group: crd.Spec.Group, Resource: crd.Spec.Names.Plural})
 	}
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) { enqueue(obj, false) },
-		DeleteFunc: func(obj any) { enqueue(obj, true) },
+		// Each CRD once at start: instances left behind while the server
+		// was down go then.
+		AddFunc: enqueue,
+		UpdateFunc: func(oldObj, obj any) {
+			old, ok1 := oldObj.(*apiextensionsv1.CustomResourceDefinition)
+			crd, ok2 := obj.(*apiextensionsv1.CustomResourceDefinition)
+			if ok1 && ok2 && (crd.DeletionTimestamp != nil || unbound(old, crd)) {
+				enqueue(crd)
+			}
+		},
+		DeleteFunc: enqueue,
 	})
 	return c, err
+}
+
+func groupResource(crd *apiextensionsv1.CustomResourceDefinition) schema.GroupResource {
+	return schema.GroupResource{Group: crd.Spec.Group, Resource: crd.Spec.Names.Plural}
+}
+
+// unbound tells whether a space stopped serving a CRD.
+func unbound(old, crd *apiextensionsv1.CustomResourceDefinition) bool {
+	before, now := spaces.BindingsOf(old.Annotations), spaces.BindingsOf(crd.Annotations)
+	if now.All() {
+		return false
+	}
+	if before.All() {
+		return true
+	}
+	for _, s := range before.Spaces() {
+		if !now.Has(s) {
+			return true
+		}
+	}
+	return false
 }
 
 // Run processes CRDs until ctx is done.
@@ -66,14 +105,34 @@ func (c *Controller) Run(ctx context.Context) {
 	<-ctx.Done()
 }
 
-// process removes the instances of one deleted CRD's resource from every space.
+// process removes the instances of one CRD's resource from the spaces
+// that do not serve it: all of them once it is being deleted.
 func (c *Controller) process(ctx context.Context, gr schema.GroupResource) (bool, error) {
-	n, err := c.purge(ctx, gr)
+	obj, exists, err := c.informer.GetStore().GetByKey(gr.Resource + "." + gr.Group)
+	if err != nil {
+		return false, err
+	}
+	crd, _ := obj.(*apiextensionsv1.CustomResourceDefinition)
+	if !exists || crd == nil || crd.DeletionTimestamp != nil {
+		n, err := c.purger.PurgeResource(ctx, gr)
+		if err != nil {
+			return false, err
+		}
+		if n > 0 {
+			klog.FromContext(ctx).Info("removed instances of deleted CRD", "resource", gr, "count", n)
+		}
+		return false, nil
+	}
+	b := spaces.BindingsOf(crd.Annotations)
+	if b.All() {
+		return false, nil
+	}
+	n, err := c.purger.PurgeResourceOutside(ctx, gr, b.Has)
 	if err != nil {
 		return false, err
 	}
 	if n > 0 {
-		klog.FromContext(ctx).Info("removed instances of deleted CRD", "resource", gr, "count", n)
+		klog.FromContext(ctx).Info("removed instances of CRD from spaces that unbound it", "resource", gr, "count", n)
 	}
 	return false, nil
 }

@@ -136,7 +136,10 @@ data: {pods: "1"}
 	// Deleting the special placement removes its objects from edge2's mailbox, and only those.
 	k.MustRun(t, "--context", "wds1", "delete", "edgeplacement", "special")
 	poll(t, k, equals(""), "the special workload to leave edge2's mailbox",
-		in(mb["edge2"], "get", "deployments,widgets", "-n", "special", "-o", "jsonpath={.items[*].metadata.name}")...)
+		in(mb["edge2"], "get", "deployments", "-n", "special", "-o", "jsonpath={.items[*].metadata.name}")...)
+	// With its Widgets gone, the mailbox no longer serves their CRD.
+	poll(t, k, func(out string) bool { return !strings.Contains(out, "widgets") }, "the Widget CRD to be unbound from edge2's mailbox",
+		in(mb["edge2"], "api-resources", "--api-group", "example.com")...)
 	require.Equal(t, "web", k.MustRun(t, in(mb["edge2"], "get", "deployment", "-n", "common", "-o", "jsonpath={.items[*].metadata.name}")...))
 	return mb
 }

@@ -130,9 +130,23 @@ func TestTenantsAndRBAC(t *testing.T) {
 	out, err = bob.cli(t, "space", "create", "bobs")
 	require.Error(t, err, "bob may not create spaces: %s", out)
 	require.Contains(t, out, "forbidden")
-	// Shared CRDs stay with the server's admins, even in one's own space.
+	// A space's CRDs are its own. edit in a namespace makes none; alice,
+	// admin of her space, does, and it is served there only. The admin's
+	// identical one in team-b shares it; alice's delete unbinds it from
+	// her space and takes her objects, not team-b's.
 	crd := filepath.Join(harness.RepoRoot(), "test", "manifests", "crds", "backups.yaml")
-	require.Contains(t, s.MustFail(t, "apply", "-f", crd), "may not create CustomResourceDefinitions")
+	require.Contains(t, a.MustFail(t, "apply", "-f", crd), "forbidden")
+	s.MustRun(t, "apply", "-f", crd)
+	backup := "apiVersion: ops.example.com/v1\nkind: Backup\nmetadata: {name: nightly, namespace: default}\nspec: {target: offsite, window: {start: 1, end: 5}}\n"
+	pollStdin(t, s, backup, "alice's Backup to be created", "create", "-f", "-")
+	require.NotContains(t, admin.MustRun(t, "--context", "team-b", "api-resources"), "backups", "team-b is served alice's CRD")
+	require.Contains(t, admin.MustFail(t, "--context", "team-b", "get", "crd", "backups.ops.example.com"), "NotFound")
+	admin.MustRun(t, "--context", "team-b", "apply", "-f", crd)
+	pollStdin(t, admin, backup, "team-b's Backup to be created", "--context", "team-b", "create", "-f", "-")
+	s.MustRun(t, "delete", "crd", "backups.ops.example.com")
+	require.Equal(t, "offsite", admin.MustRun(t, "--context", "team-b", "get", "backup", "nightly", "-n", "default", "-o", "jsonpath={.spec.target}"),
+		"alice's delete took team-b's Backup")
+	require.NotContains(t, s.MustRun(t, "api-resources"), "backups")
 	// Nor may alice make herself the owner of someone else's space.
 	require.Contains(t, alice.in(t, "root").MustFail(t, "annotate", "space", "team-b", "tenancy.kubestellar.io/owner=alice", "--overwrite"), "forbidden")
 
@@ -167,6 +181,19 @@ func TestTenantsAndRBAC(t *testing.T) {
 		return err != nil && unauthorized(errOut), nil
 	})
 	require.NoError(t, err, "bob's revoked token still works: %s", last)
+}
+
+// pollStdin runs kubectl with stdin until it succeeds: a CRD just made is
+// served within moments.
+func pollStdin(t *testing.T, k harness.Kubectl, stdin, what string, args ...string) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, errOut, err := k.RunStdin(ctx, strings.NewReader(stdin), args...)
+		last = errOut
+		return err == nil, nil
+	})
+	require.NoError(t, err, "waiting for %s: %s", what, last)
 }
 
 // canI runs kubectl auth can-i, which fails when the answer is no, and

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -11,11 +12,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsv1client "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubestellar/kubestellar/spaces"
@@ -23,16 +28,19 @@ import (
 	"github.com/kubestellar/kubestellar/test/harness"
 )
 
-// TestCRDsAreGlobalAndTheirInstancesPerSpace installs a real CRD (the
-// namespaced one of each workload set: the project's Backup, Gateway API's
-// Gateway) in one space, creates instances in two, and deletes the CRD:
-// every space's instances go, and the CRD does not hang.
-func TestCRDsAreGlobalAndTheirInstancesPerSpace(t *testing.T) {
+// TestCRDsAreBoundPerSpace installs a real CRD (the namespaced one of each
+// workload set: the project's Backup, Gateway API's Gateway) in one space:
+// another space does not see it (nor its group in discovery) until it
+// creates the same CRD, which then shares it; a different definition under
+// the name is refused. A space's delete unbinds it there only, taking that
+// space's instances and no other's; the last one deletes it.
+func TestCRDsAreBoundPerSpace(t *testing.T) {
 	harness.EachWorkloadSet(t, func(t *testing.T, w harness.WorkloadSet) {
 		s := harness.StartInProcess(t, "")
 		ctx := t.Context()
-		createSpace(t, s, "one")
-		createSpace(t, s, "two")
+		for _, space := range []string{"one", "two", "three"} {
+			createSpace(t, s, space)
+		}
 
 		data, err := os.ReadFile(w.NamespacedCRD)
 		require.NoError(t, err)
@@ -44,28 +52,14 @@ func TestCRDsAreGlobalAndTheirInstancesPerSpace(t *testing.T) {
 		instance := firstOfKind(t, w.CRs, crd.Spec.Names.Kind)
 		instance.SetNamespace("default")
 		name := instance.GetName()
-
-		ext, err := apiextensionsclient.NewForConfig(s.RESTConfig(t, "one"))
-		require.NoError(t, err)
-		_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
-		require.NoError(t, err)
-
-		for _, space := range []string{"one", "two"} {
-			client := dyn(t, s, space).Resource(gvr).Namespace("default")
-			eventually(t, 30*time.Second, func() (bool, error) {
-				_, err := client.Create(ctx, instance.DeepCopy(), metav1.CreateOptions{})
-				return err == nil, err
-			}, "a %s to be created in space %s", crd.Spec.Names.Kind, space)
+		crds := func(space string) apiextensionsv1client.CustomResourceDefinitionInterface {
+			ext, err := apiextensionsclient.NewForConfig(s.RESTConfig(t, space))
+			require.NoError(t, err)
+			return ext.ApiextensionsV1().CustomResourceDefinitions()
 		}
-		got, err := dyn(t, s, "two").Resource(gvr).Namespace("default").Get(ctx, name, metav1.GetOptions{})
-		require.NoError(t, err)
-		require.Equal(t, "two", got.GetAnnotations()[spaces.Annotation])
-		all, err := dyn(t, s, spaces.Wildcard).Resource(gvr).List(ctx, metav1.ListOptions{})
-		require.NoError(t, err)
-		require.Len(t, all.Items, 2)
-		legacyGroups := func() map[string]string { // group -> preferred version
+		legacyGroups := func(space string) map[string]string { // group -> preferred version
 			var list metav1.APIGroupList
-			raw, err := kube(t, s, "two").Discovery().RESTClient().Get().AbsPath("/apis").SetHeader("Accept", "application/json").DoRaw(ctx)
+			raw, err := kube(t, s, space).Discovery().RESTClient().Get().AbsPath("/apis").SetHeader("Accept", "application/json").DoRaw(ctx)
 			require.NoError(t, err)
 			require.NoError(t, json.Unmarshal(raw, &list))
 			groups := map[string]string{}
@@ -74,30 +68,166 @@ func TestCRDsAreGlobalAndTheirInstancesPerSpace(t *testing.T) {
 			}
 			return groups
 		}
-		eventually(t, 10*time.Second, func() (bool, error) {
-			return legacyGroups()[group] == version, nil
-		}, "the CRD's group in the legacy (non-aggregated) /apis list")
+		servedIn := func(space string) bool { // by aggregated discovery, as kubectl asks
+			_, resources, err := kube(t, s, space).Discovery().ServerGroupsAndResources()
+			require.NoError(t, err)
+			for _, list := range resources {
+				for _, r := range list.APIResources {
+					if list.GroupVersion == group+"/"+version && r.Name == gvr.Resource {
+						return true
+					}
+				}
+			}
+			return false
+		}
 
-		require.NoError(t, ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{}))
+		watchTwo, err := crds("two").Watch(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		defer watchTwo.Stop()
+		_, err = crds("one").Create(ctx, crd.DeepCopy(), metav1.CreateOptions{})
+		require.NoError(t, err)
 		eventually(t, 30*time.Second, func() (bool, error) {
-			_, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), err
-		}, "the CRD to be deleted")
+			_, err := dyn(t, s, "one").Resource(gvr).Namespace("default").Create(ctx, instance.DeepCopy(), metav1.CreateOptions{})
+			return err == nil, err
+		}, "a %s to be created in space one", crd.Spec.Names.Kind)
+		eventually(t, 10*time.Second, func() (bool, error) {
+			return legacyGroups("one")[group] == version && servedIn("one"), nil
+		}, "the CRD's group in space one's discovery")
 
-		groups := legacyGroups()
+		// Space two has none of it.
+		_, err = crds("two").Get(ctx, crd.Name, metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "space two sees another space's CRD: %v", err)
+		list, err := crds("two").List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, c := range list.Items {
+			require.NotEqual(t, crd.Name, c.Name, "space two lists another space's CRD")
+		}
+		_, err = dyn(t, s, "two").Resource(gvr).Namespace("default").Create(ctx, instance.DeepCopy(), metav1.CreateOptions{})
+		require.True(t, apierrors.IsNotFound(err), "space two serves another space's CRD: %v", err)
+		require.NotContains(t, legacyGroups("two"), group)
+		require.False(t, servedIn("two"), "space two's discovery shows another space's CRD")
+
+		// The same definition is shared; a different one refused.
+		_, err = crds("two").Create(ctx, crd.DeepCopy(), metav1.CreateOptions{})
+		require.NoError(t, err)
+		expectEvent(t, watchTwo, watch.Added, crd.Name)
+		eventually(t, 30*time.Second, func() (bool, error) {
+			_, err := dyn(t, s, "two").Resource(gvr).Namespace("default").Create(ctx, instance.DeepCopy(), metav1.CreateOptions{})
+			return err == nil, err
+		}, "a %s to be created in space two", crd.Spec.Names.Kind)
+		got, err := dyn(t, s, "two").Resource(gvr).Namespace("default").Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "two", got.GetAnnotations()[spaces.Annotation])
+		all, err := dyn(t, s, spaces.Wildcard).Resource(gvr).List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		require.Len(t, all.Items, 2)
+		seen, err := crds("two").Get(ctx, crd.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotContains(t, seen.Annotations, spaces.BoundAnnotation, "a space sees which other spaces share a CRD")
+		different := crd.DeepCopy()
+		different.Spec.Versions[0].Schema = &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}}
+		different.Spec.Versions[0].Subresources = nil
+		_, err = crds("three").Create(ctx, different, metav1.CreateOptions{})
+		require.True(t, apierrors.IsConflict(err), "a different definition under a shared name: %v", err)
+		require.Contains(t, err.Error(), "different definition")
+		// Server-side apply binds as create does (a create by update).
+		applied, err := json.Marshal(crd)
+		require.NoError(t, err)
+		_, err = crds("three").Patch(ctx, crd.Name, types.ApplyPatchType, applied, metav1.PatchOptions{FieldManager: "test"})
+		require.NoError(t, err)
+		_, err = crds("three").Get(ctx, crd.Name, metav1.GetOptions{})
+		require.NoError(t, err, "server-side apply of a shared CRD")
+		require.NoError(t, crds("three").Delete(ctx, crd.Name, metav1.DeleteOptions{}))
+		seen.Spec.Versions[0].Schema = different.Spec.Versions[0].Schema
+		_, err = crds("two").Update(ctx, seen, metav1.UpdateOptions{})
+		require.True(t, apierrors.IsConflict(err), "a shared CRD changed from one space: %v", err)
+
+		// One space's delete unbinds it there, with that space's instances only.
+		require.NoError(t, crds("one").Delete(ctx, crd.Name, metav1.DeleteOptions{}))
+		eventually(t, 30*time.Second, func() (bool, error) {
+			_, err := crds("one").Get(ctx, crd.Name, metav1.GetOptions{})
+			all, lerr := dyn(t, s, spaces.Wildcard).Resource(gvr).List(ctx, metav1.ListOptions{})
+			return apierrors.IsNotFound(err) && lerr == nil && len(all.Items) == 1, lerr
+		}, "space one's CRD and instances to go")
+		_, err = dyn(t, s, "two").Resource(gvr).Namespace("default").Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err, "space one's delete took space two's instance")
+		require.NotContains(t, legacyGroups("one"), group)
+		require.Contains(t, legacyGroups("two"), group)
+
+		// The last space's delete deletes it.
+		require.NoError(t, crds("two").Delete(ctx, crd.Name, metav1.DeleteOptions{}))
+		expectEvent(t, watchTwo, watch.Deleted, crd.Name)
+		eventually(t, 30*time.Second, func() (bool, error) {
+			stored, err := crds(spaces.Wildcard).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, c := range stored.Items {
+				if c.Name == crd.Name {
+					return false, nil
+				}
+			}
+			return true, nil
+		}, "the CRD to be deleted")
+		groups := legacyGroups("two")
 		require.NotContains(t, groups, group, "a deleted CRD's group leaves the legacy /apis list")
 		require.Contains(t, groups, "apiextensions.k8s.io")
 		require.Contains(t, groups, "tenancy.kubestellar.io")
 
 		// Recreate the CRD: no instance of any space may come back.
 		crd.ResourceVersion = ""
-		_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+		_, err = crds("one").Create(ctx, crd, metav1.CreateOptions{})
 		require.NoError(t, err)
 		eventually(t, 30*time.Second, func() (bool, error) {
-			list, err := dyn(t, s, spaces.Wildcard).Resource(gvr).List(ctx, metav1.ListOptions{})
-			return err == nil && len(list.Items) == 0, err
+			list, err := dyn(t, s, "one").Resource(gvr).List(ctx, metav1.ListOptions{})
+			all, werr := dyn(t, s, spaces.Wildcard).Resource(gvr).List(ctx, metav1.ListOptions{})
+			return err == nil && werr == nil && len(list.Items) == 0 && len(all.Items) == 0, errors.Join(err, werr)
 		}, "the recreated CRD to be served with no instances")
+
+		// A deleted space unbinds its CRDs: the last one's deletion deletes it.
+		_, err = crds("three").Create(ctx, crd, metav1.CreateOptions{})
+		require.NoError(t, err)
+		stored := func() (string, bool) {
+			list, err := crds(spaces.Wildcard).List(ctx, metav1.ListOptions{})
+			require.NoError(t, err)
+			for _, c := range list.Items {
+				if c.Name == crd.Name {
+					return c.Annotations[spaces.BoundAnnotation], true
+				}
+			}
+			return "", false
+		}
+		bound, _ := stored()
+		require.Equal(t, "one,three", bound)
+		spacesClient := dyn(t, s, spaces.Root).Resource(spacecontroller.SpacesGVR)
+		require.NoError(t, spacesClient.Delete(ctx, "three", metav1.DeleteOptions{}))
+		eventually(t, 30*time.Second, func() (bool, error) {
+			bound, _ := stored()
+			return bound == "one", nil
+		}, "the deleted space's binding to go")
+		require.NoError(t, spacesClient.Delete(ctx, "one", metav1.DeleteOptions{}))
+		eventually(t, 30*time.Second, func() (bool, error) {
+			_, found := stored()
+			return !found, nil
+		}, "the CRD of the last space that served it to go with it")
 	})
+}
+
+// expectEvent waits for an event of a type about the named object.
+func expectEvent(t *testing.T, w watch.Interface, typ watch.EventType, name string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case e, ok := <-w.ResultChan():
+			require.True(t, ok, "the watch ended before a %s event for %s", typ, name)
+			if m, err := meta.Accessor(e.Object); err == nil && e.Type == typ && m.GetName() == name {
+				return
+			}
+		case <-deadline:
+			require.Failf(t, "no event", "no %s event for %s within 30 s", typ, name)
+		}
+	}
 }
 
 // preferredVersion is the version discovery prefers among a CRD's served

@@ -65,8 +65,8 @@ type SyncerConfigSpec struct {
 	// +optional
 	Resources []SyncedResource `json:"resources,omitempty"`
 	// CRDs names the CustomResourceDefinitions to create at the edge before
-	// the objects that need them. CRDs are global at the center (served in
-	// every space), so they are named here rather than copied.
+	// the objects that need them. The server binds them to the mailbox
+	// (each space serves the CRDs bound to it), where the syncer reads them.
 	// +optional
 	CRDs []string `json:"crds,omitempty"`
 	// Upsync selects edge objects to copy into the mailbox.
