@@ -3,6 +3,7 @@ package placement
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,12 +40,11 @@ type accessChecker struct {
 }
 
 type accessKey struct {
-	wds, placer, group, resource, namespace string
+	wds, placer, verb, group, resource, namespace string
 }
 
 type accessAnswer struct {
 	allowed bool
-	why     string
 	at      time.Time
 }
 
@@ -58,27 +58,80 @@ func newAccessChecker(c client.Client) *accessChecker {
 	}
 }
 
-// mayRead implements mailboxReconciler.mayRead. A placement with no
-// recorded writer was written before writers were recorded, when only
-// admins could write one.
+// mayRead implements mailboxReconciler.mayRead.
 func (a *accessChecker) mayRead(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, gvr schema.GroupVersionResource, namespace string) (bool, string) {
+	where := "cluster-wide"
+	if namespace != "" {
+		where = "in namespace " + namespace
+	}
+	what := schema.GroupResource{Group: gvr.Group, Resource: gvr.Resource}.String()
+	ok, who, err := a.may(ctx, wds, ep, "get", gvr.Group, gvr.Resource, namespace)
+	switch {
+	case err != nil:
+		return false, fmt.Sprintf("%s %s are not placed: %v", what, where, err)
+	case !ok:
+		return false, fmt.Sprintf("%s %s are not placed: %q, who wrote this placement, may not get them in space %q", what, where, who, wds)
+	}
+	return true, ""
+}
+
+// upsyncVerbs are what the upsync controller does, with the server's
+// powers, to the objects an upsync clause brings into a WDS.
+var upsyncVerbs = []string{"create", "update", "delete"}
+
+// mayUpsync implements mailboxReconciler.mayUpsync: an upsync clause
+// writes into the WDS, so its placement's writer must be allowed to
+// create, update and delete what it selects there, in each namespace it
+// names (everywhere, when it names none or "*").
+func (a *accessChecker) mayUpsync(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, i int, c edgev2alpha1.UpsyncClause) (bool, string) {
+	namespaces := c.Namespaces
+	if len(namespaces) == 0 || slices.Contains(namespaces, "*") {
+		namespaces = []string{""}
+	}
+	for _, ns := range namespaces {
+		for _, resource := range c.Resources {
+			for _, verb := range upsyncVerbs {
+				ok, who, err := a.may(ctx, wds, ep, verb, c.APIGroup, resource, ns)
+				where := "in every namespace"
+				if ns != "" {
+					where = "in namespace " + ns
+				}
+				what := schema.GroupResource{Group: c.APIGroup, Resource: resource}.String()
+				switch {
+				case err != nil:
+					return false, fmt.Sprintf("spec.upsync[%d] is not applied: %v", i, err)
+				case !ok:
+					return false, fmt.Sprintf("spec.upsync[%d] is not applied: %q, who wrote this placement, may not %s %s %s in space %q, where upsynced objects are written",
+						i, who, verb, what, where, wds)
+				}
+			}
+		}
+	}
+	return true, ""
+}
+
+// may tells whether the writer of a placement may do verb on a resource in
+// a namespace of a WDS, and names the writer. A placement with no recorded
+// writer was written before writers were recorded, when only admins could
+// write one.
+func (a *accessChecker) may(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, verb, group, resource, namespace string) (bool, string, error) {
 	raw, ok := ep.Annotations[edgev2alpha1.PlacedByAnnotation]
 	if !ok {
-		return true, ""
+		return true, "", nil
 	}
 	who, err := placer.Decode(raw)
 	if err != nil {
-		return false, fmt.Sprintf("nothing is placed: %v", err)
+		return false, "", fmt.Errorf("its writer is not known: %w", err)
 	}
 	if who.Unrestricted() {
-		return true, ""
+		return true, who.User, nil
 	}
-	key := accessKey{wds: wds, placer: raw, group: gvr.Group, resource: gvr.Resource, namespace: namespace}
+	key := accessKey{wds: wds, placer: raw, verb: verb, group: group, resource: resource, namespace: namespace}
 	now := a.now()
 	a.mu.Lock()
 	if got, ok := a.answers[key]; ok && now.Sub(got.at) < accessTTL {
 		a.mu.Unlock()
-		return got.allowed, got.why
+		return got.allowed, who.User, nil
 	}
 	a.mu.Unlock()
 
@@ -88,26 +141,17 @@ func (a *accessChecker) mayRead(ctx context.Context, wds string, ep *edgev2alpha
 	}
 	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User: who.User, UID: who.UID, Groups: who.Groups, Extra: extra,
-		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Group: gvr.Group, Resource: gvr.Resource, Namespace: namespace},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: group, Resource: resource, Namespace: namespace},
 	}}
-	where := "cluster-wide"
-	if namespace != "" {
-		where = "in namespace " + namespace
-	}
-	what := schema.GroupResource{Group: gvr.Group, Resource: gvr.Resource}.String()
 	if err := a.ask(ctx, wds, review); err != nil {
 		// Not cached: asked again at the next reconcile.
-		return false, fmt.Sprintf("%s %s are not placed: cannot ask whether %q may read them: %v", what, where, who.User, err)
-	}
-	ans := accessAnswer{allowed: review.Status.Allowed, at: now}
-	if !ans.allowed {
-		ans.why = fmt.Sprintf("%s %s are not placed: %q, who wrote this placement, may not get them in space %q", what, where, who.User, wds)
+		return false, who.User, fmt.Errorf("cannot ask whether %q may %s them: %w", who.User, verb, err)
 	}
 	a.mu.Lock()
 	if len(a.answers) >= maxAccessAnswers {
 		a.answers = map[accessKey]accessAnswer{}
 	}
-	a.answers[key] = ans
+	a.answers[key] = accessAnswer{allowed: review.Status.Allowed, at: now}
 	a.mu.Unlock()
-	return ans.allowed, ans.why
+	return review.Status.Allowed, who.User, nil
 }

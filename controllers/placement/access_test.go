@@ -88,3 +88,34 @@ func TestAccessChecker(t *testing.T) {
 	}
 	require.LessOrEqual(t, len(a.answers), maxAccessAnswers)
 }
+
+func TestMayUpsync(t *testing.T) {
+	var asked []string
+	a := &accessChecker{
+		ask: func(_ context.Context, _ string, r *authorizationv1.SubjectAccessReview) error {
+			ra := r.Spec.ResourceAttributes
+			asked = append(asked, ra.Verb+" "+ra.Resource+" "+ra.Namespace)
+			// carol may write ConfigMaps in reports, and nothing else.
+			r.Status.Allowed = ra.Resource == "configmaps" && ra.Namespace == "reports"
+			return nil
+		},
+		now:     time.Now,
+		answers: map[accessKey]accessAnswer{},
+	}
+	v, err := (&placer.Identity{User: "carol"}).Encode()
+	require.NoError(t, err)
+	carol := &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{edgev2alpha1.PlacedByAnnotation: v}}}
+	ctx := context.Background()
+
+	ok, why := a.mayUpsync(ctx, "wds1", carol, 0, edgev2alpha1.UpsyncClause{Resources: []string{"configmaps"}, Namespaces: []string{"reports"}})
+	require.True(t, ok, why)
+	require.Equal(t, []string{"create configmaps reports", "update configmaps reports", "delete configmaps reports"}, asked)
+
+	ok, why = a.mayUpsync(ctx, "wds1", carol, 1, edgev2alpha1.UpsyncClause{Resources: []string{"configmaps"}, Namespaces: []string{"*"}})
+	require.False(t, ok)
+	require.Equal(t, `spec.upsync[1] is not applied: "carol", who wrote this placement, may not create configmaps in every namespace in space "wds1", where upsynced objects are written`, why)
+
+	ok, why = a.mayUpsync(ctx, "wds1", carol, 2, edgev2alpha1.UpsyncClause{Resources: []string{"configmaps", "secrets"}, Namespaces: []string{"reports"}})
+	require.False(t, ok)
+	require.Contains(t, why, "may not create secrets in namespace reports")
+}

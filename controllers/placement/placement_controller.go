@@ -150,6 +150,7 @@ func indexByDestination(obj any) ([]string, error) {
 // newMailboxReconciler binds the mailbox reconciler to the controller's
 // caches and clients.
 func (c *Controller) newMailboxReconciler() *mailboxReconciler {
+	access := newAccessChecker(c.clients.Client)
 	return &mailboxReconciler{
 		syncTarget: func(space, name string) (*edgev2alpha1.SyncTarget, bool) {
 			return crossspace.Get[*edgev2alpha1.SyncTarget](c.syncTargets, space, "", name)
@@ -207,7 +208,8 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 		delete: func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) error {
 			return c.clients.Dynamic.Resource(gvr).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{})
 		},
-		mayRead:         newAccessChecker(c.clients.Client).mayRead,
+		mayRead:         access.mayRead,
+		mayUpsync:       access.mayUpsync,
 		emptyNamespaces: newEmptyNamespaces(namespaceGrace),
 		now:             time.Now,
 		requeueAfter:    c.mailboxes.AddAfter,

@@ -135,6 +135,10 @@ type mailboxReconciler struct {
 	// objects of a resource in a namespace ("" for cluster-scoped ones),
 	// and if not, why; nil lets everything through.
 	mayRead func(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, gvr schema.GroupVersionResource, namespace string) (bool, string)
+	// mayUpsync tells whether the writer of a placement may write into
+	// the WDS what its upsync clause i brings there, and if not, why; nil
+	// lets everything through.
+	mayUpsync func(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, i int, c edgev2alpha1.UpsyncClause) (bool, string)
 
 	// emptyNamespaces holds mailbox namespaces a grace period before they
 	// go (nil: none); now is its clock, and requeueAfter looks at a
@@ -295,8 +299,16 @@ func (r *mailboxReconciler) selectAll(ctx context.Context, sources []placed) (*s
 		if !synced {
 			return nil, false
 		}
+		for i, c := range p.ep.Spec.Upsync {
+			if r.mayUpsync != nil {
+				if ok, why := r.mayUpsync(ctx, p.wds, p.ep, i, c); !ok {
+					probs = append(probs, problem{"NotPermitted", why})
+					continue
+				}
+			}
+			sel.upsync = append(sel.upsync, c)
+		}
 		sel.problems[epKey] = append(sel.problems[epKey], probs...)
-		sel.upsync = append(sel.upsync, p.ep.Spec.Upsync...)
 	}
 	return sel, true
 }

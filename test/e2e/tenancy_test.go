@@ -242,6 +242,9 @@ spec:
   locationSelectors: [{matchLabels: {env: prod}}]
   downsync:
   - {apiGroup: "", resources: [configmaps, secrets], namespaces: [app]}
+  upsync:
+  - {apiGroup: "", resources: [configmaps], namespaces: [reports]}
+  - {apiGroup: "", resources: [secrets], namespaces: [reports]}
 `
 	carol.MustRunStdin(t, strings.NewReader(ep), "apply", "-f", "-")
 	placedBy := admin.MustRun(t, "--context", "wds1", "get", "edgeplacement", "everything-in-app", "-o",
@@ -258,6 +261,10 @@ spec:
 		"--context", "wds1", "get", "edgeplacement", "everything-in-app", "-o",
 		`jsonpath={.status.conditions[?(@.type=="Misconfigured")].status} {.status.conditions[?(@.type=="Misconfigured")].reason} {.status.conditions[?(@.type=="Misconfigured")].message}`)
 	require.Contains(t, out, `secrets in namespace app are not placed: "carol", who wrote this placement, may not get them in space "wds1"`)
+	// Upsync writes into the WDS: a clause for what carol may not write there is left out.
+	require.Contains(t, out, `spec.upsync[1] is not applied: "carol", who wrote this placement, may not create secrets in namespace reports in space "wds1"`)
+	require.Equal(t, "configmaps", admin.MustRun(t, append(mb, "get", "syncerconfig", "the-one", "-o", "jsonpath={.spec.upsync[*].resources[*]}")...),
+		"only the upsync clause carol may write reaches the edge")
 	require.Empty(t, strings.TrimSpace(admin.MustRun(t, append(mb, "get", "secrets", "-n", "app", "--ignore-not-found", "-o", "name")...)),
 		"no Secret reached the mailbox")
 
