@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiserverstorage "k8s.io/apiserver/pkg/storage"
+
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -37,6 +40,7 @@ import (
 	"k8s.io/component-base/compatibility"
 	"k8s.io/klog/v2"
 
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/embedded/admission"
 	"github.com/kubestellar/kubestellar/embedded/auth"
 	"github.com/kubestellar/kubestellar/embedded/authnconfig"
@@ -206,7 +210,8 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		t, _, _ := c.spaces.SpaceType(space)
 		return t
 	}
-	authz := builtin.WithSelfReviews(auth.Authorizer{SyncTargets: c.syncers.SyncTargets, Users: rbac.NewAuthorizer(c.rbac, spaceType)})
+	users := rbac.NewAuthorizer(c.rbac, spaceType)
+	authz := builtin.WithSelfReviews(auth.Authorizer{SyncTargets: c.syncers.SyncTargets, Users: users})
 	core.Authorization.Authorizer = authz
 	core.RuleResolver = authz
 	core.LongRunningFunc = withTunnelsLongRunning(core.LongRunningFunc)
@@ -222,7 +227,13 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	core.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
 	core.OpenAPIV3Config.Info.Title = "kubestellar"
 	core.AggregatedDiscoveryGroupManager = aggregated.NewResourceManager("apis")
-	core.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: ds, SpaceScoped: true, Codec: builtinCodec(codecs)}
+	// Every space shows the default ClusterRoles and ClusterRoleBindings
+	// (served from code) it does not replace.
+	core.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: ds, SpaceScoped: true, Codec: builtinCodec(codecs),
+		Decorators: map[schema.GroupResource]func(apiserverstorage.Interface) apiserverstorage.Interface{
+			rbacv1.Resource("clusterroles"):        c.rbac.ClusterRolesWithDefaults,
+			rbacv1.Resource("clusterrolebindings"): c.rbac.ClusterRoleBindingsWithDefaults,
+		}}
 	core.BuildHandlerChainFunc = func(apiHandler http.Handler, gc *genericapiserver.Config) http.Handler {
 		// Inside a space, the CRDs of other spaces are not there.
 		inner := spaces.WithSpaceAdmission(spaces.WithCRDBindings(apiHandler, c.crds), c.spaces)
@@ -269,10 +280,15 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	c.extensions = &apiextensionsapiserver.Config{
 		GenericConfig: &extGeneric,
 		ExtraConfig: apiextensionsapiserver.ExtraConfig{
-			CRDRESTOptionsGetter: storage.RESTOptionsGetter{Datastore: ds, SpaceScoped: true, Codec: customResourceCodec},
-			MasterCount:          1,
-			ServiceResolver:      webhook.NewDefaultServiceResolver(),
-			AuthResolverWrapper:  webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, core.LoopbackClientConfig, nil),
+			CRDRESTOptionsGetter: storage.RESTOptionsGetter{Datastore: ds, SpaceScoped: true, Codec: customResourceCodec,
+				// Everyone lists the Spaces they may see.
+				Decorators: map[schema.GroupResource]func(apiserverstorage.Interface) apiserverstorage.Interface{
+					tenancyv1alpha1.Resource("spaces"): func(s apiserverstorage.Interface) apiserverstorage.Interface {
+						return spaces.FilterVisible(s, users.VisibleSpaces)
+					}}},
+			MasterCount:         1,
+			ServiceResolver:     webhook.NewDefaultServiceResolver(),
+			AuthResolverWrapper: webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, core.LoopbackClientConfig, nil),
 		},
 	}
 	logger.V(2).Info("configured server", "dataDir", o.DataDir, "advertiseAddress", o.AdvertiseAddress, "port", o.Port)

@@ -31,6 +31,9 @@ type RESTOptionsGetter struct {
 	Datastore   *Datastore
 	Codec       CodecFunc
 	SpaceScoped bool
+	// Decorators wrap the storage of some resources, after the space
+	// partitioning: lists filtered by caller, objects served from code.
+	Decorators map[schema.GroupResource]func(apiserverstorage.Interface) apiserverstorage.Interface
 }
 
 var _ generic.RESTOptionsGetter = RESTOptionsGetter{}
@@ -59,7 +62,7 @@ func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Obj
 	spaceScoped := g.SpaceScoped
 	return generic.RESTOptions{
 		StorageConfig:           cfg.ForResource(gr),
-		Decorator:               decorator(gr, spaceScoped),
+		Decorator:               decorator(gr, spaceScoped, g.Decorators[gr]),
 		EnableGarbageCollection: false,
 		DeleteCollectionWorkers: 4,
 		ResourcePrefix:          ResourcePrefix(gr),
@@ -71,7 +74,7 @@ func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Obj
 // is keyed by resource, not by space, and kine serves watches itself.
 // CRDs are stored once for all spaces, each space seeing those bound to it
 // (spaces.DecorateCRDs).
-func decorator(gr schema.GroupResource, spaceScoped bool) generic.StorageDecorator {
+func decorator(gr schema.GroupResource, spaceScoped bool, decorate func(apiserverstorage.Interface) apiserverstorage.Interface) generic.StorageDecorator {
 	return func(config *storagebackend.ConfigForResource, resourcePrefix string, _ func(runtime.Object) (string, error),
 		newFunc, newListFunc func() runtime.Object, _ apiserverstorage.AttrFunc, _ apiserverstorage.IndexerFuncs,
 		_ *cache.Indexers) (apiserverstorage.Interface, factory.DestroyFunc, error) {
@@ -84,6 +87,9 @@ func decorator(gr schema.GroupResource, spaceScoped bool) generic.StorageDecorat
 			s = spaces.Decorate(s, resourcePrefix)
 		case gr == crdResource:
 			s = spaces.DecorateCRDs(s, spaces.ServerView)
+		}
+		if decorate != nil {
+			s = decorate(s)
 		}
 		return s, destroy, nil
 	}

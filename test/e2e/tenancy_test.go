@@ -83,6 +83,21 @@ func TestTenantsAndRBAC(t *testing.T) {
 	out := alice.in(t, "team-a").MustFail(t, rawConfigMaps("team-a")...)
 	require.Contains(t, out, `user "alice" has no access to space "team-a"`)
 
+	// Every space has the default ClusterRoles, aggregated there.
+	roles := admin.MustRun(t, "--context", "team-a", "get", "clusterroles", "-o", "name")
+	for _, r := range []string{"cluster-admin", "admin", "edit", "view", "kubestellar:workload-author"} {
+		require.Contains(t, roles, "clusterrole.rbac.authorization.k8s.io/"+r+"\n")
+	}
+	admin.MustRunStdin(t, strings.NewReader(`apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: gadget-viewer, labels: {rbac.authorization.k8s.io/aggregate-to-view: "true"}}
+rules: [{apiGroups: [example.com], resources: [gadgets], verbs: [get]}]
+`), "--context", "team-a", "apply", "-f", "-")
+	poll(t, admin, func(s string) bool { return strings.Contains(s, "gadgets") }, "view in team-a to aggregate team-a's role",
+		"--context", "team-a", "get", "clusterrole", "view", "-o", "jsonpath={.rules[*].resources}")
+	require.NotContains(t, admin.MustRun(t, "--context", "team-b", "get", "clusterrole", "view", "-o", "jsonpath={.rules[*].resources}"), "gadgets")
+	require.Contains(t, admin.MustRun(t, "--context", "team-a", "get", "clusterrolebindings", "-o", "name"), "clusterrolebinding.rbac.authorization.k8s.io/cluster-admin\n")
+
 	// An admin of team-a lets the group team-a edit namespace default.
 	admin.MustRun(t, "--context", "team-a", "create", "rolebinding", "team-a-edit", "--clusterrole=edit", "--group=team-a", "-n", "default")
 	a := alice.in(t, "team-a")
