@@ -65,6 +65,23 @@ func (x *crdIndex) GroupVersion(space, group, version string) (defined, served b
 	return defined, false
 }
 
+func (x *crdIndex) Hides(space string) bool {
+	lister := x.lister.Load()
+	if lister == nil {
+		return true
+	}
+	all, err := (*lister).List(labels.Everything())
+	if err != nil {
+		return true
+	}
+	for _, crd := range all {
+		if !spaces.BindingsOf(crd.Annotations).Has(space) {
+			return true
+		}
+	}
+	return false
+}
+
 func servesVersion(crd *apiextensionsv1.CustomResourceDefinition, version string) bool {
 	for _, v := range crd.Spec.Versions {
 		if v.Name == version && v.Served {

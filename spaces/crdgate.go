@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	openapiv2 "github.com/google/gnostic-models/openapiv2"
+	"google.golang.org/protobuf/proto"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -22,6 +24,9 @@ type CRDIndex interface {
 	// GroupVersion tells whether CRDs define group/version (any version
 	// when version is "") and whether space serves any of them.
 	GroupVersion(space, group, version string) (defined, served bool)
+	// Hides tells whether some CRD is not served in space: else its
+	// discovery and OpenAPI documents are the server's, unfiltered.
+	Hides(space string) bool
 }
 
 // WithCRDBindings hides, inside a space, the CRDs bound to other spaces
@@ -53,7 +58,7 @@ func WithCRDBindings(handler http.Handler, index CRDIndex) http.Handler {
 			handler.ServeHTTP(w, req)
 			return
 		}
-		if req.Method != http.MethodGet {
+		if req.Method != http.MethodGet || !index.Hides(space) {
 			handler.ServeHTTP(w, req)
 			return
 		}
@@ -73,6 +78,9 @@ func WithCRDBindings(handler http.Handler, index CRDIndex) http.Handler {
 			} else if defined && version != "" {
 				filter = func(doc map[string]any) bool { return filterResources(doc, group, space, index) }
 			}
+		case path == "/openapi/v2":
+			serveOpenAPIV2(w, req, handler, func(doc map[string]any) bool { return filterOpenAPIV2(doc, space, index) })
+			return
 		case path == "/openapi/v3":
 			filter = func(doc map[string]any) bool { return filterOpenAPIPaths(doc, space, index) }
 		case strings.HasPrefix(path, "/openapi/v3/apis/"):
@@ -129,6 +137,92 @@ func serveFiltered(w http.ResponseWriter, req *http.Request, handler http.Handle
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(rec.code)
 	_, _ = w.Write(body)
+}
+
+// openAPIV2Protobuf is the media type of OpenAPI v2 in protobuf, which
+// client-go asks for.
+const openAPIV2Protobuf = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+// serveOpenAPIV2 serves the OpenAPI v2 document filtered, in JSON, or in
+// protobuf for a client that asks for it (the filter reads JSON).
+func serveOpenAPIV2(w http.ResponseWriter, req *http.Request, handler http.Handler, filter func(map[string]any) bool) {
+	if !strings.Contains(req.Header.Get("Accept"), "protobuf") {
+		serveFiltered(w, req, handler, filter)
+		return
+	}
+	inner := req.Clone(req.Context())
+	inner.Header.Set("Accept", "application/json")
+	rec := &recorder{header: http.Header{}, code: http.StatusOK}
+	serveFiltered(rec, inner, handler, filter)
+	if rec.code != http.StatusOK {
+		copyResponse(w, rec)
+		return
+	}
+	doc, err := openapiv2.ParseDocument(rec.body.Bytes())
+	if err == nil {
+		var out []byte
+		if out, err = proto.Marshal(doc); err == nil {
+			w.Header().Set("Content-Type", openAPIV2Protobuf)
+			w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(out)
+			return
+		}
+	}
+	klog.FromContext(req.Context()).Error(err, "encoding the filtered OpenAPI v2 document failed")
+	writeStatus(w, apierrors.NewInternalError(err))
+}
+
+func copyResponse(w http.ResponseWriter, rec *recorder) {
+	for k, v := range rec.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.code)
+	_, _ = w.Write(rec.body.Bytes())
+}
+
+// filterOpenAPIV2 drops from the OpenAPI v2 document the paths and
+// definitions of the CRDs space does not serve.
+func filterOpenAPIV2(doc map[string]any, space string, index CRDIndex) bool {
+	hiddenGV := func(group, version string) bool {
+		defined, served := index.GroupVersion(space, group, version)
+		return defined && !served
+	}
+	changed := false
+	if paths, ok := doc["paths"].(map[string]any); ok {
+		for p := range paths {
+			rest, ok := strings.CutPrefix(p, "/apis/")
+			if !ok {
+				continue
+			}
+			parts := strings.SplitN(rest, "/", 3)
+			if len(parts) >= 2 && hiddenGV(parts[0], parts[1]) {
+				delete(paths, p)
+				changed = true
+			}
+		}
+	}
+	if defs, ok := doc["definitions"].(map[string]any); ok {
+		for name, def := range defs {
+			d, _ := def.(map[string]any)
+			gvks, _ := d["x-kubernetes-group-version-kind"].([]any)
+			if len(gvks) == 0 {
+				continue
+			}
+			all := true
+			for _, x := range gvks {
+				gvk, _ := x.(map[string]any)
+				group, _ := gvk["group"].(string)
+				version, _ := gvk["version"].(string)
+				all = all && hiddenGV(group, version)
+			}
+			if all {
+				delete(defs, name)
+				changed = true
+			}
+		}
+	}
+	return changed
 }
 
 // recorder holds a response until it is filtered.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,6 +107,18 @@ func TestCRDsAreBoundPerSpace(t *testing.T) {
 		require.True(t, apierrors.IsNotFound(err), "space two serves another space's CRD: %v", err)
 		require.NotContains(t, legacyGroups("two"), group)
 		require.False(t, servedIn("two"), "space two's discovery shows another space's CRD")
+		inOpenAPIV2 := func(space string) bool { // as client-go reads it, in protobuf
+			doc, err := kube(t, s, space).Discovery().OpenAPISchema()
+			require.NoError(t, err)
+			for _, p := range doc.GetPaths().GetPath() {
+				if strings.HasPrefix(p.GetName(), "/apis/"+group+"/") {
+					return true
+				}
+			}
+			return false
+		}
+		require.False(t, inOpenAPIV2("two"), "space two's OpenAPI v2 shows another space's CRD")
+		eventually(t, 10*time.Second, func() (bool, error) { return inOpenAPIV2("one"), nil }, "the CRD in space one's OpenAPI v2")
 
 		// The same definition is shared; a different one refused.
 		_, err = crds("two").Create(ctx, crd.DeepCopy(), metav1.CreateOptions{})
