@@ -3,29 +3,34 @@ package placement
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
 var crdGVR = apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")
 
 // crdsFor returns the CRDs a mailbox needs served: those the placements
-// select, and those defining the resources of the copies (a space serves
-// only the CRDs bound to it, see spaces.DecorateCRDs).
-func (r *mailboxReconciler) crdsFor(desired map[string]*desiredCopy, selected map[string]bool) map[string]*apiextensionsv1.CustomResourceDefinition {
+// select, those of the resources their upsync clauses name, and those
+// defining the resources of the copies (a space serves only the CRDs bound
+// to it, see spaces.DecorateCRDs).
+func (r *mailboxReconciler) crdsFor(desired map[string]*desiredCopy, selected ...map[string]bool) map[string]*apiextensionsv1.CustomResourceDefinition {
 	byName := map[string]*apiextensionsv1.CustomResourceDefinition{}
 	for _, crd := range r.crds() {
 		byName[crd.Name] = crd
 	}
 	need := map[string]*apiextensionsv1.CustomResourceDefinition{}
-	for name := range selected {
-		if crd, ok := byName[name]; ok {
-			need[name] = crd
+	for _, names := range selected {
+		for name := range names {
+			if crd, ok := byName[name]; ok {
+				need[name] = crd
+			}
 		}
 	}
 	for _, d := range desired {
@@ -75,4 +80,19 @@ func (r *mailboxReconciler) unbindCRDs(ctx context.Context, mailbox string, need
 		}
 	}
 	return nil
+}
+
+// upsyncedCRDs returns the CRDs served in wds that define resources an
+// upsync clause names (by name: "*" names none).
+func (r *mailboxReconciler) upsyncedCRDs(wds string, c edgev2alpha1.UpsyncClause) []string {
+	if c.APIGroup == "" || c.APIGroup == "*" {
+		return nil
+	}
+	var out []string
+	for _, crd := range r.crds() {
+		if crd.Spec.Group == c.APIGroup && slices.Contains(c.Resources, crd.Spec.Names.Plural) && spaces.BindingsOf(crd.Annotations).Has(wds) {
+			out = append(out, crd.Name)
+		}
+	}
+	return out
 }

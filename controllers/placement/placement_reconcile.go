@@ -181,7 +181,7 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	r.holdEmptyNamespaces(key, mailbox, desired, current)
 
 	mctx := spaces.WithSpace(ctx, mailbox)
-	crds := r.crdsFor(desired, sel.crdNames)
+	crds := r.crdsFor(desired, sel.crdNames, sel.upsyncCRDs)
 	if err := r.bindCRDs(mctx, mailbox, crds); err != nil {
 		return false, err
 	}
@@ -270,6 +270,10 @@ type selection struct {
 	claims   map[string][]*claim
 	crdNames map[string]bool
 	upsync   []edgev2alpha1.UpsyncClause
+	// upsyncCRDs are the CRDs, served in the placements' WDSs, of the
+	// resources upsync clauses name: the mailbox must serve them for the
+	// syncer to write what it upsyncs.
+	upsyncCRDs map[string]bool
 	// problems are per placement key; placements are those targeting the
 	// mailbox.
 	problems   map[string][]problem
@@ -291,7 +295,7 @@ func (s *selection) retryLater() bool {
 // selectAll gathers what the placements select; false when a cache it
 // needs has not synced yet.
 func (r *mailboxReconciler) selectAll(ctx context.Context, sources []placed) (*selection, bool) {
-	sel := &selection{claims: map[string][]*claim{}, crdNames: map[string]bool{}, problems: map[string][]problem{}, placements: map[string]bool{}}
+	sel := &selection{claims: map[string][]*claim{}, crdNames: map[string]bool{}, upsyncCRDs: map[string]bool{}, problems: map[string][]problem{}, placements: map[string]bool{}}
 	for _, p := range sources {
 		epKey := p.key()
 		sel.placements[epKey] = true
@@ -307,6 +311,9 @@ func (r *mailboxReconciler) selectAll(ctx context.Context, sources []placed) (*s
 				}
 			}
 			sel.upsync = append(sel.upsync, c)
+			for _, name := range r.upsyncedCRDs(p.wds, c) {
+				sel.upsyncCRDs[name] = true
+			}
 		}
 		sel.problems[epKey] = append(sel.problems[epKey], probs...)
 	}

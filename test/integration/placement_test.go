@@ -166,7 +166,9 @@ func TestPlacementTranslator(t *testing.T) {
 			{APIGroup: core, Resources: []string{"configmaps", "services"}, ObjectNames: []string{"settings", "web"},
 				NamespaceSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "common"}}}},
 			{APIGroup: apps, Resources: []string{"deployments"}, Namespaces: []string{"common"}},
-		}}}))
+		},
+		// Widgets come back from the edges: every mailbox serves their CRD.
+		Upsync: []edgev2alpha1.UpsyncClause{{APIGroup: "example.com", Resources: []string{"widgets"}}}}}))
 	require.NoError(t, c.Create(w, &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "special"}, Spec: edgev2alpha1.EdgePlacementSpec{
 		LocationSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"tier": "special"}}},
 		Downsync: []edgev2alpha1.DownsyncClause{
@@ -179,6 +181,15 @@ func TestPlacementTranslator(t *testing.T) {
 	waitContents(t, s, mb2, append(common, "namespaces special", "widgets special/w1", "deployments special/special")...)
 	waitReady(t, c, "wds1", "common")
 	waitReady(t, c, "wds1", "special")
+	// edge1 gets no Widget, but upsyncs them: its mailbox serves the CRD,
+	// which its syncer does not create at the edge.
+	eventually(t, 30*time.Second, func() (bool, error) {
+		err := c.Get(in(mb1), client.ObjectKey{Name: "widgets.example.com"}, &apiextensionsv1.CustomResourceDefinition{})
+		return err == nil, client.IgnoreNotFound(err)
+	}, "the Widget CRD to be bound to edge1's mailbox for upsync")
+	cfg1 := &edgev2alpha1.SyncerConfig{}
+	require.NoError(t, c.Get(in(mb1), client.ObjectKey{Name: edgev2alpha1.SyncerConfigName}, cfg1))
+	require.NotContains(t, cfg1.Spec.CRDs, "widgets.example.com")
 
 	// Customized per destination, stripped of what must not travel.
 	for mb, st := range map[string]string{mb1: "edge1", mb2: "edge2"} {
