@@ -71,6 +71,8 @@ type Config struct {
 	groups     []*genericapiserver.APIGroupInfo
 	spaces     *spaceLookup
 	crds       *crdIndex
+	// users decides for users (not the admins, the server or syncers).
+	users *rbac.Authorizer
 	// syncerConfigs tells admission what each syncer may upsync.
 	syncerConfigs *syncerConfigCache
 	syncers       *auth.Syncers
@@ -211,6 +213,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		return t
 	}
 	users := rbac.NewAuthorizer(c.rbac, spaceType)
+	c.users = users
 	authz := builtin.WithSelfReviews(auth.Authorizer{SyncTargets: c.syncers.SyncTargets, Users: users})
 	core.Authorization.Authorizer = authz
 	core.RuleResolver = authz

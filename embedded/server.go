@@ -118,7 +118,7 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 	// without a token; the handler checks its own sessions.
 	dashStore := dashboard.NewStore()
 	dash, err := dashboard.NewHandler(ctx, dashboard.Options{Store: dashStore, Sessions: dashboard.NewSessions(time.Now),
-		Authorizer: c.core.Authorization.Authorizer, Loopback: core.LoopbackClientConfig})
+		Authorizer: c.core.Authorization.Authorizer, Loopback: core.LoopbackClientConfig, VisibleSpaces: c.users.VisibleSpaces})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -48,9 +49,11 @@ type Handler struct {
 	sessions *Sessions
 	authz    authorizer.Authorizer
 	loopback *rest.Config
-	now      func() time.Time
-	static   http.Handler
-	pages    *template.Template
+	// visibleSpaces: see Options.
+	visibleSpaces func(ctx context.Context) func(name string) bool
+	now           func() time.Time
+	static        http.Handler
+	pages         *template.Template
 	// settle is how long a stream waits after a change for more changes
 	// before it computes its view again.
 	settle time.Duration
@@ -68,7 +71,12 @@ type Options struct {
 	// Loopback is a privileged client configuration of the root space; the
 	// workload view impersonates the session's identity with it.
 	Loopback *rest.Config
-	Now      func() time.Time
+	// VisibleSpaces tells, for the user of a context, which Spaces it sees
+	// (nil: all). Everyone may list Spaces and sees those it may use, so
+	// being allowed to list them says nothing about which. Without it,
+	// whoever may list Spaces sees them all.
+	VisibleSpaces func(ctx context.Context) func(name string) bool
+	Now           func() time.Time
 }
 
 // NewHandler returns the dashboard's handler; its streams end with ctx.
@@ -85,7 +93,7 @@ func NewHandler(ctx context.Context, o Options) (*Handler, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Handler{ctx: ctx, store: o.Store, sessions: o.Sessions, authz: o.Authorizer, loopback: o.Loopback, now: now,
+	return &Handler{ctx: ctx, store: o.Store, sessions: o.Sessions, authz: o.Authorizer, loopback: o.Loopback, visibleSpaces: o.VisibleSpaces, now: now,
 		static: http.StripPrefix(Path+"/static/", http.FileServerFS(static)), pages: pages,
 		settle: 200 * time.Millisecond, keepalive: 20 * time.Second}, nil
 }
@@ -312,10 +320,17 @@ func (h *Handler) visibleTo(ctx context.Context, id Identity) Visible {
 		if d, ok := cached[k]; ok && now.Sub(d.at) < accessCacheTTL {
 			return d.allowed
 		}
-		attrs := authorizer.AttributesRecord{User: u, Verb: "list", APIGroup: gvr.Group, APIVersion: gvr.Version,
-			Resource: gvr.Resource, ResourceRequest: true}
-		d, _, err := h.authz.Authorize(spaces.WithSpace(ctx, space), attrs)
-		allowed := err == nil && d == authorizer.DecisionAllow
+		var allowed bool
+		if gvr == SpacesGVR && h.visibleSpaces != nil {
+			// (root, Spaces): sees them all; (name, Spaces): sees that one.
+			sees := h.visibleSpaces(genericapirequest.WithUser(ctx, u))
+			allowed = sees == nil || (space != spaces.Root && sees(space))
+		} else {
+			attrs := authorizer.AttributesRecord{User: u, Verb: "list", APIGroup: gvr.Group, APIVersion: gvr.Version,
+				Resource: gvr.Resource, ResourceRequest: true}
+			d, _, err := h.authz.Authorize(spaces.WithSpace(ctx, space), attrs)
+			allowed = err == nil && d == authorizer.DecisionAllow
+		}
 		cached[k] = decision{allowed: allowed, at: now}
 		return allowed
 	}

@@ -302,3 +302,22 @@ func TestPagesHaveIcons(t *testing.T) {
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &code))
 	require.Contains(t, serve(h, http.MethodGet, code.Path, nil, nil).Body.String(), `<link rel="icon" href="data:image/svg+xml,`)
 }
+
+// TestSpacesSeenByMembers: everyone may list Spaces, so the dashboard asks
+// which ones a user sees rather than whether it may list them.
+func TestSpacesSeenByMembers(t *testing.T) {
+	h, _ := testHandler(t)
+	h.visibleSpaces = func(ctx context.Context) func(string) bool {
+		u, _ := request.UserFrom(ctx)
+		if u.GetName() == "admin" {
+			return nil
+		}
+		return func(name string) bool { return name == "wds1" }
+	}
+	alice := h.visibleTo(context.Background(), Identity{Name: "alice"})
+	require.False(t, alice(spaces.Root, SpacesGVR), "alice sees not every space")
+	require.True(t, alice("wds1", SpacesGVR))
+	require.False(t, alice("wds2", SpacesGVR))
+	admin := h.visibleTo(context.Background(), Identity{Name: "admin"})
+	require.True(t, admin(spaces.Root, SpacesGVR))
+}

@@ -169,6 +169,9 @@ func TestStoreVisibility(t *testing.T) {
 	sp := s.Compute("spaces", onlyInv2, now, Query{})
 	require.Equal(t, []SpaceRow{{Name: "inv2", SyncTargets: 1}}, sp.Spaces.Spaces)
 	require.Len(t, s.Compute("spaces", all, now, Query{}).Spaces.Spaces, 3)
+	// A member of wds1 sees its row, though nothing in it.
+	member := func(space string, gvr schema.GroupVersionResource) bool { return space == "wds1" && gvr == SpacesGVR }
+	require.Equal(t, []SpaceRow{{Name: "wds1"}}, s.Compute("spaces", member, now, Query{}).Spaces.Spaces)
 
 	s.synced = false
 	require.True(t, s.Compute("fleet", all, now, Query{}).Loading)

@@ -287,7 +287,7 @@ func (s *Store) snapshot(visible Visible) snapshot {
 	}
 	seeAll := visible(spaces.Root, SpacesGVR)
 	for _, sp := range s.spaces {
-		if seeAll || edgeCount[sp.Name] > 0 || placementCount[sp.Name] > 0 {
+		if seeAll || edgeCount[sp.Name] > 0 || placementCount[sp.Name] > 0 || visible(sp.Name, SpacesGVR) {
 			sp.SyncTargets, sp.Placements = edgeCount[sp.Name], placementCount[sp.Name]
 			out.spaces = append(out.spaces, sp)
 		}

@@ -109,6 +109,9 @@ func (a *Authorizer) Authorize(ctx context.Context, attrs authorizer.Attributes)
 	if decision == authorizer.DecisionAllow {
 		return decision, reason, err
 	}
+	if why, ok := a.allowSpaceRead(ctx, attrs); ok {
+		return authorizer.DecisionAllow, why, nil
+	}
 	if reason == "" {
 		reason = fmt.Sprintf("no RBAC rule of space %q allows it", space)
 	}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/tools/cache"
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
@@ -238,4 +239,47 @@ func TestKubestellarRoles(t *testing.T) {
 		}
 		require.Equal(t, want, decision, "%s %s %s/%s in %s: %s", tc.attrs.User.GetName(), tc.attrs.Verb, tc.attrs.APIGroup, tc.attrs.Resource, tc.space, reason)
 	}
+}
+
+// TestVisibleSpaces: everyone lists the Spaces they may use; root-space
+// RBAC that grants list shows them all.
+func TestVisibleSpaces(t *testing.T) {
+	store := storeWith(t,
+		in("team-a", roleBinding("default", "alice-edit", "edit", rbacv1.UserKind, "alice")),
+		in(spaces.Root, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "space-lister"},
+			Rules: []rbacv1.PolicyRule{{Verbs: []string{"list"}, APIGroups: []string{tenancyv1alpha1.GroupName}, Resources: []string{"spaces"}}}}),
+		in(spaces.Root, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "ops-list"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "space-lister"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "ops"}}}),
+	)
+	az := NewAuthorizer(store, nil)
+	alice := &user.DefaultInfo{Name: "alice", Groups: []string{user.AllAuthenticated}}
+	ops := &user.DefaultInfo{Name: "ops", Groups: []string{user.AllAuthenticated}}
+	anonymous := &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}
+	root := spaces.WithSpace(context.Background(), spaces.Root)
+	space := func(u user.Info, verb, name string) authorizer.AttributesRecord {
+		return authorizer.AttributesRecord{User: u, Verb: verb, APIGroup: tenancyv1alpha1.GroupName, APIVersion: "v1alpha1",
+			Resource: "spaces", Name: name, ResourceRequest: true}
+	}
+	for _, tc := range []struct {
+		attrs authorizer.AttributesRecord
+		allow bool
+	}{
+		{space(alice, "list", ""), true},
+		{space(alice, "watch", ""), true},
+		{space(alice, "get", "team-a"), true},
+		{space(alice, "get", "team-b"), false},
+		{space(alice, "delete", "team-a"), false},
+		{space(anonymous, "list", ""), false},
+	} {
+		d, reason, err := az.Authorize(root, tc.attrs)
+		require.NoError(t, err)
+		require.Equal(t, tc.allow, d == authorizer.DecisionAllow, "%s %s %s: %s", tc.attrs.User.GetName(), tc.attrs.Verb, tc.attrs.Name, reason)
+	}
+	sees := az.VisibleSpaces(genericapirequest.WithUser(root, alice))
+	require.NotNil(t, sees)
+	require.True(t, sees("team-a"))
+	require.False(t, sees("team-b"))
+	require.Nil(t, az.VisibleSpaces(genericapirequest.WithUser(root, ops)), "RBAC that grants list shows every space")
+	require.Nil(t, az.VisibleSpaces(genericapirequest.WithUser(root, &user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}})))
 }

@@ -131,12 +131,21 @@ rules: [{apiGroups: [example.com], resources: [gadgets], verbs: [get]}]
 		"attempting to grant RBAC permissions not currently held")
 	b := bob.in(t, "team-a")
 	poll(t, b, isYes, "bob, bound by alice, to be let in", "auth", "can-i", "delete", "configmaps", "-n", "default")
+	// Everyone lists the spaces they may use, and no other.
+	out, err := bob.cli(t, "space", "list")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "team-a")
+	require.NotContains(t, out, "team-b")
+	r := bob.in(t, "root")
+	require.Equal(t, "team-a", r.MustRun(t, "get", "spaces", "-o", "jsonpath={.items[*].metadata.name}"))
+	require.Equal(t, "team-a", r.MustRun(t, "get", "space", "team-a", "-o", "jsonpath={.metadata.name}"))
+	require.Contains(t, r.MustFail(t, "get", "space", "team-b"), "forbidden")
 
 	// The creator of a space is its admin: root-space RBAC lets alice
 	// create spaces.
 	admin.MustRun(t, "--context", "root", "create", "clusterrole", "space-creator", "--verb=create,get,list,watch", "--resource=spaces.tenancy.kubestellar.io")
 	admin.MustRun(t, "--context", "root", "create", "clusterrolebinding", "alice-creates-spaces", "--clusterrole=space-creator", "--user=alice")
-	out, err := alice.cli(t, "space", "create", "scratch")
+	out, err = alice.cli(t, "space", "create", "scratch")
 	require.NoError(t, err, out)
 	s := alice.in(t, "scratch")
 	poll(t, s, isYes, "alice to be the admin of her space", "auth", "can-i", "*", "*")
