@@ -19,7 +19,6 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
-	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -323,7 +322,7 @@ func (h *Handler) visibleTo(ctx context.Context, id Identity) Visible {
 		var allowed bool
 		if gvr == SpacesGVR && h.visibleSpaces != nil {
 			// (root, Spaces): sees them all; (name, Spaces): sees that one.
-			sees := h.visibleSpaces(genericapirequest.WithUser(ctx, u))
+			sees := h.visibleSpaces(request.WithUser(ctx, u))
 			allowed = sees == nil || (space != spaces.Root && sees(space))
 		} else {
 			attrs := authorizer.AttributesRecord{User: u, Verb: "list", APIGroup: gvr.Group, APIVersion: gvr.Version,
