@@ -393,28 +393,14 @@ func (s *crdStorage) GuaranteedUpdate(ctx context.Context, key string, destinati
 		if err != nil {
 			return nil, nil, err
 		}
-		if existing.Name == "" {
-			// Nothing stored: a create by update (PUT, server-side apply).
-			out, ttl, err := tryUpdate(existing, res)
-			if err != nil {
-				return out, ttl, err
-			}
-			crd, err := asCRD(out)
-			if err != nil {
-				return nil, nil, err
-			}
-			strip(crd)
-			record(crd, Bindings{}, Bindings{names: []string{space}})
-			return crd, ttl, nil
-		}
 		b := BindingsOf(existing.Annotations)
-		if !b.Has(space) {
-			if !ignoreNotFound {
+		if existing.Name == "" || !b.Has(space) {
+			if existing.Name != "" && !ignoreNotFound {
 				return nil, nil, storage.NewKeyNotFoundError(key, 0)
 			}
 			// A create by update (PUT, server-side apply): in this space
-			// there is nothing yet; bind what the writer makes, if it is
-			// what other spaces serve.
+			// there is nothing yet. Store what the writer makes, or bind
+			// what another space serves if it is the same.
 			out, ttl, err := tryUpdate(&apiextensions.CustomResourceDefinition{}, storage.ResponseMeta{})
 			if err != nil {
 				return out, ttl, err
@@ -422,6 +408,11 @@ func (s *crdStorage) GuaranteedUpdate(ctx context.Context, key string, destinati
 			want, err := asCRD(out)
 			if err != nil {
 				return nil, nil, err
+			}
+			if existing.Name == "" {
+				strip(want)
+				record(want, Bindings{}, Bindings{names: []string{space}})
+				return want, ttl, nil
 			}
 			if err := bindable(key, space, want, existing); err != nil {
 				return nil, nil, err

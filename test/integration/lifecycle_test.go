@@ -120,6 +120,26 @@ func TestCRDsAreBoundPerSpace(t *testing.T) {
 		require.False(t, inOpenAPIV2("two"), "space two's OpenAPI v2 shows another space's CRD")
 		eventually(t, 10*time.Second, func() (bool, error) { return inOpenAPIV2("one"), nil }, "the CRD in space one's OpenAPI v2")
 
+		// A tenant cannot write bindings: its annotation is dropped, on
+		// update as on create.
+		mine, err := crds("one").Get(ctx, crd.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		metav1.SetMetaDataAnnotation(&mine.ObjectMeta, spaces.BoundAnnotation, spaces.AllSpaces)
+		_, err = crds("one").Update(ctx, mine, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		_, err = crds("two").Get(ctx, crd.Name, metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "a tenant's bindings annotation bound its CRD elsewhere: %v", err)
+		forged := crd.DeepCopy()
+		forged.Name = "forged." + group
+		forged.Spec.Names.Plural, forged.Spec.Names.Singular = "forged", "forged"
+		forged.Spec.Names.Kind, forged.Spec.Names.ListKind, forged.Spec.Names.ShortNames = "Forged", "ForgedList", nil
+		metav1.SetMetaDataAnnotation(&forged.ObjectMeta, spaces.BoundAnnotation, spaces.AllSpaces)
+		_, err = crds("one").Create(ctx, forged, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = crds("two").Get(ctx, forged.Name, metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "a tenant's bindings annotation on create: %v", err)
+		require.NoError(t, crds("one").Delete(ctx, forged.Name, metav1.DeleteOptions{}))
+
 		// The same definition is shared; a different one refused.
 		_, err = crds("two").Create(ctx, crd.DeepCopy(), metav1.CreateOptions{})
 		require.NoError(t, err)
