@@ -37,6 +37,9 @@ import (
 	serverstorage "k8s.io/apiserver/pkg/server/storage"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	flowcontrolclient "k8s.io/client-go/kubernetes/typed/flowcontrol/v1"
 	"k8s.io/component-base/compatibility"
 	"k8s.io/klog/v2"
 
@@ -46,6 +49,7 @@ import (
 	"github.com/kubestellar/kubestellar/embedded/authnconfig"
 	"github.com/kubestellar/kubestellar/embedded/builtin"
 	"github.com/kubestellar/kubestellar/embedded/certs"
+	"github.com/kubestellar/kubestellar/embedded/fairness"
 	"github.com/kubestellar/kubestellar/embedded/openapi"
 	"github.com/kubestellar/kubestellar/embedded/rbac"
 	"github.com/kubestellar/kubestellar/embedded/satoken"
@@ -78,6 +82,8 @@ type Config struct {
 	syncers       *auth.Syncers
 	// rbac holds every space's RBAC objects, for the authorizer.
 	rbac *rbac.Store
+	// flowcontrol writes the APF configuration (embedded/fairness).
+	flowcontrol flowcontrolclient.FlowcontrolV1Interface
 	// tunnelConditions records syncers' tunnels on their SyncTargets.
 	tunnelConditions *tunnelConditions
 	lock             *dataDirLock
@@ -218,6 +224,16 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	core.Authorization.Authorizer = authz
 	core.RuleResolver = authz
 	core.LongRunningFunc = withTunnelsLongRunning(core.LongRunningFunc)
+	// API Priority and Fairness, configured in the root space (see
+	// embedded/fairness), with flows told apart by space.
+	loopback, err := kubernetes.NewForConfig(core.LoopbackClientConfig)
+	if err != nil {
+		return nil, fmt.Errorf("loopback client: %w", err)
+	}
+	core.SharedInformerFactory = informers.NewSharedInformerFactory(loopback, 0)
+	core.MaxRequestsInFlight, core.MaxMutatingRequestsInFlight = o.MaxRequestsInFlight, o.MaxMutatingRequestsInFlight
+	core.FlowControl = fairness.New(core.SharedInformerFactory, loopback.FlowcontrolV1(), o.MaxRequestsInFlight+o.MaxMutatingRequestsInFlight, spaces.SpaceOrRoot)
+	c.flowcontrol = loopback.FlowcontrolV1()
 	// On shutdown, end open watches within 2 s rather than wait for their
 	// clients (syncers, kubectl) to drop them.
 	core.ShutdownWatchTerminationGracePeriod = 2 * time.Second
@@ -278,6 +294,9 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	// custom resources per space.
 	extGeneric := *core
 	extGeneric.Config.PostStartHooks = map[string]genericapiserver.PostStartHookConfigEntry{}
+	// Requests reach it through the core server's filters, APF among
+	// them; it runs no APF controller or informers of its own.
+	extGeneric.Config.FlowControl, extGeneric.SharedInformerFactory = nil, nil
 	extGeneric.Config.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: ds, Codec: apiextensionsCodec}
 	extGeneric.Config.MergedResourceConfig = apiextensionsapiserver.DefaultAPIResourceConfigSource()
 	c.extensions = &apiextensionsapiserver.Config{

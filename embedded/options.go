@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -43,6 +44,10 @@ type Options struct {
 	// bootstrap); TokenFile holds it instead, keeping it out of ps.
 	Token     string
 	TokenFile string
+	// MaxRequestsInFlight and MaxMutatingRequestsInFlight add up to the
+	// seats API Priority and Fairness shares out among its priority
+	// levels, as in kube-apiserver.
+	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
 }
 
 // The environment variables `server start` reads when no flag gives their
@@ -85,9 +90,21 @@ func DefaultDataDir() string {
 	return ".kubestellar"
 }
 
+// The default seats of API Priority and Fairness are a few per core: two
+// per core for reads and one for writes (6 on 2 cores), where
+// kube-apiserver has 400 and 200, sized for etcd behind many cores. One
+// SQLite writer behind a few cores does only so much at once; more seats
+// only make every request wait inside the server, where nothing is fair,
+// rather than in APF's queues, where each space gets its share.
+func defaultMaxRequestsInFlight() (reads, writes int) {
+	return 2 * runtime.NumCPU(), runtime.NumCPU()
+}
+
 // NewOptions returns the default options.
 func NewOptions() *Options {
-	return &Options{DataDir: DefaultDataDir(), BindAddress: "0.0.0.0", Port: 6443}
+	reads, writes := defaultMaxRequestsInFlight()
+	return &Options{DataDir: DefaultDataDir(), BindAddress: "0.0.0.0", Port: 6443,
+		MaxRequestsInFlight: reads, MaxMutatingRequestsInFlight: writes}
 }
 
 // AddFlags binds the options to flags.
@@ -105,6 +122,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DatastoreCAFile, "datastore-cafile", o.DatastoreCAFile, "CA certificate file that verifies the datastore's serving certificate.")
 	fs.StringVar(&o.DatastoreCertFile, "datastore-certfile", o.DatastoreCertFile, "Client certificate file for the datastore (with --datastore-keyfile).")
 	fs.StringVar(&o.DatastoreKeyFile, "datastore-keyfile", o.DatastoreKeyFile, "Client key file for the datastore (with --datastore-certfile).")
+	fs.IntVar(&o.MaxRequestsInFlight, "max-requests-inflight", o.MaxRequestsInFlight, "With --max-mutating-requests-inflight, the requests the server runs at once (default: 2 per core for this flag, 1 per core for the other), which API Priority and Fairness shares out among its priority levels (FlowSchemas and PriorityLevelConfigurations in the root space); more wait in its queues, fairly between spaces. The admin and the server's own controllers are exempt.")
+	fs.IntVar(&o.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", o.MaxMutatingRequestsInFlight, "See --max-requests-inflight: the two add up to API Priority and Fairness's seats.")
 }
 
 // CompletedOptions are options with every default filled in.
@@ -197,6 +216,12 @@ func (c *CompletedOptions) Validate() []error {
 				errs = append(errs, fmt.Errorf("--http-address %q: port %d is the HTTPS --port", c.HTTPAddress, n))
 			}
 		}
+	}
+	if c.MaxRequestsInFlight < 1 {
+		errs = append(errs, fmt.Errorf("--max-requests-inflight %d: want at least 1", c.MaxRequestsInFlight))
+	}
+	if c.MaxMutatingRequestsInFlight < 1 {
+		errs = append(errs, fmt.Errorf("--max-mutating-requests-inflight %d: want at least 1", c.MaxMutatingRequestsInFlight))
 	}
 	for _, san := range c.TLSSANs {
 		if san == "" {

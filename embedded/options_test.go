@@ -166,3 +166,17 @@ func TestSecretsFromEnv(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateInflight(t *testing.T) {
+	o := NewOptions()
+	require.Equal(t, 2*o.MaxMutatingRequestsInFlight, o.MaxRequestsInFlight, "two seats for reads per seat for writes")
+	require.Positive(t, o.MaxMutatingRequestsInFlight)
+	o.DataDir = t.TempDir()
+	o.MaxRequestsInFlight, o.MaxMutatingRequestsInFlight = 0, -1
+	c, err := o.Complete()
+	require.NoError(t, err)
+	errs := c.Validate()
+	require.Len(t, errs, 2)
+	require.Contains(t, errs[0].Error(), "--max-requests-inflight 0: want at least 1")
+	require.Contains(t, errs[1].Error(), "--max-mutating-requests-inflight -1: want at least 1")
+}

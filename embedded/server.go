@@ -38,6 +38,7 @@ import (
 	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
 	"github.com/kubestellar/kubestellar/embedded/builtin"
 	"github.com/kubestellar/kubestellar/embedded/dashboard"
+	"github.com/kubestellar/kubestellar/embedded/fairness"
 	"github.com/kubestellar/kubestellar/embedded/kubeconfig"
 	"github.com/kubestellar/kubestellar/embedded/storage"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -126,6 +127,16 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 	core.Handler.NonGoRestfulMux.HandlePrefix(dashboard.Path+"/", dash)
 	if err := core.AddPostStartHook("kubestellar-dashboard", func(hookCtx genericapiserver.PostStartHookContext) error {
 		return dashStore.Start(hookCtx.Context, hookCtx.LoopbackClientConfig, 5*time.Second)
+	}); err != nil {
+		return nil, err
+	}
+	// The APF configuration in the root space, before the server is ready.
+	if err := core.AddPostStartHook("kubestellar-priority-and-fairness", func(hookCtx genericapiserver.PostStartHookContext) error {
+		err := fairness.Ensure(hookCtx.Context, c.core.SharedInformerFactory, c.flowcontrol)
+		if err != nil && hookCtx.Context.Err() != nil {
+			return nil
+		}
+		return err
 	}); err != nil {
 		return nil, err
 	}

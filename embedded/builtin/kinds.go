@@ -9,6 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -58,6 +59,7 @@ var groupVersions = []struct {
 	{schedulingv1.SchemeGroupVersion, schedulingv1.AddToScheme},
 	{nodev1.SchemeGroupVersion, nodev1.AddToScheme},
 	{admissionregistrationv1.SchemeGroupVersion, admissionregistrationv1.AddToScheme},
+	{flowcontrolv1.SchemeGroupVersion, flowcontrolv1.AddToScheme},
 }
 
 func k(gv schema.GroupVersion, resource, kind string, namespaced bool) Kind {
@@ -119,5 +121,8 @@ func Kinds() []Kind {
 		k(admissionregistrationv1.SchemeGroupVersion, "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", false).cats("api-extensions"),
 		k(admissionregistrationv1.SchemeGroupVersion, "validatingadmissionpolicies", "ValidatingAdmissionPolicy", false).cats("api-extensions"),
 		k(admissionregistrationv1.SchemeGroupVersion, "validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding", false).cats("api-extensions"),
+		// API Priority and Fairness: the server's, in the root space only.
+		k(flowcontrolv1.SchemeGroupVersion, "flowschemas", "FlowSchema", false).cols(flowSchemaColumns...),
+		k(flowcontrolv1.SchemeGroupVersion, "prioritylevelconfigurations", "PriorityLevelConfiguration", false).cols(priorityLevelColumns...),
 	}
 }

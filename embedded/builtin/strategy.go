@@ -69,6 +69,7 @@ func (s *strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	if hasField(obj, "Spec") {
 		setGeneration(obj, 1)
 	}
+	defaultFlowControl(obj)
 	switch o := obj.(type) {
 	case *corev1.Secret:
 		foldStringData(o)
@@ -102,6 +103,7 @@ func (s *strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) 
 	if hasStatus(s.kind) {
 		copyField(obj, old, "Status")
 	}
+	defaultFlowControl(obj)
 	switch o := obj.(type) {
 	case *corev1.Secret:
 		foldStringData(o)
@@ -122,16 +124,17 @@ func (s *strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) 
 	}
 }
 
-func (s *strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
+func (s *strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
 	accessor, err := meta.Accessor(obj)
 	if err != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("metadata"), err)}
 	}
 	errs := apimachineryvalidation.ValidateObjectMetaAccessor(accessor, s.kind.Namespaced, s.nameValidator(), field.NewPath("metadata"))
+	errs = append(errs, validateFlowControl(ctx, obj, s.status)...)
 	return append(errs, validateKind(obj)...)
 }
 
-func (s *strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
+func (s *strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
 	newMeta, err := meta.Accessor(obj)
 	if err != nil {
 		return field.ErrorList{field.InternalError(field.NewPath("metadata"), err)}
@@ -141,6 +144,7 @@ func (s *strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) fi
 		return field.ErrorList{field.InternalError(field.NewPath("metadata"), err)}
 	}
 	errs := apimachineryvalidation.ValidateObjectMetaAccessorUpdate(newMeta, oldMeta, field.NewPath("metadata"))
+	errs = append(errs, validateFlowControl(ctx, obj, s.status)...)
 	return append(errs, validateKind(obj)...)
 }
 
@@ -237,6 +241,7 @@ var statusKinds = map[string]bool{
 	"Deployment": true, "StatefulSet": true, "DaemonSet": true, "ReplicaSet": true,
 	"Job": true, "CronJob": true, "HorizontalPodAutoscaler": true,
 	"Ingress": true, "PodDisruptionBudget": true, "ValidatingAdmissionPolicy": true,
+	"FlowSchema": true, "PriorityLevelConfiguration": true,
 }
 
 func hasField(obj runtime.Object, name string) bool {

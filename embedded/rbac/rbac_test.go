@@ -19,7 +19,7 @@ import (
 
 // storeWith returns a Store whose caches hold objs (each with its space
 // annotation set by in).
-func storeWith(t *testing.T, objs ...metav1.Object) *Store {
+func storeWith(t testing.TB, objs ...metav1.Object) *Store {
 	t.Helper()
 	s := NewStore()
 	namespaced := cache.Indexers{bySpace: spaceIndex, bySpaceNamespace: spaceNamespaceIndex}

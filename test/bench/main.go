@@ -68,6 +68,8 @@ type options struct {
 	syncer       syncerOptions
 	tunnel       tunnelOptions
 	datastoreN   int
+	tenants      tenantOptions
+	noise        noiseOptions
 	soak         soakOptions
 	chaos        chaosOptions
 }
@@ -94,6 +96,12 @@ func main() {
 	flag.IntVar(&o.tunnel.requests, "forward-requests", 2000, "GETs sent to one real edge cluster directly, and again through the center's edge proxy (0 skips)")
 	flag.IntVar(&o.tunnel.workers, "forward-workers", 8, "concurrent GETs in the forwarding comparison")
 	flag.IntVar(&o.datastoreN, "datastore-objects", 1000, "ConfigMaps created on SQLite, and on PostgreSQL, MySQL and etcd (two servers each), for write throughput and watch latency (0 skips)")
+	flag.IntVar(&o.tenants.samples, "tenant-samples", 300, "creates by the quiet space's one client, alone and beside the noisy space, in the tenants section (0 skips it)")
+	flag.IntVar(&o.tenants.noisyWriters, "noisy-writers", 64, "tenants: concurrent writers in the noisy space")
+	flag.IntVar(&o.tenants.throughputN, "tenant-throughput-objects", 2000, "tenants: creates by 32 clients as a user and as the admin, for the cost of RBAC (0 skips)")
+	flag.StringVar(&o.noise.kubeconfig, "noise-kubeconfig", "", "internal: run as the tenants section's noisy tenant, with this admin kubeconfig's server and CA")
+	flag.StringVar(&o.noise.space, "noise-space", "", "internal: the noisy tenant's space")
+	flag.IntVar(&o.noise.writers, "noise-writers", 0, "internal: the noisy tenant's writers")
 	flag.BoolVar(&o.soak.on, "soak", false, "run the soak instead of the sections (soak.go): one server, simulated syncers, churn; fails on growth or anything unreconciled")
 	flag.DurationVar(&o.soak.duration, "duration", 30*time.Minute, "soak: how long the churn runs, warm-up included")
 	flag.DurationVar(&o.soak.warmup, "soak-warmup", 0, "soak: the warm-up, after which growth is measured (0: a sixth of -duration)")
@@ -120,7 +128,12 @@ func main() {
 	// (servers, the edge cluster, the syncer); a second one kills it.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() { <-ctx.Done(); stop() }()
-	err := run(ctx, o)
+	var err error
+	if o.noise.kubeconfig != "" {
+		err = runNoise(ctx, o.noise)
+	} else {
+		err = run(ctx, o)
+	}
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -218,6 +231,14 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("forwarding: %w", err)
 		}
 		rows = append(rows, forwardRows...)
+	}
+
+	if o.tenants.samples > 0 {
+		tenantRows, err := tenantsBench(ctx, bin, o.tenants, progress)
+		if err != nil {
+			return fmt.Errorf("tenants: %w", err)
+		}
+		rows = append(rows, tenantRows...)
 	}
 
 	if o.datastoreN > 0 {

@@ -186,9 +186,16 @@ func (k Kubectl) env() []string {
 // MustFail runs kubectl, expects it to fail and returns its stderr.
 func (k Kubectl) MustFail(t testing.TB, args ...string) string {
 	t.Helper()
+	return k.MustFailStdin(t, nil, args...)
+}
+
+// MustFailStdin runs kubectl with stdin, expects it to fail and returns
+// its stderr.
+func (k Kubectl) MustFailStdin(t testing.TB, stdin io.Reader, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	out, errOut, err := k.Run(ctx, args...)
+	out, errOut, err := k.RunStdin(ctx, stdin, args...)
 	require.Error(t, err, "kubectl %s was expected to fail\nstdout: %s", strings.Join(args, " "), out)
 	return errOut
 }

@@ -1,0 +1,170 @@
+package fairness
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/authentication/user"
+	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
+	fq "k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing"
+	fcrequest "k8s.io/apiserver/pkg/util/flowcontrol/request"
+	"k8s.io/client-go/informers"
+	flowcontrolclient "k8s.io/client-go/kubernetes/typed/flowcontrol/v1"
+	flowcontrollisters "k8s.io/client-go/listers/flowcontrol/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/registry/flowcontrol/ensurer"
+)
+
+// New returns the server's APF controller: the apiserver's own, reading
+// its configuration from the root space through informers (of a factory
+// the caller starts), with flows told apart by space. spaceOf says which
+// space a request's context is in ("" for none).
+func New(factory informers.SharedInformerFactory, client flowcontrolclient.FlowcontrolV1Interface, serverConcurrencyLimit int, spaceOf func(context.Context) string) utilflowcontrol.Interface {
+	return &spaceFlows{
+		Interface:   utilflowcontrol.New(factory, client, serverConcurrencyLimit),
+		flowSchemas: factory.Flowcontrol().V1().FlowSchemas().Lister(),
+		spaceOf:     spaceOf,
+	}
+}
+
+// spaceFlows hands APF each request with its user qualified by its space:
+// alice in team-a is "team-a/alice" to APF. A flow schema that tells
+// flows apart by user then tells them apart by space and user, so that
+// one space's flood fills its own queues and a quiet space's requests
+// wait behind one request at most, as kcp tells them apart by logical
+// cluster. A user that a flow schema names (a User subject, or a
+// ServiceAccount subject of its namespace) keeps its name, so that the
+// schema still matches it; a schema may also name "SPACE/NAME".
+type spaceFlows struct {
+	utilflowcontrol.Interface
+	flowSchemas flowcontrollisters.FlowSchemaLister
+	spaceOf     func(context.Context) string
+}
+
+func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestDigest,
+	noteFn func(*flowcontrolv1.FlowSchema, *flowcontrolv1.PriorityLevelConfiguration, string),
+	workEstimator func() fcrequest.WorkEstimate, queueNoteFn fq.QueueNoteFn, execFn func()) {
+	if space := s.spaceOf(ctx); space != "" && digest.User != nil && !s.named(digest.User.GetName()) {
+		digest.User = QualifiedUser(space, digest.User)
+	}
+	s.Interface.Handle(ctx, digest, noteFn, workEstimator, queueNoteFn, execFn)
+}
+
+// QualifiedUser is u as APF sees it in a space: named SPACE/NAME, with
+// the same groups.
+func QualifiedUser(space string, u user.Info) user.Info {
+	return &user.DefaultInfo{Name: space + "/" + u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: u.GetExtra()}
+}
+
+// named reports whether a flow schema names the user: a User subject of
+// that name, or a ServiceAccount subject that the user is.
+func (s *spaceFlows) named(name string) bool {
+	schemas, err := s.flowSchemas.List(labels.Everything())
+	if err != nil {
+		return false
+	}
+	saNamespace, saName, saErr := serviceaccount.SplitUsername(name)
+	for _, fs := range schemas {
+		for _, rule := range fs.Spec.Rules {
+			for _, subject := range rule.Subjects {
+				switch {
+				case subject.User != nil:
+					if subject.User.Name == name {
+						return true
+					}
+				case subject.ServiceAccount != nil:
+					if saErr == nil && subject.ServiceAccount.Namespace == saNamespace &&
+						(subject.ServiceAccount.Name == flowcontrolv1.NameAll || subject.ServiceAccount.Name == saName) {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// Ensure keeps the configuration in the root space as PriorityLevels and
+// FlowSchemas say, as kube-apiserver keeps its own: the mandatory objects
+// always, the suggested ones (the server's among them) while their
+// auto-update annotation is true; those it made and no longer wants go.
+// It returns once the configuration is in place, and goes on checking it
+// every 10 s (reading caches, writing only what differs) until ctx ends.
+func Ensure(ctx context.Context, factory informers.SharedInformerFactory, client flowcontrolclient.FlowcontrolV1Interface) error {
+	fsInformer, plInformer := factory.Flowcontrol().V1().FlowSchemas(), factory.Flowcontrol().V1().PriorityLevelConfigurations()
+	plOps := ensurer.NewPriorityLevelConfigurationOps(client.PriorityLevelConfigurations(), plInformer.Lister())
+	fsOps := ensurer.NewFlowSchemaOps(client.FlowSchemas(), fsInformer.Lister())
+	if !waitForSync(ctx, fsInformer.Informer().HasSynced, plInformer.Informer().HasSynced) {
+		return fmt.Errorf("waiting for the APF configuration's caches: %w", ctx.Err())
+	}
+	once := func(ctx context.Context) error {
+		mandatoryPL, suggestedPL := split(PriorityLevels(), func(pl *flowcontrolv1.PriorityLevelConfiguration) string { return pl.Name })
+		mandatoryFS, suggestedFS := split(FlowSchemas(), func(fs *flowcontrolv1.FlowSchema) string { return fs.Name })
+		if err := ensurer.EnsureConfigurations(ctx, plOps, suggestedPL, ensurer.NewSuggestedEnsureStrategy[*flowcontrolv1.PriorityLevelConfiguration]()); err != nil {
+			return err
+		}
+		if err := ensurer.EnsureConfigurations(ctx, fsOps, suggestedFS, ensurer.NewSuggestedEnsureStrategy[*flowcontrolv1.FlowSchema]()); err != nil {
+			return err
+		}
+		if err := ensurer.EnsureConfigurations(ctx, plOps, mandatoryPL, ensurer.NewMandatoryEnsureStrategy[*flowcontrolv1.PriorityLevelConfiguration]()); err != nil {
+			return err
+		}
+		if err := ensurer.EnsureConfigurations(ctx, fsOps, mandatoryFS, ensurer.NewMandatoryEnsureStrategy[*flowcontrolv1.FlowSchema]()); err != nil {
+			return err
+		}
+		if err := ensurer.RemoveUnwantedObjects(ctx, fsOps, FlowSchemas()); err != nil {
+			return err
+		}
+		return ensurer.RemoveUnwantedObjects(ctx, plOps, PriorityLevels())
+	}
+	logger := klog.FromContext(ctx)
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if last = once(ctx); last != nil {
+			logger.V(2).Info("APF configuration not in place yet; retrying", "err", last)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		if last != nil {
+			err = last
+		}
+		return fmt.Errorf("putting the APF configuration in place: %w", err)
+	}
+	go wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if err := once(ctx); err != nil && ctx.Err() == nil {
+			logger.Error(err, "Keeping the APF configuration in place; retrying")
+		}
+	}, 10*time.Second)
+	return nil
+}
+
+// split separates Kubernetes' mandatory objects from the rest.
+func split[T any](objects []T, name func(T) string) (mandatory, suggested []T) {
+	for _, o := range objects {
+		if Mandatory(name(o)) {
+			mandatory = append(mandatory, o)
+		} else {
+			suggested = append(suggested, o)
+		}
+	}
+	return mandatory, suggested
+}
+
+func waitForSync(ctx context.Context, synced ...func() bool) bool {
+	err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+		for _, s := range synced {
+			if !s() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return err == nil
+}
