@@ -170,7 +170,7 @@ func (o BuildOptions) Ensure(ctx context.Context) (*Binaries, error) {
 	if err := os.MkdirAll(keyDir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating edgecluster cache directory: %w", err)
 	}
-	unlock, err := lockFile(ctx, filepath.Join(keyDir, "build.lock"), o.Logf)
+	unlock, err := LockFile(ctx, filepath.Join(keyDir, "build.lock"), "the edge cluster's binaries", o.Logf)
 	if err != nil {
 		return nil, err
 	}
@@ -262,32 +262,38 @@ func isToolsModule(dir string) bool {
 // cacheKey hashes what determines the binaries: the build recipe, the Go
 // version and platform, and the tools module's go.mod, go.sum and Go sources.
 func cacheKey(toolsDir, goVersion string) (string, error) {
+	return ModuleKey(toolsDir, recipe, goVersion)
+}
+
+// ModuleKey hashes what determines what a tool module builds: a recipe
+// (how it is built), the Go version and platform, and the module's go.mod,
+// go.sum and Go sources. It keys the per-machine caches of test tools.
+func ModuleKey(moduleDir, recipe, goVersion string) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%s/%s\n", recipe, goVersion, runtime.GOOS, runtime.GOARCH)
 	var files []string
-	err := filepath.WalkDir(toolsDir, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(moduleDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() {
-			return nil
-		}
-		name := d.Name()
-		if name == "go.mod" || name == "go.sum" || strings.HasSuffix(name, ".go") {
+		if name := d.Name(); !d.IsDir() && (name == "go.mod" || name == "go.sum" || strings.HasSuffix(name, ".go")) {
 			files = append(files, path)
 		}
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("reading the edgecluster tools module: %w", err)
+		return "", fmt.Errorf("reading the tool module %s: %w", moduleDir, err)
+	}
+	if len(files) == 0 {
+		return "", fmt.Errorf("no Go module in %s", moduleDir)
 	}
 	sort.Strings(files)
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			return "", fmt.Errorf("reading the edgecluster tools module: %w", err)
+			return "", fmt.Errorf("reading the tool module %s: %w", moduleDir, err)
 		}
-		rel, _ := filepath.Rel(toolsDir, f)
+		rel, _ := filepath.Rel(moduleDir, f)
 		fmt.Fprintf(h, "%s %d\n", filepath.ToSlash(rel), len(data))
 		h.Write(data)
 	}

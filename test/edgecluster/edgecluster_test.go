@@ -254,14 +254,14 @@ func TestKubeVersionLDFlags(t *testing.T) {
 
 func TestLockFileExcludes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lock")
-	unlock, err := lockFile(t.Context(), path, t.Logf)
+	unlock, err := LockFile(t.Context(), path, "a test", t.Logf)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), 700*time.Millisecond)
 	defer cancel()
-	_, err = lockFile(ctx, path, t.Logf)
+	_, err = LockFile(ctx, path, "a test", t.Logf)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "a held lock should not be taken twice")
 	unlock()
-	unlock2, err := lockFile(t.Context(), path, t.Logf)
+	unlock2, err := LockFile(t.Context(), path, "a test", t.Logf)
 	require.NoError(t, err)
 	unlock2()
 }

@@ -8,7 +8,8 @@ import (
 	"syscall"
 )
 
-func lockFile(context.Context, string, Logf) (func(), error) { return nil, errUnsupported }
+// LockFile takes an exclusive lock on path (Unix only).
+func LockFile(context.Context, string, string, Logf) (func(), error) { return nil, errUnsupported }
 
 func signalGroup(int, syscall.Signal) error { return errUnsupported }
 

@@ -11,10 +11,13 @@ import (
 	"time"
 )
 
-// lockFile takes an exclusive lock on path, waiting for it as long as ctx
+// LockFile takes an exclusive lock on path, waiting for it as long as ctx
 // allows, and returns the function that releases it. The lock is released by
 // the kernel too if the process dies.
-func lockFile(ctx context.Context, path string, logf Logf) (func(), error) {
+// While it waits it says once (through logf) that another process is
+// building what; the lock serves every cache of test tools built once per
+// machine.
+func LockFile(ctx context.Context, path, what string, logf Logf) (func(), error) {
 	if logf == nil {
 		logf = discard
 	}
@@ -36,7 +39,7 @@ func lockFile(ctx context.Context, path string, logf Logf) (func(), error) {
 			return nil, fmt.Errorf("locking %s: %w", path, err)
 		}
 		if !said {
-			logf("edgecluster: waiting for another process that is building the binaries (lock %s)", path)
+			logf("waiting for another process that is building %s (lock %s)", what, path)
 			said = true
 		}
 		select {
