@@ -366,7 +366,7 @@ func (s *Store) Compute(view string, visible Visible, now time.Time, q Query) Up
 		v := Spaces(snap.spaces, q)
 		u.Spaces = &v
 	case "placements":
-		v := Placements(snap.placements, snap.slices, snap.edgeIndex, now, q)
+		v := Placements(snap.placements, snap.slices, snap.edgeIndex, snap.copies, now, q)
 		u.Places = &v
 	default:
 		u.View = "fleet"

@@ -135,6 +135,10 @@ type Destination struct {
 	// Synced is the edge's Synced condition: whether it keeps its copies in step.
 	Synced       string `json:"synced,omitempty"`
 	ProblemCount int    `json:"problemCount"`
+	// Copies says whether the placement's copies there are in step.
+	Copies CopyCounts `json:"copies"`
+
+	mailbox string
 }
 
 // Placement is what the placements view shows of an EdgePlacement.
@@ -342,8 +346,9 @@ type PlacementsView struct {
 }
 
 // Placements computes the placements view: troubled placements first, then
-// by WDS and name; each destination carries the state of its edge.
-func Placements(placements []Placement, slices map[string][]Destination, edges map[string]edgeRecord, now time.Time, q Query) PlacementsView {
+// by WDS and name; each destination carries the state of its edge and of
+// the placement's copies there (copies: by placement, then mailbox).
+func Placements(placements []Placement, slices map[string][]Destination, edges map[string]edgeRecord, copies copyIndex, now time.Time, q Query) PlacementsView {
 	q = q.normalized()
 	var view PlacementsView
 	rows := make([]Placement, 0, len(placements))
@@ -373,13 +378,22 @@ func Placements(placements []Placement, slices map[string][]Destination, edges m
 	rows, view.Paging = page(rows, q)
 	view.Placements = make([]Placement, len(rows))
 	for i, p := range rows {
-		p.Destinations = withEdgeStates(slices[key(p.Space, p.Name)], edges, now)
+		k := key(p.Space, p.Name)
+		p.Destinations = withEdgeStates(slices[k], edges, copies[k], now)
 		view.Placements[i] = p
 	}
 	return view
 }
 
-func withEdgeStates(dests []Destination, edges map[string]edgeRecord, now time.Time) []Destination {
+// withEdgeStates returns dests with the state of each edge and of the
+// placement's copies there (tallies: the placement's, by mailbox).
+func withEdgeStates(dests []Destination, edges map[string]edgeRecord, tallies map[string]*copyTally, now time.Time) []Destination {
+	expected := 0
+	for _, d := range dests {
+		if t := tallies[d.mailbox]; t != nil {
+			expected = max(expected, t.present)
+		}
+	}
 	out := make([]Destination, len(dests))
 	for i, d := range dests {
 		d.State = "unknown"
@@ -387,6 +401,7 @@ func withEdgeStates(dests []Destination, edges map[string]edgeRecord, now time.T
 			e := r.at(now)
 			d.State, d.Synced, d.ProblemCount = e.State, e.Synced, e.ProblemCount
 		}
+		d.Copies = copiesAt(tallies[d.mailbox], expected, d.State)
 		out[i] = d
 	}
 	return out

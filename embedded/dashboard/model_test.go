@@ -116,16 +116,17 @@ func TestPlacements(t *testing.T) {
 	edges := map[string]edgeRecord{"inv/e1": edgeOf("inv", syncTarget("e1", metav1.ConditionTrue, time.Second, 0))}
 	slices := map[string][]Destination{"wds1/good": {{Space: "inv", SyncTarget: "e1"}, {Space: "inv", SyncTarget: "gone"}}}
 
-	view := Placements(placements, slices, edges, now, Query{})
+	view := Placements(placements, slices, edges, nil, now, Query{})
 	require.Equal(t, 2, view.Total)
 	require.Equal(t, 1, view.Trouble)
 	require.Equal(t, "broken", view.Placements[0].Name, "troubled first")
 	require.Equal(t, &Condition{Status: "True", Reason: "InvalidLocationSelector", Message: "bad operator"}, view.Placements[0].Misconfigured)
 	require.Empty(t, view.Placements[0].Destinations)
-	require.Equal(t, []Destination{{Space: "inv", SyncTarget: "e1", State: StateConnected}, {Space: "inv", SyncTarget: "gone", State: "unknown"}},
+	noCopies := CopyCounts{Summary: "no copies"}
+	require.Equal(t, []Destination{{Space: "inv", SyncTarget: "e1", State: StateConnected, Copies: noCopies}, {Space: "inv", SyncTarget: "gone", State: "unknown", Copies: noCopies}},
 		view.Placements[1].Destinations)
 
-	require.Len(t, Placements(placements, slices, edges, now, Query{Only: "trouble"}).Placements, 1)
+	require.Len(t, Placements(placements, slices, edges, nil, now, Query{Only: "trouble"}).Placements, 1)
 }
 
 func TestSpaces(t *testing.T) {

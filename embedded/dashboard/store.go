@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -27,20 +28,29 @@ var (
 	PlacementsGVR     = edgev2alpha1.SchemeGroupVersion.WithResource("edgeplacements")
 	SlicesGVR         = edgev2alpha1.SchemeGroupVersion.WithResource("singleplacementslices")
 	CombinedStatusGVR = edgev2alpha1.SchemeGroupVersion.WithResource("combinedstatuses")
+	SyncerConfigsGVR  = edgev2alpha1.SchemeGroupVersion.WithResource("syncerconfigs")
 	SpacesGVR         = tenancyv1alpha1.SchemeGroupVersion.WithResource("spaces")
 )
 
 // Store keeps, from informers over every space, the SyncTargets,
 // EdgePlacements, SinglePlacementSlices and Spaces reduced to what the
-// views show, and tells watchers when anything they show may have changed.
-// One Store serves every session: sessions see a filtered view of it.
+// views show, and the mailbox copies (of the resources the mailboxes'
+// SyncerConfigs name) reduced to what the translator and the syncer say of
+// them, and tells watchers when anything they show may have changed. One
+// Store serves every session: sessions see a filtered view of it.
 type Store struct {
 	mu         sync.RWMutex
 	edges      map[string]edgeRecord
 	placements map[string]Placement
 	slices     map[string][]Destination
 	spaces     map[string]SpaceRow
-	synced     bool
+	copies     map[copyKey]copyRecord
+	copyIndex  copyIndex
+	// copyInformers are the resources whose copies are watched, started
+	// as SyncerConfigs name them (by startCopies, once run has begun).
+	copyInformers map[schema.GroupResource]bool
+	startCopies   func(schema.GroupVersionResource)
+	synced        bool
 	// changed is closed (and replaced) on every change.
 	changed chan struct{}
 	// silent is the set of edges shown silent at the last tick.
@@ -50,7 +60,8 @@ type Store struct {
 // NewStore returns an empty store.
 func NewStore() *Store {
 	return &Store{edges: map[string]edgeRecord{}, placements: map[string]Placement{}, slices: map[string][]Destination{},
-		spaces: map[string]SpaceRow{}, changed: make(chan struct{}), silent: map[string]bool{}}
+		spaces: map[string]SpaceRow{}, copies: map[copyKey]copyRecord{}, copyIndex: copyIndex{}, copyInformers: map[schema.GroupResource]bool{},
+		changed: make(chan struct{}), silent: map[string]bool{}}
 }
 
 // Changed returns a channel closed at the next change.
@@ -85,7 +96,7 @@ func (s *Store) Start(ctx context.Context, loopback *rest.Config, tick time.Dura
 	// informers fail and log meanwhile.
 	go func() {
 		err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			for _, gvr := range []schema.GroupVersionResource{SyncTargetsGVR, PlacementsGVR, SlicesGVR, SpacesGVR} {
+			for _, gvr := range []schema.GroupVersionResource{SyncTargetsGVR, PlacementsGVR, SlicesGVR, SpacesGVR, SyncerConfigsGVR} {
 				if _, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 					return false, nil
 				}
@@ -99,30 +110,76 @@ func (s *Store) Start(ctx context.Context, loopback *rest.Config, tick time.Dura
 	return nil
 }
 
-func (s *Store) run(ctx context.Context, dyn dynamic.Interface, tick time.Duration) {
-	var informers []cache.Controller
-	run := func(gvr schema.GroupVersionResource, space string, obj runtime.Object, set func(string, *unstructured.Unstructured), del func(string, string)) {
-		in := func(ctx context.Context) context.Context { return spaces.WithSpace(ctx, space) }
-		lw := &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-				return dyn.Resource(gvr).List(in(ctx), opts)
-			},
-			WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-				return dyn.Resource(gvr).Watch(in(ctx), opts)
-			},
-		}
-		_, controller := spaces.NewInformer(lw, obj, 0, cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { s.apply(ctx, o, false, set, del) },
-			UpdateFunc: func(_, o any) { s.apply(ctx, o, false, set, del) },
-			DeleteFunc: func(o any) { s.apply(ctx, o, true, set, del) },
-		})
-		informers = append(informers, controller)
-		go controller.RunWithContext(ctx)
+// setFunc records an object of a space and tells whether anything shown
+// changed; delFunc forgets it.
+type (
+	setFunc func(space string, u *unstructured.Unstructured) bool
+	delFunc func(space string, u *unstructured.Unstructured)
+)
+
+// inform runs an informer of gvr in space (the wildcard space: all) until
+// ctx ends; reduce, when not nil, cuts each object down before it is
+// cached, selector narrows what is listed.
+func (s *Store) inform(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, space, selector string,
+	reduce func(*unstructured.Unstructured) *unstructured.Unstructured, set setFunc, del delFunc) cache.Controller {
+	in := func(ctx context.Context) context.Context { return spaces.WithSpace(ctx, space) }
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.LabelSelector = selector
+			list, err := dyn.Resource(gvr).List(in(ctx), opts)
+			if err == nil && reduce != nil {
+				for i := range list.Items {
+					list.Items[i] = *reduce(&list.Items[i])
+				}
+			}
+			return list, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.LabelSelector = selector
+			w, err := dyn.Resource(gvr).Watch(in(ctx), opts)
+			if err != nil || reduce == nil {
+				return w, err
+			}
+			return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
+				if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+					ev.Object = reduce(u)
+				}
+				return ev, true
+			}), nil
+		},
 	}
-	run(SyncTargetsGVR, spaces.Wildcard, &unstructured.Unstructured{}, s.setEdge, s.deleteEdge)
-	run(PlacementsGVR, spaces.Wildcard, &unstructured.Unstructured{}, s.setPlacement, s.deletePlacement)
-	run(SlicesGVR, spaces.Wildcard, &unstructured.Unstructured{}, s.setSlice, s.deleteSlice)
-	run(SpacesGVR, spaces.Root, &unstructured.Unstructured{}, s.setSpace, s.deleteSpace)
+	_, controller := spaces.NewInformer(lw, &unstructured.Unstructured{}, 0, cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { s.apply(ctx, o, false, set, del) },
+		UpdateFunc: func(_, o any) { s.apply(ctx, o, false, set, del) },
+		DeleteFunc: func(o any) { s.apply(ctx, o, true, set, del) },
+	})
+	go controller.RunWithContext(ctx)
+	return controller
+}
+
+func (s *Store) run(ctx context.Context, dyn dynamic.Interface, tick time.Duration) {
+	// Copies: one informer per resource that a SyncerConfig names, of the
+	// objects labelled as the translator's copies, in every space.
+	s.mu.Lock()
+	s.startCopies = func(gvr schema.GroupVersionResource) {
+		gr := gvr.GroupResource()
+		set := func(space string, u *unstructured.Unstructured) bool {
+			return s.setCopy(copyKey{space, gr.Group, gr.Resource, u.GetNamespace(), u.GetName()}, copyOf(u))
+		}
+		del := func(space string, u *unstructured.Unstructured) {
+			s.deleteCopy(copyKey{space, gr.Group, gr.Resource, u.GetNamespace(), u.GetName()})
+		}
+		s.inform(ctx, dyn, gvr, spaces.Wildcard, edgev2alpha1.PlacementCopyLabel+"=true", reduceCopy, set, del)
+		klog.FromContext(ctx).V(2).Info("dashboard watches copies", "resource", gvr.String())
+	}
+	s.mu.Unlock()
+	informers := []cache.Controller{
+		s.inform(ctx, dyn, SyncTargetsGVR, spaces.Wildcard, "", nil, s.setEdge, s.deleteEdge),
+		s.inform(ctx, dyn, PlacementsGVR, spaces.Wildcard, "", nil, s.setPlacement, s.deletePlacement),
+		s.inform(ctx, dyn, SlicesGVR, spaces.Wildcard, "", nil, s.setSlice, s.deleteSlice),
+		s.inform(ctx, dyn, SpacesGVR, spaces.Root, "", nil, s.setSpace, s.deleteSpace),
+		s.inform(ctx, dyn, SyncerConfigsGVR, spaces.Wildcard, "", nil, s.setSyncerConfig, func(string, *unstructured.Unstructured) {}),
+	}
 	go func() {
 		if !cache.WaitForCacheSync(ctx.Done(), func() bool {
 			for _, c := range informers {
@@ -145,7 +202,7 @@ func (s *Store) run(ctx context.Context, dyn dynamic.Interface, tick time.Durati
 
 // apply reduces an informer's object and records it, or forgets it when it
 // was deleted.
-func (s *Store) apply(ctx context.Context, o any, deleted bool, set func(string, *unstructured.Unstructured), del func(string, string)) {
+func (s *Store) apply(ctx context.Context, o any, deleted bool, set setFunc, del delFunc) {
 	if tomb, ok := o.(cache.DeletedFinalStateUnknown); ok {
 		o = tomb.Obj
 	}
@@ -160,9 +217,9 @@ func (s *Store) apply(ctx context.Context, o any, deleted bool, set func(string,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if deleted {
-		del(space, u.GetName())
-	} else {
-		set(space, u)
+		del(space, u)
+	} else if !set(space, u) {
+		return
 	}
 	s.notifyLocked()
 	klog.FromContext(ctx).V(5).Info("dashboard object changed", "space", space, "kind", u.GetKind(), "name", u.GetName(), "deleted", deleted)
@@ -176,39 +233,97 @@ func convert[T any](u *unstructured.Unstructured) (*T, bool) {
 	return &out, true
 }
 
-func (s *Store) setEdge(space string, u *unstructured.Unstructured) {
+func (s *Store) setEdge(space string, u *unstructured.Unstructured) bool {
 	if st, ok := convert[edgev2alpha1.SyncTarget](u); ok {
 		s.edges[key(space, st.Name)] = edgeOf(space, st)
 	}
+	return true
 }
-func (s *Store) deleteEdge(space, name string) { delete(s.edges, key(space, name)) }
+func (s *Store) deleteEdge(space string, u *unstructured.Unstructured) {
+	delete(s.edges, key(space, u.GetName()))
+}
 
-func (s *Store) setPlacement(space string, u *unstructured.Unstructured) {
+func (s *Store) setPlacement(space string, u *unstructured.Unstructured) bool {
 	if p, ok := convert[edgev2alpha1.EdgePlacement](u); ok {
 		s.placements[key(space, p.Name)] = placementOf(space, p)
 	}
+	return true
 }
-func (s *Store) deletePlacement(space, name string) { delete(s.placements, key(space, name)) }
+func (s *Store) deletePlacement(space string, u *unstructured.Unstructured) {
+	delete(s.placements, key(space, u.GetName()))
+}
 
-func (s *Store) setSlice(space string, u *unstructured.Unstructured) {
+func (s *Store) setSlice(space string, u *unstructured.Unstructured) bool {
 	sps, ok := convert[edgev2alpha1.SinglePlacementSlice](u)
 	if !ok {
-		return
+		return false
 	}
 	dests := make([]Destination, 0, len(sps.Destinations))
 	for _, d := range sps.Destinations {
-		dests = append(dests, Destination{Space: d.Space, SyncTarget: d.SyncTargetName, Location: d.LocationName})
+		dests = append(dests, Destination{Space: d.Space, SyncTarget: d.SyncTargetName, Location: d.LocationName, mailbox: mailboxOf(d)})
 	}
 	s.slices[key(space, sps.Name)] = dests
+	return true
 }
-func (s *Store) deleteSlice(space, name string) { delete(s.slices, key(space, name)) }
+func (s *Store) deleteSlice(space string, u *unstructured.Unstructured) {
+	delete(s.slices, key(space, u.GetName()))
+}
 
-func (s *Store) setSpace(_ string, u *unstructured.Unstructured) {
+func (s *Store) setSpace(_ string, u *unstructured.Unstructured) bool {
 	if sp, ok := convert[tenancyv1alpha1.Space](u); ok {
 		s.spaces[sp.Name] = spaceOf(sp)
 	}
+	return true
 }
-func (s *Store) deleteSpace(_, name string) { delete(s.spaces, name) }
+func (s *Store) deleteSpace(_ string, u *unstructured.Unstructured) { delete(s.spaces, u.GetName()) }
+
+// setSyncerConfig starts watching the copies of each resource a mailbox's
+// SyncerConfig names, once. Nothing shown changes with it.
+func (s *Store) setSyncerConfig(_ string, u *unstructured.Unstructured) bool {
+	cfg, ok := convert[edgev2alpha1.SyncerConfig](u)
+	if !ok || s.startCopies == nil {
+		return false
+	}
+	for _, r := range cfg.Spec.Resources {
+		gvr, ok := copyResource(r)
+		if !ok || s.copyInformers[gvr.GroupResource()] {
+			continue
+		}
+		s.copyInformers[gvr.GroupResource()] = true
+		s.startCopies(gvr)
+	}
+	return false
+}
+
+// setCopy records a copy; only what the views show counts as a change (the
+// syncer writes the edge's status into copies often).
+func (s *Store) setCopy(k copyKey, r copyRecord) bool {
+	old, had := s.copies[k]
+	if had && old.equal(r) {
+		return false
+	}
+	if had {
+		s.copyIndex.add(k, old, -1)
+	}
+	s.copies[k] = r
+	s.copyIndex.add(k, r, 1)
+	return true
+}
+
+func (s *Store) deleteCopy(k copyKey) {
+	if old, had := s.copies[k]; had {
+		s.copyIndex.add(k, old, -1)
+		delete(s.copies, k)
+	}
+}
+
+// copyAt returns a copy's record.
+func (s *Store) copyAt(k copyKey) (copyRecord, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	r, ok := s.copies[k]
+	return r, ok
+}
 
 // tickSilence notices edges that fall silent (or speak again) with no
 // object changing, so that the views show it within the heartbeat timeout
@@ -258,7 +373,9 @@ type snapshot struct {
 	edgeIndex  map[string]edgeRecord
 	placements []Placement
 	slices     map[string][]Destination
-	spaces     []SpaceRow
+	// copies are the tallies of the visible placements' copies.
+	copies copyIndex
+	spaces []SpaceRow
 }
 
 // Visible tells whether the viewer may list resource in space.
@@ -278,10 +395,18 @@ func (s *Store) snapshot(visible Visible) snapshot {
 		}
 	}
 	out.slices = map[string][]Destination{}
+	out.copies = copyIndex{}
 	for k, p := range s.placements {
 		if visible(p.Space, PlacementsGVR) {
 			out.placements = append(out.placements, p)
 			out.slices[k] = s.slices[k]
+			if byMailbox := s.copyIndex[k]; byMailbox != nil {
+				clone := make(map[string]*copyTally, len(byMailbox))
+				for mb, t := range byMailbox {
+					clone[mb] = &copyTally{present: t.present, failed: maps.Clone(t.failed)}
+				}
+				out.copies[k] = clone
+			}
 			placementCount[p.Space]++
 		}
 	}

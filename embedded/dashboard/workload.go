@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,7 +20,8 @@ import (
 
 // WorkloadView is what the dashboard shows of one WDS object: its status
 // (the edge's own when it runs on one cluster and asks for it), the
-// placements that select it with their destinations, and its
+// placements that select it with their destinations, where it runs with
+// the state of its copy and of its pods at each edge, and its
 // CombinedStatus tables.
 type WorkloadView struct {
 	Space      string                        `json:"space"`
@@ -29,7 +31,104 @@ type WorkloadView struct {
 	Labels     map[string]string             `json:"labels,omitempty"`
 	Status     map[string]any                `json:"status,omitempty"`
 	Placements []Placement                   `json:"placements"`
+	Edges      []WorkloadEdge                `json:"edges"`
 	Combined   []edgev2alpha1.CombinedStatus `json:"combinedStatuses"`
+}
+
+// Copy states of a workload at one edge.
+const (
+	// CopySynced: the copy is in the mailbox, the syncer connected and
+	// reporting no problem with it.
+	CopySynced = "synced"
+	// CopyFailed: the syncer reports it cannot keep it in step.
+	CopyFailed = "failed"
+	// CopyWaiting: the copy is in the mailbox; the edge's syncer is not
+	// connected.
+	CopyWaiting = "waiting"
+	// CopyMissing: a placement sends it there, but the mailbox has no
+	// copy of it (yet).
+	CopyMissing = "missing"
+)
+
+// maxNotReadyPods is how many not-ready pods a syncer lists at most in
+// its report (syncer/assoc.go); a full list may have been cut.
+const maxNotReadyPods = 20
+
+// WorkloadEdge is one edge a workload is placed on: the state of its copy
+// there, and of its pods and ReplicaSets as the syncer reports them.
+type WorkloadEdge struct {
+	Space      string   `json:"space"`
+	SyncTarget string   `json:"syncTarget"`
+	State      string   `json:"state"`
+	Placements []string `json:"placements"`
+	Copy       string   `json:"copy"`
+	// SyncError is why the syncer cannot keep the copy in step ("Reason: message").
+	SyncError string `json:"syncError,omitempty"`
+	// Reported tells whether the syncer reported the state of the
+	// object's pods and ReplicaSets (it does for Deployments,
+	// StatefulSets, DaemonSets, ReplicaSets and Jobs it runs).
+	Reported    bool             `json:"reported"`
+	ReplicaSets int64            `json:"replicaSets"`
+	PodPhases   map[string]int64 `json:"podPhases,omitempty"`
+	Pods        int64            `json:"pods"`
+	// ReadyPods counts the pods neither finished nor listed as not ready;
+	// when NotReadyPods is full (maxNotReadyPods), more may be not ready.
+	ReadyPods    int64                      `json:"readyPods"`
+	LivePods     int64                      `json:"livePods"`
+	NotReadyPods []edgev2alpha1.NotReadyPod `json:"notReadyPods,omitempty"`
+	ReadyAtMost  bool                       `json:"readyAtMost,omitempty"`
+}
+
+// workloadEdges returns, for an object (group, resource, namespace, name)
+// of a WDS, each destination of the placements that select it, once, by
+// space and name, with the state of its copy (copyAt reads the copy of a
+// mailbox) and the pod states the syncer reports in it.
+func workloadEdges(placements []Placement, copyAt func(copyKey) (copyRecord, bool), group, resource, ns, name string) []WorkloadEdge {
+	byEdge := map[string]*WorkloadEdge{}
+	mailboxes := map[string]string{}
+	for _, p := range placements {
+		for _, d := range p.Destinations {
+			k := key(d.Space, d.SyncTarget)
+			e := byEdge[k]
+			if e == nil {
+				e = &WorkloadEdge{Space: d.Space, SyncTarget: d.SyncTarget, State: d.State, Placements: []string{}}
+				byEdge[k] = e
+				mailboxes[k] = d.mailbox
+			}
+			e.Placements = append(e.Placements, p.Name)
+		}
+	}
+	out := make([]WorkloadEdge, 0, len(byEdge))
+	for k, e := range byEdge {
+		cp, ok := copyAt(copyKey{mailbox: mailboxes[k], group: group, resource: resource, namespace: ns, name: name})
+		switch {
+		case !ok:
+			e.Copy = CopyMissing
+		case cp.syncError != "":
+			e.Copy, e.SyncError = CopyFailed, cp.syncError
+		case e.State == StateConnected:
+			e.Copy = CopySynced
+		default:
+			e.Copy = CopyWaiting
+		}
+		if ok && cp.associated != nil {
+			a := cp.associated
+			e.Reported, e.ReplicaSets, e.PodPhases, e.NotReadyPods = true, a.ReplicaSets, a.PodPhases, a.NotReadyPods
+			for phase, n := range a.PodPhases {
+				e.Pods += n
+				if phase != string(corev1.PodSucceeded) && phase != string(corev1.PodFailed) {
+					e.LivePods += n
+				}
+			}
+			e.ReadyPods = max(0, e.LivePods-int64(len(a.NotReadyPods)))
+			e.ReadyAtMost = len(a.NotReadyPods) >= maxNotReadyPods
+		}
+		out = append(out, *e)
+	}
+	slices.SortFunc(out, func(a, b WorkloadEdge) int {
+		return strings.Compare(key(a.Space, a.SyncTarget), key(b.Space, b.SyncTarget))
+	})
+	return out
 }
 
 // parseResource reads "GROUP/VERSION/RESOURCE" or "VERSION/RESOURCE".
@@ -103,11 +202,13 @@ func (h *Handler) readWorkload(ctx context.Context, id Identity, space string, g
 	now := h.now()
 	for _, p := range snap.placements {
 		if p.Space == space && selects(p.spec, gvr.Group, gvr.Resource, ns, name, obj.GetLabels()) {
-			p.Destinations = withEdgeStates(snap.slices[key(p.Space, p.Name)], snap.edgeIndex, now)
+			k := key(p.Space, p.Name)
+			p.Destinations = withEdgeStates(snap.slices[k], snap.edgeIndex, snap.copies[k], now)
 			view.Placements = append(view.Placements, p)
 		}
 	}
 	slices.SortFunc(view.Placements, func(a, b Placement) int { return strings.Compare(a.Name, b.Name) })
+	view.Edges = workloadEdges(view.Placements, h.store.copyAt, gvr.Group, gvr.Resource, ns, name)
 	csNS := ns
 	if csNS == "" {
 		csNS = "default"

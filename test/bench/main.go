@@ -72,6 +72,7 @@ type options struct {
 	noise        noiseOptions
 	soak         soakOptions
 	chaos        chaosOptions
+	dashboard    dashboardOptions
 }
 
 // serverSections reports whether any section measuring one server runs.
@@ -99,6 +100,9 @@ func main() {
 	flag.IntVar(&o.tenants.samples, "tenant-samples", 300, "creates by the quiet space's one client, alone and beside the noisy space, in the tenants section (0 skips it)")
 	flag.IntVar(&o.tenants.noisyWriters, "noisy-writers", 64, "tenants: concurrent writers in the noisy space")
 	flag.IntVar(&o.tenants.throughputN, "tenant-throughput-objects", 2000, "tenants: creates by 32 clients as a user and as the admin, for the cost of RBAC (0 skips)")
+	flag.IntVar(&o.dashboard.targets, "dashboard-targets", 1000, "SyncTargets shown by the dashboard, for its first render in chromium and the server's CPU with dashboards open (0 skips)")
+	flag.IntVar(&o.dashboard.sessions, "dashboard-sessions", 10, "dashboards (sessions with the fleet's event stream) open at rest for the CPU figure")
+	flag.IntVar(&o.dashboard.renders, "dashboard-renders", 5, "loads of the fleet view timed in chromium")
 	flag.StringVar(&o.noise.kubeconfig, "noise-kubeconfig", "", "internal: run as the tenants section's noisy tenant, with this admin kubeconfig's server and CA")
 	flag.StringVar(&o.noise.space, "noise-space", "", "internal: the noisy tenant's space")
 	flag.IntVar(&o.noise.writers, "noise-writers", 0, "internal: the noisy tenant's writers")
@@ -247,6 +251,14 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("datastores: %w", err)
 		}
 		rows = append(rows, dsRows...)
+	}
+
+	if o.dashboard.targets > 0 {
+		dashRows, err := dashboardBench(ctx, bin, o.dashboard, progress)
+		if err != nil {
+			return fmt.Errorf("dashboard: %w", err)
+		}
+		rows = append(rows, dashRows...)
 	}
 
 	w := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)

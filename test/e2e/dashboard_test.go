@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -187,8 +189,10 @@ func sessionConnections(t *testing.T, srv *harness.Process, link string, paths .
 // shows only its login page and its data endpoints answer 401; the link
 // `kubestellar dashboard` prints logs in; the fleet shows a SyncTarget,
 // live, going connected when its syncer joins and disconnected when it
-// stops; a misconfigured placement shows its reason; logout ends the
-// session. Screenshots go to _output/dashboard.
+// stops; a misconfigured placement shows its reason; a placement's
+// destination shows how many of its copies synced and which failed; a
+// Deployment's workload view shows its pods at the edge, ready; logout
+// ends the session. Screenshots go to _output/dashboard.
 func TestDashboard(t *testing.T) {
 	ctx := browser(t)
 	dir := artifactsDir(t)
@@ -209,7 +213,7 @@ func TestDashboard(t *testing.T) {
 	screenshot(t, ctx, dir, "01-login.png")
 
 	// The link: a SyncTarget made before the syncer joins shows, never connected.
-	join := srv.JoinCommand(t, "edge1", "--inventory-space", "inv1")
+	join := srv.JoinCommand(t, "edge1", "--inventory-space", "inv1", "--labels", "name=edge1")
 	link := strings.TrimSpace(srv.CLIStdout(t, "dashboard", "--no-browser"))
 	require.True(t, strings.HasPrefix(link, srv.BaseURL()+"/dashboard/login?code="), "the printed link: %q", link)
 	edgeRow := `tr[data-edge="inv1/edge1"]`
@@ -241,8 +245,151 @@ func TestDashboard(t *testing.T) {
 	require.Equal(t, "1/1", text(t, ctx, "#count-connected")+"/"+text(t, ctx, "#count-total"))
 	screenshot(t, ctx, dir, "03-fleet-connected.png")
 
-	// A misconfigured placement shows its reason.
-	placement := `apiVersion: edge.kubestellar.io/v2alpha1
+	// A workload placed on edge1: a Deployment, and a ConfigMap whose name
+	// an object of the edge's own already has, which the syncer cannot
+	// keep in step (a conflict); and a misconfigured placement.
+	ek := harness.Kubectl{Kubeconfig: c.KubeconfigPath}
+	ek.MustRun(t, "create", "namespace", "shop")
+	ek.MustRun(t, "create", "configmap", "taken", "-n", "shop", "--from-literal=owner=edge-admin")
+	k.MustRun(t, "--context", "inv1", "apply", "-f", writeManifest(t, "location.yaml", dashboardLocation))
+	k.MustRun(t, "--context", "wds1", "apply", "-f", writeManifest(t, "shop.yaml", dashboardWorkload))
+	k.MustRun(t, "--context", "wds1", "apply", "-f", writeManifest(t, "broken.yaml", brokenPlacement))
+	poll(t, ek, equals("2"), "the Deployment to be available at edge1",
+		"get", "deployment", "web", "-n", "shop", "-o", "jsonpath={.status.availableReplicas}")
+	poll(t, k, equals("True InvalidLocationSelector"), "the placement to be Misconfigured", "--context", "wds1", "get", "edgeplacement", "broken",
+		"-o", `jsonpath={.status.conditions[?(@.type=="Misconfigured")].status} {.status.conditions[?(@.type=="Misconfigured")].reason}`)
+	run(t, ctx, time.Minute, "the misconfigured placement's reason",
+		chromedp.Navigate(srv.BaseURL()+"/dashboard/#placements"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-placement="wds1/broken"]`)))
+	run(t, ctx, time.Minute, "the placement's reason", chromedp.Poll[chromedp.Void](
+		`(document.querySelector('tr[data-placement="wds1/broken"]') || {textContent: ""}).textContent.includes("InvalidLocationSelector")`,
+		chromedp.WithPollingTimeout(time.Minute)))
+	require.Contains(t, text(t, ctx, `tr[data-placement="wds1/broken"]`), "InvalidLocationSelector")
+
+	// Per destination, its copies: all in the mailbox, the conflicting
+	// one failed, the others synced.
+	dest := `tr[data-placement="wds1/shop"] li[data-dest="inv1/edge1"]`
+	run(t, ctx, 2*time.Minute, "edge1's copies of the shop placement, one failed",
+		chromedp.WaitVisible(chromedp.CSS(dest+`[data-failed="1"]`)))
+	copies := text(t, ctx, dest)
+	require.Regexp(t, `: connected ([0-9]+)/([0-9]+) synced, 1 failed`, copies)
+	m := regexp.MustCompile(`([0-9]+)/([0-9]+) synced`).FindStringSubmatch(copies)
+	synced, _ := strconv.Atoi(m[1])
+	expected, _ := strconv.Atoi(m[2])
+	require.Equal(t, expected-1, synced, "every copy but the conflicting one synced: %s", copies)
+	require.GreaterOrEqual(t, expected, 2, "the ConfigMap and the Deployment at least: %s", copies)
+	require.Contains(t, copies, "configmaps/shop/taken: Conflict")
+	screenshot(t, ctx, dir, "04-placements.png")
+
+	// The Deployment's view: where it runs, its copy synced, its pods
+	// running and ready at the edge, as the syncer reports them.
+	run(t, ctx, time.Minute, "the workload view",
+		chromedp.Navigate(srv.BaseURL()+"/dashboard/#workload"),
+		chromedp.WaitVisible(chromedp.CSS("#workload-form")),
+		chromedp.SetValue(chromedp.CSS("#wl-space"), "wds1"),
+		chromedp.SetValue(chromedp.CSS("#wl-resource"), "apps/v1/deployments"),
+		chromedp.SetValue(chromedp.CSS("#wl-namespace"), "shop"),
+		chromedp.SetValue(chromedp.CSS("#wl-name"), "web"),
+		chromedp.Click(chromedp.CSS(`#workload-form button[type="submit"]`)))
+	// The view reads again every few seconds: the pods' report may come
+	// after the first read.
+	wlEdge := `#workload-edges tr[data-wl-edge="inv1/edge1"]`
+	run(t, ctx, 2*time.Minute, "the Deployment's pods at edge1, ready",
+		chromedp.WaitVisible(chromedp.CSS(wlEdge+`[data-copy="synced"][data-ready="2/2"]`)))
+	row := text(t, ctx, wlEdge)
+	require.Contains(t, row, "Running 2")
+	require.Contains(t, row, "shop", "the placement that puts it there")
+	screenshot(t, ctx, dir, "05-workload.png")
+
+	// The syncer stops: the edge turns red, live.
+	run(t, ctx, time.Minute, "back to the fleet",
+		chromedp.Navigate(srv.BaseURL()+"/dashboard/#fleet"),
+		chromedp.WaitVisible(chromedp.CSS(edgeRow+`[data-state="connected"]`)))
+	syncer.Stop(t)
+	run(t, ctx, 2*time.Minute, "the edge to show disconnected",
+		chromedp.WaitVisible(chromedp.CSS(edgeRow+`[data-state="disconnected"]`)))
+	screenshot(t, ctx, dir, "06-fleet-disconnected.png")
+
+	// A phone's width: the page, loaded again, streams the fleet again.
+	run(t, ctx, time.Minute, "a phone-width view",
+		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(edgeRow+`[data-state="disconnected"]`)))
+	screenshot(t, ctx, dir, "07-fleet-phone.png")
+	run(t, ctx, 30*time.Second, "back to a desktop's width", chromedp.EmulateViewport(1280, 800))
+
+	// Logout ends the session.
+	run(t, ctx, time.Minute, "logging out",
+		chromedp.Click(chromedp.CSS("#logout")),
+		chromedp.WaitVisible(chromedp.CSS("#login")))
+	require.Equal(t, 401, fetchStatus(t, ctx, "/dashboard/api/events?view=fleet"))
+	run(t, ctx, time.Minute, "the dashboard after logout",
+		chromedp.Navigate(srv.BaseURL()+"/dashboard/"), chromedp.WaitVisible(chromedp.CSS("#login")))
+	t.Logf("screenshots in %s", dir)
+}
+
+// The dashboard test's inventory and workload: a Location for edge1, a
+// Deployment and a ConfigMap placed there, and a placement whose location
+// selector is invalid.
+const (
+	dashboardLocation = `apiVersion: edge.kubestellar.io/v2alpha1
+kind: Location
+metadata:
+  name: edge1
+  labels: {env: dash}
+spec:
+  resource: {group: edge.kubestellar.io, version: v2alpha1, resource: synctargets}
+  instanceSelector:
+    matchLabels: {name: edge1}
+`
+	dashboardWorkload = `apiVersion: v1
+kind: Namespace
+metadata:
+  name: shop
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: taken
+  namespace: shop
+data: {owner: kubestellar}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: shop
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27
+---
+apiVersion: edge.kubestellar.io/v2alpha1
+kind: EdgePlacement
+metadata:
+  name: shop
+spec:
+  locationSelectors:
+  - matchLabels: {env: dash}
+  downsync:
+  - apiGroup: ""
+    resources: [namespaces]
+    objectNames: [shop]
+  - apiGroup: ""
+    resources: [configmaps]
+    namespaces: [shop]
+  - apiGroup: apps
+    resources: [deployments]
+    namespaces: [shop]
+`
+	brokenPlacement = `apiVersion: edge.kubestellar.io/v2alpha1
 kind: EdgePlacement
 metadata:
   name: broken
@@ -255,43 +402,13 @@ spec:
     resources: [configmaps]
     namespaces: [default]
 `
-	manifest := filepath.Join(t.TempDir(), "broken.yaml")
-	require.NoError(t, os.WriteFile(manifest, []byte(placement), 0o600))
-	k.MustRun(t, "--context", "wds1", "apply", "-f", manifest)
-	poll(t, k, equals("True InvalidLocationSelector"), "the placement to be Misconfigured", "--context", "wds1", "get", "edgeplacement", "broken",
-		"-o", `jsonpath={.status.conditions[?(@.type=="Misconfigured")].status} {.status.conditions[?(@.type=="Misconfigured")].reason}`)
-	run(t, ctx, time.Minute, "the misconfigured placement's reason",
-		chromedp.Navigate(srv.BaseURL()+"/dashboard/#placements"),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-placement="wds1/broken"]`)))
-	run(t, ctx, time.Minute, "the placement's reason", chromedp.Poll[chromedp.Void](
-		`(document.querySelector('tr[data-placement="wds1/broken"]') || {textContent: ""}).textContent.includes("InvalidLocationSelector")`,
-		chromedp.WithPollingTimeout(time.Minute)))
-	require.Contains(t, text(t, ctx, `tr[data-placement="wds1/broken"]`), "InvalidLocationSelector")
-	screenshot(t, ctx, dir, "04-placements-misconfigured.png")
+)
 
-	// The syncer stops: the edge turns red, live.
-	run(t, ctx, time.Minute, "back to the fleet",
-		chromedp.Navigate(srv.BaseURL()+"/dashboard/#fleet"),
-		chromedp.WaitVisible(chromedp.CSS(edgeRow+`[data-state="connected"]`)))
-	syncer.Stop(t)
-	run(t, ctx, 2*time.Minute, "the edge to show disconnected",
-		chromedp.WaitVisible(chromedp.CSS(edgeRow+`[data-state="disconnected"]`)))
-	screenshot(t, ctx, dir, "05-fleet-disconnected.png")
-
-	// A phone's width: the page, loaded again, streams the fleet again.
-	run(t, ctx, time.Minute, "a phone-width view",
-		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
-		chromedp.Reload(),
-		chromedp.WaitVisible(chromedp.CSS(edgeRow+`[data-state="disconnected"]`)))
-	screenshot(t, ctx, dir, "06-fleet-phone.png")
-	run(t, ctx, 30*time.Second, "back to a desktop's width", chromedp.EmulateViewport(1280, 800))
-
-	// Logout ends the session.
-	run(t, ctx, time.Minute, "logging out",
-		chromedp.Click(chromedp.CSS("#logout")),
-		chromedp.WaitVisible(chromedp.CSS("#login")))
-	require.Equal(t, 401, fetchStatus(t, ctx, "/dashboard/api/events?view=fleet"))
-	run(t, ctx, time.Minute, "the dashboard after logout",
-		chromedp.Navigate(srv.BaseURL()+"/dashboard/"), chromedp.WaitVisible(chromedp.CSS("#login")))
-	t.Logf("screenshots in %s", dir)
+// writeManifest writes a manifest into the test's temporary directory and
+// returns its path.
+func writeManifest(t *testing.T, name, manifest string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, []byte(manifest), 0o600))
+	return path
 }

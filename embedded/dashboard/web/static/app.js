@@ -13,6 +13,9 @@
     retry: null, // the timer of the next attempt of a failed stream
     backoff: 0, // ms before that attempt; 0 after a stream delivered
     heartbeatTimeout: 45,
+    workload: null, // the query of the workload shown
+    workloadTimer: null,
+    workloadShown: "", // the answer shown, to skip redrawing it unchanged
   };
   const $ = (id) => document.getElementById(id);
 
@@ -61,7 +64,7 @@
     state.retry = null;
     if (state.source) state.source.close();
     state.source = null;
-    if (state.view === "workload") { setLive("", true); return; }
+    if (state.view === "workload") { setLive("", true); loadWorkload(); return; }
     const src = new EventSource("/dashboard/api/events?" + params(state.view).toString());
     state.source = src;
     setLive("connecting…", false);
@@ -172,14 +175,34 @@
       c.message && bad ? el("div", { class: "message" }, c.message) : null);
   }
 
+  function stateClass(state) {
+    return state === "connected" ? "connected" : state === "new" || state === "unknown" ? "new" : "disconnected";
+  }
+
+  // copiesClass: all in step, some failed or missing, or waiting for the edge.
+  function copiesClass(c) {
+    if (c.failed || c.missing) return "copies bad";
+    if (c.waiting || !c.expected) return "copies wait";
+    return "copies ok";
+  }
+
   function renderPlacements(p) {
     $("placements-summary").textContent = p.total + " EdgePlacements, " + p.trouble + " needing a look.";
     const rows = p.placements.map((pl) => {
       const dests = el("ul", { class: "dests" });
       for (const d of pl.destinations) {
-        dests.append(el("li", { class: "badge " + (d.state === "connected" ? "connected" : d.state === "new" || d.state === "unknown" ? "new" : "disconnected") },
-          d.space + "/" + d.syncTarget + ": " + (stateLabel[d.state] || d.state) +
-          (d.synced ? ", synced " + d.synced : "") + (d.problemCount ? ", " + d.problemCount + " problems" : "")));
+        const c = d.copies || { summary: "", expected: 0 };
+        const li = el("li", { class: "dest", "data-dest": d.space + "/" + d.syncTarget,
+          "data-copies": c.synced + "/" + c.expected, "data-failed": String(c.failed || 0) },
+          el("span", { class: "badge " + stateClass(d.state) }, d.space + "/" + d.syncTarget + ": " + (stateLabel[d.state] || d.state)),
+          " ", el("span", { class: copiesClass(c) }, c.summary),
+          d.problemCount ? el("span", { class: "tag" }, d.problemCount + (d.problemCount === 1 ? " edge problem" : " edge problems")) : null);
+        if (c.failures && c.failures.length) {
+          const ul = el("ul", { class: "problems" });
+          for (const f of c.failures) ul.append(el("li", {}, f.object + ": " + f.reason + (f.message ? " (" + f.message + ")" : "")));
+          li.append(ul);
+        }
+        dests.append(li);
       }
       if (!pl.destinations.length) dests.append(el("li", {}, "none"));
       const ready = pl.ready;
@@ -195,25 +218,71 @@
 
   // --- workload --------------------------------------------------------
 
+  // The workload view is read on demand, then again every few seconds
+  // while it is shown, so that pods coming up show without a click.
+  const workloadRefresh = 5000;
+
   function showWorkload(ev) {
     ev.preventDefault();
-    const p = new URLSearchParams({ space: $("wl-space").value, resource: $("wl-resource").value,
+    state.workload = new URLSearchParams({ space: $("wl-space").value, resource: $("wl-resource").value,
       namespace: $("wl-namespace").value, name: $("wl-name").value });
+    state.workloadShown = "";
+    $("workload-out").replaceChildren(el("p", {}, "loading…"));
+    loadWorkload();
+  }
+
+  const copyLabel = { synced: "synced", failed: "failed", waiting: "waiting for the edge", missing: "not in the mailbox" };
+
+  function pods(e) {
+    if (!e.reported) return el("td", {}, "not reported");
+    const phases = Object.entries(e.podPhases || {}).sort().map(([ph, n]) => ph + " " + n).join(", ");
+    return el("td", {}, phases || "no pods");
+  }
+
+  function workloadEdges(edges) {
+    const t = el("table", { id: "workload-edges" }, el("thead", {}, el("tr", {},
+      ...["Edge", "Edge state", "Placements", "Copy", "Pods", "Ready", "Not ready", "ReplicaSets"].map((c) => el("th", { scope: "col" }, c)))));
+    const tb = el("tbody");
+    for (const e of edges) {
+      const notReady = el("td", {});
+      if (e.notReadyPods && e.notReadyPods.length) {
+        const ul = el("ul", { class: "problems" });
+        for (const p of e.notReadyPods) ul.append(el("li", {}, p.name + ": " + p.reason));
+        notReady.append(ul);
+      } else notReady.append(e.reported ? "none" : "–");
+      const ready = e.reported ? (e.readyAtMost ? "≤ " : "") + e.readyPods + "/" + e.livePods : "–";
+      tb.append(el("tr", { "data-wl-edge": e.space + "/" + e.syncTarget, "data-copy": e.copy,
+        "data-ready": e.reported ? e.readyPods + "/" + e.livePods : "", class: e.copy === "failed" || e.copy === "missing" ? "trouble" : null },
+        el("th", { scope: "row" }, e.space + "/" + e.syncTarget),
+        el("td", {}, el("span", { class: "badge " + stateClass(e.state) }, stateLabel[e.state] || e.state)),
+        el("td", {}, e.placements.join(", ")),
+        el("td", { class: e.copy === "synced" ? null : "warn" }, copyLabel[e.copy] || e.copy, e.syncError ? el("div", { class: "message" }, e.syncError) : null),
+        pods(e), el("td", { class: e.reported && e.readyPods < e.livePods ? "warn" : null }, ready), notReady,
+        el("td", {}, e.reported ? String(e.replicaSets) : "–")));
+    }
+    if (!edges.length) tb.append(el("tr", {}, el("td", { colspan: "8" }, "no destination: no EdgePlacement you may see places it")));
+    t.append(tb);
+    return el("div", { class: "scroll" }, t);
+  }
+
+  function loadWorkload() {
+    clearTimeout(state.workloadTimer);
+    const query = state.workload;
+    if (!query || state.view !== "workload") return;
     const out = $("workload-out");
-    out.replaceChildren(el("p", {}, "loading…"));
-    fetch("/dashboard/api/workload?" + p.toString(), { credentials: "same-origin" })
-      .then((r) => r.json().then((body) => ({ ok: r.ok, body })))
-      .then(({ ok, body }) => {
+    fetch("/dashboard/api/workload?" + query.toString(), { credentials: "same-origin" })
+      .then((r) => r.text().then((text) => ({ ok: r.ok, text })))
+      .then(({ ok, text }) => {
+        if (state.workload !== query) return;
+        if (state.view === "workload") state.workloadTimer = setTimeout(loadWorkload, workloadRefresh);
+        // Unchanged: leave the page (and the keyboard focus) as it is.
+        if (text === state.workloadShown && out.children.length) return;
+        state.workloadShown = text;
+        const body = JSON.parse(text);
         if (!ok) { out.replaceChildren(el("p", { class: "error", role: "alert" }, body.error || "failed")); return; }
         const parts = [el("h3", {}, body.space + ": " + body.resource + " " + (body.namespace ? body.namespace + "/" : "") + body.name)];
-        parts.push(el("h4", {}, "Where it runs"));
-        const ul = el("ul", { class: "dests" });
-        for (const pl of body.placements) {
-          for (const d of pl.destinations) ul.append(el("li", { class: "badge " + (d.state === "connected" ? "connected" : "disconnected") },
-            d.space + "/" + d.syncTarget + " (placement " + pl.name + "): " + (stateLabel[d.state] || d.state) + (d.synced ? ", synced " + d.synced : "")));
-        }
-        if (!ul.children.length) ul.append(el("li", {}, "no destination: no EdgePlacement you may see places it"));
-        parts.push(ul);
+        parts.push(el("h4", {}, "Where it runs: its copy and its pods at each edge"));
+        parts.push(workloadEdges(body.edges || []));
         parts.push(el("h4", {}, "Status (the edge's own when it runs on one cluster and its placement asks for it)"));
         parts.push(el("pre", { class: "status" }, body.status ? JSON.stringify(body.status, null, 2) : "none"));
         for (const cs of body.combinedStatuses || []) {
@@ -228,7 +297,11 @@
         }
         out.replaceChildren(...parts);
       })
-      .catch((e) => out.replaceChildren(el("p", { class: "error", role: "alert" }, String(e))));
+      .catch((e) => {
+        if (state.workload !== query) return;
+        out.replaceChildren(el("p", { class: "error", role: "alert" }, String(e)));
+        if (state.view === "workload") state.workloadTimer = setTimeout(loadWorkload, workloadRefresh);
+      });
   }
 
   // --- navigation ------------------------------------------------------
