@@ -324,7 +324,7 @@ func runNoise(ctx context.Context, o noiseOptions) error {
 		go func() {
 			defer wg.Done()
 			for i := 0; ctx.Err() == nil; i++ {
-				_, err := client.CoreV1().ConfigMaps("default").Create(ctx, configMap(fmt.Sprintf("noise-%d-%d", w, i)), metav1.CreateOptions{})
+				_, err := client.CoreV1().ConfigMaps("default").Create(ctx, configMap(fmt.Sprintf("noise-%d-%d-%d", os.Getpid(), w, i)), metav1.CreateOptions{})
 				if err != nil && ctx.Err() == nil {
 					errs <- err
 					cancel()
