@@ -21,7 +21,7 @@ UNIT_PACKAGES = $$($(GO) list ./... | grep -v -e /test/integration -e /test/e2e)
 RACE_PACKAGES = ./controllers/... ./internal/... ./spaces/... ./embedded/... ./tunnel/... ./test/integration/...
 NON_RACE_PACKAGES = $$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PACKAGES))")
 
-.PHONY: help build run test test-deps test-unit test-integration test-e2e verify codegen bench bench-deps clean deb deb-test soak chaos
+.PHONY: help build run test test-deps test-unit test-integration test-e2e verify codegen bench bench-compare bench-deps clean deb deb-test soak chaos
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-20s %s\n", $$1, $$2}'
@@ -54,8 +54,12 @@ verify: ## gofmt, go vet, staticcheck, generated code and go.mod drift
 codegen: ## Regenerate deepcopy, CRDs and OpenAPI models
 	hack/update-codegen.sh
 
-bench: build bench-deps ## Measure the server, syncer, tunnels and datastores (prints a table; installs what it needs first)
+bench: build bench-deps ## Measure the server, syncer, tunnels and datastores (prints each section's table as it ends; writes them to _output/bench/ as JSON and Markdown; installs what it needs first)
 	$(GO) run ./test/bench -kubestellar $(BIN) $(BENCH_ARGS)
+
+bench-compare: ## Compare two make bench reports: make bench-compare OLD=_output/bench/bench-A.json NEW=_output/bench/latest.json
+	@test -n "$(OLD)" -a -n "$(NEW)" || { echo "usage: make bench-compare OLD=_output/bench/bench-....json NEW=_output/bench/latest.json" >&2; exit 2; }
+	$(GO) run ./test/bench -compare $(OLD),$(NEW)
 
 soak: build ## Soak one server (SQLite) for 30 min: 50 simulated syncers, churn; table of RSS, goroutines, FDs, SQLite size; fails on >10 % growth after warm-up or anything unreconciled (SOAK_ARGS='-duration 5m')
 	$(GO) run ./test/bench -kubestellar $(BIN) -soak $(SOAK_ARGS)

@@ -37,7 +37,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,6 +72,10 @@ type options struct {
 	soak         soakOptions
 	chaos        chaosOptions
 	dashboard    dashboardOptions
+	// out is where the report goes ("" for nowhere).
+	out string
+	// compare is two reports to compare instead of measuring.
+	compare []string
 }
 
 // serverSections reports whether any section measuring one server runs.
@@ -106,6 +109,8 @@ func main() {
 	flag.StringVar(&o.noise.kubeconfig, "noise-kubeconfig", "", "internal: run as the tenants section's noisy tenant, with this admin kubeconfig's server and CA")
 	flag.StringVar(&o.noise.space, "noise-space", "", "internal: the noisy tenant's space")
 	flag.IntVar(&o.noise.writers, "noise-writers", 0, "internal: the noisy tenant's writers")
+	flag.StringVar(&o.out, "out", filepath.Join("_output", "bench"), "directory the run's figures are written to, as JSON and Markdown, section by section (empty: nowhere)")
+	compare := flag.String("compare", "", "OLD.json,NEW.json: print the figures of two reports side by side with their ratios, and measure nothing (make bench-compare)")
 	flag.BoolVar(&o.soak.on, "soak", false, "run the soak instead of the sections (soak.go): one server, simulated syncers, churn; fails on growth or anything unreconciled")
 	flag.DurationVar(&o.soak.duration, "duration", 30*time.Minute, "soak: how long the churn runs, warm-up included")
 	flag.DurationVar(&o.soak.warmup, "soak-warmup", 0, "soak: the warm-up, after which growth is measured (0: a sixth of -duration)")
@@ -120,6 +125,13 @@ func main() {
 	flag.Float64Var(&o.chaos.killAt, "chaos-kill-at", 0.4, "chaos: the fraction of the copies made when the server is killed")
 	flag.DurationVar(&o.chaos.converge, "chaos-converge", 10*time.Minute, "chaos: how long the restarted server may take to make every mailbox exact")
 	flag.Parse()
+	if *compare != "" {
+		o.compare = strings.Split(*compare, ",")
+		if len(o.compare) != 2 {
+			fmt.Fprintln(os.Stderr, "bench: -compare wants OLD.json,NEW.json")
+			os.Exit(2)
+		}
+	}
 	if o.syncer.objects > 0 && o.syncer.rate <= 0 {
 		fmt.Fprintln(os.Stderr, "bench: -syncer-rate must be positive")
 		os.Exit(2)
@@ -133,9 +145,12 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() { <-ctx.Done(); stop() }()
 	var err error
-	if o.noise.kubeconfig != "" {
+	switch {
+	case o.compare != nil:
+		err = compareReports(os.Stdout, o.compare[0], o.compare[1])
+	case o.noise.kubeconfig != "":
 		err = runNoise(ctx, o.noise)
-	} else {
+	default:
 		err = run(ctx, o)
 	}
 	stop()
@@ -163,110 +178,116 @@ func run(ctx context.Context, o options) error {
 	case o.chaos.on:
 		return chaosRun(ctx, bin, o.chaos)
 	}
-	var rows []row
 	progress := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
 	if err := prerequisites(ctx, o, progress); err != nil {
 		return err
 	}
+	rep := newReport(o.out, os.Stdout)
+	// section runs one section: its rows are printed and saved as soon as
+	// it ends; a failed one ends the run, with every earlier figure kept.
+	section := func(name string, f func() ([]row, error)) error {
+		rows, err := f()
+		if err != nil {
+			err = fmt.Errorf("%s: %w", name, err)
+		}
+		if saveErr := rep.add(name, rows, err); saveErr != nil && err == nil {
+			err = saveErr
+		}
+		return err
+	}
+	err = runSections(ctx, bin, o, progress, section)
+	if all := rep.rows(); len(all) > 0 {
+		fmt.Println("\n== all figures")
+		printRows(os.Stdout, all)
+	}
+	if o.out != "" {
+		fmt.Fprintf(os.Stderr, "bench: the figures are in %s (JSON and Markdown; latest.json is the newest; make bench-compare OLD=... NEW=... compares two)\n",
+			filepath.Join(o.out, rep.base+".json"))
+	}
+	return err
+}
 
+// runSections runs each section whose size is not 0, in order, through
+// section.
+func runSections(ctx context.Context, bin string, o options, progress func(string, ...any), section func(string, func() ([]row, error)) error) error {
 	if o.readyRepeats > 0 {
-		progress("timing %d cold starts", o.readyRepeats)
-		var readies []time.Duration
-		for range o.readyRepeats {
-			s, err := start(ctx, bin, "")
-			if err != nil {
-				return err
+		if err := section("cold start", func() ([]row, error) {
+			progress("timing %d cold starts", o.readyRepeats)
+			var readies []time.Duration
+			for range o.readyRepeats {
+				s, err := start(ctx, bin, "")
+				if err != nil {
+					return nil, err
+				}
+				readies = append(readies, s.ready)
+				s.stop()
+				os.RemoveAll(s.dataDir)
 			}
-			readies = append(readies, s.ready)
-			s.stop()
-			os.RemoveAll(s.dataDir)
+			return []row{{"time to ready, fresh data dir (median)", ms(percentile(readies, 50)), fmt.Sprintf("%d starts; target < 2 s", o.readyRepeats)}}, nil
+		}); err != nil {
+			return err
 		}
-		rows = append(rows, row{"time to ready, fresh data dir (median)", ms(percentile(readies, 50)), fmt.Sprintf("%d starts; target < 2 s", o.readyRepeats)})
 	}
-
 	if o.serverSections() {
-		r, err := serverSections(ctx, bin, o, progress)
-		if err != nil {
+		if err := section("one server", func() ([]row, error) { return serverSections(ctx, bin, o, progress) }); err != nil {
 			return err
 		}
-		rows = append(rows, r...)
 	}
-
 	if o.fanTargets > 0 {
-		fs, err := start(ctx, bin, "")
-		if err != nil {
+		if err := section("fan-out", func() ([]row, error) {
+			fs, err := start(ctx, bin, "")
+			if err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(fs.dataDir)
+			defer fs.stop()
+			rows, err := fanout(ctx, fs, o.fanTargets, o.fanObjects, progress)
+			if err != nil {
+				return nil, fmt.Errorf("server log %s: %w", filepath.Join(fs.dataDir, "server.log"), err)
+			}
+			return rows, nil
+		}); err != nil {
 			return err
 		}
-		defer os.RemoveAll(fs.dataDir)
-		defer fs.stop()
-		fanRows, err := fanout(ctx, fs, o.fanTargets, o.fanObjects, progress)
-		if err != nil {
-			return fmt.Errorf("fan-out (server log: %s): %w", filepath.Join(fs.dataDir, "server.log"), err)
-		}
-		rows = append(rows, fanRows...)
 	}
-
 	if o.syncer.objects > 0 {
-		ss, err := start(ctx, bin, "")
-		if err != nil {
+		if err := section("syncer", func() ([]row, error) {
+			ss, err := start(ctx, bin, "")
+			if err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(ss.dataDir)
+			defer ss.stop()
+			rows, err := syncerBench(ctx, bin, ss, o.syncer, progress)
+			if err != nil {
+				// The server's data dir goes too; keep the end of its log.
+				return nil, fmt.Errorf("%w\n--- end of the server's log ---\n%s", err, tailFile(filepath.Join(ss.dataDir, "server.log"), 3000))
+			}
+			return rows, nil
+		}); err != nil {
 			return err
 		}
-		defer os.RemoveAll(ss.dataDir)
-		defer ss.stop()
-		syncRows, err := syncerBench(ctx, bin, ss, o.syncer, progress)
-		if err != nil {
-			// The server's data dir goes too; keep the end of its log.
-			return fmt.Errorf("syncer: %w\n--- end of the server's log ---\n%s", err, tailFile(filepath.Join(ss.dataDir, "server.log"), 3000))
+	}
+	sections := []struct {
+		name string
+		on   bool
+		run  func() ([]row, error)
+	}{
+		{"tunnels", o.tunnel.tunnels > 0, func() ([]row, error) { return tunnelsBench(ctx, bin, o.tunnel.tunnels, progress) }},
+		{"forwarding", o.tunnel.requests > 0, func() ([]row, error) { return forwardBench(ctx, bin, o.tunnel, progress) }},
+		{"tenants", o.tenants.samples > 0, func() ([]row, error) { return tenantsBench(ctx, bin, o.tenants, progress) }},
+		{"datastores", o.datastoreN > 0, func() ([]row, error) { return datastoreBench(ctx, bin, o.datastoreN, progress) }},
+		{"dashboard", o.dashboard.targets > 0, func() ([]row, error) { return dashboardBench(ctx, bin, o.dashboard, progress) }},
+	}
+	for _, s := range sections {
+		if !s.on {
+			continue
 		}
-		rows = append(rows, syncRows...)
-	}
-
-	if o.tunnel.tunnels > 0 {
-		tunnelRows, err := tunnelsBench(ctx, bin, o.tunnel.tunnels, progress)
-		if err != nil {
-			return fmt.Errorf("tunnels: %w", err)
+		if err := section(s.name, s.run); err != nil {
+			return err
 		}
-		rows = append(rows, tunnelRows...)
 	}
-
-	if o.tunnel.requests > 0 {
-		forwardRows, err := forwardBench(ctx, bin, o.tunnel, progress)
-		if err != nil {
-			return fmt.Errorf("forwarding: %w", err)
-		}
-		rows = append(rows, forwardRows...)
-	}
-
-	if o.tenants.samples > 0 {
-		tenantRows, err := tenantsBench(ctx, bin, o.tenants, progress)
-		if err != nil {
-			return fmt.Errorf("tenants: %w", err)
-		}
-		rows = append(rows, tenantRows...)
-	}
-
-	if o.datastoreN > 0 {
-		dsRows, err := datastoreBench(ctx, bin, o.datastoreN, progress)
-		if err != nil {
-			return fmt.Errorf("datastores: %w", err)
-		}
-		rows = append(rows, dsRows...)
-	}
-
-	if o.dashboard.targets > 0 {
-		dashRows, err := dashboardBench(ctx, bin, o.dashboard, progress)
-		if err != nil {
-			return fmt.Errorf("dashboard: %w", err)
-		}
-		rows = append(rows, dashRows...)
-	}
-
-	w := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(w, "METRIC\tVALUE\tNOTE")
-	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%s\t%s\n", r.metric, r.value, r.note)
-	}
-	return w.Flush()
+	return nil
 }
 
 // serverSections measures one server: idle memory, then each section whose
