@@ -27,22 +27,37 @@ import (
 // Deployment's pods.
 func report(t *testing.T, c kubernetes.Interface, mailbox, ns, name string, available int32, phases map[string]int64) {
 	t.Helper()
-	ctx := context.Background()
-	var d *appsv1.Deployment
 	eventually(t, 30*time.Second, func() (bool, error) {
-		var err error
-		d, err = c.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		_, err := c.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
 		return err == nil, err
 	}, "the copy of %s/%s in %s", ns, name, mailbox)
+	require.NoError(t, writeReport(c, ns, name, available, phases))
+}
+
+// writeReport writes a copy's status and its pods' states as a syncer
+// does. A syncer writes them again when the copy changes (the translator
+// rewrites a copy as its placement settles); writeReport is called again
+// for that.
+func writeReport(c kubernetes.Interface, ns, name string, available int32, phases map[string]int64) error {
+	ctx := context.Background()
+	d, err := c.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
 	d.Status = appsv1.DeploymentStatus{Replicas: *d.Spec.Replicas, ReadyReplicas: available, AvailableReplicas: available, ObservedGeneration: 1}
-	_, err := c.AppsV1().Deployments(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	if _, err := c.AppsV1().Deployments(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
 	state, err := json.Marshal(edgev2alpha1.AssociatedState{PodPhases: phases})
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{edgev2alpha1.AssociatedStateAnnotation: string(state)}}})
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	_, err = c.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	require.NoError(t, err)
+	return err
 }
 
 func expr(s string) *edgev2alpha1.Expression { e := edgev2alpha1.Expression(s); return &e }
@@ -111,20 +126,34 @@ func TestStatusReturnAndSummaries(t *testing.T) {
 	report(t, edge2, mb2, "app", "special", 2, map[string]int64{"Running": 2})
 
 	// The common Deployment runs on two clusters: summaries, no singleton.
+	// While it is not there yet, the edges report again every second, as
+	// syncers do when the translator rewrites their copies.
+	var got map[string]string
+	lastReport := time.Now()
 	eventually(t, 30*time.Second, func() (bool, error) {
 		cs := &edgev2alpha1.CombinedStatus{}
 		if err := c.Get(w, client.ObjectKey{Namespace: "app", Name: "common.deployments.web"}, cs); err != nil {
 			return false, err
 		}
-		got := map[string]string{}
+		got = map[string]string{}
 		for _, r := range cs.Results {
 			data, _ := json.Marshal(r)
 			got[r.Name] = string(data)
 		}
-		return got["available"] == `{"name":"available","columnNames":["available","clusters","running","pending"],"rows":[{"columns":[5,2,5,1]}]}` &&
+		done := got["available"] == `{"name":"available","columnNames":["available","clusters","running","pending"],"rows":[{"columns":[5,2,5,1]}]}` &&
 			got["not-available"] == `{"name":"not-available","columnNames":["cluster"],"rows":[{"columns":["edge1"]}]}` &&
-			len(cs.Results) == 2, nil
-	}, "the CombinedStatus of the common Deployment")
+			len(cs.Results) == 2
+		if !done && time.Since(lastReport) > time.Second {
+			lastReport = time.Now()
+			if err := writeReport(edge1, "app", "web", 2, map[string]int64{"Running": 2, "Pending": 1}); err != nil {
+				return false, err
+			}
+			if err := writeReport(edge2, "app", "web", 3, map[string]int64{"Running": 3}); err != nil {
+				return false, err
+			}
+		}
+		return done, nil
+	}, "the CombinedStatus of the common Deployment (last seen: %v)", &got)
 	wdsWeb := &appsv1.Deployment{}
 	require.NoError(t, c.Get(w, client.ObjectKey{Namespace: "app", Name: "web"}, wdsWeb))
 	require.Zero(t, wdsWeb.Status.AvailableReplicas, "with two destinations, .status is not overwritten")
