@@ -356,7 +356,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	logger.Info("started controller")
 	worker.Loop[string]{Name: ControllerName, Queue: c.mailboxes, Failure: "translating placements into mailbox failed, will retry",
 		Process: c.mailbox.reconcile,
-		Quiet:   func(err error) bool { return apierrors.IsConflict(err) || errors.Is(err, errRetryLater) }}.Start(ctx, workers)
+		Quiet:   func(err error) bool { return worker.Conflicts(err) || errors.Is(err, errRetryLater) }}.Start(ctx, workers)
 	worker.Loop[string]{Name: ControllerName + "-status", Queue: c.statuses, Failure: "updating placement status failed, will retry",
 		Quiet: worker.Conflicts, Process: func(ctx context.Context, key string) (bool, error) {
 			err := c.updatePlacementStatus(ctx, key)

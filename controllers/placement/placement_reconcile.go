@@ -686,7 +686,10 @@ func (r *mailboxReconciler) writeSyncerConfig(ctx context.Context, cfg *edgev2al
 	switch {
 	case !exists:
 		cfg = &edgev2alpha1.SyncerConfig{ObjectMeta: metav1.ObjectMeta{Name: edgev2alpha1.SyncerConfigName}, Spec: spec}
-		if err := r.createSyncerConfig(ctx, cfg); err != nil && !apierrors.IsAlreadyExists(err) {
+		// AlreadyExists means the cache is behind (this reconciler made it
+		// a moment ago, maybe with another spec): the error retries, and
+		// the retry compares the spec.
+		if err := r.createSyncerConfig(ctx, cfg); err != nil {
 			return fmt.Errorf("creating the SyncerConfig: %w", err)
 		}
 	case !apiequality.Semantic.DeepEqual(cfg.Spec, spec):

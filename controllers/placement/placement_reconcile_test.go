@@ -214,6 +214,9 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 		},
 		createSyncerConfig: func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error {
 			f.calls = append(f.calls, "createSyncerConfig")
+			if err := f.failWrite["createSyncerConfig"]; err != nil {
+				return err
+			}
 			f.syncerConfigs[spaceOf(ctx)] = cfg.DeepCopy()
 			return nil
 		},
@@ -491,6 +494,22 @@ func TestMailboxReconcileSequence(t *testing.T) {
 			},
 			wantCalls: []string{"recordProblems 1", "create namespaces default", "create configmaps default/a"},
 			wantErr:   "writing configmaps default/a: configmaps \"a\" is forbidden: no",
+		},
+		{
+			// The SyncerConfig made a moment ago, with other resources, is
+			// not in the cache yet: the reconcile retries, so that the
+			// retry compares the spec, rather than leave the old one.
+			name: "the SyncerConfig exists but the cache does not show it yet: retried",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("cm"))
+			},
+			between: func(f *fakeMailbox) {
+				delete(f.syncerConfigs, f.mailbox())
+				f.failWrite["createSyncerConfig"] = apierrors.NewAlreadyExists(schema.GroupResource{Group: edgev2alpha1.SchemeGroupVersion.Group, Resource: "syncerconfigs"}, edgev2alpha1.SyncerConfigName)
+			},
+			wantCalls: []string{"recordProblems 1", "createSyncerConfig"},
+			wantErr:   "creating the SyncerConfig: syncerconfigs.edge.kubestellar.io \"the-one\" already exists",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -372,9 +372,10 @@ func (r *reconciler) writeCombined(ctx context.Context, key objectKey, obj *unst
 		var werr error
 		switch current, ok := existing[cs.Namespace+"/"+cs.Name]; {
 		case !ok:
-			if werr = r.createCombined(ctx, cs); apierrors.IsAlreadyExists(werr) {
-				werr = nil
-			}
+			// AlreadyExists means the cache has not seen it yet (created
+			// by the previous reconcile, with what was reported then):
+			// the error retries, and the retry compares with it.
+			werr = r.createCombined(ctx, cs)
 		case !apiequality.Semantic.DeepEqual(current.Results, cs.Results) || current.ObjectRef != cs.ObjectRef:
 			updated := current.DeepCopy()
 			updated.Results, updated.ObjectRef, updated.Placement = cs.Results, cs.ObjectRef, cs.Placement

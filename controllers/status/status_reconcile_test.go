@@ -278,6 +278,7 @@ func TestReconcile(t *testing.T) {
 	edge := map[string]any{"availableReplicas": int64(2)}
 	collectors := map[string]string{edgev2alpha1.PlacementsAnnotation: "common", edgev2alpha1.StatusCollectorsAnnotation: `{"common":["available"]}`}
 	errBoom := errors.New("boom")
+	alreadyExists := apierrors.NewAlreadyExists(schema.GroupResource{Group: "edge.kubestellar.io", Resource: "combinedstatuses"}, "common.deployments.web")
 	for _, tc := range []struct {
 		desc         string
 		deps         fakeDeps
@@ -334,6 +335,11 @@ func TestReconcile(t *testing.T) {
 		{desc: "collectors: an undecodable annotation counts as none (reported on the placement)",
 			deps: fakeDeps{obj: wdsObject("", nil), copies: []placedCopy{copyIn("edge1", edge, map[string]string{
 				edgev2alpha1.PlacementsAnnotation: "common", edgev2alpha1.StatusCollectorsAnnotation: `{`})}}},
+		{desc: "CombinedStatus made but not in the cache yet: retried, to compare with it then",
+			deps: fakeDeps{obj: wdsObject("", nil), copies: []placedCopy{copyIn("edge1", edge, collectors)},
+				errs: map[string]error{"createCombined": alreadyExists}},
+			wantCalls: []string{"createCombined app/common.deployments.web"},
+			wantErr:   alreadyExists},
 		{desc: "CombinedStatus refused: a problem for its placement",
 			deps:         fakeDeps{obj: wdsObject("", nil), copies: []placedCopy{copyIn("edge1", edge, collectors)}, errs: map[string]error{"createCombined": invalid("too large")}},
 			wantCalls:    []string{"createCombined app/common.deployments.web"},

@@ -70,8 +70,10 @@ func (l Loop[K]) Work(ctx context.Context) {
 	}
 }
 
-// Conflicts are expected errors: another writer was first.
-func Conflicts(err error) bool { return apierrors.IsConflict(err) }
+// Conflicts are expected errors: another writer was first, or a cache is
+// behind the server (an update from an old version, a create of what the
+// cache does not show yet). The retry reads the newer object.
+func Conflicts(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
 
 func (l Loop[K]) name() string {
 	if l.Name == "" {
