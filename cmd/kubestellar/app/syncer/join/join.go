@@ -4,12 +4,14 @@ package join
 import (
 	"context"
 	"os"
+	"runtime/debug"
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
 	"k8s.io/klog/v2"
 
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
+	"github.com/kubestellar/kubestellar/internal/imagepages"
 	"github.com/kubestellar/kubestellar/internal/sdnotify"
 	"github.com/kubestellar/kubestellar/syncer"
 )
@@ -63,14 +65,38 @@ func runE(ctx context.Context, o *syncer.Options, getenv func(string) string, st
 	// Under systemd (Type=notify), say when the syncer keeps the edge and
 	// when it stops.
 	notifier := sdnotify.Take()
+	// The binary's pages that the server's package inits touched, and the
+	// syncer's own start-up, are given back: now, and again once the
+	// first sync is through (see internal/imagepages).
+	releasePages(ctx, "start")
+	// The syncer is an agent beside the edge's workloads, idle most of
+	// the time: a heap that grows to 1.5 times what is live rather than
+	// twice costs little CPU (make bench: RssAnon 30 -> 24 MiB at rest
+	// with 400 objects synced). $GOGC, when set, decides.
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(50)
+	}
 	o.OnReady = func(status string) {
 		if err := notifier.Notify(sdnotify.Ready(status)...); err != nil {
 			klog.FromContext(ctx).Error(err, "cannot tell systemd the syncer is ready")
 		}
+		releasePages(ctx, "first sync")
 	}
 	go func() {
 		<-ctx.Done()
 		_ = notifier.Notify(sdnotify.Stopping()...)
 	}()
 	return syncer.Run(ctx, o, streams.Out)
+}
+
+// releasePages gives back the executable's pages the syncer no longer
+// uses; a failure costs only memory.
+func releasePages(ctx context.Context, when string) {
+	logger := klog.FromContext(ctx)
+	r, err := imagepages.Release()
+	if err != nil {
+		logger.Error(err, "cannot release the executable's unused pages", "after", when)
+		return
+	}
+	logger.V(2).Info("released the executable's pages", "after", when, "mappings", r.Mappings, "bytes", r.Bytes)
 }
