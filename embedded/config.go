@@ -238,6 +238,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	// clients (syncers, kubectl) to drop them.
 	core.ShutdownWatchTerminationGracePeriod = 2 * time.Second
 	c.tunnelConditions = newTunnelConditions(o.SelfURL())
+	c.tunnelConditions.cached = c.syncers.SyncTargets.Get
 	core.EffectiveVersion = compatibility.NewEffectiveVersionFromString(KubernetesVersion, "", "")
 	core.ExternalAddress = net.JoinHostPort(o.AdvertiseAddress, strconv.Itoa(o.Port))
 	namer := openapinamer.NewDefinitionNamer(scheme, apiextensionsapiserver.Scheme)

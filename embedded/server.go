@@ -165,22 +165,39 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 			}
 			return err
 		}
+		logger := klog.FromContext(ctx)
+		began := time.Now()
 		// The space machinery watches Spaces, a CRD of ours: install first.
 		if err := s.installCRDs(hookCtx); err != nil {
 			return interrupted(err)
 		}
+		logger.V(1).Info("start-up: kubestellar's CRDs served", "took", time.Since(began))
+		// The caches behind syncer tokens, SyncerConfigs and RBAC need
+		// kubestellar's CRDs served, and nothing else. Syncer tokens come
+		// first, on their own: after a restart every syncer is knocking,
+		// and its tunnel comes back as soon as its token is known, while
+		// the spaces and the controllers start. The other caches fill
+		// beside those.
+		if err := c.syncers.Start(hookCtx.Context, hookCtx.LoopbackClientConfig); err != nil {
+			return interrupted(err)
+		}
+		logger.V(1).Info("start-up: syncer tokens served", "took", time.Since(began))
+		caches := []func(context.Context, *rest.Config) error{c.syncerConfigs.start, c.rbac.Start}
+		started := make(chan error, len(caches))
+		for _, start := range caches {
+			go func() { started <- start(hookCtx.Context, hookCtx.LoopbackClientConfig) }()
+		}
 		if err := s.startSpaces(hookCtx); err != nil {
 			return interrupted(err)
 		}
+		logger.V(1).Info("start-up: spaces and controllers started", "took", time.Since(began))
 		go c.tunnelConditions.run(hookCtx.Context, &spaceClients{base: hookCtx.LoopbackClientConfig}, tunnels.Connected)
-		if err := c.syncerConfigs.start(hookCtx.Context, hookCtx.LoopbackClientConfig); err != nil {
-			return interrupted(err)
+		var errs []error
+		for range caches {
+			errs = append(errs, <-started)
 		}
-		if err := c.rbac.Start(hookCtx.Context, hookCtx.LoopbackClientConfig); err != nil {
-			return interrupted(err)
-		}
-		// Syncer tokens need the SyncTarget CRD served, hence here.
-		return interrupted(c.syncers.Start(hookCtx.Context, hookCtx.LoopbackClientConfig))
+		logger.V(1).Info("start-up: caches synced", "took", time.Since(began))
+		return interrupted(errors.Join(errs...))
 	}); err != nil {
 		return nil, err
 	}

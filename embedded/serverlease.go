@@ -114,7 +114,7 @@ func (t *tunnelConditions) sweepDeadServersOnce(ctx context.Context, clients *sp
 		klog.FromContext(ctx).Info("the server holding a SyncTarget's tunnel is gone: recording the tunnel closed",
 			"syncTarget", st.inv+"/"+st.Name, "server", holder)
 		// Recorded as that server would have: only if it still holds it.
-		if err := writeTunnelCondition(ctx, clients, holder, time.Time{}, st.inv, st.Name, false); err != nil {
+		if err := writeTunnelCondition(ctx, clients, nil, holder, time.Time{}, st.inv, st.Name, false); err != nil {
 			return fmt.Errorf("SyncTarget %s/%s: %w", st.inv, st.Name, err)
 		}
 	}

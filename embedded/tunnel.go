@@ -52,7 +52,14 @@ type tunnelConditions struct {
 	pending map[string]bool // "inventory/synctarget" -> connected
 	wake    chan struct{}
 	clients *spaceClients // set once the server runs
+	logger  klog.Logger   // the server's, set with clients
+	// cached returns a SyncTarget from the server's cache, to write its
+	// condition without reading it first (nil: always read).
+	cached func(inv, st string) (*unstructured.Unstructured, bool)
 }
+
+// closingWriters is how many closings a stopping server writes at once.
+const closingWriters = 16
 
 func newTunnelConditions(self string) *tunnelConditions {
 	return &tunnelConditions{self: self, started: time.Now(), pending: map[string]bool{}, wake: make(chan struct{}, 1)}
@@ -77,7 +84,7 @@ func (t *tunnelConditions) changed(_ context.Context, inventorySpace, syncTarget
 func (t *tunnelConditions) run(ctx context.Context, clients *spaceClients, connected func(inv, st string) bool) {
 	logger := klog.FromContext(ctx)
 	t.mu.Lock()
-	t.clients = clients
+	t.clients, t.logger = clients, logger
 	t.mu.Unlock()
 	retryTimer := time.NewTimer(time.Hour)
 	defer retryTimer.Stop()
@@ -108,7 +115,7 @@ func (t *tunnelConditions) run(ctx context.Context, clients *spaceClients, conne
 				for key := range keys {
 					connected := batch[key]
 					inv, st, _ := strings.Cut(key, "/")
-					if err := writeTunnelCondition(ctx, clients, t.self, t.started, inv, st, connected); err != nil {
+					if err := writeTunnelCondition(ctx, clients, t.cached, t.self, t.started, inv, st, connected); err != nil {
 						logger.Error(err, "cannot record the tunnel on the SyncTarget; will retry", "syncTarget", key, "connected", connected)
 						t.mu.Lock()
 						if _, newer := t.pending[key]; !newer {
@@ -136,27 +143,58 @@ func (t *tunnelConditions) run(ctx context.Context, clients *spaceClients, conne
 // tunnel: the syncer has moved there. An open recorded at self before
 // started (when self last started) was cut when that server stopped, even
 // if nothing said so (kill -9): the open now starts a new period.
-func writeTunnelCondition(ctx context.Context, clients *spaceClients, self string, started time.Time, inv, st string, connected bool) error {
+//
+// The first attempt starts from cached's copy, when there is one; a
+// conflict (the cache was behind) reads the SyncTarget from the server.
+func writeTunnelCondition(ctx context.Context, clients *spaceClients, cached func(inv, st string) (*unstructured.Unstructured, bool),
+	self string, started time.Time, inv, st string, connected bool) error {
 	dyn, err := clients.Dynamic(inv)
 	if err != nil {
 		return err
 	}
 	rc := dyn.Resource(edgev2alpha1.SchemeGroupVersion.WithResource("synctargets"))
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		u, err := rc.Get(ctx, st, metav1.GetOptions{})
-		if err != nil {
+	w := tunnelConditionWriter{
+		cached: func() (*unstructured.Unstructured, bool) {
+			if cached == nil {
+				return nil, false
+			}
+			return cached(inv, st)
+		},
+		get: func() (*unstructured.Unstructured, error) { return rc.Get(ctx, st, metav1.GetOptions{}) },
+		updateStatus: func(u *unstructured.Unstructured) error {
+			_, err := rc.UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "kubestellar-tunnel"})
 			return err
-		}
+		},
+	}
+	err = w.write(self, started, connected)
+	if apierrors.IsNotFound(err) {
+		return nil // the SyncTarget is gone
+	}
+	return err
+}
+
+// tunnelConditionWriter is writeTunnelCondition's logic over one
+// SyncTarget's reads and writes.
+type tunnelConditionWriter struct {
+	// cached returns the cache's copy, not to be changed.
+	cached       func() (*unstructured.Unstructured, bool)
+	get          func() (*unstructured.Unstructured, error)
+	updateStatus func(*unstructured.Unstructured) error
+}
+
+func (w tunnelConditionWriter) write(self string, started time.Time, connected bool) error {
+	// update writes the condition on u, unless u says so already.
+	update := func(u *unstructured.Unstructured) (wrote bool, err error) {
 		obj := &edgev2alpha1.SyncTarget{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
-			return err
+			return false, err
 		}
 		cond := metav1.Condition{Type: edgev2alpha1.SyncTargetSyncerConnected, Status: metav1.ConditionTrue,
 			Reason: "TunnelOpen", Message: "the syncer's tunnel to " + self + " is open", ObservedGeneration: obj.Generation}
 		server := self
 		if !connected {
 			if obj.Status.TunnelServer != "" && obj.Status.TunnelServer != self {
-				return nil
+				return false, nil
 			}
 			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "TunnelClosed", "the syncer's tunnel to the server is closed"
 			server = ""
@@ -170,20 +208,35 @@ func writeTunnelCondition(ctx context.Context, clients *spaceClients, self strin
 		}
 		changed := meta.SetStatusCondition(&obj.Status.Conditions, cond)
 		if !changed && obj.Status.TunnelServer == server {
-			return nil
+			return false, nil
 		}
 		obj.Status.TunnelServer = server
 		out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 		if err != nil {
+			return false, err
+		}
+		return true, w.updateStatus(&unstructured.Unstructured{Object: out})
+	}
+	first := true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if first {
+			first = false
+			if c, ok := w.cached(); ok {
+				// A conflict means the cache was behind: the retry reads.
+				if wrote, err := update(c.DeepCopy()); wrote || err != nil {
+					return err
+				}
+				// Nothing to write by the cache's copy, which may be
+				// behind: decide again on the server's.
+			}
+		}
+		u, err := w.get()
+		if err != nil {
 			return err
 		}
-		_, err = rc.UpdateStatus(ctx, &unstructured.Unstructured{Object: out}, metav1.UpdateOptions{FieldManager: "kubestellar-tunnel"})
+		_, err = update(u)
 		return err
 	})
-	if apierrors.IsNotFound(err) {
-		return nil // the SyncTarget is gone
-	}
-	return err
 }
 
 // tunnelServer returns the server said to hold a SyncTarget's tunnel, ""
@@ -258,12 +311,22 @@ func connectedSyncTargets(ctx context.Context, clients *spaceClients) ([]connect
 	return out, nil
 }
 
+// closingBudget is how long a stopping server spends recording its
+// tunnels closed. Each is a write; a server holding a thousand tunnels
+// would spend seconds of its stop on them, and every syncer waits for the
+// restarted server meanwhile. Those not written in time are recorded when
+// their syncer comes back (TunnelReopened: cut when the server last
+// stopped) or, for a syncer that does not, by the sweep of the server's
+// next start (or the leader's sweep of dead servers).
+const closingBudget = 500 * time.Millisecond
+
 // closing records, while the server still serves, that the tunnels open
 // now (keys "inventory/synctarget") are closing with it, and so are those
-// whose opening or closing is not written yet.
+// whose opening or closing is not written yet: a few writers at once, for
+// closingBudget at most.
 func (t *tunnelConditions) closing(open []string) error {
 	t.mu.Lock()
-	clients := t.clients
+	clients, logger := t.clients, t.logger
 	keys := map[string]bool{}
 	for key := range t.pending {
 		keys[key] = true
@@ -275,14 +338,45 @@ func (t *tunnelConditions) closing(open []string) error {
 	if clients == nil || len(keys) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), closingBudget)
 	defer cancel()
-	var errs []error
+	work := make(chan string)
+	var (
+		mu      sync.Mutex
+		errs    []error
+		written atomic.Int64
+		wg      sync.WaitGroup
+	)
+	for range min(closingWriters, len(keys)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for key := range work {
+				inv, st, _ := strings.Cut(key, "/")
+				if err := writeTunnelCondition(ctx, clients, t.cached, t.self, time.Time{}, inv, st, false); err != nil {
+					if ctx.Err() != nil {
+						continue // out of time: counted below
+					}
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("%s: %w", key, err))
+					mu.Unlock()
+					continue
+				}
+				written.Add(1)
+			}
+		}()
+	}
 	for key := range keys {
-		inv, st, _ := strings.Cut(key, "/")
-		if err := writeTunnelCondition(ctx, clients, t.self, time.Time{}, inv, st, false); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		select {
+		case work <- key:
+		case <-ctx.Done():
 		}
+	}
+	close(work)
+	wg.Wait()
+	if left := int64(len(keys)) - written.Load() - int64(len(errs)); left > 0 {
+		logger.Info("recorded tunnels closed as the server stops; the rest are recorded when their syncer comes back",
+			"written", written.Load(), "left", left, "budget", closingBudget)
 	}
 	return errors.Join(errs...)
 }

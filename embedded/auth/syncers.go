@@ -107,6 +107,12 @@ var _ SyncTargetLookup = &SyncTargetCache{}
 // Set sets the cache.
 func (c *SyncTargetCache) Set(indexer cache.Indexer) { c.indexer.Store(&indexerBox{indexer}) }
 
+// Get returns a cached SyncTarget, if any: the cache's own object, to be
+// copied before any change.
+func (c *SyncTargetCache) Get(inventorySpace, name string) (*unstructured.Unstructured, bool) {
+	return c.get(inventorySpace, name)
+}
+
 // get returns a cached SyncTarget, if any.
 func (c *SyncTargetCache) get(inventorySpace, name string) (*unstructured.Unstructured, bool) {
 	box := c.indexer.Load()

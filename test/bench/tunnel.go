@@ -201,7 +201,7 @@ func tunnelsBench(ctx context.Context, bin string, n int, progress func(string, 
 		{fmt.Sprintf("server CPU at rest, %d tunnels open", n), percentOfCore(cpuAfter), cpuNote(cpuAfter) + "; remotedialer pings each tunnel every 5 s"},
 		{fmt.Sprintf("restart with %d tunnels: SIGTERM → ready", n), long(ready.Sub(sigterm)), fmt.Sprintf("exit %s, start to ready %s", long(stopTook), long(s2.ready))},
 		{fmt.Sprintf("restart with %d tunnels: ready → all tunnels open", n), long(backAt.Sub(ready)),
-			restartTarget + "; clients retry after 250 ms doubling to 2 s, +0–50 % jitter (negative if all were back before /readyz said ok)"},
+			restartTarget + "; clients retry after 250 ms doubling to 1.5 s, +0–50 % jitter (tunnel.Client) (negative if all were back before /readyz said ok)"},
 		{fmt.Sprintf("restart with %d tunnels: SIGTERM → all tunnels open", n), long(backAt.Sub(sigterm)), restartTarget},
 	}, nil
 }
