@@ -12,9 +12,6 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 )
 
-// maxNotReadyPods bounds the pods listed as not ready in one report.
-const maxNotReadyPods = 20
-
 // workloadResources are the kinds whose descendants the syncer reports.
 var workloadResources = map[schema.GroupResource]bool{
 	{Group: "apps", Resource: "deployments"}:  true,
@@ -64,8 +61,8 @@ func associatedState(uid types.UID, replicaSets []*appsv1.ReplicaSet, pods []*co
 		}
 	}
 	sort.Slice(state.NotReadyPods, func(i, j int) bool { return state.NotReadyPods[i].Name < state.NotReadyPods[j].Name })
-	if len(state.NotReadyPods) > maxNotReadyPods {
-		state.NotReadyPods = state.NotReadyPods[:maxNotReadyPods]
+	if len(state.NotReadyPods) > edgev2alpha1.MaxNotReadyPods {
+		state.NotReadyPods = state.NotReadyPods[:edgev2alpha1.MaxNotReadyPods]
 	}
 	return state
 }

@@ -184,7 +184,7 @@ func TestWorkloadEdges(t *testing.T) {
 
 	// A full list of not-ready pods may have been cut: ready is at most.
 	many := &edgev2alpha1.AssociatedState{PodPhases: map[string]int64{"Pending": 30}}
-	for i := range maxNotReadyPods {
+	for i := range edgev2alpha1.MaxNotReadyPods {
 		many.NotReadyPods = append(many.NotReadyPods, edgev2alpha1.NotReadyPod{Name: fmt.Sprint("p", i), Reason: "Unschedulable"})
 	}
 	put("running", copyRecord{associated: many})

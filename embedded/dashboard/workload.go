@@ -50,10 +50,6 @@ const (
 	CopyMissing = "missing"
 )
 
-// maxNotReadyPods is how many not-ready pods a syncer lists at most in
-// its report (syncer/assoc.go); a full list may have been cut.
-const maxNotReadyPods = 20
-
 // WorkloadEdge is one edge a workload is placed on: the state of its copy
 // there, and of its pods and ReplicaSets as the syncer reports them.
 type WorkloadEdge struct {
@@ -72,7 +68,7 @@ type WorkloadEdge struct {
 	PodPhases   map[string]int64 `json:"podPhases,omitempty"`
 	Pods        int64            `json:"pods"`
 	// ReadyPods counts the pods neither finished nor listed as not ready;
-	// when NotReadyPods is full (maxNotReadyPods), more may be not ready.
+	// when NotReadyPods is full (edgev2alpha1.MaxNotReadyPods), more may be not ready.
 	ReadyPods    int64                      `json:"readyPods"`
 	LivePods     int64                      `json:"livePods"`
 	NotReadyPods []edgev2alpha1.NotReadyPod `json:"notReadyPods,omitempty"`
@@ -121,7 +117,7 @@ func workloadEdges(placements []Placement, copyAt func(copyKey) (copyRecord, boo
 				}
 			}
 			e.ReadyPods = max(0, e.LivePods-int64(len(a.NotReadyPods)))
-			e.ReadyAtMost = len(a.NotReadyPods) >= maxNotReadyPods
+			e.ReadyAtMost = len(a.NotReadyPods) >= edgev2alpha1.MaxNotReadyPods
 		}
 		out = append(out, *e)
 	}

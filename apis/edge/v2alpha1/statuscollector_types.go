@@ -155,13 +155,18 @@ type AssociatedState struct {
 	// PodPhases counts the object's pods by phase.
 	// +optional
 	PodPhases map[string]int64 `json:"podPhases,omitempty"`
-	// NotReadyPods lists pods that are not ready, with why.
+	// NotReadyPods lists pods that are not ready, with why: at most
+	// MaxNotReadyPods, so a full list may have been cut.
 	// +optional
 	NotReadyPods []NotReadyPod `json:"notReadyPods,omitempty"`
 	// ReplicaSets counts the object's ReplicaSets.
 	// +optional
 	ReplicaSets int64 `json:"replicaSets,omitempty"`
 }
+
+// MaxNotReadyPods is how many not-ready pods a syncer lists at most in an
+// AssociatedState.
+const MaxNotReadyPods = 20
 
 // NotReadyPod is a pod that is not ready.
 type NotReadyPod struct {
