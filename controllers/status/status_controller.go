@@ -58,16 +58,10 @@ type objectKey struct {
 	name      string
 }
 
-// Indexes of mailbox copies: by the WDS object they copy, and by the
-// placements that selected them.
-const (
-	bySource    = "source"
-	byPlacement = "placement"
-)
+// bySource indexes mailbox copies by the WDS object they copy.
+const bySource = "source"
 
 func sourceKey(wds, namespace, name string) string { return wds + "|" + namespace + "/" + name }
-
-func placementKey(wds, placement string) string { return wds + "|" + placement }
 
 // Controller returns reported state to the WDS.
 type Controller struct {
@@ -82,6 +76,7 @@ type Controller struct {
 	placements    *crossspace.Informer
 	compiler      *compiler
 	writeProblems *writeProblems
+	copyProblems  *copyProblems
 	r             *reconciler
 
 	resources *crossspace.SharedDynamic
@@ -104,25 +99,26 @@ func New(clients *crossspace.Clients, resources *crossspace.SharedDynamic) (*Con
 		collectorsQ:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-collectors"}),
 		placementsQ:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-placements"}),
 		writeProblems: &writeProblems{byObject: map[objectKey][]problem{}},
+		copyProblems:  &copyProblems{byCopy: map[copyRef]copyEntry{}},
 		resources:     resources,
 	}
-	resources.AddIndexers(cache.Indexers{bySource: indexBySource, byPlacement: indexByPlacement})
+	resources.AddIndexers(cache.Indexers{bySource: indexBySource})
 	resources.AddHandler(func(gvr schema.GroupVersionResource) cache.ResourceEventHandler {
 		return cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) {
 				c.onEvent(gvr, obj, nil)
-				c.onCopyChange(nil, obj)
+				c.onCopyChange(gvr, nil, obj)
 			},
 			UpdateFunc: func(old, obj any) {
 				c.onEvent(gvr, obj, old)
-				c.onCopyChange(old, obj)
+				c.onCopyChange(gvr, old, obj)
 			},
 			DeleteFunc: func(obj any) {
 				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 					obj = d.Obj
 				}
 				c.onEvent(gvr, obj, obj)
-				c.onCopyChange(obj, nil)
+				c.onCopyChange(gvr, obj, nil)
 			},
 		}
 	})
@@ -223,14 +219,7 @@ func (c *Controller) newReconciler() *reconciler {
 		placement: func(wds, name string) (*edgev2alpha1.EdgePlacement, bool) {
 			return crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, wds, "", name)
 		},
-		copiesPlacedBy: func(wds, placement string) []placedCopy {
-			var out []placedCopy
-			c.resources.Each(func(gvr schema.GroupVersionResource, inf *crossspace.Informer) {
-				raw, _ := inf.ByIndex(byPlacement, placementKey(wds, placement))
-				out = append(out, c.placedCopies(gvr, raw)...)
-			})
-			return out
-		},
+		copyProblemsOf:  c.copyProblems.of,
 		writeProblemsOf: c.writeProblems.of,
 		updatePlacementStatus: func(ctx context.Context, ep *edgev2alpha1.EdgePlacement) error {
 			return c.clients.Client.Status().Update(ctx, ep)
@@ -291,23 +280,6 @@ func indexBySource(obj any) ([]string, error) {
 	return []string{sourceKey(src, u.GetNamespace(), u.GetName())}, nil
 }
 
-// indexByPlacement indexes mailbox copies by the placements that selected them.
-func indexByPlacement(obj any) ([]string, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok || u.GetLabels()[placement.ManagedLabel] != "true" {
-		return nil, nil
-	}
-	src := u.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation]
-	if src == "" {
-		return nil, nil
-	}
-	var out []string
-	for _, ep := range placementsOf(u) {
-		out = append(out, placementKey(src, ep))
-	}
-	return out, nil
-}
-
 // onEvent enqueues the WDS object an event concerns. A copy that carries
 // no reported status, no singleton request and no status collectors (nor
 // did before) cannot change anything this controller writes.
@@ -330,37 +302,95 @@ func (c *Controller) onEvent(gvr schema.GroupVersionResource, obj, old any) {
 	c.objects.Add(objectKey{wds: wds, gvr: gvr, namespace: u.GetNamespace(), name: u.GetName()})
 }
 
-// decodedAnnotations are the annotations of a copy whose decoding the
-// StatusReturned condition of its placements reports.
-var decodedAnnotations = []string{edgev2alpha1.PlacementsAnnotation, edgev2alpha1.AssociatedStateAnnotation, edgev2alpha1.StatusCollectorsAnnotation}
-
-// onCopyChange enqueues the placements of a copy (nil when absent) whose
-// decoded annotations appeared, changed or went.
-func (c *Controller) onCopyChange(old, obj any) {
+// onCopyChange records the decode problems of a copy (obj; nil when it
+// went) and enqueues the placements they concern when they changed. A
+// copy whose annotations decode, before and after, costs a lookup: the
+// placements' StatusReturned is not reconciled for every copy written.
+func (c *Controller) onCopyChange(gvr schema.GroupVersionResource, old, obj any) {
 	prev, _ := old.(*unstructured.Unstructured)
 	cur, _ := obj.(*unstructured.Unstructured)
-	changed := false
-	keys := map[string]bool{}
-	for _, u := range []*unstructured.Unstructured{prev, cur} {
-		if u == nil || u.GetLabels()[placement.ManagedLabel] != "true" {
-			changed = true
-			continue
-		}
-		for _, ep := range placementsOf(u) {
-			keys[spaces.Key(u.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation], "", ep)] = true
-		}
+	u := cur
+	if u == nil {
+		u = prev
 	}
-	if !changed {
-		for _, a := range decodedAnnotations {
-			changed = changed || prev.GetAnnotations()[a] != cur.GetAnnotations()[a]
-		}
-	}
-	if !changed {
+	if u == nil {
 		return
 	}
-	for key := range keys {
+	ref := copyRef{gvr: gvr, space: crossspace.SpaceOf(u), namespace: u.GetNamespace(), name: u.GetName()}
+	var entry copyEntry
+	if cur != nil && cur.GetLabels()[placement.ManagedLabel] == "true" {
+		cp := placedCopy{gvr: gvr, mailbox: ref.space, obj: cur}
+		if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, ref.space); ok {
+			cp.syncTarget = st.Name
+		}
+		entry = copyEntry{wds: cur.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation], problems: decodeProblems(cp)}
+	}
+	for _, key := range c.copyProblems.set(ref, entry) {
 		c.placementsQ.Add(key)
 	}
+}
+
+// copyRef names a copy in a mailbox.
+type copyRef struct {
+	gvr                    schema.GroupVersionResource
+	space, namespace, name string
+}
+
+// copyEntry is a copy's WDS and its decode problems.
+type copyEntry struct {
+	wds      string
+	problems []problem
+}
+
+// copyProblems holds the decode problems of the copies that have any,
+// kept by the copies' events. It is rebuilt on restart as the caches
+// list every copy.
+type copyProblems struct {
+	mu     sync.Mutex
+	byCopy map[copyRef]copyEntry
+}
+
+// set records a copy's problems (none: forgets it) and returns the keys of
+// the placements whose problems changed.
+func (x *copyProblems) set(ref copyRef, entry copyEntry) []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	old := x.byCopy[ref]
+	if len(entry.problems) == 0 {
+		delete(x.byCopy, ref)
+	} else {
+		x.byCopy[ref] = entry
+	}
+	if len(old.problems) == 0 && len(entry.problems) == 0 || old.wds == entry.wds && reflect.DeepEqual(old.problems, entry.problems) {
+		return nil
+	}
+	keys := map[string]bool{}
+	for _, e := range []copyEntry{old, entry} {
+		for _, p := range e.problems {
+			for _, ep := range p.placements {
+				keys[spaces.Key(e.wds, "", ep)] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(keys))
+}
+
+// of returns the problems of the copies of a WDS that concern a placement.
+func (x *copyProblems) of(wds, placement string) []problem {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []problem
+	for _, e := range x.byCopy {
+		if e.wds != wds {
+			continue
+		}
+		for _, p := range e.problems {
+			if slices.Contains(p.placements, placement) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 func (c *Controller) enqueueAllCopies() {

@@ -100,9 +100,10 @@ type reconciler struct {
 
 	// placement returns an EdgePlacement of a WDS.
 	placement func(wds, name string) (*edgev2alpha1.EdgePlacement, bool)
-	// copiesPlacedBy returns the copies in SyncTargets' mailboxes that
-	// name a placement in their placements annotation.
-	copiesPlacedBy func(wds, placement string) []placedCopy
+	// copyProblemsOf returns the problems of the copies that name a
+	// placement in their placements annotation (annotations that do not
+	// decode), as the copies' events recorded them: a fresh slice.
+	copyProblemsOf func(wds, placement string) []problem
 	// writeProblemsOf returns the remembered write problems that concern
 	// a placement.
 	writeProblemsOf func(wds, placement string) []problem
@@ -414,6 +415,9 @@ func (r *reconciler) pruneCombined(ctx context.Context, key objectKey, keep map[
 func decodeProblems(cp placedCopy) []problem {
 	var out []problem
 	what := fmt.Sprintf("%s %s in the mailbox of SyncTarget %s", cp.gvr.GroupResource(), crossspace.Qualified(cp.obj), cp.syncTarget)
+	if cp.syncTarget == "" { // its SyncTarget not known (yet)
+		what = fmt.Sprintf("%s %s in mailbox %s", cp.gvr.GroupResource(), crossspace.Qualified(cp.obj), cp.mailbox)
+	}
 	if _, err := associatedState(cp.obj); err != nil {
 		out = append(out, problem{placements: placementsOf(cp.obj), reason: reasonInvalidAssociatedState,
 			message: fmt.Sprintf("%s: annotation %s (written by the syncer) is not a JSON object: %v", what, edgev2alpha1.AssociatedStateAnnotation, err)})
@@ -440,11 +444,7 @@ func (r *reconciler) reconcilePlacement(ctx context.Context, key string) error {
 	if !ok || ep.DeletionTimestamp != nil {
 		return nil
 	}
-	var problems []problem
-	for _, cp := range r.copiesPlacedBy(wds, name) {
-		problems = append(problems, decodeProblems(cp)...)
-	}
-	problems = append(problems, r.writeProblemsOf(wds, name)...)
+	problems := append(r.copyProblemsOf(wds, name), r.writeProblemsOf(wds, name)...)
 	if len(problems) == 0 && !asksForReportedState(ep) && meta.FindStatusCondition(ep.Status.Conditions, epstatus.StatusReturned) == nil {
 		return nil
 	}

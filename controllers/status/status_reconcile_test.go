@@ -242,11 +242,13 @@ func (f *fakeDeps) reconciler() *reconciler {
 			ep, ok := f.placements[name]
 			return ep, ok && wds == "wds1"
 		},
-		copiesPlacedBy: func(wds, placement string) []placedCopy {
-			var out []placedCopy
+		copyProblemsOf: func(wds, placement string) []problem {
+			var out []problem
 			for _, cp := range f.copies {
-				if slices.Contains(placementsOf(cp.obj), placement) {
-					out = append(out, cp)
+				for _, p := range decodeProblems(cp) {
+					if slices.Contains(p.placements, placement) {
+						out = append(out, p)
+					}
 				}
 			}
 			return out
@@ -434,4 +436,44 @@ func TestWriteProblems(t *testing.T) {
 	require.Equal(t, []problem{p2}, w.of("wds2", "b"))
 	require.Equal(t, []string{"a", "b"}, w.set(webKey, nil), "cleared: the placements it concerned")
 	require.Empty(t, w.of("wds1", "a"))
+}
+
+// TestCopyProblems: what the copies' events record, and the placements
+// each change concerns. A copy whose annotations decode costs nothing: its
+// placements are not reconciled again for it.
+func TestCopyProblems(t *testing.T) {
+	x := &copyProblems{byCopy: map[copyRef]copyEntry{}}
+	ref := copyRef{gvr: deployments, space: "inv1-mb-edge1", namespace: "app", name: "web"}
+	good := copyIn("edge1", nil, map[string]string{edgev2alpha1.PlacementsAnnotation: "p1,p2", edgev2alpha1.AssociatedStateAnnotation: `{}`})
+	bad := copyIn("edge1", nil, map[string]string{edgev2alpha1.PlacementsAnnotation: "p1,p2", edgev2alpha1.AssociatedStateAnnotation: `{`})
+	entry := func(cp placedCopy) copyEntry { return copyEntry{wds: "wds1", problems: decodeProblems(cp)} }
+
+	require.Empty(t, x.set(ref, entry(good)), "a copy that decodes concerns no placement")
+	require.Empty(t, x.of("wds1", "p1"))
+	require.Equal(t, []string{spaces.Key("wds1", "", "p1"), spaces.Key("wds1", "", "p2")}, x.set(ref, entry(bad)))
+	require.Len(t, x.of("wds1", "p1"), 1)
+	require.Len(t, x.of("wds1", "p2"), 1)
+	require.Empty(t, x.of("wds1", "p3"))
+	require.Empty(t, x.of("wds2", "p1"), "another WDS's placement of the same name")
+	require.Empty(t, x.set(ref, entry(bad)), "the same problems again: nothing to reconcile")
+	// The caller may sort what it gets: the index keeps its own.
+	got := x.of("wds1", "p1")
+	got[0].message = "changed by the caller"
+	require.NotEqual(t, "changed by the caller", x.of("wds1", "p1")[0].message)
+
+	// Fixed, or gone: the placements are reconciled once more, and the
+	// problem is forgotten.
+	require.Equal(t, []string{spaces.Key("wds1", "", "p1"), spaces.Key("wds1", "", "p2")}, x.set(ref, entry(good)))
+	require.Empty(t, x.of("wds1", "p1"))
+	require.Empty(t, x.byCopy)
+	x.set(ref, entry(bad))
+	require.Len(t, x.set(ref, copyEntry{}), 2, "a copy that went")
+	require.Empty(t, x.byCopy)
+}
+
+func TestDecodeProblemsWithoutSyncTarget(t *testing.T) {
+	cp := copyIn("", nil, map[string]string{edgev2alpha1.PlacementsAnnotation: "p1", edgev2alpha1.AssociatedStateAnnotation: `{`})
+	got := decodeProblems(cp)
+	require.Len(t, got, 1)
+	require.True(t, strings.HasPrefix(got[0].message, "deployments.apps app/web in mailbox inv1-mb-: annotation"), got[0].message)
 }
