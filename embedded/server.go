@@ -16,6 +16,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsv1client "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -325,15 +326,35 @@ func (s *Server) installCRDs(hookCtx genericapiserver.PostStartHookContext) erro
 	// handler has caught up).
 	for _, want := range all {
 		gvr := schema.GroupVersionResource{Group: want.Spec.Group, Version: want.Spec.Versions[0].Name, Resource: want.Spec.Names.Plural}
+		var lastErr error
 		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			_, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
-			return err == nil, nil
+			_, lastErr = dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+			return lastErr == nil, nil
 		})
 		if err != nil {
-			return fmt.Errorf("waiting for %s to be served: %w", gvr, err)
+			return fmt.Errorf("waiting for %s to be served: %w (last answer: %v; the CRD: %s)", gvr, err, lastErr, crdConditions(crdClient, want.Name))
 		}
 	}
 	return nil
+}
+
+// crdConditions describes a CRD's conditions as stored, for an error
+// message.
+func crdConditions(client apiextensionsv1client.CustomResourceDefinitionInterface, name string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	crd, err := client.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, c := range crd.Status.Conditions {
+		out = append(out, fmt.Sprintf("%s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+	}
+	if len(out) == 0 {
+		return "no conditions yet"
+	}
+	return strings.Join(out, ", ")
 }
 
 // startSpaces starts what makes spaces work: the cache of Space objects the
