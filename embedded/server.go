@@ -324,11 +324,20 @@ func (s *Server) installCRDs(hookCtx genericapiserver.PostStartHookContext) erro
 	// A CRD is ready once established and served by this run's CRD handler
 	// (a CRD stored as Established by an earlier run is served only once the
 	// handler has caught up).
+	// The server is not ready until they are, however long that takes (a
+	// loaded machine, a slow datastore): it says every 10 s what it waits
+	// for rather than give up and exit.
 	for _, want := range all {
 		gvr := schema.GroupVersionResource{Group: want.Spec.Group, Version: want.Spec.Versions[0].Name, Resource: want.Spec.Names.Plural}
 		var lastErr error
-		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		began, said := time.Now(), time.Now()
+		err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			_, lastErr = dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+			if lastErr != nil && time.Since(said) > 10*time.Second {
+				said = time.Now()
+				klog.FromContext(ctx).Info("start-up: waiting for a CRD of kubestellar to be served", "resource", gvr.String(),
+					"waited", time.Since(began).Round(time.Second), "lastAnswer", lastErr.Error(), "crd", crdConditions(crdClient, want.Name))
+			}
 			return lastErr == nil, nil
 		})
 		if err != nil {
