@@ -16,7 +16,6 @@ package placement
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
@@ -95,9 +94,7 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources 
 		UpdateFunc: func(old, obj any) { c.enqueueDestinations(old); c.enqueueDestinations(obj) },
 		DeleteFunc: func(obj any) { c.enqueueDestinations(obj) },
 	})
-	if err := c.slices.AddIndexers(cache.Indexers{byDestination: indexByDestination}); err != nil {
-		panic(err) // only fails once objects are cached
-	}
+	crossspace.IndexSlicesByDestination(c.slices)
 	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, crossspace.Enqueue(func(obj any) {
 		if key, err := spaces.KeyFunc(obj); err == nil {
 			c.mailboxes.Add(key)
@@ -127,26 +124,6 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources 
 	return c
 }
 
-// byDestination indexes SinglePlacementSlices by the SyncTargets they name
-// (inventory|name), so that a mailbox's reconcile reads the slices that
-// target it instead of scanning every slice of every space.
-const byDestination = "destination"
-
-func indexByDestination(obj any) ([]string, error) {
-	slice, ok := obj.(*edgev2alpha1.SinglePlacementSlice)
-	if !ok {
-		return nil, nil
-	}
-	var keys []string
-	for _, d := range slice.Destinations {
-		k := spaces.Key(d.Space, "", d.SyncTargetName)
-		if !slices.Contains(keys, k) {
-			keys = append(keys, k)
-		}
-	}
-	return keys, nil
-}
-
 // newMailboxReconciler binds the mailbox reconciler to the controller's
 // caches and clients.
 func (c *Controller) newMailboxReconciler() *mailboxReconciler {
@@ -156,14 +133,7 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 			return crossspace.Get[*edgev2alpha1.SyncTarget](c.syncTargets, space, "", name)
 		},
 		slicesFor: func(inventory, syncTarget string) []*edgev2alpha1.SinglePlacementSlice {
-			objs, _ := c.slices.ByIndex(byDestination, spaces.Key(inventory, "", syncTarget))
-			out := make([]*edgev2alpha1.SinglePlacementSlice, 0, len(objs))
-			for _, obj := range objs {
-				if s, ok := obj.(*edgev2alpha1.SinglePlacementSlice); ok {
-					out = append(out, s)
-				}
-			}
-			return out
+			return crossspace.SlicesTo(c.slices, inventory, syncTarget)
 		},
 		placement: func(space, name string) (*edgev2alpha1.EdgePlacement, bool) {
 			return crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, space, "", name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,11 +127,10 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 			f.slicesAsked = append(f.slicesAsked, inventory+"/"+syncTarget)
 			var out []*edgev2alpha1.SinglePlacementSlice
 			for _, s := range f.slices {
-				keys, _ := indexByDestination(s)
-				for _, k := range keys {
-					if k == spaces.Key(inventory, "", syncTarget) {
-						out = append(out, s)
-					}
+				if slices.ContainsFunc(s.Destinations, func(d edgev2alpha1.SinglePlacement) bool {
+					return d.Space == inventory && d.SyncTargetName == syncTarget
+				}) {
+					out = append(out, s)
 				}
 			}
 			return out
@@ -590,20 +590,6 @@ func TestAddImpliedNamespaces(t *testing.T) {
 	require.True(t, a.implied)
 	require.Equal(t, "Namespace", a.obj.GetKind())
 	require.Same(t, placedB, desired[copyKey(namespaceResource.GroupVersionResource, "", "b")], "a placed namespace stays as placed")
-}
-
-func TestIndexByDestination(t *testing.T) {
-	slice := &edgev2alpha1.SinglePlacementSlice{Destinations: []edgev2alpha1.SinglePlacement{
-		{Space: "inv1", LocationName: "a", SyncTargetName: "edge1"},
-		{Space: "inv1", LocationName: "b", SyncTargetName: "edge1"},
-		{Space: "inv2", LocationName: "a", SyncTargetName: "edge1"},
-	}}
-	keys, err := indexByDestination(slice)
-	require.NoError(t, err)
-	require.Equal(t, []string{spaces.Key("inv1", "", "edge1"), spaces.Key("inv2", "", "edge1")}, keys)
-	keys, err = indexByDestination(&edgev2alpha1.EdgePlacement{})
-	require.NoError(t, err)
-	require.Empty(t, keys)
 }
 
 func TestSourceChanged(t *testing.T) {

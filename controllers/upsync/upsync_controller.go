@@ -71,6 +71,7 @@ func New(clients *crossspace.Clients) *Controller {
 	})
 	c.placements = clients.Typed(&edgev2alpha1.EdgePlacementList{}, &edgev2alpha1.EdgePlacement{}, all)
 	c.slices = clients.Typed(&edgev2alpha1.SinglePlacementSliceList{}, &edgev2alpha1.SinglePlacementSlice{}, all)
+	crossspace.IndexSlicesByDestination(c.slices)
 	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, crossspace.Enqueue(func(obj any) {
 		if key, err := spaces.KeyFunc(obj); err == nil {
 			c.queue.Add(key)
@@ -162,16 +163,11 @@ func (c *Controller) newReconciler() *reconciler {
 // upsync clauses.
 func (c *Controller) targetsOf(inv, syncTarget string) []target {
 	var out []target
-	for _, slice := range crossspace.List[*edgev2alpha1.SinglePlacementSlice](c.slices) {
-		for _, d := range slice.Destinations {
-			if d.Space != inv || d.SyncTargetName != syncTarget {
-				continue
-			}
-			wds := crossspace.SpaceOf(slice)
-			ep, ok := crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, wds, "", slice.Name)
-			if ok && len(ep.Spec.Upsync) > 0 {
-				out = append(out, target{wds: wds, placement: ep.Name, clauses: ep.Spec.Upsync})
-			}
+	for _, slice := range crossspace.SlicesTo(c.slices, inv, syncTarget) {
+		wds := crossspace.SpaceOf(slice)
+		ep, ok := crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, wds, "", slice.Name)
+		if ok && len(ep.Spec.Upsync) > 0 {
+			out = append(out, target{wds: wds, placement: ep.Name, clauses: ep.Spec.Upsync})
 		}
 	}
 	return out

@@ -6,6 +6,7 @@ package crossspace
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -219,6 +220,47 @@ func IndexSyncTargetsByMailbox(inf *Informer) {
 	}}); err != nil {
 		panic(err) // only fails once objects are cached
 	}
+}
+
+// ByDestination indexes SinglePlacementSlices by the SyncTargets they
+// name (inventory|name), so that the work for one SyncTarget reads the
+// slices that target it instead of scanning every slice of every space.
+const ByDestination = "destination"
+
+// IndexSlicesByDestination adds the ByDestination index to an informer of
+// SinglePlacementSlices.
+func IndexSlicesByDestination(inf *Informer) {
+	if err := inf.AddIndexers(cache.Indexers{ByDestination: indexByDestination}); err != nil {
+		panic(err) // only fails once objects are cached
+	}
+}
+
+func indexByDestination(obj any) ([]string, error) {
+	slice, ok := obj.(*edgev2alpha1.SinglePlacementSlice)
+	if !ok {
+		return nil, nil
+	}
+	var keys []string
+	for _, d := range slice.Destinations {
+		k := spaces.Key(d.Space, "", d.SyncTargetName)
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys, nil
+}
+
+// SlicesTo returns the SinglePlacementSlices (from an informer indexed by
+// IndexSlicesByDestination) that name a SyncTarget of an inventory space.
+func SlicesTo(inf *Informer, inventory, syncTarget string) []*edgev2alpha1.SinglePlacementSlice {
+	objs, _ := inf.ByIndex(ByDestination, spaces.Key(inventory, "", syncTarget))
+	out := make([]*edgev2alpha1.SinglePlacementSlice, 0, len(objs))
+	for _, obj := range objs {
+		if s, ok := obj.(*edgev2alpha1.SinglePlacementSlice); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // SpaceOfType returns a Space (from an informer of Spaces) when it exists
