@@ -10,6 +10,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	// Sets client-go's work-queue metrics provider to one in the legacy
@@ -21,6 +22,7 @@ import (
 	// runtime's metrics package would, into a registry nobody serves.
 	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/controllers/mailbox"
 	"github.com/kubestellar/kubestellar/controllers/placement"
@@ -44,12 +46,25 @@ func Start(ctx context.Context, root *rest.Config) error {
 	// Workload objects and their mailbox copies are cached once, for both
 	// the translator and the status controller.
 	resources := clients.NewSharedDynamic()
+	// The copies in mailboxes are cached trimmed to what the controllers
+	// read of them. Which spaces are mailboxes is known before the caches
+	// fill, so that a restart's first list is trimmed too.
+	mailboxes := clients.Typed(&tenancyv1alpha1.SpaceList{}, &tenancyv1alpha1.Space{}, cache.ResourceEventHandlerFuncs{})
+	resources.TrimCopies(func(space string) bool {
+		_, ok := crossspace.SpaceOfType(mailboxes, space, tenancyv1alpha1.SpaceTypeMailbox)
+		return ok
+	})
 	translator := placement.New(clients, crds.Apiextensions().V1().CustomResourceDefinitions().Informer(), resources)
 	statusCtl, err := status.New(clients, resources)
 	if err != nil {
 		return err
 	}
-	resources.Start(ctx)
+	go mailboxes.RunWithContext(ctx)
+	go func() {
+		if crossspace.WaitForSync(ctx, mailboxes) {
+			resources.Start(ctx)
+		}
+	}()
 	crds.Start(ctx.Done())
 
 	go scheduler.New(clients).Run(ctx, 2)

@@ -56,9 +56,27 @@ func SplitKey(key string) (space, namespace, name string, err error) {
 // shared informers key by namespace and name only, so two spaces' objects
 // of the same name would overwrite each other there.
 func NewInformer(lw cache.ListerWatcher, objType runtime.Object, resync time.Duration, handler cache.ResourceEventHandler) (cache.Indexer, cache.Controller) {
+	return NewTransformingInformer(lw, objType, resync, handler, nil)
+}
+
+// NewTransformingInformer is NewInformer with a transform applied to each
+// object (after managedFields are dropped) before it is cached and handed
+// to the handler; nil applies none.
+func NewTransformingInformer(lw cache.ListerWatcher, objType runtime.Object, resync time.Duration, handler cache.ResourceEventHandler,
+	transform cache.TransformFunc) (cache.Indexer, cache.Controller) {
 	indexer := cache.NewIndexer(KeyFunc, cache.Indexers{})
+	transformer := dropManagedFields
+	if transform != nil {
+		transformer = func(obj any) (any, error) {
+			obj, err := dropManagedFields(obj)
+			if err != nil {
+				return nil, err
+			}
+			return transform(obj)
+		}
+	}
 	fifo := cache.NewDeltaFIFOWithOptions(cache.DeltaFIFOOptions{KeyFunction: KeyFunc, KnownObjects: indexer, EmitDeltaTypeReplaced: true,
-		Transformer: dropManagedFields})
+		Transformer: transformer})
 	cfg := &cache.Config{
 		Queue:            fifo,
 		ListerWatcher:    lw,

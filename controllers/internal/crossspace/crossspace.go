@@ -100,7 +100,11 @@ func (c *Clients) Typed(list client.ObjectList, obj runtime.Object, handler cach
 const BySpace = "space"
 
 func newInformer(lw cache.ListerWatcher, obj runtime.Object, handler cache.ResourceEventHandler) *Informer {
-	indexer, controller := spaces.NewInformer(lw, obj, Resync, handler)
+	return newTransformingInformer(lw, obj, handler, nil)
+}
+
+func newTransformingInformer(lw cache.ListerWatcher, obj runtime.Object, handler cache.ResourceEventHandler, transform cache.TransformFunc) *Informer {
+	indexer, controller := spaces.NewTransformingInformer(lw, obj, Resync, handler, transform)
 	if err := indexer.AddIndexers(cache.Indexers{BySpace: func(obj any) ([]string, error) {
 		m, err := meta.Accessor(obj)
 		if err != nil {
@@ -128,6 +132,10 @@ func InSpace[T runtime.Object](inf *Informer, space string) []T {
 // Dynamic returns an informer over any resource, as unstructured objects.
 // A label selector, when set, limits it to matching objects.
 func (c *Clients) DynamicInformer(gvr schema.GroupVersionResource, labelSelector string, handler cache.ResourceEventHandler) *Informer {
+	return c.dynamicInformer(gvr, labelSelector, handler, nil)
+}
+
+func (c *Clients) dynamicInformer(gvr schema.GroupVersionResource, labelSelector string, handler cache.ResourceEventHandler, transform cache.TransformFunc) *Informer {
 	wildcard := func(ctx context.Context) context.Context { return spaces.WithSpace(ctx, spaces.Wildcard) }
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -139,7 +147,7 @@ func (c *Clients) DynamicInformer(gvr schema.GroupVersionResource, labelSelector
 			return c.Dynamic.Resource(gvr).Watch(wildcard(ctx), opts)
 		},
 	}
-	return newInformer(lw, &unstructured.Unstructured{}, handler)
+	return newTransformingInformer(lw, &unstructured.Unstructured{}, handler, transform)
 }
 
 // Get returns the cached object of a space, namespace and name.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
@@ -40,4 +41,50 @@ func TestSlicesTo(t *testing.T) {
 	a2.Destinations = a2.Destinations[2:]
 	require.NoError(t, inf.Update(a2))
 	require.Empty(t, SlicesTo(inf, "inv1", "edge1"))
+}
+
+func TestTrimCopies(t *testing.T) {
+	obj := func(space string, copyLabel bool) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "web", "namespace": "apps", "resourceVersion": "7", "creationTimestamp": "2026-11-26T00:00:00Z",
+				"ownerReferences": []any{map[string]any{"kind": "X"}},
+				"annotations": map[string]any{spaces.Annotation: space, "edge.kubestellar.io/content-hash": "abc",
+					"kubectl.kubernetes.io/last-applied-configuration": "{...}", "notkubestellar.io/x": "y"}},
+			"spec":   map[string]any{"replicas": int64(3), "template": map[string]any{"spec": map[string]any{"containers": []any{}}}},
+			"status": map[string]any{"readyReplicas": int64(3)},
+		}}
+		labels := map[string]string{"app": "web"}
+		if copyLabel {
+			labels[edgev2alpha1.PlacementCopyLabel] = "true"
+		}
+		u.SetLabels(labels)
+		return u
+	}
+	trim := trimmer(func(space string) bool { return space == "inv-mb-1" })
+
+	got, err := trim(obj("inv-mb-1", true))
+	require.NoError(t, err)
+	want := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": "apps", "resourceVersion": "7",
+			"labels":      map[string]any{edgev2alpha1.PlacementCopyLabel: "true"},
+			"annotations": map[string]any{spaces.Annotation: "inv-mb-1", "edge.kubestellar.io/content-hash": "abc"}},
+		"status": map[string]any{"readyReplicas": int64(3)},
+	}}
+	require.Equal(t, want, got, "a copy in a mailbox keeps its identity, kubestellar's metadata and its status only")
+
+	for _, u := range []*unstructured.Unstructured{
+		obj("inv-mb-1", false), // upsynced, or anything else the translator did not make
+		obj("wds1", true),      // a WDS object labelled as a copy (one level down a hierarchy)
+	} {
+		got, err := trim(u.DeepCopy())
+		require.NoError(t, err)
+		require.Equal(t, u, got, "%s is cached whole", SpaceOf(u))
+	}
+	tomb := cache.DeletedFinalStateUnknown{Key: "k", Obj: obj("inv-mb-1", true)}
+	got, err = trim(tomb)
+	require.NoError(t, err)
+	require.Equal(t, tomb, got)
+	require.Nil(t, trimmer(nil), "no transform unless asked")
 }

@@ -2,10 +2,14 @@ package crossspace
 
 import (
 	"context"
+	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 )
 
 // SharedDynamic is one cache per resource across all spaces, shared by the
@@ -18,6 +22,9 @@ type SharedDynamic struct {
 	indexers cache.Indexers
 	handlers []func(gvr schema.GroupVersionResource) cache.ResourceEventHandler
 	byGVR    map[schema.GroupVersionResource]*Informer
+	// isMailbox, when set, says which spaces are mailboxes: the placement
+	// translator's copies there are cached trimmed (see TrimCopies).
+	isMailbox func(space string) bool
 }
 
 // NewSharedDynamic returns an empty set of shared caches.
@@ -42,6 +49,36 @@ func (s *SharedDynamic) AddHandler(handler func(gvr schema.GroupVersionResource)
 	s.handlers = append(s.handlers, handler)
 }
 
+// TrimCopies makes the caches hold, of each copy the placement translator
+// made in a mailbox (a space isMailbox says is one, and an object labelled
+// edgev2alpha1.PlacementCopyLabel there), only what the controllers read of
+// it: its metadata and its status. What it was made from is in the WDS,
+// and whether it still matches is its content hash (an annotation). With
+// every object placed on every SyncTarget, the copies are most of what is
+// cached, and their bodies most of that. Objects elsewhere, and those of a
+// mailbox the translator did not make (upsynced ones), are cached whole;
+// so is a copy while isMailbox does not know its space yet. Call it before
+// Start.
+func (s *SharedDynamic) TrimCopies(isMailbox func(space string) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.isMailbox = isMailbox
+}
+
+// trimmer returns the caches' transform for TrimCopies (nil when unset).
+func trimmer(isMailbox func(space string) bool) cache.TransformFunc {
+	if isMailbox == nil {
+		return nil
+	}
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok || u.GetLabels()[edgev2alpha1.PlacementCopyLabel] != "true" || !isMailbox(SpaceOf(u)) {
+			return obj, nil
+		}
+		return TrimCopy(u), nil
+	}
+}
+
 // Start lets caches run from now on, until ctx is done.
 func (s *SharedDynamic) Start(ctx context.Context) {
 	s.mu.Lock()
@@ -64,7 +101,7 @@ func (s *SharedDynamic) For(gvr schema.GroupVersionResource) *Informer {
 	for _, h := range s.handlers {
 		fanout = append(fanout, h(gvr))
 	}
-	inf := s.clients.DynamicInformer(gvr, "", cache.ResourceEventHandlerFuncs{
+	inf := s.clients.dynamicInformer(gvr, "", cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			for _, h := range fanout {
 				h.OnAdd(obj, false)
@@ -80,7 +117,7 @@ func (s *SharedDynamic) For(gvr schema.GroupVersionResource) *Informer {
 				h.OnDelete(obj)
 			}
 		},
-	})
+	}, trimmer(s.isMailbox))
 	if len(s.indexers) > 0 {
 		if err := inf.AddIndexers(s.indexers); err != nil {
 			panic(err) // only fails once objects are cached
@@ -104,4 +141,47 @@ func (s *SharedDynamic) Each(fn func(gvr schema.GroupVersionResource, inf *Infor
 	for gvr, inf := range all {
 		fn(gvr, inf)
 	}
+}
+
+// TrimCopy returns a copy's apiVersion, kind, status and the metadata the
+// controllers read: its identity, resource version, deletion and
+// kubestellar's own labels and annotations (not those it carries from its
+// source, such as a last-applied configuration).
+func TrimCopy(u *unstructured.Unstructured) *unstructured.Unstructured {
+	out := &unstructured.Unstructured{Object: make(map[string]any, 4)}
+	for _, k := range []string{"apiVersion", "kind", "status"} {
+		if v, ok := u.Object[k]; ok {
+			out.Object[k] = v
+		}
+	}
+	md, ok := u.Object["metadata"].(map[string]any)
+	if !ok {
+		return out
+	}
+	trimmed := make(map[string]any, 8)
+	for _, k := range []string{"name", "namespace", "uid", "resourceVersion", "generation", "deletionTimestamp"} {
+		if v, ok := md[k]; ok {
+			trimmed[k] = v
+		}
+	}
+	for _, k := range []string{"labels", "annotations"} {
+		if m, ok := md[k].(map[string]any); ok {
+			ours := make(map[string]any, len(m))
+			for key, v := range m {
+				if isKubestellars(key) {
+					ours[key] = v
+				}
+			}
+			trimmed[k] = ours
+		}
+	}
+	out.Object["metadata"] = trimmed
+	return out
+}
+
+// isKubestellars tells whether a label or annotation key is in one of
+// kubestellar's domains (kubestellar.io and its subdomains).
+func isKubestellars(key string) bool {
+	prefix, _, ok := strings.Cut(key, "/")
+	return ok && (prefix == "kubestellar.io" || strings.HasSuffix(prefix, ".kubestellar.io"))
 }
