@@ -1,14 +1,18 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -20,8 +24,11 @@ import (
 // (PlacementsAnnotation); the syncer writes back, into the same copy, why
 // it cannot keep it in step at the edge (SyncErrorAnnotation) and the state
 // of the object's pods and ReplicaSets there (AssociatedStateAnnotation).
-// The dashboard keeps these annotations only, and counts them per
-// placement and destination.
+// The dashboard keeps what the views show of these annotations only, and
+// counts them per placement and destination: the copies' watches feed
+// copyStore, which holds nothing but the records (no cache of the copies
+// beside them: with every object on every edge, they are most of the
+// server's objects).
 
 // copyKey names a mailbox copy.
 type copyKey struct {
@@ -52,31 +59,7 @@ type copyRecord struct {
 	associated *edgev2alpha1.AssociatedState
 }
 
-// copyAnnotations are the annotations a copy is reduced to.
-var copyAnnotations = []string{spaces.Annotation, edgev2alpha1.SourceSpaceAnnotation, edgev2alpha1.PlacementsAnnotation,
-	edgev2alpha1.SyncErrorAnnotation, edgev2alpha1.AssociatedStateAnnotation}
-
-// reduceCopy keeps of a copy what the dashboard reads (its identity and
-// copyAnnotations), so that the informers' caches stay small.
-func reduceCopy(u *unstructured.Unstructured) *unstructured.Unstructured {
-	out := &unstructured.Unstructured{Object: map[string]any{}}
-	out.SetAPIVersion(u.GetAPIVersion())
-	out.SetKind(u.GetKind())
-	out.SetNamespace(u.GetNamespace())
-	out.SetName(u.GetName())
-	out.SetUID(u.GetUID())
-	out.SetResourceVersion(u.GetResourceVersion())
-	ann := map[string]string{}
-	for _, k := range copyAnnotations {
-		if v, ok := u.GetAnnotations()[k]; ok {
-			ann[k] = v
-		}
-	}
-	out.SetAnnotations(ann)
-	return out
-}
-
-// copyOf reads a (reduced) copy.
+// copyOf reads what the views show of a copy.
 func copyOf(u *unstructured.Unstructured) copyRecord {
 	ann := u.GetAnnotations()
 	r := copyRecord{wds: ann[edgev2alpha1.SourceSpaceAnnotation], syncError: ann[edgev2alpha1.SyncErrorAnnotation]}
@@ -218,3 +201,112 @@ func copyResource(r edgev2alpha1.SyncedResource) (schema.GroupVersionResource, b
 	gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
 	return gvr, gvr.Version != "" && gvr.Resource != ""
 }
+
+// copyStore is the store a reflector of one resource's copies (in every
+// mailbox) writes into: the dashboard's records of them, in place of a
+// cache of the objects.
+type copyStore struct {
+	ctx context.Context
+	s   *Store
+	gr  schema.GroupResource
+
+	mu sync.Mutex
+	rv string // the last resource version seen
+}
+
+var _ cache.Store = &copyStore{}
+
+func (c *copyStore) seen(rv string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rv = rv
+}
+
+func (c *copyStore) key(u *unstructured.Unstructured) copyKey {
+	return copyKey{u.GetAnnotations()[spaces.Annotation], c.gr.Group, c.gr.Resource, u.GetNamespace(), u.GetName()}
+}
+
+// Add records a copy that was added or changed.
+func (c *copyStore) Add(obj any) error {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return fmt.Errorf("copy of %s is a %T", c.gr, obj)
+	}
+	c.seen(u.GetResourceVersion())
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if c.s.setCopy(c.key(u), copyOf(u)) {
+		c.s.notifyLocked()
+	}
+	return nil
+}
+
+// Update is Add.
+func (c *copyStore) Update(obj any) error { return c.Add(obj) }
+
+// Delete forgets a copy.
+func (c *copyStore) Delete(obj any) error {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return fmt.Errorf("copy of %s is a %T", c.gr, obj)
+	}
+	c.seen(u.GetResourceVersion())
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if _, had := c.s.copies[c.key(u)]; had {
+		c.s.deleteCopy(c.key(u))
+		c.s.notifyLocked()
+	}
+	return nil
+}
+
+// Replace makes the resource's records those of a full list: the copies
+// the list lacks were deleted while the watch was down.
+func (c *copyStore) Replace(list []any, rv string) error {
+	c.seen(rv)
+	keep := make(map[copyKey]bool, len(list))
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	changed := false
+	for _, obj := range list {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return fmt.Errorf("copy of %s is a %T", c.gr, obj)
+		}
+		k := c.key(u)
+		keep[k] = true
+		changed = c.s.setCopy(k, copyOf(u)) || changed
+	}
+	for k := range c.s.copies {
+		if k.group == c.gr.Group && k.resource == c.gr.Resource && !keep[k] {
+			c.s.deleteCopy(k)
+			changed = true
+		}
+	}
+	if changed {
+		c.s.notifyLocked()
+	}
+	klog.FromContext(c.ctx).V(4).Info("dashboard listed copies", "resource", c.gr.String(), "copies", len(list))
+	return nil
+}
+
+// Bookmark notes the resource version of a bookmark.
+func (c *copyStore) Bookmark(rv string) { c.seen(rv) }
+
+// LastStoreSyncResourceVersion is the last resource version seen.
+func (c *copyStore) LastStoreSyncResourceVersion() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rv
+}
+
+// The reflector reads no object back from its store.
+
+func (c *copyStore) List() []any                                { return nil }
+func (c *copyStore) ListKeys() []string                         { return nil }
+func (c *copyStore) Get(any) (item any, exists bool, err error) { return nil, false, nil }
+func (c *copyStore) GetByKey(string) (any, bool, error)         { return nil, false, nil }
+func (c *copyStore) Resync() error                              { return nil }

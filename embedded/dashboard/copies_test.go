@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -34,26 +36,21 @@ func mailboxCopy(mailbox, ns, name, wds, placements string, annotations map[stri
 
 // putCopy records a copy of deployments in the store as its informer would.
 func putCopy(s *Store, u *unstructured.Unstructured) bool {
-	r := reduceCopy(u)
-	return s.setCopy(copyKey{u.GetAnnotations()[spaces.Annotation], "apps", "deployments", u.GetNamespace(), u.GetName()}, copyOf(r))
+	return s.setCopy(copyKey{u.GetAnnotations()[spaces.Annotation], "apps", "deployments", u.GetNamespace(), u.GetName()}, copyOf(u))
 }
 
-func TestReduceCopy(t *testing.T) {
+func TestCopyOf(t *testing.T) {
 	u := mailboxCopy("mb1", "ns", "web", "wds1", "p2, p1", map[string]string{
 		edgev2alpha1.SyncErrorAnnotation:       "Conflict: an object of that name is not the syncer's",
 		edgev2alpha1.AssociatedStateAnnotation: `{"podPhases":{"Running":2}}`,
 	})
-	r := reduceCopy(u)
-	require.NotContains(t, r.Object, "spec", "only metadata is cached")
-	require.NotContains(t, r.Object, "status")
-	require.NotContains(t, r.GetAnnotations(), "unrelated")
 	require.Equal(t, copyRecord{wds: "wds1", placements: []string{"p1", "p2"}, syncError: "Conflict: an object of that name is not the syncer's",
-		associated: &edgev2alpha1.AssociatedState{PodPhases: map[string]int64{"Running": 2}}}, copyOf(r))
+		associated: &edgev2alpha1.AssociatedState{PodPhases: map[string]int64{"Running": 2}}}, copyOf(u))
 	// An associated state that does not decode is not shown.
 	bad := u.GetAnnotations()
 	bad[edgev2alpha1.AssociatedStateAnnotation] = "not json"
 	u.SetAnnotations(bad)
-	require.Nil(t, copyOf(reduceCopy(u)).associated)
+	require.Nil(t, copyOf(u).associated)
 }
 
 // TestPlacementCopies: per destination of a placement, how many of its
@@ -192,4 +189,54 @@ func TestWorkloadEdges(t *testing.T) {
 	require.Equal(t, "running", e[2].SyncTarget)
 	require.True(t, e[2].ReadyAtMost)
 	require.Equal(t, int64(10), e[2].ReadyPods)
+}
+
+// TestCopyStore: what the reflector of a resource's copies writes becomes
+// the records, and a relist forgets the copies of that resource it lacks
+// (and no other resource's).
+func TestCopyStore(t *testing.T) {
+	s := NewStore()
+	ctx := context.Background()
+	deployments := &copyStore{ctx: ctx, s: s, gr: schema.GroupResource{Group: "apps", Resource: "deployments"}}
+	configMaps := &copyStore{ctx: ctx, s: s, gr: schema.GroupResource{Resource: "configmaps"}}
+	notified := func(f func() error) bool {
+		s.mu.RLock()
+		ch := s.changed
+		s.mu.RUnlock()
+		require.NoError(t, f())
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	a := mailboxCopy("mb1", "ns", "a", "wds1", "p", nil)
+	a.SetResourceVersion("5")
+	b := mailboxCopy("mb2", "ns", "b", "wds1", "p", nil)
+	require.True(t, notified(func() error { return deployments.Add(a) }))
+	require.Equal(t, "5", deployments.LastStoreSyncResourceVersion())
+	require.True(t, notified(func() error { return deployments.Add(b) }))
+	require.True(t, notified(func() error { return configMaps.Add(mailboxCopy("mb1", "ns", "a", "wds1", "p", nil)) }))
+	require.Len(t, s.copies, 3)
+	require.Equal(t, []string{"p"}, s.copies[copyKey{"mb1", "apps", "deployments", "ns", "a"}].placements)
+
+	// The syncer rewriting status changes nothing shown.
+	require.False(t, notified(func() error { return deployments.Update(a.DeepCopy()) }))
+	failing := mailboxCopy("mb1", "ns", "a", "wds1", "p", map[string]string{edgev2alpha1.SyncErrorAnnotation: "Rejected: no"})
+	require.True(t, notified(func() error { return deployments.Update(failing) }))
+	require.Equal(t, "Rejected: no", s.copies[copyKey{"mb1", "apps", "deployments", "ns", "a"}].syncError)
+
+	// A relist without b: b goes, the ConfigMap's record stays.
+	require.True(t, notified(func() error { return deployments.Replace([]any{failing}, "9") }))
+	require.Equal(t, "9", deployments.LastStoreSyncResourceVersion())
+	require.Len(t, s.copies, 2)
+	require.Contains(t, s.copies, copyKey{"mb1", "", "configmaps", "ns", "a"})
+	require.NotContains(t, s.copies, copyKey{"mb2", "apps", "deployments", "ns", "b"})
+	require.False(t, notified(func() error { return deployments.Replace([]any{failing}, "10") }), "the same list changes nothing")
+
+	require.True(t, notified(func() error { return deployments.Delete(cache.DeletedFinalStateUnknown{Key: "k", Obj: failing}) }))
+	require.False(t, notified(func() error { return deployments.Delete(failing) }), "deleting what is gone changes nothing")
+	require.Len(t, s.copies, 1)
+	require.Error(t, deployments.Add("not an object"))
 }

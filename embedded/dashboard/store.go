@@ -118,36 +118,10 @@ type (
 )
 
 // inform runs an informer of gvr in space (the wildcard space: all) until
-// ctx ends; reduce, when not nil, cuts each object down before it is
-// cached, selector narrows what is listed.
-func (s *Store) inform(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, space, selector string,
-	reduce func(*unstructured.Unstructured) *unstructured.Unstructured, set setFunc, del delFunc) cache.Controller {
-	in := func(ctx context.Context) context.Context { return spaces.WithSpace(ctx, space) }
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.LabelSelector = selector
-			list, err := dyn.Resource(gvr).List(in(ctx), opts)
-			if err == nil && reduce != nil {
-				for i := range list.Items {
-					list.Items[i] = *reduce(&list.Items[i])
-				}
-			}
-			return list, err
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.LabelSelector = selector
-			w, err := dyn.Resource(gvr).Watch(in(ctx), opts)
-			if err != nil || reduce == nil {
-				return w, err
-			}
-			return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
-				if u, ok := ev.Object.(*unstructured.Unstructured); ok {
-					ev.Object = reduce(u)
-				}
-				return ev, true
-			}), nil
-		},
-	}
+// ctx ends.
+func (s *Store) inform(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, space string,
+	set setFunc, del delFunc) cache.Controller {
+	lw := s.listWatch(dyn, gvr, space, "")
 	_, controller := spaces.NewInformer(lw, &unstructured.Unstructured{}, 0, cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { s.apply(ctx, o, false, set, del) },
 		UpdateFunc: func(_, o any) { s.apply(ctx, o, false, set, del) },
@@ -157,28 +131,40 @@ func (s *Store) inform(ctx context.Context, dyn dynamic.Interface, gvr schema.Gr
 	return controller
 }
 
+// listWatch lists and watches gvr in space (the wildcard space: all),
+// narrowed by selector.
+func (s *Store) listWatch(dyn dynamic.Interface, gvr schema.GroupVersionResource, space, selector string) *cache.ListWatch {
+	in := func(ctx context.Context) context.Context { return spaces.WithSpace(ctx, space) }
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.LabelSelector = selector
+			return dyn.Resource(gvr).List(in(ctx), opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.LabelSelector = selector
+			return dyn.Resource(gvr).Watch(in(ctx), opts)
+		},
+	}
+}
+
 func (s *Store) run(ctx context.Context, dyn dynamic.Interface, tick time.Duration) {
 	// Copies: one informer per resource that a SyncerConfig names, of the
 	// objects labelled as the translator's copies, in every space.
 	s.mu.Lock()
 	s.startCopies = func(gvr schema.GroupVersionResource) {
-		gr := gvr.GroupResource()
-		set := func(space string, u *unstructured.Unstructured) bool {
-			return s.setCopy(copyKey{space, gr.Group, gr.Resource, u.GetNamespace(), u.GetName()}, copyOf(u))
-		}
-		del := func(space string, u *unstructured.Unstructured) {
-			s.deleteCopy(copyKey{space, gr.Group, gr.Resource, u.GetNamespace(), u.GetName()})
-		}
-		s.inform(ctx, dyn, gvr, spaces.Wildcard, edgev2alpha1.PlacementCopyLabel+"=true", reduceCopy, set, del)
+		store := &copyStore{ctx: ctx, s: s, gr: gvr.GroupResource()}
+		r := cache.NewReflectorWithOptions(s.listWatch(dyn, gvr, spaces.Wildcard, edgev2alpha1.PlacementCopyLabel+"=true"),
+			&unstructured.Unstructured{}, store, cache.ReflectorOptions{Name: "dashboard copies of " + gvr.String()})
+		go r.RunWithContext(ctx)
 		klog.FromContext(ctx).V(2).Info("dashboard watches copies", "resource", gvr.String())
 	}
 	s.mu.Unlock()
 	informers := []cache.Controller{
-		s.inform(ctx, dyn, SyncTargetsGVR, spaces.Wildcard, "", nil, s.setEdge, s.deleteEdge),
-		s.inform(ctx, dyn, PlacementsGVR, spaces.Wildcard, "", nil, s.setPlacement, s.deletePlacement),
-		s.inform(ctx, dyn, SlicesGVR, spaces.Wildcard, "", nil, s.setSlice, s.deleteSlice),
-		s.inform(ctx, dyn, SpacesGVR, spaces.Root, "", nil, s.setSpace, s.deleteSpace),
-		s.inform(ctx, dyn, SyncerConfigsGVR, spaces.Wildcard, "", nil, s.setSyncerConfig, func(string, *unstructured.Unstructured) {}),
+		s.inform(ctx, dyn, SyncTargetsGVR, spaces.Wildcard, s.setEdge, s.deleteEdge),
+		s.inform(ctx, dyn, PlacementsGVR, spaces.Wildcard, s.setPlacement, s.deletePlacement),
+		s.inform(ctx, dyn, SlicesGVR, spaces.Wildcard, s.setSlice, s.deleteSlice),
+		s.inform(ctx, dyn, SpacesGVR, spaces.Root, s.setSpace, s.deleteSpace),
+		s.inform(ctx, dyn, SyncerConfigsGVR, spaces.Wildcard, s.setSyncerConfig, func(string, *unstructured.Unstructured) {}),
 	}
 	go func() {
 		if !cache.WaitForCacheSync(ctx.Done(), func() bool {
