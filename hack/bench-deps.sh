@@ -6,8 +6,12 @@
 # when run as root (runuser). As root it installs them with apt-get;
 # otherwise it says what to install. The test edge cluster's binaries
 # (etcd among them) are built by `make edgecluster-tools`, which
-# `make bench-deps` runs too.
+# `make bench-deps` runs too; the standalone kine is built here, after gcc.
 set -euo pipefail
 source "$(dirname "$0")/lib/deps.sh"
 ensure_packages "the benchmarks" gcc:gcc runuser:util-linux mariadbd:mariadb-server mariadb-install-db:mariadb-server \
   '/usr/lib/postgresql/*/bin/initdb:postgresql'
+# The standalone kine that `make bench` runs the stock kube-apiserver on (the
+# stock section), built with cgo, as kubestellar is, once per machine.
+cd "$(dirname "$0")/.."
+"${GO:-go}" run ./test/edgecluster/cmd/edge-cluster -build-kine >/dev/null

@@ -4,7 +4,9 @@
 // placements, the edge syncer's latencies and memory against a real edge
 // cluster, and the reverse tunnels: many syncers' tunnels held by one server
 // (memory, CPU, coming back after a restart) and requests forwarded through
-// one compared with the same requests sent to the edge directly.
+// one compared with the same requests sent to the edge directly; and our
+// server side by side with the stock kube-apiserver, on kine/SQLite and on
+// etcd (stock.go).
 //
 //	go run ./test/bench -kubestellar _output/kubestellar   (make bench)
 //
@@ -67,6 +69,7 @@ type options struct {
 	syncer       syncerOptions
 	tunnel       tunnelOptions
 	datastoreN   int
+	stockN       int
 	tenants      tenantOptions
 	noise        noiseOptions
 	soak         soakOptions
@@ -100,6 +103,7 @@ func main() {
 	flag.IntVar(&o.tunnel.requests, "forward-requests", 2000, "GETs sent to one real edge cluster directly, and again through the center's edge proxy (0 skips)")
 	flag.IntVar(&o.tunnel.workers, "forward-workers", 8, "concurrent GETs in the forwarding comparison")
 	flag.IntVar(&o.datastoreN, "datastore-objects", 1000, "ConfigMaps created on SQLite, and on PostgreSQL, MySQL and etcd (two servers each), for write throughput and watch latency (0 skips)")
+	flag.IntVar(&o.stockN, "stock-objects", 2000, "side by side with the stock kube-apiserver, each on a fresh kine/SQLite, then etcd: ConfigMaps per 32-client create run (a quarter with 1 client) and in the listed namespace (0 skips)")
 	flag.IntVar(&o.tenants.samples, "tenant-samples", 300, "creates by the quiet space's one client, alone and beside the noisy space, in the tenants section (0 skips it)")
 	flag.IntVar(&o.tenants.noisyWriters, "noisy-writers", 64, "tenants: concurrent writers in the noisy space")
 	flag.IntVar(&o.tenants.throughputN, "tenant-throughput-objects", 2000, "tenants: creates by 32 clients as a user and as the admin, for the cost of RBAC (0 skips)")
@@ -277,6 +281,7 @@ func runSections(ctx context.Context, bin string, o options, progress func(strin
 		{"forwarding", o.tunnel.requests > 0, func() ([]row, error) { return forwardBench(ctx, bin, o.tunnel, progress) }},
 		{"tenants", o.tenants.samples > 0, func() ([]row, error) { return tenantsBench(ctx, bin, o.tenants, progress) }},
 		{"datastores", o.datastoreN > 0, func() ([]row, error) { return datastoreBench(ctx, bin, o.datastoreN, progress) }},
+		{"stock kube-apiserver side by side", o.stockN > 0, func() ([]row, error) { return stockBench(ctx, bin, o.stockN, progress) }},
 		{"dashboard", o.dashboard.targets > 0, func() ([]row, error) { return dashboardBench(ctx, bin, o.dashboard, progress) }},
 	}
 	for _, s := range sections {

@@ -13,17 +13,25 @@ import (
 // in its first minute rather than after every earlier section has been
 // measured: the test edge cluster's binaries (kube control plane, etcd,
 // kwok; built once per machine, which takes minutes the first time) for
-// the syncer, forwarding and datastore sections, and PostgreSQL, MariaDB
-// and etcd, each started once and stopped, for the datastore section.
+// the syncer, forwarding, datastore and stock sections, the standalone
+// kine (built the same way, with cgo) for the stock section, and
+// PostgreSQL, MariaDB and etcd, each started once and stopped, for the
+// datastore section.
 // `make bench` installs them first (hack/bench-deps.sh).
 func prerequisites(ctx context.Context, o options, progress func(string, ...any)) error {
 	var errs []error
 	binaries := true
-	if o.syncer.objects > 0 || o.tunnel.requests > 0 || o.datastoreN > 0 {
+	if o.syncer.objects > 0 || o.tunnel.requests > 0 || o.datastoreN > 0 || o.stockN > 0 {
 		progress("prerequisites: the test edge cluster's binaries (built on first use, then cached per machine)")
 		if _, err := edgecluster.EnsureBinaries(ctx, prefixed(progress, "edgecluster: ")); err != nil {
-			errs = append(errs, fmt.Errorf("the test edge cluster's binaries (for -syncer-objects, -forward-requests, -datastore-objects): %w", err))
+			errs = append(errs, fmt.Errorf("the test edge cluster's binaries (for -syncer-objects, -forward-requests, -datastore-objects, -stock-objects): %w", err))
 			binaries = false
+		}
+	}
+	if o.stockN > 0 {
+		progress("prerequisites: the standalone kine (built with cgo on first use, then cached per machine)")
+		if _, err := edgecluster.EnsureKine(ctx, prefixed(progress, "edgecluster: ")); err != nil {
+			errs = append(errs, fmt.Errorf("the standalone kine (for -stock-objects; needs gcc): %w", err))
 		}
 	}
 	if o.datastoreN > 0 {

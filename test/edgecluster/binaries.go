@@ -134,6 +134,9 @@ type BuildOptions struct {
 	Parallelism int
 	// Logf receives progress lines. Nil discards them.
 	Logf Logf
+	// KineDir is the kine module's directory, for EnsureKine. Default:
+	// $KUBESTELLAR_EDGECLUSTER_KINE_DIR, else kine beside ToolsDir.
+	KineDir string
 }
 
 // EnsureBinaries returns the binaries of the test cluster, building them
@@ -353,7 +356,7 @@ func (o *BuildOptions) build(ctx context.Context, keyDir, binDir, key, goVersion
 		{"kwok", KwokBinary, "sigs.k8s.io/kwok/cmd/kwok", "", ""},
 	}
 	for _, s := range steps {
-		if err := o.goBuild(ctx, buildLog, logPath, s.what, s.note, filepath.Join(tmp, s.out), s.pkg, s.ldflags); err != nil {
+		if err := o.goBuild(ctx, buildLog, logPath, s.what, s.note, filepath.Join(tmp, s.out), s.pkg, s.ldflags, false); err != nil {
 			return err
 		}
 	}
@@ -384,7 +387,8 @@ func (o *BuildOptions) build(ctx context.Context, keyDir, binDir, key, goVersion
 	return nil
 }
 
-func (o *BuildOptions) goBuild(ctx context.Context, buildLog io.Writer, logPath, what, note, out, pkg, ldflags string) error {
+// goBuild builds pkg in o.ToolsDir into out, with cgo or without.
+func (o *BuildOptions) goBuild(ctx context.Context, buildLog io.Writer, logPath, what, note, out, pkg, ldflags string, cgo bool) error {
 	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags", strings.TrimSpace("-s -w " + ldflags), "-o", out}
 	if o.Parallelism > 0 {
 		args = append(args, "-p", strconv.Itoa(o.Parallelism))
@@ -394,7 +398,11 @@ func (o *BuildOptions) goBuild(ctx context.Context, buildLog io.Writer, logPath,
 
 	cmd := exec.CommandContext(ctx, o.Go, args...)
 	cmd.Dir = o.ToolsDir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0", "GOFLAGS=-mod=readonly")
+	cgoEnabled := "CGO_ENABLED=0"
+	if cgo {
+		cgoEnabled = "CGO_ENABLED=1"
+	}
+	cmd.Env = append(os.Environ(), "GOWORK=off", cgoEnabled, "GOFLAGS=-mod=readonly")
 	var tail tailBuffer
 	cmd.Stdout = io.MultiWriter(buildLog, &tail)
 	cmd.Stderr = cmd.Stdout

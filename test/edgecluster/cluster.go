@@ -161,28 +161,43 @@ func Start(t testing.TB, opts Options) *Cluster {
 // Ready and the default ServiceAccount exists. The caller must Stop it.
 // ctx bounds the start only; the cluster runs until Stop.
 func StartCluster(ctx context.Context, opts Options) (*Cluster, error) {
-	if err := opts.defaults(); err != nil {
+	if err := opts.prepare(ctx); err != nil {
 		return nil, err
 	}
-	if opts.Binaries == nil {
-		bins, err := EnsureBinaries(ctx, opts.Logf)
-		if err != nil {
-			return nil, err
-		}
-		opts.Binaries = bins
+	return startRetrying(ctx, opts, startOnce)
+}
+
+// prepare completes opts for a start: the defaults, the binaries (built if
+// need be) and a check that a given directory is new or empty.
+func (o *Options) prepare(ctx context.Context) error {
+	if err := o.defaults(); err != nil {
+		return err
 	}
-	if opts.Dir != "" {
-		entries, err := os.ReadDir(opts.Dir)
+	if o.Binaries == nil {
+		bins, err := EnsureBinaries(ctx, o.Logf)
+		if err != nil {
+			return err
+		}
+		o.Binaries = bins
+	}
+	if o.Dir != "" {
+		entries, err := os.ReadDir(o.Dir)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("edgecluster %s: %w", opts.Name, err)
+			return fmt.Errorf("edgecluster %s: %w", o.Name, err)
 		}
 		if len(entries) > 0 {
-			return nil, fmt.Errorf("edgecluster %s: directory %s is not empty; give a new or empty one", opts.Name, opts.Dir)
+			return fmt.Errorf("edgecluster %s: directory %s is not empty; give a new or empty one", o.Name, o.Dir)
 		}
 	}
+	return nil
+}
+
+// startRetrying calls once until it starts the cluster, up to three times
+// when a port it picked was taken meanwhile.
+func startRetrying(ctx context.Context, opts Options, once func(context.Context, Options) (*Cluster, error)) (*Cluster, error) {
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
-		c, err := startOnce(ctx, opts)
+		c, err := once(ctx, opts)
 		if err == nil {
 			return c, nil
 		}
@@ -207,59 +222,32 @@ func startOnce(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
 
-	c := &Cluster{Name: opts.Name, bins: opts.Binaries, logf: opts.Logf, keepDir: opts.KeepDir, stopTO: opts.StopTimeout}
-	if opts.Dir != "" {
-		c.Dir, c.keepDir = opts.Dir, true
-		err = os.MkdirAll(opts.Dir, 0o755)
-	} else {
-		c.Dir, err = os.MkdirTemp("", "edgecluster-"+opts.Name+"-")
-	}
+	c, err := newCluster(opts)
 	if err != nil {
-		return nil, fmt.Errorf("edgecluster %s: creating its directory: %w", opts.Name, err)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			// Keep the directory: the error names logs in it.
-			c.keepDir = true
-			_ = c.Stop() // its error would repeat err
-			err = fmt.Errorf("edgecluster %s: %w (cluster files kept in %s)", c.Name, err, c.Dir)
+			c.failed(&err)
 		}
 	}()
 
-	portList, err := freePorts(6)
-	if err != nil {
+	if err := c.setUp("etcd-client", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"); err != nil {
 		return c, err
 	}
-	c.ports = map[string]int{
-		"etcd-client": portList[0], "etcd-peer": portList[1], "kube-apiserver": portList[2],
-		"kube-controller-manager": portList[3], "kube-scheduler": portList[4], "kwok": portList[5],
-	}
-	if c.pki, err = newPKI(filepath.Join(c.Dir, "pki")); err != nil {
-		return c, fmt.Errorf("generating certificates: %w", err)
-	}
-	server := fmt.Sprintf("https://127.0.0.1:%d", c.ports["kube-apiserver"])
-	c.KubeconfigPath = filepath.Join(c.Dir, "kubeconfig")
+	server := c.Config.Host
 	cmKubeconfig := filepath.Join(c.Dir, "kube-controller-manager.kubeconfig")
 	schedKubeconfig := filepath.Join(c.Dir, "kube-scheduler.kubeconfig")
 	for _, kc := range []struct {
 		path, user    string
 		cert, keyData []byte
 	}{
-		{c.KubeconfigPath, "admin", c.pki.AdminCertPEM, c.pki.AdminKeyPEM},
 		{cmKubeconfig, "kube-controller-manager", c.pki.ControllerManagerCertPEM, c.pki.ControllerManagerKeyPEM},
 		{schedKubeconfig, "kube-scheduler", c.pki.SchedulerCertPEM, c.pki.SchedulerKeyPEM},
 	} {
 		if err := writeKubeconfig(kc.path, c.Name, kc.user, server, c.pki.caCertPEM, kc.cert, kc.keyData); err != nil {
 			return c, err
 		}
-	}
-	c.Config = &rest.Config{
-		Host: server,
-		TLSClientConfig: rest.TLSClientConfig{
-			CAData: c.pki.caCertPEM, CertData: c.pki.AdminCertPEM, KeyData: c.pki.AdminKeyPEM,
-		},
-		QPS:   50,
-		Burst: 100,
 	}
 	bins := opts.Binaries
 	env := os.Environ()
@@ -298,45 +286,15 @@ func startOnce(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	step = time.Now()
 
 	// kube-apiserver.
-	apiserver, err := c.start("kube-apiserver", env, bins.ControlPlane, "kube-apiserver",
-		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
-		// The endpoint reconciler refuses a loopback advertise address; the
-		// "kubernetes" Service then has no endpoints, which no fake pod needs.
-		"--endpoint-reconciler-type=none",
-		fmt.Sprintf("--secure-port=%d", c.ports["kube-apiserver"]),
-		"--tls-cert-file="+c.pki.ServingCert,
-		"--tls-private-key-file="+c.pki.ServingKey,
-		"--client-ca-file="+c.pki.CACert,
-		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+c.pki.ServiceAccountPub,
-		"--service-account-signing-key-file="+c.pki.ServiceAccountKey,
-		"--service-cluster-ip-range=10.96.0.0/16",
-		"--authorization-mode=RBAC",
-		"--allow-privileged=true",
-		"--profiling=false",
-		// The nodes' kubelet API is kwok's server, on the loopback address
-		// kwok gives every node, with the cluster's serving certificate.
-		"--kubelet-client-certificate="+c.pki.KubeletClientCert,
-		"--kubelet-client-key="+c.pki.KubeletClientKey,
-		"--kubelet-certificate-authority="+c.pki.CACert,
-		"--kubelet-preferred-address-types=InternalIP",
-	)
-	if err != nil {
-		return c, err
-	}
-	secure, err := c.pki.httpClient()
-	if err != nil {
-		return c, err
-	}
-	if err := c.waitFor(ctx, "kube-apiserver to be ready", apiserver, func(ctx context.Context) error {
-		return getOK(ctx, secure, server+"/readyz")
-	}); err != nil {
+	if _, err := c.startAPIServer(ctx, env, "--etcd-servers="+etcdURL); err != nil {
 		return c, err
 	}
 	c.logf("edgecluster %s: kube-apiserver ready at %s (%s)", c.Name, server, since(step))
 	step = time.Now()
+	secure, err := c.pki.httpClient()
+	if err != nil {
+		return c, err
+	}
 
 	// kube-controller-manager and kube-scheduler. They serve only /healthz
 	// to this harness, which is allowed without authentication, so they are

@@ -25,9 +25,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// TestMain builds the cluster binaries, if this machine has not built them
-// yet, before the tests run, so that the cold build (several minutes) does
-// not count against the tests' -timeout.
+// TestMain builds the cluster binaries and kine, if this machine has not
+// built them yet, before the tests run, so that the cold build (several
+// minutes) does not count against the tests' -timeout.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if !testing.Short() {
@@ -51,6 +51,9 @@ func ensureBinariesBeforeTests() error {
 	done := make(chan result, 1)
 	go func() {
 		bins, err := EnsureBinaries(context.Background(), logf)
+		if err == nil {
+			_, err = EnsureKine(context.Background(), logf)
+		}
 		done <- result{bins, err}
 	}()
 	// The go command kills a test binary that runs for more than -timeout

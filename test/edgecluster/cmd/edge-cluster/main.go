@@ -4,10 +4,13 @@
 //
 //	edge-cluster [-name edgecluster] [-nodes 1] [-dir DIR]
 //	edge-cluster -build-only
+//	edge-cluster -build-kine
 //
 // With -build-only it only builds the binaries (or finds them in the cache)
-// and prints their directory. `make edge-cluster` and `make
-// edgecluster-tools` run it.
+// and prints their directory; with -build-kine it does the same for the
+// standalone kine that `make bench` runs kube-apiserver on, and prints its
+// path. `make edge-cluster` and `make edgecluster-tools` run it, and so does
+// hack/bench-deps.sh.
 package main
 
 import (
@@ -29,6 +32,7 @@ func main() {
 	flag.IntVar(&opts.Nodes, "nodes", 1, "number of fake (kwok) nodes")
 	flag.StringVar(&opts.Dir, "dir", "", "directory for the cluster's files, kept after it stops (default: a temporary directory, removed)")
 	buildOnly := flag.Bool("build-only", false, "only build the binaries, and print their directory")
+	buildKine := flag.Bool("build-kine", false, "only build the standalone kine (with cgo, as kubestellar), and print its path")
 	flag.Parse()
 
 	logger := log.New(os.Stderr, "", log.LstdFlags)
@@ -42,6 +46,15 @@ func main() {
 	// (`make edge-cluster | tee log`), writing must fail rather than kill
 	// this process before it has stopped the cluster.
 	signal.Ignore(syscall.SIGPIPE)
+	if *buildKine {
+		kine, err := edgecluster.EnsureKine(ctx, opts.Logf)
+		if err != nil {
+			logger.Printf("edge-cluster: %v", err)
+			os.Exit(1)
+		}
+		fmt.Println(kine.Path)
+		return
+	}
 	if err := run(ctx, opts, *buildOnly); err != nil {
 		logger.Printf("edge-cluster: %v", err)
 		os.Exit(1)

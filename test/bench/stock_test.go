@@ -1,0 +1,122 @@
+package main
+
+import (
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// TestSideBySide runs the measurements against two fake clientsets: both
+// servers get the same warm-up, creates, watch samples and LISTs.
+func TestSideBySide(t *testing.T) {
+	const n = 40
+	fakes := [2]*fake.Clientset{fake.NewClientset(), fake.NewClientset()}
+	f, err := sideBySide(t.Context(), [2]kubernetes.Interface{fakes[0], fakes[1]}, n, t.Logf)
+	require.NoError(t, err)
+	for i, c := range fakes {
+		require.Positive(t, f[i].creates1, "server %d", i)
+		require.Positive(t, f[i].creates32, "server %d", i)
+		require.Len(t, f[i].watch, 10, "n/4, at least 10 samples")
+		require.Len(t, f[i].list, stockLists)
+		want := map[string]int{"warm-up": n, "warm-up-watch": 10, "watch": 10, "list": n}
+		for round := range stockRounds {
+			want[fmt.Sprintf("creates-1-%d", round)] = n / 4
+			want[fmt.Sprintf("creates-32-%d", round)] = n
+		}
+		for ns, want := range want {
+			list, err := c.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{})
+			require.NoError(t, err)
+			require.Len(t, list.Items, want, "server %d, namespace %s", i, ns)
+		}
+	}
+}
+
+func TestStockRows(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x) * time.Millisecond
+		}
+		return out
+	}
+	b := stockBackend{name: "kine/SQLite", note: "how it runs"}
+	tests := []struct {
+		name                  string
+		ours, stock           stockFigures
+		createsGoal, listGoal string
+	}{
+		{
+			name:        "both goals met",
+			ours:        stockFigures{creates1: 100, creates32: 1200, watch: ms(1, 2), list: ms(4, 4, 5)},
+			stock:       stockFigures{creates1: 100, creates32: 1000, watch: ms(1, 2), list: ms(4, 5, 5)},
+			createsGoal: "goal ours ÷ stock ≥ 1.2×: met", listGoal: "goal ours ÷ stock ≤ 1.0×: met",
+		},
+		{
+			name:        "neither met",
+			ours:        stockFigures{creates1: 100, creates32: 1100, watch: ms(1, 2), list: ms(8, 8, 9)},
+			stock:       stockFigures{creates1: 100, creates32: 1000, watch: ms(1, 2), list: ms(4, 4, 4)},
+			createsGoal: "goal ours ÷ stock ≥ 1.2×: NOT met", listGoal: "goal ours ÷ stock ≤ 1.0×: NOT met",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rows := stockRows(b, 1000, [2]stockFigures{tt.ours, tt.stock})
+			require.Len(t, rows, 6)
+			for _, r := range rows {
+				require.True(t, strings.HasPrefix(r.metric, "kine/SQLite: "), r.metric)
+				require.True(t, strings.HasSuffix(r.metric, ", ours / stock"), r.metric)
+			}
+			require.Contains(t, rows[0].note, "how it runs")
+			require.Contains(t, rows[0].note, "ours in space "+stockSpace)
+			require.True(t, strings.HasPrefix(rows[1].note, tt.createsGoal), rows[1].note)
+			require.True(t, strings.HasPrefix(rows[4].note, tt.listGoal), rows[4].note)
+			require.Equal(t, "LIST of 1000 ConfigMaps in one namespace p50, ours / stock", strings.TrimPrefix(rows[4].metric, "kine/SQLite: "))
+		})
+	}
+	rows := stockRows(b, 1000, [2]stockFigures{tests[1].ours, tests[1].stock})
+	require.Equal(t, "1100 / 1000 (1.10×)", rows[1].value)
+	require.Equal(t, "8.0 ms / 4.0 ms (2.00×)", rows[4].value)
+}
+
+func TestGoalNote(t *testing.T) {
+	for _, tt := range []struct {
+		ratio, goal float64
+		atLeast     bool
+		want        string
+	}{
+		{1.2, 1.2, true, "goal ours ÷ stock ≥ 1.2×: met"},
+		{1.19, 1.2, true, "goal ours ÷ stock ≥ 1.2×: NOT met"},
+		{1.0, 1.0, false, "goal ours ÷ stock ≤ 1.0×: met"},
+		{1.01, 1.0, false, "goal ours ÷ stock ≤ 1.0×: NOT met"},
+	} {
+		require.Equal(t, tt.want, goalNote(tt.ratio, tt.goal, tt.atLeast))
+	}
+}
+
+// TestPrepareSQLite checks that the standalone kine's database is made as
+// our server makes its own: incremental auto-vacuum, in WAL mode.
+func TestPrepareSQLite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	require.NoError(t, prepareSQLite(t.Context(), path))
+	db, err := sql.Open("sqlite3", path)
+	require.NoError(t, err)
+	defer db.Close()
+	var autoVacuum int
+	require.NoError(t, db.QueryRow("PRAGMA auto_vacuum").Scan(&autoVacuum))
+	require.Equal(t, 2, autoVacuum, "INCREMENTAL")
+	var mode string
+	require.NoError(t, db.QueryRow("PRAGMA journal_mode").Scan(&mode))
+	require.Equal(t, "wal", mode)
+}
+
+func TestSQLiteDurability(t *testing.T) {
+	require.Equal(t, "journal_mode=WAL, synchronous=NORMAL", sqliteDurability())
+}
