@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"unique"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -149,17 +150,25 @@ func (s *SharedDynamic) Each(fn func(gvr schema.GroupVersionResource, inf *Infor
 // source, such as a last-applied configuration).
 func TrimCopy(u *unstructured.Unstructured) *unstructured.Unstructured {
 	out := &unstructured.Unstructured{Object: make(map[string]any, 4)}
-	for _, k := range []string{"apiVersion", "kind", "status"} {
+	for _, k := range []string{"apiVersion", "kind"} {
 		if v, ok := u.Object[k]; ok {
-			out.Object[k] = v
+			out.Object[k] = intern(v)
 		}
+	}
+	if v, ok := u.Object["status"]; ok {
+		out.Object["status"] = v
 	}
 	md, ok := u.Object["metadata"].(map[string]any)
 	if !ok {
 		return out
 	}
 	trimmed := make(map[string]any, 8)
-	for _, k := range []string{"name", "namespace", "uid", "resourceVersion", "generation", "deletionTimestamp"} {
+	for _, k := range []string{"name", "namespace"} {
+		if v, ok := md[k]; ok {
+			trimmed[k] = intern(v)
+		}
+	}
+	for _, k := range []string{"uid", "resourceVersion", "generation", "deletionTimestamp"} {
 		if v, ok := md[k]; ok {
 			trimmed[k] = v
 		}
@@ -169,7 +178,7 @@ func TrimCopy(u *unstructured.Unstructured) *unstructured.Unstructured {
 			ours := make(map[string]any, len(m))
 			for key, v := range m {
 				if isKubestellars(key) {
-					ours[key] = v
+					ours[unique.Make(key).Value()] = intern(v)
 				}
 			}
 			trimmed[k] = ours
@@ -177,6 +186,22 @@ func TrimCopy(u *unstructured.Unstructured) *unstructured.Unstructured {
 	}
 	out.Object["metadata"] = trimmed
 	return out
+}
+
+// internMax is the longest string value intern shares.
+const internMax = 256
+
+// intern returns a string value as the one copy of it in the process
+// (unique.Make), other values as they are. Most of what is kept of a copy
+// repeats across mailboxes: the names of the objects placed, their
+// namespace, kind and source, the placements and the content hash are the
+// same in every mailbox a placement reaches. Decoded, each copy would hold
+// its own; shared, 100,000 copies of 100 objects hold about 100 of each.
+func intern(v any) any {
+	if s, ok := v.(string); ok && len(s) <= internMax {
+		return unique.Make(s).Value()
+	}
+	return v
 }
 
 // isKubestellars tells whether a label or annotation key is in one of
