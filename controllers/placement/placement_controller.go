@@ -124,11 +124,20 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources 
 	return c
 }
 
+// mailboxWriters bounds the copies one mailbox's reconcile writes at once.
+// With the translator's workers, it bounds the translator's writes in
+// flight (workers × mailboxWriters): enough to keep the server busy rather
+// than waiting on each write's round trip, few enough that the writes of
+// a large fan-out queue in the translator and not in the server, where
+// they would delay everyone else's requests.
+const mailboxWriters = 8
+
 // newMailboxReconciler binds the mailbox reconciler to the controller's
 // caches and clients.
 func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 	access := newAccessChecker(c.clients.Client)
 	return &mailboxReconciler{
+		writers: mailboxWriters,
 		syncTarget: func(space, name string) (*edgev2alpha1.SyncTarget, bool) {
 			return crossspace.Get[*edgev2alpha1.SyncTarget](c.syncTargets, space, "", name)
 		},

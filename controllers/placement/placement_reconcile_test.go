@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -668,4 +669,85 @@ func TestEmptyNamespaceGrace(t *testing.T) {
 	require.Equal(t, []string{"recordProblems 1", "delete namespaces app", "updateSyncerConfig"}, run(), "then it goes")
 	require.Empty(t, f.syncerConfigs[f.mailbox()].Spec.Resources)
 	require.Nil(t, f.get(namespaceResource.GroupVersionResource, f.mailbox(), "", "app"))
+}
+
+// TestWriteCopiesConcurrently: a mailbox's copies are written up to
+// writers at a time, never more, and only once their namespaces exist; a
+// failed write is named.
+func TestWriteCopiesConcurrently(t *testing.T) {
+	const writers, perNamespace = 4, 10
+	desired := map[string]*desiredCopy{}
+	for _, ns := range []string{"a", "b"} {
+		nsObj := &unstructured.Unstructured{}
+		nsObj.SetAPIVersion("v1")
+		nsObj.SetKind("Namespace")
+		nsObj.SetName(ns)
+		desired[copyKey(namespaceResource.GroupVersionResource, "", ns)] = &desiredCopy{res: namespaceResource, obj: nsObj, implied: true}
+		for i := range perNamespace {
+			cm := configMap(ns, fmt.Sprintf("cm-%d", i), map[string]any{"k": "v"})
+			desired[copyKey(configmaps.GroupVersionResource, ns, cm.GetName())] = &desiredCopy{res: configmaps, obj: cm}
+		}
+	}
+
+	run := func(t *testing.T, fail string) (created []string, maxInFlight int, err error) {
+		var mu sync.Mutex
+		inFlight := 0
+		full := make(chan struct{})
+		namespaces := map[string]bool{}
+		r := &mailboxReconciler{writers: writers}
+		r.create = func(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+			what := describe(gvr, obj.GetNamespace(), obj.GetName())
+			mu.Lock()
+			if isNamespaces(gvr) {
+				namespaces[obj.GetName()] = true
+				created = append(created, what)
+				mu.Unlock()
+				return nil
+			}
+			if !namespaces[obj.GetNamespace()] {
+				t.Errorf("%s written before its namespace", what)
+			}
+			inFlight++
+			maxInFlight = max(maxInFlight, inFlight)
+			if inFlight == writers {
+				select {
+				case <-full:
+				default:
+					close(full)
+				}
+			}
+			mu.Unlock()
+			// The first writes wait until the bound is reached: written one
+			// at a time, the first would wait for ever.
+			select {
+			case <-full:
+			case <-time.After(10 * time.Second):
+				t.Errorf("%s: never %d writes in flight", what, writers)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			inFlight--
+			created = append(created, what)
+			if what == fail {
+				return errors.New("refused")
+			}
+			return nil
+		}
+		_, err = r.writeCopies(context.Background(), desired, nil)
+		return created, maxInFlight, err
+	}
+
+	created, maxInFlight, err := run(t, "")
+	require.NoError(t, err)
+	require.Len(t, created, len(desired))
+	require.Equal(t, writers, maxInFlight, "up to the bound, never more")
+
+	failing := describe(configmaps.GroupVersionResource, "a", "cm-1")
+	created, _, err = run(t, failing)
+	require.ErrorContains(t, err, "writing configmaps a/cm-1: refused")
+	require.Contains(t, created, failing)
+	// (That no write starts once a failure is recorded is checked one
+	// write at a time, in TestMailboxReconcileSequence: here, writes
+	// already in flight, and those started before the failure is seen,
+	// finish.)
 }
