@@ -187,6 +187,9 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 		delete: func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) error {
 			return c.clients.Dynamic.Resource(gvr).Namespace(namespace).Delete(ctx, name, metav1.DeleteOptions{})
 		},
+		get: func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+			return c.clients.Dynamic.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+		},
 		mayRead:         access.mayRead,
 		mayUpsync:       access.mayUpsync,
 		emptyNamespaces: newEmptyNamespaces(namespaceGrace),

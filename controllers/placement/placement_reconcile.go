@@ -134,6 +134,9 @@ type mailboxReconciler struct {
 	delete             func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) error
 	createSyncerConfig func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error
 	updateSyncerConfig func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error
+	// get reads an object from the server, for a copy the cache has not
+	// seen yet.
+	get func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error)
 
 	// mayRead tells whether the writer of a placement in a WDS may get
 	// objects of a resource in a namespace ("" for cluster-scoped ones),
@@ -617,7 +620,28 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current *
 	// over: the state of descendants, sync errors, and status for kinds whose status is
 	// not a subresource (for the others the server keeps it anyway).
 	if current == nil {
-		return true, r.create(ctx, d.res.GroupVersionResource, obj)
+		exists := r.create(ctx, d.res.GroupVersionResource, obj)
+		if !apierrors.IsAlreadyExists(exists) {
+			return exists == nil, exists
+		}
+		// The cache has not seen it yet: most often a copy an earlier
+		// reconcile made a moment ago, while more of the WDS's objects
+		// keep the mailbox busy. Compare with the server's: failing the
+		// reconcile instead would retry it with growing backoff, and under
+		// a steady stream of changes delay the whole mailbox by seconds.
+		// An object of that name the translator did not make stays as it
+		// is, and the error says so.
+		live, err := r.get(ctx, d.res.GroupVersionResource, obj.GetNamespace(), obj.GetName())
+		if err != nil {
+			return false, err
+		}
+		if live.GetLabels()[ManagedLabel] != "true" {
+			return false, exists
+		}
+		if live.GetAnnotations()[ContentHashAnnotation] == hash || d.createOnly || d.implied {
+			return false, nil
+		}
+		current = live
 	}
 	for _, key := range []string{edgev2alpha1.AssociatedStateAnnotation, edgev2alpha1.SyncErrorAnnotation} {
 		if v, ok := current.GetAnnotations()[key]; ok {

@@ -208,6 +208,13 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 			f.put(gvr, spaceOf(ctx), obj)
 			return nil
 		},
+		get: func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+			f.calls = append(f.calls, "get "+describe(gvr, namespace, name))
+			if obj := f.get(gvr, spaceOf(ctx), namespace, name); obj != nil {
+				return obj.DeepCopy(), nil
+			}
+			return nil, apierrors.NewNotFound(gvr.GroupResource(), name)
+		},
 		delete: func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) error {
 			f.calls = append(f.calls, "delete "+describe(gvr, namespace, name))
 			delete(f.objects[gvr], spaces.Key(spaceOf(ctx), namespace, name))
@@ -750,4 +757,68 @@ func TestWriteCopiesConcurrently(t *testing.T) {
 	// write at a time, in TestMailboxReconcileSequence: here, writes
 	// already in flight, and those started before the failure is seen,
 	// finish.)
+}
+
+// TestWriteStaleCache: a copy the cache has not seen yet, whose create
+// finds it there, is compared with the server's and updated only when it
+// differs; an object of that name the translator did not make is left
+// alone, and the error says so.
+func TestWriteStaleCache(t *testing.T) {
+	desired := &desiredCopy{res: configmaps, obj: configMap("ns", "cm", map[string]any{"k": "v2"})}
+	// What the translator writes for it, and for an older version.
+	wanted := func(data string) *unstructured.Unstructured {
+		var made *unstructured.Unstructured
+		r := &mailboxReconciler{create: func(_ context.Context, _ schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+			made = obj
+			return nil
+		}}
+		did, err := r.write(context.Background(), &desiredCopy{res: configmaps, obj: configMap("ns", "cm", map[string]any{"k": data})}, nil)
+		require.NoError(t, err)
+		require.True(t, did)
+		made.SetResourceVersion("7")
+		return made
+	}
+	notOurs := configMap("ns", "cm", map[string]any{"k": "theirs"})
+	notOurs.SetResourceVersion("7")
+	for _, tc := range []struct {
+		name    string
+		live    *unstructured.Unstructured
+		updated bool
+		err     string
+	}{
+		{name: "the server has this version", live: wanted("v2")},
+		{name: "the server has an older version", live: wanted("v1"), updated: true},
+		{name: "not the translator's", live: notOurs, err: "already exists"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var updates []*unstructured.Unstructured
+			r := &mailboxReconciler{
+				create: func(_ context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+					return apierrors.NewAlreadyExists(gvr.GroupResource(), obj.GetName())
+				},
+				get: func(context.Context, schema.GroupVersionResource, string, string) (*unstructured.Unstructured, error) {
+					return tc.live.DeepCopy(), nil
+				},
+				update: func(_ context.Context, _ schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+					updates = append(updates, obj)
+					return nil
+				},
+			}
+			did, err := r.write(context.Background(), desired, nil)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				require.Empty(t, updates)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.updated, did)
+			if !tc.updated {
+				require.Empty(t, updates)
+				return
+			}
+			require.Len(t, updates, 1)
+			require.Equal(t, "7", updates[0].GetResourceVersion(), "the update replaces what the server has")
+			require.Equal(t, map[string]any{"k": "v2"}, updates[0].Object["data"])
+		})
+	}
 }
