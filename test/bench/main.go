@@ -99,6 +99,8 @@ func main() {
 	flag.IntVar(&o.fanObjects, "fanout-objects", 100, "objects to place on every SyncTarget")
 	flag.IntVar(&o.syncer.objects, "syncer-objects", 200, "ConfigMaps, and Gauges, synced to one real edge cluster (0 skips the syncer section)")
 	flag.Float64Var(&o.syncer.rate, "syncer-rate", 20, "creates and edge status patches per second in the syncer section")
+	flag.IntVar(&o.syncer.burstObjects, "syncer-burst-objects", 1000, "syncer: ConfigMaps created last at -syncer-burst-rate, for the propagation latency under load (0 skips)")
+	flag.Float64Var(&o.syncer.burstRate, "syncer-burst-rate", 500, "syncer: creates per second of the burst")
 	flag.IntVar(&o.tunnel.tunnels, "tunnels", 1000, "simulated syncers holding a tunnel to one server, for its memory, CPU and restart figures (0 skips)")
 	flag.IntVar(&o.tunnel.requests, "forward-requests", 2000, "GETs sent to one real edge cluster directly, and again through the center's edge proxy (0 skips)")
 	flag.IntVar(&o.tunnel.workers, "forward-workers", 8, "concurrent GETs in the forwarding comparison")
@@ -135,6 +137,10 @@ func main() {
 			fmt.Fprintln(os.Stderr, "bench: -compare wants OLD.json,NEW.json")
 			os.Exit(2)
 		}
+	}
+	if o.syncer.objects > 0 && o.syncer.burstObjects > 0 && o.syncer.burstRate <= 0 {
+		fmt.Fprintln(os.Stderr, "bench: -syncer-burst-rate must be positive")
+		os.Exit(2)
 	}
 	if o.syncer.objects > 0 && o.syncer.rate <= 0 {
 		fmt.Fprintln(os.Stderr, "bench: -syncer-rate must be positive")

@@ -55,6 +55,10 @@ var (
 type syncerOptions struct {
 	objects int     // ConfigMaps, and Gauges, to sync
 	rate    float64 // creates (and edge status patches) per second
+	// burstObjects ConfigMaps are created at burstRate per second, last,
+	// for the propagation latency under load (0 skips).
+	burstObjects int
+	burstRate    float64
 }
 
 // syncerBench measures the edge syncer with the built binary, one real edge
@@ -224,8 +228,68 @@ func syncerBench(ctx context.Context, bin string, s *server, o syncerOptions, pr
 		return nil, err
 	}
 
+	// 4. WDS create → ADDED at the edge again, at a high rate, last (the
+	// objects it adds would change the idle figures).
+	var burst []row
+	if o.burstObjects > 0 {
+		// The copies' arrival in the mailbox too, to tell the center's part
+		// from the edge's.
+		st, err := dynamic.NewForConfigOrDie(s.config(syncInv)).Resource(stGVR).Get(ctx, syncEdge, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		mailbox, _, _ := unstructured.NestedString(st.Object, "status", "mailboxSpace")
+		if mailbox == "" {
+			return nil, fmt.Errorf("SyncTarget %s/%s names no mailbox", syncInv, syncEdge)
+		}
+		mbWatch, err := kubernetes.NewForConfigOrDie(s.config(mailbox)).CoreV1().ConfigMaps(syncNS).Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		defer mbWatch.Stop()
+		mbArrivals := collect(mbWatch, func(ev watch.Event) (string, bool) {
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Added {
+				return cm.Name, true
+			}
+			return "", false
+		})
+		progress("syncer: creating %d more ConfigMaps in the WDS at %g/s", o.burstObjects, o.burstRate)
+		var mu sync.Mutex
+		burstSent := make(map[string]time.Time, o.burstObjects)
+		took, err := pacedConcurrent(ctx, o.burstObjects, o.burstRate, burstInFlight, func(i int) error {
+			name := fmt.Sprintf("burst-%04d", i)
+			if _, err := wds.CoreV1().ConfigMaps(syncNS).Create(ctx, configMap(name), metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			mu.Lock()
+			burstSent[name] = time.Now()
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		lat, err := cmArrivals.wait(ctx, burstSent, syncer, progress, "ConfigMaps of the burst at the edge")
+		if err != nil {
+			return nil, err
+		}
+		center, err := mbArrivals.wait(ctx, burstSent, syncer, progress, "ConfigMaps of the burst in the mailbox")
+		if err != nil {
+			return nil, err
+		}
+		what := fmt.Sprintf("syncer: WDS create → edge ADDED at %g creates/s", o.burstRate)
+		burst = []row{
+			{what + " p50", ms(percentile(lat, 50)), fmt.Sprintf("%d ConfigMaps created in %s (%.0f/s achieved; up to %d creates in flight), one edge cluster",
+				o.burstObjects, took.Round(100*time.Millisecond), float64(o.burstObjects)/took.Seconds(), burstInFlight)},
+			{what + " p99", ms(percentile(lat, 99)), "target ≤ 1 s"},
+			{what + " max", ms(percentile(lat, 100)), ""},
+			{fmt.Sprintf("syncer: of which WDS create → mailbox copy at %g creates/s, p50 / p99", o.burstRate),
+				ms(percentile(center, 50)) + " / " + ms(percentile(center, 99)), "the center's part: the placement translator"},
+		}
+	}
+
 	const theirs = "KubeStellar's performance test reports about 5 s on average"
-	return []row{
+	return append([]row{
 		{"syncer: WDS create → edge ADDED p50", ms(percentile(propagation, 50)), fmt.Sprintf("%d ConfigMaps created at %g/s (in %s), one edge cluster; %s", o.objects, o.rate, createsTook.Round(100*time.Millisecond), theirs)},
 		{"syncer: WDS create → edge ADDED p99", ms(percentile(propagation, 99)), "target ≤ 1 s"},
 		{"syncer: WDS create → edge ADDED max", ms(percentile(propagation, 100)), ""},
@@ -236,7 +300,7 @@ func syncerBench(ctx context.Context, bin string, s *server, o syncerOptions, pr
 		{"syncer idle RssAnon", mib(mem["RssAnon"]), "heap and stacks: the syncer's own memory"},
 		{"syncer idle RssFile", mib(mem["RssFile"]), "mapped pages of the binary, which also holds the whole server"},
 		{fmt.Sprintf("syncer idle RSS (VmRSS), %s after", quietLong), mib(memLater["VmRSS"]), fmt.Sprintf("RssAnon %s, RssFile %s; target ≤ 40 MB", mib(memLater["RssAnon"]), mib(memLater["RssFile"]))},
-	}, nil
+	}, burst...), nil
 }
 
 // placeWorkload makes the namespace, the Gauge CRD (established) and the
@@ -342,6 +406,57 @@ func paced(ctx context.Context, n int, rate float64, fn func(i int) error) (time
 		if err := fn(i); err != nil {
 			return 0, err
 		}
+	}
+	return time.Since(began), nil
+}
+
+// burstInFlight bounds the creates pacedConcurrent has waiting on the
+// server in the syncer section's burst.
+const burstInFlight = 64
+
+// pacedConcurrent starts fn for 0..n-1 at a steady rate per second,
+// whatever fn's own time (open loop: a slow answer does not delay the next
+// start), with at most inFlight running at once. It returns how long the n
+// calls took, or the first error once those running are done.
+func pacedConcurrent(ctx context.Context, n int, rate float64, inFlight int, fn func(i int) error) (time.Duration, error) {
+	interval := time.Duration(float64(time.Second) / rate)
+	began := time.Now()
+	slots := make(chan struct{}, inFlight)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	for i := range n {
+		if d := time.Until(began.Add(time.Duration(i) * interval)); d > 0 {
+			select {
+			case <-ctx.Done():
+				wg.Wait()
+				return 0, ctx.Err()
+			case <-time.After(d):
+			}
+		}
+		slots <- struct{}{}
+		mu.Lock()
+		failed := firstErr != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := fn(i); err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
 	}
 	return time.Since(began), nil
 }
