@@ -21,11 +21,7 @@ package status
 import (
 	"context"
 	"encoding/json"
-	"maps"
-	"reflect"
-	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,9 +71,15 @@ type Controller struct {
 	combined      *crossspace.Informer
 	placements    *crossspace.Informer
 	compiler      *compiler
-	writeProblems *writeProblems
-	copyProblems  *copyProblems
-	r             *reconciler
+	// writeProblems are, per WDS object, the writes back the server
+	// refused at its latest reconcile. They are lost on restart and
+	// rebuilt as every object is reconciled again.
+	writeProblems *problemIndex[objectKey]
+	// copyProblems are the decode problems of the copies that have any,
+	// kept by the copies' events; rebuilt on restart as the caches list
+	// every copy.
+	copyProblems *problemIndex[copyRef]
+	r            *reconciler
 
 	resources *crossspace.SharedDynamic
 }
@@ -98,8 +100,8 @@ func New(clients *crossspace.Clients, resources *crossspace.SharedDynamic) (*Con
 		objects:       workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[objectKey]{Name: ControllerName}),
 		collectorsQ:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-collectors"}),
 		placementsQ:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-placements"}),
-		writeProblems: &writeProblems{byObject: map[objectKey][]problem{}},
-		copyProblems:  &copyProblems{byCopy: map[copyRef]copyEntry{}},
+		writeProblems: newProblemIndex[objectKey](),
+		copyProblems:  newProblemIndex[copyRef](),
 		resources:     resources,
 	}
 	resources.AddIndexers(cache.Indexers{bySource: indexBySource})
@@ -171,8 +173,8 @@ func (c *Controller) newReconciler() *reconciler {
 		summaries:          c.summaries,
 		setSummaryFailures: c.setSummaryFailures,
 		setWriteProblems: func(key objectKey, problems []problem) {
-			for _, ep := range c.writeProblems.set(key, problems) {
-				c.placementsQ.Add(spaces.Key(key.wds, "", ep))
+			for _, ep := range c.writeProblems.set(key, key.wds, problems) {
+				c.placementsQ.Add(ep)
 			}
 		},
 		patchExecutingCount: func(ctx context.Context, key objectKey, value *string) error {
@@ -317,15 +319,16 @@ func (c *Controller) onCopyChange(gvr schema.GroupVersionResource, old, obj any)
 		return
 	}
 	ref := copyRef{gvr: gvr, space: crossspace.SpaceOf(u), namespace: u.GetNamespace(), name: u.GetName()}
-	var entry copyEntry
+	var wds string
+	var problems []problem
 	if cur != nil && cur.GetLabels()[placement.ManagedLabel] == "true" {
 		cp := placedCopy{gvr: gvr, mailbox: ref.space, obj: cur}
 		if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, ref.space); ok {
 			cp.syncTarget = st.Name
 		}
-		entry = copyEntry{wds: cur.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation], problems: decodeProblems(cp)}
+		wds, problems = cur.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation], decodeProblems(cp)
 	}
-	for _, key := range c.copyProblems.set(ref, entry) {
+	for _, key := range c.copyProblems.set(ref, wds, problems) {
 		c.placementsQ.Add(key)
 	}
 }
@@ -334,63 +337,6 @@ func (c *Controller) onCopyChange(gvr schema.GroupVersionResource, old, obj any)
 type copyRef struct {
 	gvr                    schema.GroupVersionResource
 	space, namespace, name string
-}
-
-// copyEntry is a copy's WDS and its decode problems.
-type copyEntry struct {
-	wds      string
-	problems []problem
-}
-
-// copyProblems holds the decode problems of the copies that have any,
-// kept by the copies' events. It is rebuilt on restart as the caches
-// list every copy.
-type copyProblems struct {
-	mu     sync.Mutex
-	byCopy map[copyRef]copyEntry
-}
-
-// set records a copy's problems (none: forgets it) and returns the keys of
-// the placements whose problems changed.
-func (x *copyProblems) set(ref copyRef, entry copyEntry) []string {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	old := x.byCopy[ref]
-	if len(entry.problems) == 0 {
-		delete(x.byCopy, ref)
-	} else {
-		x.byCopy[ref] = entry
-	}
-	if len(old.problems) == 0 && len(entry.problems) == 0 || old.wds == entry.wds && reflect.DeepEqual(old.problems, entry.problems) {
-		return nil
-	}
-	keys := map[string]bool{}
-	for _, e := range []copyEntry{old, entry} {
-		for _, p := range e.problems {
-			for _, ep := range p.placements {
-				keys[spaces.Key(e.wds, "", ep)] = true
-			}
-		}
-	}
-	return slices.Sorted(maps.Keys(keys))
-}
-
-// of returns the problems of the copies of a WDS that concern a placement.
-func (x *copyProblems) of(wds, placement string) []problem {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	var out []problem
-	for _, e := range x.byCopy {
-		if e.wds != wds {
-			continue
-		}
-		for _, p := range e.problems {
-			if slices.Contains(p.placements, placement) {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
 }
 
 func (c *Controller) enqueueAllCopies() {
@@ -441,53 +387,4 @@ func relevant(u *unstructured.Unstructured) bool {
 	annotations := u.GetAnnotations()
 	return annotations[edgev2alpha1.WantSingletonAnnotation] != "" || annotations[edgev2alpha1.StatusCollectorsAnnotation] != "" ||
 		annotations[edgev2alpha1.AssociatedStateAnnotation] != ""
-}
-
-// writeProblems remembers, per WDS object, the writes back the server
-// refused at its latest reconcile. It is lost on restart and rebuilt as
-// every object is reconciled again.
-type writeProblems struct {
-	mu       sync.Mutex
-	byObject map[objectKey][]problem
-}
-
-// set records an object's problems and returns the placements whose
-// problems changed.
-func (w *writeProblems) set(key objectKey, problems []problem) []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	old := w.byObject[key]
-	if len(problems) == 0 {
-		delete(w.byObject, key)
-	} else {
-		w.byObject[key] = problems
-	}
-	if reflect.DeepEqual(old, problems) || len(old) == 0 && len(problems) == 0 {
-		return nil
-	}
-	changed := map[string]bool{}
-	for _, p := range append(append([]problem{}, old...), problems...) {
-		for _, ep := range p.placements {
-			changed[ep] = true
-		}
-	}
-	return slices.Sorted(maps.Keys(changed))
-}
-
-// of returns the problems that concern a placement.
-func (w *writeProblems) of(wds, placement string) []problem {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []problem
-	for key, problems := range w.byObject {
-		if key.wds != wds {
-			continue
-		}
-		for _, p := range problems {
-			if slices.Contains(p.placements, placement) {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
 }

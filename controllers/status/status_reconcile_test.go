@@ -422,19 +422,20 @@ func TestReconcilePlacement(t *testing.T) {
 }
 
 func TestWriteProblems(t *testing.T) {
-	w := &writeProblems{byObject: map[objectKey][]problem{}}
+	w := newProblemIndex[objectKey]()
 	other := objectKey{wds: "wds2", gvr: deployments, namespace: "app", name: "web"}
 	p1 := problem{placements: []string{"a", "b"}, reason: "R", message: "m1"}
 	p2 := problem{placements: []string{"b"}, reason: "R", message: "m2"}
 
-	require.Empty(t, w.set(webKey, nil), "nothing before, nothing now")
-	require.Equal(t, []string{"a", "b"}, w.set(webKey, []problem{p1}))
-	require.Empty(t, w.set(webKey, []problem{p1}), "unchanged")
-	require.Equal(t, []string{"b"}, w.set(other, []problem{p2}))
+	key := func(wds, ep string) string { return spaces.Key(wds, "", ep) }
+	require.Empty(t, w.set(webKey, webKey.wds, nil), "nothing before, nothing now")
+	require.Equal(t, []string{key("wds1", "a"), key("wds1", "b")}, w.set(webKey, webKey.wds, []problem{p1}))
+	require.Empty(t, w.set(webKey, webKey.wds, []problem{p1}), "unchanged")
+	require.Equal(t, []string{key("wds2", "b")}, w.set(other, other.wds, []problem{p2}))
 	require.Equal(t, []problem{p1}, w.of("wds1", "a"))
 	require.Equal(t, []problem{p1}, w.of("wds1", "b"))
 	require.Equal(t, []problem{p2}, w.of("wds2", "b"))
-	require.Equal(t, []string{"a", "b"}, w.set(webKey, nil), "cleared: the placements it concerned")
+	require.Equal(t, []string{key("wds1", "a"), key("wds1", "b")}, w.set(webKey, webKey.wds, nil), "cleared: the placements it concerned")
 	require.Empty(t, w.of("wds1", "a"))
 }
 
@@ -442,20 +443,20 @@ func TestWriteProblems(t *testing.T) {
 // each change concerns. A copy whose annotations decode costs nothing: its
 // placements are not reconciled again for it.
 func TestCopyProblems(t *testing.T) {
-	x := &copyProblems{byCopy: map[copyRef]copyEntry{}}
+	x := newProblemIndex[copyRef]()
 	ref := copyRef{gvr: deployments, space: "inv1-mb-edge1", namespace: "app", name: "web"}
 	good := copyIn("edge1", nil, map[string]string{edgev2alpha1.PlacementsAnnotation: "p1,p2", edgev2alpha1.AssociatedStateAnnotation: `{}`})
 	bad := copyIn("edge1", nil, map[string]string{edgev2alpha1.PlacementsAnnotation: "p1,p2", edgev2alpha1.AssociatedStateAnnotation: `{`})
-	entry := func(cp placedCopy) copyEntry { return copyEntry{wds: "wds1", problems: decodeProblems(cp)} }
+	set := func(cp placedCopy) []string { return x.set(ref, "wds1", decodeProblems(cp)) }
 
-	require.Empty(t, x.set(ref, entry(good)), "a copy that decodes concerns no placement")
+	require.Empty(t, set(good), "a copy that decodes concerns no placement")
 	require.Empty(t, x.of("wds1", "p1"))
-	require.Equal(t, []string{spaces.Key("wds1", "", "p1"), spaces.Key("wds1", "", "p2")}, x.set(ref, entry(bad)))
+	require.Equal(t, []string{spaces.Key("wds1", "", "p1"), spaces.Key("wds1", "", "p2")}, set(bad))
 	require.Len(t, x.of("wds1", "p1"), 1)
 	require.Len(t, x.of("wds1", "p2"), 1)
 	require.Empty(t, x.of("wds1", "p3"))
 	require.Empty(t, x.of("wds2", "p1"), "another WDS's placement of the same name")
-	require.Empty(t, x.set(ref, entry(bad)), "the same problems again: nothing to reconcile")
+	require.Empty(t, set(bad), "the same problems again: nothing to reconcile")
 	// The caller may sort what it gets: the index keeps its own.
 	got := x.of("wds1", "p1")
 	got[0].message = "changed by the caller"
@@ -463,12 +464,12 @@ func TestCopyProblems(t *testing.T) {
 
 	// Fixed, or gone: the placements are reconciled once more, and the
 	// problem is forgotten.
-	require.Equal(t, []string{spaces.Key("wds1", "", "p1"), spaces.Key("wds1", "", "p2")}, x.set(ref, entry(good)))
+	require.Equal(t, []string{spaces.Key("wds1", "", "p1"), spaces.Key("wds1", "", "p2")}, set(good))
 	require.Empty(t, x.of("wds1", "p1"))
-	require.Empty(t, x.byCopy)
-	x.set(ref, entry(bad))
-	require.Len(t, x.set(ref, copyEntry{}), 2, "a copy that went")
-	require.Empty(t, x.byCopy)
+	require.Empty(t, x.byKey)
+	set(bad)
+	require.Len(t, x.set(ref, "", nil), 2, "a copy that went")
+	require.Empty(t, x.byKey)
 }
 
 func TestDecodeProblemsWithoutSyncTarget(t *testing.T) {
