@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"sort"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -57,7 +58,7 @@ func associatedState(uid types.UID, replicaSets []*appsv1.ReplicaSet, pods []*co
 		}
 		state.PodPhases[phase]++
 		if reason, notReady := whyNotReady(pod); notReady {
-			state.NotReadyPods = append(state.NotReadyPods, edgev2alpha1.NotReadyPod{Name: pod.Name, Reason: reason})
+			state.NotReadyPods = append(state.NotReadyPods, edgev2alpha1.NotReadyPod{Name: pod.Name, Reason: cut(reason, edgev2alpha1.MaxNotReadyReasonLength)})
 		}
 	}
 	sort.Slice(state.NotReadyPods, func(i, j int) bool { return state.NotReadyPods[i].Name < state.NotReadyPods[j].Name })
@@ -101,4 +102,21 @@ func whyNotReady(pod *corev1.Pod) (string, bool) {
 		return string(corev1.PodPending), true
 	}
 	return string(pod.Status.Phase), true
+}
+
+// cut returns s, or its first bytes ending in "…" so that the whole is at
+// most n bytes, never splitting a character.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	ellipsis := "…"
+	if n < len(ellipsis) {
+		ellipsis = ""
+	}
+	end := max(n-len(ellipsis), 0)
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + ellipsis
 }

@@ -1,7 +1,10 @@
 package syncer
 
 import (
+	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -80,4 +83,43 @@ func TestWhyNotReady(t *testing.T) {
 	require.Equal(t, "Pending", reason)
 	_, notReady = whyNotReady(pod("ok", "", corev1.PodRunning, true, ""))
 	require.False(t, notReady)
+}
+
+func TestCut(t *testing.T) {
+	require.Equal(t, "short", cut("short", 5))
+	require.Equal(t, "ab…", cut("abcdef", 5), "the ellipsis counts")
+	require.LessOrEqual(t, len(cut("abcdef", 5)), 5)
+	// "é" is two bytes: a cut never splits it.
+	got := cut("aéééé", 6)
+	require.True(t, utf8.ValidString(got), "%q", got)
+	require.Equal(t, "aé…", got)
+	require.Equal(t, "ab", cut("abcdef", 2), "no room for the ellipsis")
+	require.Equal(t, "", cut("ééé", 1))
+}
+
+// TestAssociatedJSONBounded: the annotation stays within what the server
+// accepts: the not-ready pods go first, then the whole annotation.
+func TestAssociatedJSONBounded(t *testing.T) {
+	long := strings.Repeat("n", 253)
+	state := edgev2alpha1.AssociatedState{PodPhases: map[string]int64{"Pending": 20}}
+	for i := range edgev2alpha1.MaxNotReadyPods {
+		state.NotReadyPods = append(state.NotReadyPods, edgev2alpha1.NotReadyPod{Name: fmt.Sprint(i, long), Reason: strings.Repeat("r", edgev2alpha1.MaxNotReadyReasonLength)})
+	}
+	data := associatedJSON(state)
+	require.LessOrEqual(t, len(data), edgev2alpha1.MaxAssociatedStateLength, "the longest names and reasons fit")
+	require.Contains(t, data, "notReadyPods")
+
+	state.PodPhases = map[string]int64{}
+	for i := range 500 {
+		state.PodPhases[fmt.Sprint("made-up-phase-", i)] = 1
+	}
+	data = associatedJSON(state)
+	require.LessOrEqual(t, len(data), edgev2alpha1.MaxAssociatedStateLength)
+	require.NotContains(t, data, "notReadyPods", "the pods go first")
+	require.Contains(t, data, "made-up-phase-499")
+
+	for i := range 2000 {
+		state.PodPhases[fmt.Sprint("made-up-phase-", i)] = 1
+	}
+	require.Empty(t, associatedJSON(state), "too long even so: none")
 }

@@ -109,15 +109,16 @@ func (s *Syncer) reconcileReport(ctx context.Context, key objKey) (bool, error) 
 	// Annotations: why it is not in step; the state of its descendants.
 	want := map[string]string{}
 	if hasProblem {
-		want[edgev2alpha1.SyncErrorAnnotation] = prob.Reason + ": " + prob.Message
+		want[edgev2alpha1.SyncErrorAnnotation] = cut(prob.Reason+": "+prob.Message, edgev2alpha1.MaxSyncErrorLength)
 	}
 	if edge != nil && isWorkload(key.GVR) {
 		state, err := s.associated(edge.GetUID())
 		if err != nil {
 			return false, err
 		}
-		data, _ := json.Marshal(state)
-		want[edgev2alpha1.AssociatedStateAnnotation] = string(data)
+		if data := associatedJSON(state); data != "" {
+			want[edgev2alpha1.AssociatedStateAnnotation] = data
+		}
 	}
 	patch := map[string]any{}
 	for _, k := range []string{edgev2alpha1.SyncErrorAnnotation, edgev2alpha1.AssociatedStateAnnotation} {
@@ -244,4 +245,20 @@ func (s *Syncer) centerErr(err error) error {
 		return fmt.Errorf("%w: %v", errOffline, err)
 	}
 	return err
+}
+
+// associatedJSON is the associated-state annotation of a state: within
+// MaxAssociatedStateLength, without the not-ready pods if need be (the
+// phases still count them), or "" when even that is too long (phases of
+// many made-up names).
+func associatedJSON(state edgev2alpha1.AssociatedState) string {
+	data, _ := json.Marshal(state)
+	if len(data) > edgev2alpha1.MaxAssociatedStateLength {
+		state.NotReadyPods = nil
+		data, _ = json.Marshal(state)
+	}
+	if len(data) > edgev2alpha1.MaxAssociatedStateLength {
+		return ""
+	}
+	return string(data)
 }

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -177,6 +178,21 @@ func TestDecisions(t *testing.T) {
 			old: configMapCopy(), obj: with(configMapCopy(), func(u *unstructured.Unstructured) {
 				u.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: wds, edgev2alpha1.SyncErrorAnnotation: "Rejected: no"})
 			}), want: allow},
+		{name: "syncer writes a sync error as long as it may", who: syncerA, space: mbA, verb: "update", gvr: core("configmaps"), ns: "default", objName: "settings",
+			old: configMapCopy(), obj: with(configMapCopy(), func(u *unstructured.Unstructured) {
+				u.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: wds,
+					edgev2alpha1.SyncErrorAnnotation: strings.Repeat("x", edgev2alpha1.MaxSyncErrorLength)})
+			}), want: allow},
+		{name: "syncer writes a longer sync error", who: syncerA, space: mbA, verb: "update", gvr: core("configmaps"), ns: "default", objName: "settings",
+			old: configMapCopy(), obj: with(configMapCopy(), func(u *unstructured.Unstructured) {
+				u.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: wds,
+					edgev2alpha1.SyncErrorAnnotation: strings.Repeat("x", edgev2alpha1.MaxSyncErrorLength+1)})
+			}), want: denyAdmitted},
+		{name: "syncer writes a 200 KiB associated state", who: syncerA, space: mbA, verb: "update", gvr: core("configmaps"), ns: "default", objName: "settings",
+			old: configMapCopy(), obj: with(configMapCopy(), func(u *unstructured.Unstructured) {
+				u.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: wds,
+					edgev2alpha1.AssociatedStateAnnotation: `{"podPhases":{"` + strings.Repeat("x", 200*1024) + `":1}}`})
+			}), want: denyAdmitted},
 		{name: "syncer changes a copy's source", who: syncerA, space: mbA, verb: "update", gvr: core("configmaps"), ns: "default", objName: "settings",
 			old: configMapCopy(), obj: with(configMapCopy(), func(u *unstructured.Unstructured) {
 				u.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: "kube-public"})

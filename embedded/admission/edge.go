@@ -186,6 +186,14 @@ var reviewGroups = map[string]bool{"authorization.k8s.io": true, "authentication
 // mailbox.
 var syncerAnnotations = []string{edgev2alpha1.SyncErrorAnnotation, edgev2alpha1.AssociatedStateAnnotation}
 
+// syncerAnnotationLimits bound them: the server keeps and reads them for
+// every copy (the status summarizer, the dashboard), so one edge may not
+// make each copy of its mailbox carry the 256 KiB Kubernetes allows.
+var syncerAnnotationLimits = map[string]int{
+	edgev2alpha1.SyncErrorAnnotation:       edgev2alpha1.MaxSyncErrorLength,
+	edgev2alpha1.AssociatedStateAnnotation: edgev2alpha1.MaxAssociatedStateLength,
+}
+
 // validateSyncer holds a syncer to what it needs. The authorizer has let it
 // reach only its inventory space (reads, and its SyncTarget's status) and
 // its mailbox. There it may:
@@ -233,6 +241,12 @@ func (p *edgePlugin) validateSyncer(a admission.Attributes, space, inv, st strin
 			if !sameExcept(old, obj, allowed, syncerAnnotations) {
 				return deny("may change only the status and the annotations %s of %s %q, a copy the server made",
 					strings.Join(syncerAnnotations, ", "), gr.Resource, a.GetName())
+			}
+			ann, _, _ := unstructured.NestedStringMap(obj, "metadata", "annotations")
+			for key, most := range syncerAnnotationLimits {
+				if n := len(ann[key]); n > most {
+					return deny("annotation %s of %s %q is %d bytes, more than the %d a syncer may write", key, gr.Resource, a.GetName(), n, most)
+				}
 			}
 			return nil
 		case labelOf(old, edgev2alpha1.UpsyncedLabel) == "true":

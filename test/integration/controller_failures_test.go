@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -75,6 +76,16 @@ func TestMalformedAssociatedStateShowsOnPlacement(t *testing.T) {
 		require.NoError(t, err)
 		_, err = edge2.AppsV1().Deployments("app").Patch(context.Background(), "web", types.MergePatchType, patch, metav1.PatchOptions{})
 		require.NoError(t, err, "a syncer may write the associated-state annotation of its copies")
+	}
+	// More than the server keeps for a copy is refused, with why.
+	for key, most := range map[string]int{edgev2alpha1.SyncErrorAnnotation: edgev2alpha1.MaxSyncErrorLength,
+		edgev2alpha1.AssociatedStateAnnotation: edgev2alpha1.MaxAssociatedStateLength} {
+		waitCopy(t, edge2, "app", "web")
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: strings.Repeat("x", most+1)}}})
+		require.NoError(t, err)
+		_, err = edge2.AppsV1().Deployments("app").Patch(context.Background(), "web", types.MergePatchType, patch, metav1.PatchOptions{})
+		require.True(t, apierrors.IsForbidden(err), "%s of %d bytes: %v", key, most+1, err)
+		require.ErrorContains(t, err, fmt.Sprintf("annotation %s of deployments \"web\" is %d bytes, more than the %d a syncer may write", key, most+1, most))
 	}
 	setAssociated(`{"podPhases": {"Running": 2}`) // not JSON
 	waitReturned(metav1.ConditionFalse, "InvalidAssociatedState",

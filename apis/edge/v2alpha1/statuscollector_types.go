@@ -168,6 +168,20 @@ type AssociatedState struct {
 // AssociatedState.
 const MaxNotReadyPods = 20
 
+// Bounds on what a syncer writes into the copies of its mailbox, which the
+// server holds and reads for every copy: the server refuses more, and the
+// syncer cuts what it writes to fit.
+const (
+	// MaxNotReadyReasonLength is the longest NotReadyPod reason, in bytes.
+	MaxNotReadyReasonLength = 256
+	// MaxAssociatedStateLength is the longest AssociatedStateAnnotation
+	// (an AssociatedState in JSON), in bytes: room for MaxNotReadyPods pods
+	// with the longest names and reasons.
+	MaxAssociatedStateLength = 16 * 1024
+	// MaxSyncErrorLength is the longest SyncErrorAnnotation, in bytes.
+	MaxSyncErrorLength = 2 * 1024
+)
+
 // NotReadyPod is a pod that is not ready.
 type NotReadyPod struct {
 	Name   string `json:"name"`
