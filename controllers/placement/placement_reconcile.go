@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -526,7 +527,7 @@ func (r *mailboxReconciler) writeCopies(ctx context.Context, desired map[string]
 				keys = append(keys, k)
 			}
 		}
-		if err := r.inParallel(keys, func(k string) error {
+		if err := r.inParallel(ctx, keys, func(k string) error {
 			d := desired[k]
 			did, err := r.write(ctx, d, current[k])
 			if err != nil {
@@ -548,14 +549,21 @@ func (r *mailboxReconciler) writeCopies(ctx context.Context, desired map[string]
 // another once their namespaces exist; one at a time, a reconcile would
 // wait on the server for each (with 100 objects placed on 1,000
 // SyncTargets, the translator's workers spent most of the fan-out so).
-// After a call fails no new one starts; the first error is returned once
-// the calls running are done.
-func (r *mailboxReconciler) inParallel(keys []string, fn func(key string) error) error {
+// After a call fails (or panics) no new one starts; the first error seen
+// is returned once the calls running are done.
+func (r *mailboxReconciler) inParallel(ctx context.Context, keys []string, fn func(key string) error) error {
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		firstErr error
 	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
 	failed := func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -569,12 +577,16 @@ func (r *mailboxReconciler) inParallel(keys []string, fn func(key string) error)
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if err := fn(k); err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
+			// A panic fails this reconcile, as the worker loop makes it do
+			// when it happens there, and never the server.
+			defer func() {
+				if p := recover(); p != nil {
+					klog.FromContext(ctx).Error(nil, "panic writing a mailbox", "key", k, "panic", p, "stack", string(debug.Stack()))
+					fail(fmt.Errorf("panic on %s: %v", k, p))
 				}
-				mu.Unlock()
+			}()
+			if err := fn(k); err != nil {
+				fail(err)
 			}
 		})
 	}
@@ -586,6 +598,12 @@ func (r *mailboxReconciler) inParallel(keys []string, fn func(key string) error)
 // hash), create-only and present, or to be kept as it is.
 func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current *unstructured.Unstructured) (bool, error) {
 	if d.keep || (current != nil && (d.createOnly || d.implied)) {
+		return false, nil
+	}
+	if current != nil && current.GetLabels()[edgev2alpha1.UpsyncedLabel] == "true" {
+		// The edge made it (upsynced): a copy never replaces it.
+		klog.FromContext(ctx).V(2).Info("not writing a copy over an object its syncer upsynced",
+			"resource", d.res.GroupVersionResource.String(), "object", qualifiedName(current))
 		return false, nil
 	}
 	obj := d.obj.DeepCopy()
@@ -624,21 +642,29 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current *
 		if !apierrors.IsAlreadyExists(exists) {
 			return exists == nil, exists
 		}
+		if d.createOnly || d.implied {
+			return false, nil // there, whoever made it: as with the cache's
+		}
 		// The cache has not seen it yet: most often a copy an earlier
 		// reconcile made a moment ago, while more of the WDS's objects
 		// keep the mailbox busy. Compare with the server's: failing the
 		// reconcile instead would retry it with growing backoff, and under
 		// a steady stream of changes delay the whole mailbox by seconds.
-		// An object of that name the translator did not make stays as it
-		// is, and the error says so.
 		live, err := r.get(ctx, d.res.GroupVersionResource, obj.GetNamespace(), obj.GetName())
 		if err != nil {
 			return false, err
 		}
-		if live.GetLabels()[ManagedLabel] != "true" {
+		switch ann := live.GetAnnotations(); {
+		case live.GetLabels()[ManagedLabel] != "true":
+			// Not a copy: what becomes of it is for a reconcile whose
+			// cache has it (the error retries).
 			return false, exists
-		}
-		if live.GetAnnotations()[ContentHashAnnotation] == hash || d.createOnly || d.implied {
+		case ann[edgev2alpha1.SourceSpaceAnnotation] != annotations[edgev2alpha1.SourceSpaceAnnotation] ||
+			ann[edgev2alpha1.SourcePlacementAnnotation] != annotations[edgev2alpha1.SourcePlacementAnnotation]:
+			// Held by another source: which one keeps it is decide's to
+			// say, from a cache that has it (the error retries).
+			return false, exists
+		case ann[ContentHashAnnotation] == hash:
 			return false, nil
 		}
 		current = live
@@ -668,7 +694,7 @@ func (r *mailboxReconciler) prune(ctx context.Context, mailbox string, desired m
 				keys = append(keys, k)
 			}
 		}
-		if err := r.inParallel(keys, func(k string) error {
+		if err := r.inParallel(ctx, keys, func(k string) error {
 			obj, gvr := current[k], gvrOfKey(k)
 			if err := r.delete(ctx, gvr, obj.GetNamespace(), obj.GetName()); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("deleting %s %s: %w", gvr.Resource, qualifiedName(obj), err)

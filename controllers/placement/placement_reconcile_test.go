@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -761,18 +762,25 @@ func TestWriteCopiesConcurrently(t *testing.T) {
 
 // TestWriteStaleCache: a copy the cache has not seen yet, whose create
 // finds it there, is compared with the server's and updated only when it
-// differs; an object of that name the translator did not make is left
-// alone, and the error says so.
+// differs. A copy another source holds, or an object that is no copy, is
+// for a reconcile whose cache has it (the error retries); an object the
+// edge upsynced is never written over.
 func TestWriteStaleCache(t *testing.T) {
-	desired := &desiredCopy{res: configmaps, obj: configMap("ns", "cm", map[string]any{"k": "v2"})}
-	// What the translator writes for it, and for an older version.
-	wanted := func(data string) *unstructured.Unstructured {
+	desired := func() *desiredCopy {
+		cm := configMap("ns", "cm", map[string]any{"k": "v2"})
+		cm.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: "wds1"})
+		return &desiredCopy{res: configmaps, obj: cm, sourcePlacement: "p", placements: map[string]bool{"p": true}}
+	}
+	// What the translator writes for it, or for a variation of it.
+	wanted := func(change func(d *desiredCopy)) *unstructured.Unstructured {
 		var made *unstructured.Unstructured
 		r := &mailboxReconciler{create: func(_ context.Context, _ schema.GroupVersionResource, obj *unstructured.Unstructured) error {
 			made = obj
 			return nil
 		}}
-		did, err := r.write(context.Background(), &desiredCopy{res: configmaps, obj: configMap("ns", "cm", map[string]any{"k": data})}, nil)
+		d := desired()
+		change(d)
+		did, err := r.write(context.Background(), d, nil)
 		require.NoError(t, err)
 		require.True(t, did)
 		made.SetResourceVersion("7")
@@ -782,13 +790,20 @@ func TestWriteStaleCache(t *testing.T) {
 	notOurs.SetResourceVersion("7")
 	for _, tc := range []struct {
 		name    string
+		desired func(d *desiredCopy)
 		live    *unstructured.Unstructured
 		updated bool
 		err     string
 	}{
-		{name: "the server has this version", live: wanted("v2")},
-		{name: "the server has an older version", live: wanted("v1"), updated: true},
-		{name: "not the translator's", live: notOurs, err: "already exists"},
+		{name: "the server has this version", live: wanted(func(*desiredCopy) {})},
+		{name: "the server has an older version", live: wanted(func(d *desiredCopy) { d.obj.Object["data"] = map[string]any{"k": "v1"} }), updated: true},
+		{name: "another WDS holds it", live: wanted(func(d *desiredCopy) {
+			d.obj.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: "wds2"})
+		}), err: "already exists"},
+		{name: "another placement holds it", live: wanted(func(d *desiredCopy) { d.sourcePlacement = "q" }), err: "already exists"},
+		{name: "not a copy", live: notOurs, err: "already exists"},
+		{name: "create-only: there is enough", desired: func(d *desiredCopy) { d.createOnly = true }},
+		{name: "an implied namespace: there is enough", desired: func(d *desiredCopy) { d.implied = true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var updates []*unstructured.Unstructured
@@ -797,6 +812,10 @@ func TestWriteStaleCache(t *testing.T) {
 					return apierrors.NewAlreadyExists(gvr.GroupResource(), obj.GetName())
 				},
 				get: func(context.Context, schema.GroupVersionResource, string, string) (*unstructured.Unstructured, error) {
+					if tc.live == nil {
+						t.Error("read back what needs no reading")
+						return nil, errors.New("no")
+					}
 					return tc.live.DeepCopy(), nil
 				},
 				update: func(_ context.Context, _ schema.GroupVersionResource, obj *unstructured.Unstructured) error {
@@ -804,7 +823,11 @@ func TestWriteStaleCache(t *testing.T) {
 					return nil
 				},
 			}
-			did, err := r.write(context.Background(), desired, nil)
+			d := desired()
+			if tc.desired != nil {
+				tc.desired(d)
+			}
+			did, err := r.write(context.Background(), d, nil)
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err)
 				require.Empty(t, updates)
@@ -821,4 +844,32 @@ func TestWriteStaleCache(t *testing.T) {
 			require.Equal(t, map[string]any{"k": "v2"}, updates[0].Object["data"])
 		})
 	}
+
+	// Seen in the cache, an object the edge upsynced stays.
+	r := &mailboxReconciler{update: func(context.Context, schema.GroupVersionResource, *unstructured.Unstructured) error {
+		t.Error("overwrote an upsynced object")
+		return nil
+	}}
+	upsynced := notOurs.DeepCopy()
+	upsynced.SetLabels(map[string]string{edgev2alpha1.UpsyncedLabel: "true"})
+	did, err := r.write(context.Background(), desired(), upsynced)
+	require.NoError(t, err)
+	require.False(t, did)
+}
+
+// TestInParallelPanic: a panic in one write fails the reconcile with an
+// error, not the process.
+func TestInParallelPanic(t *testing.T) {
+	r := &mailboxReconciler{writers: 4}
+	var done atomic.Int64
+	err := r.inParallel(context.Background(), []string{"a", "b", "c"}, func(k string) error {
+		if k == "b" {
+			var m map[string]int
+			m["boom"]++ // a nil map: panics
+		}
+		done.Add(1)
+		return nil
+	})
+	require.ErrorContains(t, err, "panic on b")
+	require.LessOrEqual(t, done.Load(), int64(2))
 }
