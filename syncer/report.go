@@ -108,6 +108,7 @@ func (s *Syncer) reconcileReport(ctx context.Context, key objKey) (bool, error) 
 	}
 	// Annotations: why it is not in step; the state of its descendants.
 	want := map[string]string{}
+	tooLong := false // an associated state too long to write: the old one goes
 	if hasProblem {
 		want[edgev2alpha1.SyncErrorAnnotation] = cut(prob.Reason+": "+prob.Message, edgev2alpha1.MaxSyncErrorLength)
 	}
@@ -118,6 +119,8 @@ func (s *Syncer) reconcileReport(ctx context.Context, key objKey) (bool, error) 
 		}
 		if data := associatedJSON(state); data != "" {
 			want[edgev2alpha1.AssociatedStateAnnotation] = data
+		} else {
+			tooLong = true
 		}
 	}
 	patch := map[string]any{}
@@ -127,7 +130,7 @@ func (s *Syncer) reconcileReport(ctx context.Context, key objKey) (bool, error) 
 		switch {
 		case wanted && (!had || have != w):
 			patch[k] = w
-		case !wanted && had && (k == edgev2alpha1.SyncErrorAnnotation || hasProblem):
+		case !wanted && had && (k == edgev2alpha1.SyncErrorAnnotation || hasProblem || tooLong):
 			// The state of descendants stays while the edge cache starts;
 			// it goes when the object is not kubestellar's at the edge.
 			patch[k] = nil

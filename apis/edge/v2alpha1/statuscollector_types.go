@@ -176,7 +176,9 @@ const (
 	MaxNotReadyReasonLength = 256
 	// MaxAssociatedStateLength is the longest AssociatedStateAnnotation
 	// (an AssociatedState in JSON), in bytes: room for MaxNotReadyPods pods
-	// with the longest names and reasons.
+	// with the longest names and reasons of plain characters (a syncer
+	// leaves the pods out of a state that does not fit, and the phases
+	// still count them).
 	MaxAssociatedStateLength = 16 * 1024
 	// MaxSyncErrorLength is the longest SyncErrorAnnotation, in bytes.
 	MaxSyncErrorLength = 2 * 1024
