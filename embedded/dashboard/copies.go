@@ -233,9 +233,10 @@ func (c *copyStore) Add(obj any) error {
 		return fmt.Errorf("copy of %s is a %T", c.gr, obj)
 	}
 	c.seen(u.GetResourceVersion())
+	k, r := c.key(u), copyOf(u)
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	if c.s.setCopy(c.key(u), copyOf(u)) {
+	if c.s.setCopy(k, r) {
 		c.s.notifyLocked()
 	}
 	return nil
@@ -267,21 +268,24 @@ func (c *copyStore) Delete(obj any) error {
 // the list lacks were deleted while the watch was down.
 func (c *copyStore) Replace(list []any, rv string) error {
 	c.seen(rv)
-	keep := make(map[copyKey]bool, len(list))
-	c.s.mu.Lock()
-	defer c.s.mu.Unlock()
-	changed := false
+	// Read the copies before taking the lock the views wait on.
+	records := make(map[copyKey]copyRecord, len(list))
 	for _, obj := range list {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
 			return fmt.Errorf("copy of %s is a %T", c.gr, obj)
 		}
-		k := c.key(u)
-		keep[k] = true
-		changed = c.s.setCopy(k, copyOf(u)) || changed
+		records[c.key(u)] = copyOf(u)
 	}
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	changed := false
+	for k, r := range records {
+		changed = c.s.setCopy(k, r) || changed
+	}
+	keep := records
 	for k := range c.s.copies {
-		if k.group == c.gr.Group && k.resource == c.gr.Resource && !keep[k] {
+		if _, kept := keep[k]; !kept && k.group == c.gr.Group && k.resource == c.gr.Resource {
 			c.s.deleteCopy(k)
 			changed = true
 		}
