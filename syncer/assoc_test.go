@@ -123,3 +123,19 @@ func TestAssociatedJSONBounded(t *testing.T) {
 	}
 	require.Empty(t, associatedJSON(state), "too long even so: none")
 }
+
+// TestSyncedConditionCut: the EdgeSynced condition's message is cut as
+// the sync-error annotation is, and an unchanged problem writes nothing.
+func TestSyncedConditionCut(t *testing.T) {
+	p := &problem{Reason: edgev2alpha1.SyncReasonRejected, Message: strings.Repeat("m", 10*edgev2alpha1.MaxSyncErrorLength)}
+	st := withSyncedCondition(map[string]any{"ready": true}, p).(map[string]any)
+	conds := st["conditions"].([]any)
+	require.Len(t, conds, 1)
+	msg := conds[0].(map[string]any)["message"].(string)
+	require.LessOrEqual(t, len(msg), edgev2alpha1.MaxSyncErrorLength)
+	require.True(t, strings.HasSuffix(msg, "…"))
+	again := withSyncedCondition(st, p)
+	require.Equal(t, st, again, "the same problem: the same status")
+	require.Equal(t, true, st["ready"], "the rest of the status stays")
+	require.NotContains(t, withSyncedCondition(st, nil).(map[string]any), "conditions", "no problem: no condition")
+}

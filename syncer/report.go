@@ -185,11 +185,15 @@ func withSyncedCondition(status any, p *problem) any {
 		}
 		st = map[string]any{}
 	}
+	var message string
+	if p != nil {
+		message = cut(p.Message, edgev2alpha1.MaxSyncErrorLength)
+	}
 	conds, _ := st["conditions"].([]any)
 	out := make([]any, 0, len(conds)+1)
 	for _, c := range conds {
 		if m, ok := c.(map[string]any); ok && m["type"] == edgev2alpha1.SyncedConditionType {
-			if p != nil && m["reason"] == p.Reason && m["message"] == p.Message {
+			if p != nil && m["reason"] == p.Reason && m["message"] == message {
 				return status
 			}
 			continue
@@ -198,7 +202,7 @@ func withSyncedCondition(status any, p *problem) any {
 	}
 	if p != nil {
 		out = append(out, map[string]any{"type": edgev2alpha1.SyncedConditionType, "status": "False",
-			"reason": p.Reason, "message": p.Message, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)})
+			"reason": p.Reason, "message": message, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)})
 	}
 	if len(out) == 0 {
 		delete(st, "conditions")
