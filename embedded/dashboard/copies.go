@@ -283,9 +283,8 @@ func (c *copyStore) Replace(list []any, rv string) error {
 	for k, r := range records {
 		changed = c.s.setCopy(k, r) || changed
 	}
-	keep := records
 	for k := range c.s.copies {
-		if _, kept := keep[k]; !kept && k.group == c.gr.Group && k.resource == c.gr.Resource {
+		if _, kept := records[k]; !kept && k.group == c.gr.Group && k.resource == c.gr.Resource {
 			c.s.deleteCopy(k)
 			changed = true
 		}

@@ -112,12 +112,7 @@ func syncerBench(ctx context.Context, bin string, s *server, o syncerOptions, pr
 		return nil, err
 	}
 	defer cmWatch.Stop()
-	cmArrivals := collect(cmWatch, func(ev watch.Event) (string, bool) {
-		if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Added {
-			return cm.Name, true
-		}
-		return "", false
-	})
+	cmArrivals := collect(cmWatch, configMapAdded)
 	progress("syncer: creating %d ConfigMaps in the WDS at %g/s", o.objects, o.rate)
 	sent := make(map[string]time.Time, o.objects)
 	createsTook, err := paced(ctx, o.objects, o.rate, func(i int) error {
@@ -247,12 +242,7 @@ func syncerBench(ctx context.Context, bin string, s *server, o syncerOptions, pr
 			return nil, err
 		}
 		defer mbWatch.Stop()
-		mbArrivals := collect(mbWatch, func(ev watch.Event) (string, bool) {
-			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Added {
-				return cm.Name, true
-			}
-			return "", false
-		})
+		mbArrivals := collect(mbWatch, configMapAdded)
 		progress("syncer: creating %d more ConfigMaps in the WDS at %g/s", o.burstObjects, o.burstRate)
 		var mu sync.Mutex
 		burstSent := make(map[string]time.Time, o.burstObjects)
@@ -467,6 +457,14 @@ type arrivals struct {
 	mu    sync.Mutex
 	first map[string]time.Time
 	ended chan struct{} // closed when the watch ends
+}
+
+// configMapAdded matches a ConfigMap's ADDED event, by name.
+func configMapAdded(ev watch.Event) (string, bool) {
+	if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Added {
+		return cm.Name, true
+	}
+	return "", false
 }
 
 func collect(w watch.Interface, match func(watch.Event) (string, bool)) *arrivals {
