@@ -249,7 +249,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	core.AggregatedDiscoveryGroupManager = aggregated.NewResourceManager("apis")
 	// Every space shows the default ClusterRoles and ClusterRoleBindings
 	// (served from code) it does not replace.
-	core.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: ds, SpaceScoped: true, Codec: builtinCodec(codecs),
+	core.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: ds, SpaceScoped: true, WatchCache: o.WatchCache, Codec: builtinCodec(codecs),
 		Decorators: map[schema.GroupResource]func(apiserverstorage.Interface) apiserverstorage.Interface{
 			rbacv1.Resource("clusterroles"):        c.rbac.ClusterRolesWithDefaults,
 			rbacv1.Resource("clusterrolebindings"): c.rbac.ClusterRoleBindingsWithDefaults,
@@ -303,7 +303,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	c.extensions = &apiextensionsapiserver.Config{
 		GenericConfig: &extGeneric,
 		ExtraConfig: apiextensionsapiserver.ExtraConfig{
-			CRDRESTOptionsGetter: storage.RESTOptionsGetter{Datastore: ds, SpaceScoped: true, Codec: customResourceCodec,
+			CRDRESTOptionsGetter: storage.RESTOptionsGetter{Datastore: ds, SpaceScoped: true, WatchCache: o.WatchCache, Codec: customResourceCodec,
 				// Everyone lists the Spaces they may see.
 				Decorators: map[schema.GroupResource]func(apiserverstorage.Interface) apiserverstorage.Interface{
 					tenancyv1alpha1.Resource("spaces"): func(s apiserverstorage.Interface) apiserverstorage.Interface {

@@ -48,6 +48,9 @@ type Options struct {
 	// seats API Priority and Fairness shares out among its priority
 	// levels, as in kube-apiserver.
 	MaxRequestsInFlight, MaxMutatingRequestsInFlight int
+	// WatchCache serves lists and watches in spaces from memory, as
+	// kube-apiserver's --watch-cache does.
+	WatchCache bool
 }
 
 // The environment variables `server start` reads when no flag gives their
@@ -104,7 +107,7 @@ func defaultMaxRequestsInFlight() (reads, writes int) {
 func NewOptions() *Options {
 	reads, writes := defaultMaxRequestsInFlight()
 	return &Options{DataDir: DefaultDataDir(), BindAddress: "0.0.0.0", Port: 6443,
-		MaxRequestsInFlight: reads, MaxMutatingRequestsInFlight: writes}
+		MaxRequestsInFlight: reads, MaxMutatingRequestsInFlight: writes, WatchCache: true}
 }
 
 // AddFlags binds the options to flags.
@@ -123,6 +126,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DatastoreCertFile, "datastore-certfile", o.DatastoreCertFile, "Client certificate file for the datastore (with --datastore-keyfile).")
 	fs.StringVar(&o.DatastoreKeyFile, "datastore-keyfile", o.DatastoreKeyFile, "Client key file for the datastore (with --datastore-certfile).")
 	fs.IntVar(&o.MaxRequestsInFlight, "max-requests-inflight", o.MaxRequestsInFlight, "With --max-mutating-requests-inflight, the requests the server runs at once (default: 2 per core for this flag, 1 per core for the other), which API Priority and Fairness shares out among its priority levels (FlowSchemas and PriorityLevelConfigurations in the root space); more wait in its queues, fairly between spaces. The admin and the server's own controllers are exempt.")
+	fs.BoolVar(&o.WatchCache, "watch-cache", o.WatchCache, "Serve lists and watches in spaces from a watch cache in memory, as kube-apiserver does: a list of 2,000 objects is several times faster than from the datastore. Mailbox spaces and the wildcard space are always served from the datastore. --watch-cache=false saves the memory of every object outside the mailboxes.")
 	fs.IntVar(&o.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", o.MaxMutatingRequestsInFlight, "See --max-requests-inflight: the two add up to API Priority and Fairness's seats.")
 }
 

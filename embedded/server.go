@@ -131,6 +131,11 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 	}); err != nil {
 		return nil, err
 	}
+	// Ready once every watch cache has its first list, as kube-apiserver
+	// (its storage-readiness hook); until then a cache answers 429.
+	if err := core.AddPostStartHook("storage-readiness", core.StorageReadinessHook.Hook); err != nil {
+		return nil, err
+	}
 	// The APF configuration in the root space, before the server is ready.
 	if err := core.AddPostStartHook("kubestellar-priority-and-fairness", func(hookCtx genericapiserver.PostStartHookContext) error {
 		err := fairness.Ensure(hookCtx.Context, c.core.SharedInformerFactory, c.flowcontrol)

@@ -24,8 +24,20 @@ func Decorate(s storage.Interface, resourcePrefix string) storage.Interface {
 }
 
 type spaceStorage struct {
+	// Interface serves the spaces, from the watch cache when raw is set.
 	storage.Interface
+	// raw, when set, is the datastore storage under the cache: it serves
+	// what the cache leaves out, the mailbox spaces and the wildcard.
+	raw            storage.Interface
 	resourcePrefix string
+}
+
+// in returns the storage that serves a space.
+func (s *spaceStorage) in(space string) storage.Interface {
+	if s.raw != nil && !cached(space) {
+		return s.raw
+	}
+	return s.Interface
 }
 
 var _ storage.Interface = &spaceStorage{}
@@ -72,46 +84,52 @@ func (s *spaceStorage) Create(ctx context.Context, key string, obj, out runtime.
 	if err := setSpace(obj, space); err != nil {
 		return err
 	}
-	return s.Interface.Create(ctx, key, obj, out, ttl)
+	return s.in(space).Create(ctx, key, obj, out, ttl)
 }
 
 func (s *spaceStorage) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions,
 	validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
-	key, _, err := s.spaceKey(ctx, key, false)
+	key, space, err := s.spaceKey(ctx, key, false)
 	if err != nil {
 		return err
 	}
-	return s.Interface.Delete(ctx, key, out, preconditions, validateDeletion, cachedExistingObject, opts)
+	return s.in(space).Delete(ctx, key, out, preconditions, validateDeletion, cachedExistingObject, opts)
 }
 
 func (s *spaceStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
-	key, _, err := s.spaceKey(ctx, key, opts.Recursive)
+	key, space, err := s.spaceKey(ctx, key, opts.Recursive)
 	if err != nil {
 		return nil, err
 	}
-	return s.Interface.Watch(ctx, key, opts)
+	return s.in(space).Watch(ctx, key, opts)
 }
 
 func (s *spaceStorage) Get(ctx context.Context, key string, opts storage.GetOptions, objPtr runtime.Object) error {
-	key, _, err := s.spaceKey(ctx, key, false)
+	key, space, err := s.spaceKey(ctx, key, false)
 	if err != nil {
 		return err
 	}
-	return s.Interface.Get(ctx, key, opts, objPtr)
+	return s.in(space).Get(ctx, key, opts, objPtr)
 }
 
 func (s *spaceStorage) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
-	key, _, err := s.spaceKey(ctx, key, opts.Recursive)
+	key, space, err := s.spaceKey(ctx, key, opts.Recursive)
 	if err != nil {
 		return err
+	}
+	backend := s.in(space)
+	if s.raw != nil && backend != s.raw && backend.ReadinessCheck() == nil && opts.ResourceVersion == "" {
+		// A consistent list from a ready cache is at a revision the
+		// cache has seen every change of the space up to.
+		return backend.GetList(ctx, key, opts, listObj)
 	}
 	// kine answers an empty list with the revision of a second query, made
 	// after the list: an object committed in between is then neither in the
 	// list nor after the revision a watch starts from, and a list-then-watch
 	// client never sees it. Report, for an empty list, a revision read before
 	// the list: a watch from there replays anything created since.
-	before, revErr := s.Interface.GetCurrentResourceVersion(ctx)
-	if err := s.Interface.GetList(ctx, key, opts, listObj); err != nil {
+	before, revErr := backend.GetCurrentResourceVersion(ctx)
+	if err := backend.GetList(ctx, key, opts, listObj); err != nil {
 		return err
 	}
 	if revErr != nil || opts.ResourceVersion != "" || meta.LenList(listObj) > 0 {
@@ -140,5 +158,5 @@ func (s *spaceStorage) GuaranteedUpdate(ctx context.Context, key string, destina
 		}
 		return obj, ttl, setSpace(obj, space)
 	}
-	return s.Interface.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, stamped, cachedExistingObject)
+	return s.in(space).GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, stamped, cachedExistingObject)
 }

@@ -332,3 +332,6 @@ func TestEmptyListReportsRevisionReadBefore(t *testing.T) {
 		})
 	}
 }
+
+// ReadinessCheck reports the storage ready, as a synced watch cache is.
+func (s *recordingStorage) ReadinessCheck() error { return nil }

@@ -136,7 +136,7 @@ func Start(ctx context.Context, cfg Config) (*Datastore, error) {
 	}
 	d := &Datastore{Endpoints: etcdCfg.Endpoints, TLS: etcdCfg.TLSConfig, etcd: IsEtcd(endpointURL), cancel: cancel, wg: wg}
 	if path != "" {
-		if err := d.startMaintainer(ctx, path, compactInterval); err != nil {
+		if err := d.startMaintainer(ctx, path, compactInterval, minRetain); err != nil {
 			d.Stop()
 			return nil, err
 		}
@@ -146,7 +146,7 @@ func Start(ctx context.Context, cfg Config) (*Datastore, error) {
 
 // startMaintainer starts compacting the SQLite datastore at path every
 // interval, until Stop.
-func (d *Datastore) startMaintainer(ctx context.Context, path string, interval time.Duration) error {
+func (d *Datastore) startMaintainer(ctx context.Context, path string, interval time.Duration, minRetain int64) error {
 	file, err := openSQLite(path)
 	if err != nil {
 		return err
@@ -156,7 +156,7 @@ func (d *Datastore) startMaintainer(ctx context.Context, path string, interval t
 		file.Close()
 		return fmt.Errorf("datastore client for compaction: %w", err)
 	}
-	m := &maintainer{client: cli, file: file, interval: interval, walLimit: WALSizeLimit}
+	m := &maintainer{client: cli, file: file, interval: interval, minRetain: minRetain, walLimit: WALSizeLimit}
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {

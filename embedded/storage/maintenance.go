@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -37,6 +38,8 @@ type maintainer struct {
 	client   *clientv3.Client
 	file     *sqliteFile
 	interval time.Duration
+	// minRetain is how many of the latest revisions kine keeps.
+	minRetain int64
 	// walLimit is the log size above which checkWAL truncates it.
 	walLimit int64
 
@@ -100,6 +103,9 @@ func (m *maintainer) compactRound(ctx context.Context, now bool) error {
 		if _, err := m.client.Compact(ctx, target); err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
 			return fmt.Errorf("compacting to revision %d: %w", target, err)
 		}
+		if err := m.publishCompaction(ctx, min(target, current-m.minRetain)); err != nil {
+			return err
+		}
 	}
 	before, err := m.file.sizes()
 	if err != nil {
@@ -119,6 +125,46 @@ func (m *maintainer) compactRound(ctx context.Context, now bool) error {
 	}
 	logger.V(2).Info("datastore compacted", "target", target, "current", current, "freedPages", freed,
 		"dbBytesBefore", before.DB, "walBytesBefore", before.WAL, "dbBytes", after.DB, "walBytes", after.WAL, "checkpointBusy", busy)
+	return nil
+}
+
+// compactRevKey is where kube-apiserver's compactor records the revision it
+// compacted to, and where the API server's watch caches learn it (kine
+// keeps it apart from its own bookkeeping).
+const compactRevKey = "compact_rev_key"
+
+// publishCompaction records rev as the compacted revision the way
+// kube-apiserver's compactor does, so that the watch caches stop serving
+// watches from before it (410 Gone, as the datastore answers) instead of
+// serving them from their own history. rev is a lower bound of what kine
+// compacted to: it keeps its last minRetain revisions.
+func (m *maintainer) publishCompaction(ctx context.Context, rev int64) error {
+	if rev <= 0 {
+		return nil
+	}
+	got, err := m.client.Get(ctx, compactRevKey)
+	if err != nil {
+		return fmt.Errorf("reading the published compaction: %w", err)
+	}
+	var version int64
+	if len(got.Kvs) > 0 {
+		version = got.Kvs[0].Version
+		if published, err := strconv.ParseInt(string(got.Kvs[0].Value), 10, 64); err == nil && published >= rev {
+			return nil
+		}
+	}
+	// kine recognizes this exact transaction as kube-apiserver's.
+	resp, err := m.client.Txn(ctx).If(clientv3.Compare(clientv3.Version(compactRevKey), "=", version)).
+		Then(clientv3.OpPut(compactRevKey, strconv.FormatInt(rev, 10))).
+		Else(clientv3.OpGet(compactRevKey)).Commit()
+	if err != nil {
+		return fmt.Errorf("publishing compaction to revision %d: %w", rev, err)
+	}
+	if !resp.Succeeded {
+		// Another server published at the same time; the next round
+		// publishes again if it fell short.
+		klog.FromContext(ctx).V(2).Info("another server published a compaction first", "revision", rev)
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -145,12 +146,32 @@ func TestCompactReclaimsSpace(t *testing.T) {
 	require.NoError(t, ds.Compact(ctx))
 	_, err = cli.Get(ctx, "/churn/000000", clientv3.WithRev(first.Kvs[0].ModRevision-100))
 	require.ErrorIs(t, err, rpctypes.ErrCompacted, "history before the last %d revisions is still there", DefaultCompactMinRetain)
+	// The watch caches learn the compaction where kube-apiserver's
+	// compactor records it, once per round.
+	requirePublished(t, ctx, cli, first.Header.Revision-DefaultCompactMinRetain)
+	churn(t, ctx, cli, "/more", 20, 10, false)
+	current, err := cli.Get(ctx, "/more/000000")
+	require.NoError(t, err)
+	require.NoError(t, ds.Compact(ctx))
+	requirePublished(t, ctx, cli, current.Header.Revision-DefaultCompactMinRetain)
 
 	after, err := ds.FileSizes()
 	require.NoError(t, err)
 	t.Logf("before compaction: db %d, wal %d; after: db %d, wal %d", before.DB, before.WAL, after.DB, after.WAL)
 	require.Less(t, after.DB, int64(4<<20), "compaction left the database at %d bytes", after.DB)
 	require.Zero(t, after.WAL)
+}
+
+// requirePublished checks the compacted revision recorded for the watch
+// caches, and that the datastore still serves that revision.
+func requirePublished(t *testing.T, ctx context.Context, cli *clientv3.Client, want int64) {
+	t.Helper()
+	got, err := cli.Get(ctx, compactRevKey)
+	require.NoError(t, err)
+	require.Len(t, got.Kvs, 1, "no compaction recorded in %s", compactRevKey)
+	require.Equal(t, strconv.FormatInt(want, 10), string(got.Kvs[0].Value))
+	_, err = cli.Get(ctx, "/small/000000", clientv3.WithRev(want))
+	require.NoError(t, err, "the recorded revision %d is compacted", want)
 }
 
 // TestUpgradeTurnsOnIncrementalVacuum: a database made by an earlier

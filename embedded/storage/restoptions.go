@@ -2,12 +2,14 @@ package storage
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/generic"
 	apiserverstorage "k8s.io/apiserver/pkg/storage"
+	cacherstorage "k8s.io/apiserver/pkg/storage/cacher"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
 	"k8s.io/client-go/tools/cache"
@@ -34,6 +36,17 @@ type RESTOptionsGetter struct {
 	// Decorators wrap the storage of some resources, after the space
 	// partitioning: lists filtered by caller, objects served from code.
 	Decorators map[schema.GroupResource]func(apiserverstorage.Interface) apiserverstorage.Interface
+	// WatchCache serves lists and watches of SpaceScoped resources from a
+	// watch cache, as kube-apiserver's --watch-cache does (see
+	// spaces.CacheSource for what it holds).
+	WatchCache bool
+}
+
+// uncached are the resources without a watch cache, as kube-apiserver
+// leaves events out of it: written often, listed seldom.
+var uncached = map[schema.GroupResource]bool{
+	{Resource: "events"}:                         true,
+	{Group: "events.k8s.io", Resource: "events"}: true,
 }
 
 var _ generic.RESTOptionsGetter = RESTOptionsGetter{}
@@ -62,7 +75,7 @@ func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Obj
 	spaceScoped := g.SpaceScoped
 	return generic.RESTOptions{
 		StorageConfig:           cfg.ForResource(gr),
-		Decorator:               decorator(gr, spaceScoped, g.Decorators[gr]),
+		Decorator:               decorator(gr, spaceScoped, g.WatchCache && spaceScoped && !uncached[gr], g.Decorators[gr]),
 		EnableGarbageCollection: false,
 		DeleteCollectionWorkers: 4,
 		ResourcePrefix:          ResourcePrefix(gr),
@@ -70,19 +83,53 @@ func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Obj
 	}, nil
 }
 
-// decorator builds raw datastore storage, without a watch cache: the cache
-// is keyed by resource, not by space, and kine serves watches itself.
-// CRDs are stored once for all spaces, each space seeing those bound to it
+// decorator builds the storage of a resource on the datastore: for a
+// SpaceScoped resource, partitioned by space and, with watchCache, with a
+// watch cache keyed by space (spaces.CacheKeyFunc) in front. CRDs are
+// stored once for all spaces, each space seeing those bound to it
 // (spaces.DecorateCRDs).
-func decorator(gr schema.GroupResource, spaceScoped bool, decorate func(apiserverstorage.Interface) apiserverstorage.Interface) generic.StorageDecorator {
-	return func(config *storagebackend.ConfigForResource, resourcePrefix string, _ func(runtime.Object) (string, error),
-		newFunc, newListFunc func() runtime.Object, _ apiserverstorage.AttrFunc, _ apiserverstorage.IndexerFuncs,
-		_ *cache.Indexers) (apiserverstorage.Interface, factory.DestroyFunc, error) {
+func decorator(gr schema.GroupResource, spaceScoped, watchCache bool, decorate func(apiserverstorage.Interface) apiserverstorage.Interface) generic.StorageDecorator {
+	return func(config *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(runtime.Object) (string, error),
+		newFunc, newListFunc func() runtime.Object, getAttrs apiserverstorage.AttrFunc, triggers apiserverstorage.IndexerFuncs,
+		indexers *cache.Indexers) (apiserverstorage.Interface, factory.DestroyFunc, error) {
 		s, destroy, err := generic.NewRawStorage(config, newFunc, newListFunc, resourcePrefix)
 		if err != nil {
 			return nil, nil, err
 		}
 		switch {
+		case watchCache:
+			// The cache and its consistency check (DetectCacheInconsistency)
+			// see the datastore without the mailboxes.
+			source := spaces.CacheSource(s, newFunc)
+			cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
+				Storage:             source,
+				Versioner:           apiserverstorage.APIObjectVersioner{},
+				GroupResource:       config.GroupResource,
+				EventsHistoryWindow: config.EventsHistoryWindow,
+				ResourcePrefix:      resourcePrefix,
+				KeyFunc:             spaces.CacheKeyFunc(resourcePrefix, keyFunc),
+				NewFunc:             newFunc,
+				NewListFunc:         newListFunc,
+				GetAttrsFunc:        getAttrs,
+				IndexerFuncs:        triggers,
+				Indexers:            indexers,
+				Codec:               config.Codec,
+			})
+			if err != nil {
+				destroy()
+				return nil, nil, fmt.Errorf("watch cache of %s: %w", gr, err)
+			}
+			delegator := cacherstorage.NewCacheDelegator(cacher, source)
+			raw, destroyRaw := s, destroy
+			var once sync.Once
+			destroy = func() {
+				once.Do(func() {
+					delegator.Stop()
+					cacher.Stop()
+					destroyRaw()
+				})
+			}
+			s = spaces.DecorateCached(delegator, raw, resourcePrefix)
 		case spaceScoped:
 			s = spaces.Decorate(s, resourcePrefix)
 		case gr == crdResource:

@@ -25,10 +25,13 @@ import (
 )
 
 // TestWatchAfterCompaction: once compaction has passed the revision an idle
-// resource's clients last saw, a watch from that revision answers 410 Gone
-// (as kube-apiserver does), and informers relist and go on receiving new
-// objects: one in a space (client-go) and one across spaces (through
-// controller-runtime's client, as the controllers' caches are).
+// resource's clients last saw, a watch from that revision served by the
+// datastore (across spaces, as the controllers watch) answers 410 Gone, as
+// kube-apiserver's does from etcd, and informers relist and go on
+// receiving new objects: one across spaces (through controller-runtime's
+// client, as the controllers' caches are) and one in a space (client-go).
+// In a space, the watch cache serves the same watch from its own history,
+// as kube-apiserver's watch cache does, and it delivers what comes next.
 func TestWatchAfterCompaction(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -45,58 +48,68 @@ func TestWatchAfterCompaction(t *testing.T) {
 	inSpace := startPodTemplateInformer(t, ctx, typedPodTemplates(idle, "default"))
 	acrossSpaces := startPodTemplateInformer(t, ctx, wildcardPodTemplates(t, s))
 	require.True(t, inSpace.has("before") && acrossSpaces.has("before"))
-	informers := map[string]*podTemplateInformer{"in the space": inSpace, "across spaces": acrossSpaces}
-	lists := map[string]int64{}
-	for name, inf := range informers {
-		lists[name] = inf.lists.Load()
-	}
+	lists := acrossSpaces.lists.Load()
 
 	// Both informers listed at or before the current revision.
 	current, err := idle.CoreV1().PodTemplates("default").List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	churnPastRevision(t, ctx, s, current.ResourceVersion)
 
-	// A plain watch from the compacted revision: 410 Gone, reason Expired.
-	err = watchError(ctx, idle, idleRV)
+	// A plain watch across spaces from the compacted revision: 410 Gone,
+	// reason Expired.
+	_, err = firstEvent(ctx, kube(t, s, spaces.Wildcard), "", idleRV)
 	require.True(t, apierrors.IsResourceExpired(err), "want 410 Expired, got %v", err)
 	status, ok := err.(apierrors.APIStatus)
 	require.True(t, ok)
 	require.EqualValues(t, 410, status.Status().Code)
 
-	// The informers' watches end every 2 s and resume from the revision they
-	// last saw, which compaction has passed: they get 410 and list again...
-	for name, inf := range informers {
-		eventually(t, time.Minute, func() (bool, error) { return inf.lists.Load() > lists[name], nil },
-			"the informer %s to list again after its watch's revision was compacted", name)
-	}
-	// ...and so they see what is created next.
+	// The informer's watches end every 2 s and resume from the revision
+	// they last saw, which compaction has passed: they get 410 and list
+	// again...
+	eventually(t, time.Minute, func() (bool, error) { return acrossSpaces.lists.Load() > lists, nil },
+		"the informer across spaces to list again after its watch's revision was compacted")
+
+	// ...and so they see what is created next, as the informer in the
+	// space does, and a watch in the space from the compacted revision.
+	inSpaceEvents := make(chan watch.Event, 1)
+	go func() {
+		ev, err := firstEvent(ctx, idle, "default", idleRV)
+		if err != nil {
+			ev = watch.Event{Type: watch.Error, Object: &apierrors.NewInternalError(err).ErrStatus}
+		}
+		inSpaceEvents <- ev
+	}()
 	_, err = idle.CoreV1().PodTemplates("default").Create(ctx, podTemplate("after"), metav1.CreateOptions{})
 	require.NoError(t, err)
-	for name, inf := range informers {
+	for name, inf := range map[string]*podTemplateInformer{"in the space": inSpace, "across spaces": acrossSpaces} {
 		eventually(t, time.Minute, func() (bool, error) { return inf.has("after"), nil },
 			"the informer %s to receive the pod template made after compaction", name)
 	}
+	ev := <-inSpaceEvents
+	require.Equal(t, watch.Added, ev.Type, "the watch in the space from the compacted revision: %v", ev.Object)
+	require.Equal(t, "after", ev.Object.(*corev1.PodTemplate).Name)
 }
 
-// watchError starts a watch of pod templates from rv and returns the error
-// it ends with: the request's own, or that of its first event.
-func watchError(ctx context.Context, c kubernetes.Interface, rv string) error {
-	w, err := c.CoreV1().PodTemplates("default").Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
+// firstEvent starts a watch of pod templates in namespace ("" for all)
+// from rv and returns its first event, or the error it ends with: the
+// request's own, or that of its first event.
+func firstEvent(ctx context.Context, c kubernetes.Interface, namespace, rv string) (watch.Event, error) {
+	w, err := c.CoreV1().PodTemplates(namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})
 	if err != nil {
-		return err
+		return watch.Event{}, err
 	}
 	defer w.Stop()
 	select {
 	case ev, ok := <-w.ResultChan():
 		if !ok {
-			return fmt.Errorf("the watch from revision %s ended without an error", rv)
+			return watch.Event{}, fmt.Errorf("the watch from revision %s ended without an event", rv)
 		}
-		if ev.Type != watch.Error {
-			return fmt.Errorf("the watch from revision %s gave a %s event, not an error", rv, ev.Type)
+		if ev.Type == watch.Error {
+			return watch.Event{}, apierrors.FromObject(ev.Object)
 		}
-		return apierrors.FromObject(ev.Object)
+		return ev, nil
 	case <-ctx.Done():
-		return fmt.Errorf("the watch from revision %s gave nothing: %w", rv, ctx.Err())
+		return watch.Event{}, fmt.Errorf("the watch from revision %s gave nothing: %w", rv, ctx.Err())
 	}
 }
 

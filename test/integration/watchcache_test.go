@@ -1,0 +1,196 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
+	"github.com/kubestellar/kubestellar/test/harness"
+)
+
+// TestWatchCacheServesSpacesButNotMailboxes checks the space-aware watch
+// cache from the outside: lists and watches in a space come from it and
+// see every write before them; a mailbox's copies never enter it, and
+// lists in a mailbox or the wildcard space still see everything.
+func TestWatchCacheServesSpacesButNotMailboxes(t *testing.T) {
+	s := harness.StartInProcess(t, "")
+	ctx := context.Background()
+	c := edgeClient(t, s)
+	createEdgeSpaces(t, s)
+	require.NoError(t, c.Create(in("inv1"), &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "edge1", Labels: map[string]string{"name": "edge1"}}}))
+	require.NoError(t, c.Create(in("inv1"), &edgev2alpha1.Location{
+		ObjectMeta: metav1.ObjectMeta{Name: "edge1", Labels: map[string]string{"env": "prod"}},
+		Spec: edgev2alpha1.LocationSpec{
+			Resource:         edgev2alpha1.GroupVersionResource{Group: edgev2alpha1.GroupName, Version: "v2alpha1", Resource: "synctargets"},
+			InstanceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"name": "edge1"}},
+		},
+	}))
+	mailbox := readyMailbox(t, c, "inv1", "edge1")
+	require.True(t, spaces.IsMailboxName(mailbox), "mailbox %q", mailbox)
+	wds, mb, all := kube(t, s, "wds1"), kube(t, s, mailbox), kube(t, s, spaces.Wildcard)
+	metrics := func() string {
+		body, err := kube(t, s, spaces.Root).Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		require.NoError(t, err)
+		return string(body)
+	}
+	const received, lists = "apiserver_watch_cache_events_received_total", "apiserver_cache_list_total"
+	configMaps := []string{`group=""`, `resource="configmaps"`}
+	cacheLists := configMaps
+	copies := func() int {
+		got, err := mb.CoreV1().ConfigMaps("placed").List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		return len(got.Items)
+	}
+
+	// 20 ConfigMaps in the WDS, then a placement that copies them into
+	// the mailbox.
+	_, err := wds.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "placed"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for i := range 20 {
+		_, err := wds.CoreV1().ConfigMaps("placed").Create(ctx, configMap("placed", fmt.Sprintf("cm-%02d", i), "wds"), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	eventually(t, 30*time.Second, func() (bool, error) {
+		return metricSum(t, metrics(), received, configMaps...) >= 20, nil
+	}, "the WDS's ConfigMaps to reach the watch cache")
+	before := metricSum(t, metrics(), received, configMaps...)
+	core := ""
+	require.NoError(t, c.Create(in("wds1"), &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "placed"}, Spec: edgev2alpha1.EdgePlacementSpec{
+		LocationSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"env": "prod"}}},
+		Downsync: []edgev2alpha1.DownsyncClause{
+			{APIGroup: &core, Resources: []string{"namespaces"}, ObjectNames: []string{"placed"}},
+			{APIGroup: &core, Resources: []string{"configmaps"}, Namespaces: []string{"placed"}},
+		}}}))
+	eventually(t, time.Minute, func() (bool, error) { return copies() == 20, nil }, "the 20 copies in the mailbox")
+
+	// The copies reached no cache: a write in the WDS after them does, and
+	// only it.
+	_, err = wds.CoreV1().ConfigMaps("default").Create(ctx, configMap("default", "marker", "wds"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, func() (bool, error) {
+		return metricSum(t, metrics(), received, configMaps...) >= before+1, nil
+	}, "the WDS write to reach the watch cache")
+	require.Equal(t, before+1, metricSum(t, metrics(), received, configMaps...), "the watch cache received the mailbox's copies")
+
+	// A list in the WDS is served by the cache; a list in the mailbox and
+	// one across all spaces by the datastore, and they see the copies.
+	listed := metricSum(t, metrics(), lists, cacheLists...)
+	require.Equal(t, 20, copies())
+	got, err := all.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, got.Items, 20+20+1)
+	require.Equal(t, listed, metricSum(t, metrics(), lists, cacheLists...), "a list in a mailbox or the wildcard space came from the cache")
+	got, err = wds.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"marker"}, names(got.Items))
+	require.Equal(t, listed+1, metricSum(t, metrics(), lists, cacheLists...), "the list in the WDS did not come from the cache")
+
+	// Every list in the WDS sees the writes before it, while the
+	// placement copies them into the mailbox.
+	var want []string
+	for i := range 20 {
+		want = append(want, fmt.Sprintf("cm-%02d", i))
+	}
+	for i := range 30 {
+		name := fmt.Sprintf("more-%02d", i)
+		_, err = wds.CoreV1().ConfigMaps("placed").Create(ctx, configMap("placed", name, "wds"), metav1.CreateOptions{})
+		require.NoError(t, err)
+		want = append(want, name)
+		got, err := wds.CoreV1().ConfigMaps("placed").List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		require.ElementsMatch(t, want, names(got.Items), "list %d in the WDS", i)
+	}
+	eventually(t, time.Minute, func() (bool, error) { return copies() == 50, nil }, "the 50 copies in the mailbox")
+
+	// A watch from a list's resource version sees the next write in its
+	// namespace, and nothing of the others' or the mailbox's.
+	got, err = wds.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	w, err := wds.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{ResourceVersion: got.ResourceVersion})
+	require.NoError(t, err)
+	defer w.Stop()
+	_, err = wds.CoreV1().ConfigMaps("placed").Create(ctx, configMap("placed", "elsewhere", "wds"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, time.Minute, func() (bool, error) { return copies() == 51, nil }, "the copy of the last one in the mailbox")
+	_, err = wds.CoreV1().ConfigMaps("default").Create(ctx, configMap("default", "after", "wds"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	select {
+	case ev := <-w.ResultChan():
+		require.Equal(t, watch.Added, ev.Type)
+		cm := ev.Object.(*corev1.ConfigMap)
+		require.Equal(t, "after", cm.Name, "the WDS's watch delivered %s/%s of space %s", cm.Namespace, cm.Name, cm.Annotations[spaces.Annotation])
+	case <-time.After(10 * time.Second):
+		t.Fatal("the WDS's watch saw no event")
+	}
+}
+
+// readyMailbox waits for a SyncTarget's mailbox space to be Ready and
+// returns its name.
+func readyMailbox(t *testing.T, c client.Client, inv, syncTarget string) string {
+	t.Helper()
+	var mailbox string
+	eventually(t, 30*time.Second, func() (bool, error) {
+		st := &edgev2alpha1.SyncTarget{}
+		if err := c.Get(in(inv), client.ObjectKey{Name: syncTarget}, st); err != nil {
+			return false, err
+		}
+		mailbox = st.Status.MailboxSpace
+		if mailbox == "" {
+			return false, nil
+		}
+		sp := &tenancyv1alpha1.Space{}
+		err := c.Get(in(spaces.Root), client.ObjectKey{Name: mailbox}, sp)
+		return err == nil && sp.Status.Phase == tenancyv1alpha1.SpacePhaseReady, err
+	}, "the mailbox of %s to be ready", syncTarget)
+	return mailbox
+}
+
+func names(items []corev1.ConfigMap) []string {
+	var out []string
+	for _, cm := range items {
+		out = append(out, cm.Name)
+	}
+	return out
+}
+
+// metricSum adds up the series of a metric, in the Prometheus text format,
+// whose labels include every one of labels.
+func metricSum(t *testing.T, body, metric string, labels ...string) float64 {
+	t.Helper()
+	var sum float64
+	for _, line := range strings.Split(body, "\n") {
+		rest, ok := strings.CutPrefix(line, metric+"{")
+		if !ok {
+			continue
+		}
+		set, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		matches := true
+		for _, l := range labels {
+			if !strings.Contains(","+set+",", ","+l+",") {
+				matches = false
+			}
+		}
+		if !matches {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		require.NoError(t, err, "%s", line)
+		sum += v
+	}
+	return sum
+}
