@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -138,4 +139,25 @@ func TestSyncedConditionCut(t *testing.T) {
 	require.Equal(t, st, again, "the same problem: the same status")
 	require.Equal(t, true, st["ready"], "the rest of the status stays")
 	require.NotContains(t, withSyncedCondition(st, nil).(map[string]any), "conditions", "no problem: no condition")
+}
+
+// TestStatusTooLarge: an edge status the center would refuse is not
+// written; the copy keeps its last status, with EdgeSynced saying why.
+func TestStatusTooLarge(t *testing.T) {
+	fits := map[string]any{"x": strings.Repeat("x", edgev2alpha1.MaxCopyStatusLength-len(`{"x":""}`))}
+	require.Nil(t, statusTooLarge(fits), "a status of exactly the bound fits")
+	big := map[string]any{"x": strings.Repeat("x", edgev2alpha1.MaxCopyStatusLength)}
+	p := statusTooLarge(big)
+	require.NotNil(t, p)
+	require.Equal(t, edgev2alpha1.SyncReasonStatusTooLarge, p.Reason)
+	require.Contains(t, p.Message, fmt.Sprintf("%d bytes in JSON, more than the %d", edgev2alpha1.MaxCopyStatusLength+len(`{"x":""}`), edgev2alpha1.MaxCopyStatusLength))
+	last := map[string]any{"readyReplicas": int64(2)}
+	st := withSyncedCondition(last, p).(map[string]any)
+	require.Equal(t, int64(2), st["readyReplicas"], "the last status stays")
+	cond := st["conditions"].([]any)[0].(map[string]any)
+	require.Equal(t, "False", cond["status"])
+	require.Equal(t, edgev2alpha1.SyncReasonStatusTooLarge, cond["reason"])
+	data, err := json.Marshal(st)
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(data), edgev2alpha1.MaxCopyStatusLength, "what the syncer writes instead fits")
 }

@@ -152,6 +152,10 @@ func (s *Syncer) reconcileReport(ctx context.Context, key objKey) (bool, error) 
 	switch {
 	case edge != nil && edge.Object["status"] != nil && !hasProblem:
 		wantStatus = edge.Object["status"]
+		if tooLarge := statusTooLarge(wantStatus); tooLarge != nil {
+			// The center refuses it: keep the last status, saying why.
+			wantStatus = withSyncedCondition(have, tooLarge)
+		}
 	case hasProblem && (hadStatus || isWorkload(key.GVR)):
 		wantStatus = withSyncedCondition(have, &prob)
 	case hadStatus:
@@ -173,6 +177,17 @@ func (s *Syncer) reconcileReport(ctx context.Context, key objKey) (bool, error) 
 		return false, s.centerErr(err)
 	}
 	return false, nil
+}
+
+// statusTooLarge returns the problem of an edge status longer than the
+// center takes into a copy (edgev2alpha1.MaxCopyStatusLength), or nil.
+func statusTooLarge(status any) *problem {
+	data, err := json.Marshal(status)
+	if err != nil || len(data) <= edgev2alpha1.MaxCopyStatusLength {
+		return nil
+	}
+	return &problem{Reason: edgev2alpha1.SyncReasonStatusTooLarge, Message: fmt.Sprintf(
+		"the status at the edge is %d bytes in JSON, more than the %d the center takes; the copy keeps its last status", len(data), edgev2alpha1.MaxCopyStatusLength)}
 }
 
 // withSyncedCondition returns status with the EdgeSynced condition set to

@@ -193,6 +193,22 @@ func TestDecisions(t *testing.T) {
 				u.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: wds,
 					edgev2alpha1.AssociatedStateAnnotation: `{"podPhases":{"` + strings.Repeat("x", 200*1024) + `":1}}`})
 			}), want: denyAdmitted},
+		{name: "syncer writes a status as long as it may", who: syncerA, space: mbA, verb: "update", gvr: core("configmaps"), sub: "status", ns: "default", objName: "settings",
+			old: configMapCopy(), obj: with(configMapCopy(), func(u *unstructured.Unstructured) {
+				u.Object["status"] = map[string]any{"x": strings.Repeat("x", edgev2alpha1.MaxCopyStatusLength-len(`{"x":""}`))}
+			}), want: allow},
+		{name: "syncer writes a longer status", who: syncerA, space: mbA, verb: "update", gvr: core("configmaps"), sub: "status", ns: "default", objName: "settings",
+			old: configMapCopy(), obj: with(configMapCopy(), func(u *unstructured.Unstructured) {
+				u.Object["status"] = map[string]any{"x": strings.Repeat("x", edgev2alpha1.MaxCopyStatusLength-len(`{"x":""}`)+1)}
+			}), want: denyAdmitted},
+		{name: "syncer keeps a long status while it writes its annotations", who: syncerA, space: mbA, verb: "update", gvr: core("configmaps"), ns: "default", objName: "settings",
+			old: with(configMapCopy(), func(u *unstructured.Unstructured) {
+				u.Object["status"] = map[string]any{"x": strings.Repeat("x", 2*edgev2alpha1.MaxCopyStatusLength)}
+			}),
+			obj: with(configMapCopy(), func(u *unstructured.Unstructured) {
+				u.Object["status"] = map[string]any{"x": strings.Repeat("x", 2*edgev2alpha1.MaxCopyStatusLength)}
+				u.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: wds, edgev2alpha1.SyncErrorAnnotation: "Rejected: no"})
+			}), want: allow},
 		{name: "syncer changes a copy's source", who: syncerA, space: mbA, verb: "update", gvr: core("configmaps"), ns: "default", objName: "settings",
 			old: configMapCopy(), obj: with(configMapCopy(), func(u *unstructured.Unstructured) {
 				u.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: "kube-public"})

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -246,6 +247,15 @@ func (p *edgePlugin) validateSyncer(a admission.Attributes, space, inv, st strin
 			for key, most := range syncerAnnotationLimits {
 				if n := len(ann[key]); n > most {
 					return deny("annotation %s of %s %q is %d bytes, more than the %d a syncer may write", key, gr.Resource, a.GetName(), n, most)
+				}
+			}
+			if status, ok := obj["status"]; ok && !apiequality.Semantic.DeepEqual(status, old["status"]) {
+				data, err := json.Marshal(status)
+				if err != nil {
+					return apierrors.NewBadRequest(err.Error())
+				}
+				if n := len(data); n > edgev2alpha1.MaxCopyStatusLength {
+					return deny("the status of %s %q is %d bytes in JSON, more than the %d a syncer may write", gr.Resource, a.GetName(), n, edgev2alpha1.MaxCopyStatusLength)
 				}
 			}
 			return nil

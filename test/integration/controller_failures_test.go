@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -86,6 +87,35 @@ func TestMalformedAssociatedStateShowsOnPlacement(t *testing.T) {
 		_, err = edge2.AppsV1().Deployments("app").Patch(context.Background(), "web", types.MergePatchType, patch, metav1.PatchOptions{})
 		require.True(t, apierrors.IsForbidden(err), "%s of %d bytes: %v", key, most+1, err)
 		require.ErrorContains(t, err, fmt.Sprintf("annotation %s of deployments \"web\" is %d bytes, more than the %d a syncer may write", key, most+1, most))
+	}
+	// So is a status longer than the server keeps for a copy; the copy's
+	// status is otherwise the syncer's to write.
+	for size, allowed := range map[int]bool{edgev2alpha1.MaxCopyStatusLength: true, edgev2alpha1.MaxCopyStatusLength + 1: false} {
+		eventually(t, 30*time.Second, func() (bool, error) {
+			cp, err := edge2.AppsV1().Deployments("app").Get(context.Background(), "web", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			// A condition whose message makes the status exactly size bytes.
+			cp.Status = appsv1.DeploymentStatus{Conditions: []appsv1.DeploymentCondition{{Type: "Big", Status: "True"}}}
+			data, err := json.Marshal(cp.Status)
+			require.NoError(t, err)
+			cp.Status.Conditions[0].Message = strings.Repeat("x", size-len(data)-len(`,"message":""`))
+			data, err = json.Marshal(cp.Status)
+			require.NoError(t, err)
+			require.Len(t, data, size)
+			_, err = edge2.AppsV1().Deployments("app").UpdateStatus(context.Background(), cp, metav1.UpdateOptions{})
+			if apierrors.IsConflict(err) {
+				return false, err
+			}
+			if allowed {
+				require.NoError(t, err, "a status of %d bytes", size)
+			} else {
+				require.True(t, apierrors.IsForbidden(err), "a status of %d bytes: %v", size, err)
+				require.ErrorContains(t, err, fmt.Sprintf("the status of deployments \"web\" is %d bytes in JSON, more than the %d a syncer may write", size, edgev2alpha1.MaxCopyStatusLength))
+			}
+			return true, nil
+		}, "a status of %d bytes written or refused", size)
 	}
 	setAssociated(`{"podPhases": {"Running": 2}`) // not JSON
 	waitReturned(metav1.ConditionFalse, "InvalidAssociatedState",

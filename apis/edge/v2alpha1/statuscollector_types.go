@@ -182,6 +182,11 @@ const (
 	MaxAssociatedStateLength = 16 * 1024
 	// MaxSyncErrorLength is the longest SyncErrorAnnotation, in bytes.
 	MaxSyncErrorLength = 2 * 1024
+	// MaxCopyStatusLength is the longest status, in JSON, a syncer writes
+	// into a copy: the status of a Deployment, a Job or most custom
+	// resources is a few KiB. The controllers hold every copy's status, and
+	// return it into the workload description space.
+	MaxCopyStatusLength = 64 * 1024
 )
 
 // NotReadyPod is a pod that is not ready.

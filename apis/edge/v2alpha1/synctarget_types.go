@@ -147,6 +147,10 @@ const (
 	// would delete objects the syncer did not make (the namespace's, or the
 	// CRD's instances); the message names them. It goes once they are gone.
 	SyncReasonKeptInUse = "KeptInUse"
+	// SyncReasonStatusTooLarge: the edge object's status is longer than
+	// MaxCopyStatusLength; the copy keeps its last status, with the
+	// EdgeSynced condition saying so.
+	SyncReasonStatusTooLarge = "StatusTooLarge"
 )
 
 // MaxSyncProblems is how many problems a SyncTarget's status lists at most.
