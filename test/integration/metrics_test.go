@@ -65,23 +65,40 @@ func TestControllerQueueMetrics(t *testing.T) {
 // seriesValue returns the value of a series of a metric for one queue
 // name, as written in the Prometheus text format, or "" when it is absent.
 func seriesValue(body, metric, queue string) string {
-	label := fmt.Sprintf("name=%q", queue)
+	values := seriesValues(body, metric, fmt.Sprintf("name=%q", queue))
+	if len(values) == 0 {
+		return ""
+	}
+	return values[0]
+}
+
+// seriesValues returns the values of the series of a metric, in the
+// Prometheus text format, whose labels include every one of labels
+// (each written name="value").
+func seriesValues(body, metric string, labels ...string) []string {
+	var out []string
 	for _, line := range strings.Split(body, "\n") {
 		rest, ok := strings.CutPrefix(line, metric+"{")
 		if !ok {
 			continue
 		}
-		labels, value, ok := strings.Cut(rest, "} ")
+		set, value, ok := strings.Cut(rest, "} ")
 		if !ok {
 			continue
 		}
-		for _, l := range strings.Split(labels, ",") {
-			if l == label {
-				return strings.TrimSpace(value)
-			}
+		have := map[string]bool{}
+		for _, l := range strings.Split(set, ",") {
+			have[l] = true
+		}
+		matches := true
+		for _, l := range labels {
+			matches = matches && have[l]
+		}
+		if matches {
+			out = append(out, strings.TrimSpace(value))
 		}
 	}
-	return ""
+	return out
 }
 
 func hasSeries(body, metric, queue string) bool { return seriesValue(body, metric, queue) != "" }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -140,20 +139,12 @@ func TestWatchCacheServesSpacesButNotMailboxes(t *testing.T) {
 // returns its name.
 func readyMailbox(t *testing.T, c client.Client, inv, syncTarget string) string {
 	t.Helper()
-	var mailbox string
+	mailbox := mailboxOf(t, c, inv, syncTarget)
 	eventually(t, 30*time.Second, func() (bool, error) {
-		st := &edgev2alpha1.SyncTarget{}
-		if err := c.Get(in(inv), client.ObjectKey{Name: syncTarget}, st); err != nil {
-			return false, err
-		}
-		mailbox = st.Status.MailboxSpace
-		if mailbox == "" {
-			return false, nil
-		}
 		sp := &tenancyv1alpha1.Space{}
 		err := c.Get(in(spaces.Root), client.ObjectKey{Name: mailbox}, sp)
 		return err == nil && sp.Status.Phase == tenancyv1alpha1.SpacePhaseReady, err
-	}, "the mailbox of %s to be ready", syncTarget)
+	}, "mailbox %s to be ready", mailbox)
 	return mailbox
 }
 
@@ -170,26 +161,9 @@ func names(items []corev1.ConfigMap) []string {
 func metricSum(t *testing.T, body, metric string, labels ...string) float64 {
 	t.Helper()
 	var sum float64
-	for _, line := range strings.Split(body, "\n") {
-		rest, ok := strings.CutPrefix(line, metric+"{")
-		if !ok {
-			continue
-		}
-		set, value, ok := strings.Cut(rest, "} ")
-		if !ok {
-			continue
-		}
-		matches := true
-		for _, l := range labels {
-			if !strings.Contains(","+set+",", ","+l+",") {
-				matches = false
-			}
-		}
-		if !matches {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		require.NoError(t, err, "%s", line)
+	for _, value := range seriesValues(body, metric, labels...) {
+		v, err := strconv.ParseFloat(value, 64)
+		require.NoError(t, err, "%s %s", metric, value)
 		sum += v
 	}
 	return sum
