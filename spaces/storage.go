@@ -118,9 +118,10 @@ func (s *spaceStorage) GetList(ctx context.Context, key string, opts storage.Lis
 		return err
 	}
 	backend := s.in(space)
-	if s.raw != nil && backend != s.raw && backend.ReadinessCheck() == nil && opts.ResourceVersion == "" {
-		// A consistent list from a ready cache is at a revision the
-		// cache has seen every change of the space up to.
+	// A list at a resource version needs no correction; nor does a
+	// consistent list from a ready cache, which is at a revision the cache
+	// has seen every change of the space up to.
+	if opts.ResourceVersion != "" || (s.raw != nil && backend != s.raw && backend.ReadinessCheck() == nil) {
 		return backend.GetList(ctx, key, opts, listObj)
 	}
 	// kine answers an empty list with the revision of a second query, made
@@ -132,7 +133,7 @@ func (s *spaceStorage) GetList(ctx context.Context, key string, opts storage.Lis
 	if err := backend.GetList(ctx, key, opts, listObj); err != nil {
 		return err
 	}
-	if revErr != nil || opts.ResourceVersion != "" || meta.LenList(listObj) > 0 {
+	if revErr != nil || meta.LenList(listObj) > 0 {
 		return nil
 	}
 	list, err := meta.ListAccessor(listObj)

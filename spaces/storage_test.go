@@ -22,9 +22,11 @@ type recordingStorage struct {
 	// currentRV is what GetCurrentResourceVersion answers; listed and
 	// listRV are what GetList fills in.
 	currentRV uint64
-	listed    []corev1.ConfigMap
-	listRV    string
-	calls     []call
+	// currentRVReads counts the calls of GetCurrentResourceVersion.
+	currentRVReads int
+	listed         []corev1.ConfigMap
+	listRV         string
+	calls          []call
 	// stored is what GuaranteedUpdate hands to tryUpdate.
 	stored runtime.Object
 	// updated is what tryUpdate returned in GuaranteedUpdate.
@@ -69,6 +71,7 @@ func (s *recordingStorage) GetList(_ context.Context, key string, _ storage.List
 }
 
 func (s *recordingStorage) GetCurrentResourceVersion(context.Context) (uint64, error) {
+	s.currentRVReads++
 	return s.currentRV, nil
 }
 
@@ -315,10 +318,12 @@ func TestEmptyListReportsRevisionReadBefore(t *testing.T) {
 		currentRV uint64
 		listRV    string
 		want      string
+		// reads is how many reads of the revision the list costs.
+		reads int
 	}{
-		{name: "empty list, revision moved on", currentRV: 7, listRV: "10", want: "7"},
-		{name: "empty list, same revision", currentRV: 10, listRV: "10", want: "10"},
-		{name: "non-empty list keeps its revision", listed: []corev1.ConfigMap{{}}, currentRV: 7, listRV: "10", want: "10"},
+		{name: "empty list, revision moved on", currentRV: 7, listRV: "10", want: "7", reads: 1},
+		{name: "empty list, same revision", currentRV: 10, listRV: "10", want: "10", reads: 1},
+		{name: "non-empty list keeps its revision", listed: []corev1.ConfigMap{{}}, currentRV: 7, listRV: "10", want: "10", reads: 1},
 		{name: "list at a given revision is left alone", opts: storage.ListOptions{ResourceVersion: "5"}, currentRV: 7, listRV: "10", want: "10"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -329,6 +334,7 @@ func TestEmptyListReportsRevisionReadBefore(t *testing.T) {
 			opts.Recursive = true
 			require.NoError(t, s.GetList(WithSpace(context.Background(), "one"), "/core/configmaps", opts, list))
 			require.Equal(t, tc.want, list.ResourceVersion)
+			require.Equal(t, tc.reads, fake.currentRVReads, "reads of the current revision")
 		})
 	}
 }
