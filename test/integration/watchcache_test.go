@@ -9,8 +9,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
@@ -167,4 +170,55 @@ func metricSum(t *testing.T, body, metric string, labels ...string) float64 {
 		sum += v
 	}
 	return sum
+}
+
+// TestForgedSpaceAnnotationStaysInItsSpace: the watch cache keys objects by
+// the kubestellar.io/space annotation, so a tenant who writes another
+// space's name there, by create, update, merge patch or server-side apply,
+// must not place its object in that space's part of the cache: the
+// storage stamps the true space on every write.
+func TestForgedSpaceAnnotationStaysInItsSpace(t *testing.T) {
+	s := harness.StartInProcess(t, "")
+	ctx := context.Background()
+	createSpace(t, s, "mallory")
+	createSpace(t, s, "victim")
+	m, v := kube(t, s, "mallory"), kube(t, s, "victim")
+	forged := map[string]string{spaces.Annotation: "victim"}
+
+	cm := configMap("default", "created", "m")
+	cm.Annotations = forged
+	_, err := m.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{})
+	require.NoError(t, err)
+	got, err := m.CoreV1().ConfigMaps("default").Create(ctx, configMap("default", "updated", "m"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	got.Annotations = forged
+	_, err = m.CoreV1().ConfigMaps("default").Update(ctx, got, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = m.CoreV1().ConfigMaps("default").Create(ctx, configMap("default", "patched", "m"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = m.CoreV1().ConfigMaps("default").Patch(ctx, "patched", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+spaces.Annotation+`":"victim"}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	_, err = m.CoreV1().ConfigMaps("default").Apply(ctx, corev1apply.ConfigMap("applied", "default").WithAnnotations(forged),
+		metav1.ApplyOptions{FieldManager: "mallory", Force: true})
+	require.NoError(t, err)
+	// A write in the victim's space after them all: a list that sees it has
+	// seen everything before.
+	_, err = v.CoreV1().ConfigMaps("default").Create(ctx, configMap("default", "own", "v"), metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	mine := []string{"applied", "created", "patched", "updated"}
+	list, err := v.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"own"}, names(list.Items), "the victim's list")
+	list, err = m.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.ElementsMatch(t, mine, names(list.Items), "mallory's list")
+	for _, cm := range list.Items {
+		require.Equal(t, "mallory", cm.Annotations[spaces.Annotation], "%s carries its true space", cm.Name)
+	}
+	for _, name := range mine {
+		_, err := v.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "%s seen in the victim's space: %v", name, err)
+	}
 }
