@@ -174,10 +174,12 @@ func listMetadata(ctx context.Context, md metadata.Interface, gvr schema.GroupVe
 func (s *Syncer) reconcileRemoval(ctx context.Context, key objKey, cur *unstructured.Unstructured) error {
 	s.mu.Lock()
 	owner := s.owner
-	if cur == nil || !ownedBy(cur, owner) {
-		// Not there, or not the syncer's: nothing to do.
+	logger := klog.FromContext(ctx).WithValues("object", key.String())
+	if cur == nil || !ownedBy(cur, owner) || cur.GetDeletionTimestamp() != nil {
+		// Not there, not the syncer's, or on its way out: nothing to do.
 		s.forgetRemovalLocked(key)
 		s.mu.Unlock()
+		logger.V(4).Info("left the mailbox; at the edge it is gone, being deleted, or not the syncer's: nothing to remove")
 		return nil
 	}
 	now := s.now()
@@ -191,10 +193,12 @@ func (s *Syncer) reconcileRemoval(ctx context.Context, key objKey, cur *unstruct
 	s.mu.Unlock()
 
 	if wait := left.Add(s.removalGrace).Sub(now); wait > 0 {
+		logger.V(2).Info("left the mailbox; kept for its grace period", "until", left.Add(s.removalGrace))
 		s.downQ.AddAfter(key, wait)
 		return nil
 	}
 	if inside > 0 {
+		logger.V(2).Info("left the mailbox, but the mailbox still holds objects in it: looking again later", "objects", inside)
 		// The translator removes a namespace after its contents: this is
 		// a moment between the two, or a mailbox being rewritten.
 		s.downQ.AddAfter(key, s.removalGrace)
@@ -211,6 +215,7 @@ func (s *Syncer) reconcileRemoval(ctx context.Context, key objKey, cur *unstruct
 	}
 	if !ownedBy(cur, owner) || cur.GetDeletionTimestamp() != nil {
 		s.forgetRemoval(key)
+		logger.V(2).Info("left the mailbox; adopted at the edge, or being deleted there already: nothing to remove")
 		return nil
 	}
 	what := describe(key)
@@ -235,7 +240,7 @@ func (s *Syncer) reconcileRemoval(ctx context.Context, key objKey, cur *unstruct
 		return fmt.Errorf("deleting %s at the edge: %w", key, err)
 	}
 	s.forgetRemoval(key)
-	klog.FromContext(ctx).V(2).Info("deleted at the edge", "object", key.String())
+	logger.V(2).Info("deleted at the edge")
 	return nil
 }
 

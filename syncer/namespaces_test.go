@@ -434,3 +434,48 @@ func TestServedVersion(t *testing.T) {
 	_, err = servedVersion(crd(v("v1", false, true)))
 	require.ErrorContains(t, err, "serves no version")
 }
+
+// A namespace deleted in the mailbox stays there, Terminating, until the
+// server has emptied it: the syncer counts it as gone from the mailbox
+// from then on (its grace period starts), not once the server is done.
+// An event from a copy cache that has stopped changes nothing.
+func TestTerminatingCopyHasLeftTheMailbox(t *testing.T) {
+	f := newRemovalFixture(t)
+	f.s.copies = map[schema.GroupVersionResource]*running{namespacesGVR: {}}
+	nsCopy := &unstructured.Unstructured{}
+	nsCopy.SetAPIVersion("v1")
+	nsCopy.SetKind("Namespace")
+	nsCopy.SetName("data")
+
+	deleted := nsCopy.DeepCopy()
+	now := metav1.NewTime(f.clock)
+	deleted.SetDeletionTimestamp(&now)
+	f.s.onCopy(namespacesGVR, deleted)
+	f.s.mu.Lock()
+	_, wanted := f.s.desired[dataNS]
+	left, removing := f.s.removing[dataNS]
+	f.s.mu.Unlock()
+	require.False(t, wanted, "a Terminating copy is not desired")
+	require.True(t, removing, "its grace period has started")
+	require.Equal(t, f.clock, left)
+	require.NoError(t, f.reconcile(t, dataNS))
+	require.Equal(t, removalGrace, f.queue.after[dataNS], "looked at again when the grace period ends")
+	require.Empty(t, f.effects(), "nothing deleted at the edge during the grace period")
+
+	// The SyncerConfig no longer names namespaces: a late event of the
+	// stopped cache does not bring the copy back.
+	f.s.copies = map[schema.GroupVersionResource]*running{}
+	f.s.onCopy(namespacesGVR, nsCopy)
+	f.s.mu.Lock()
+	_, wanted = f.s.desired[dataNS]
+	f.s.mu.Unlock()
+	require.False(t, wanted, "an event of a stopped cache is ignored")
+
+	// A new copy (placed again) is desired again.
+	f.s.copies = map[schema.GroupVersionResource]*running{namespacesGVR: {}}
+	f.s.onCopy(namespacesGVR, nsCopy)
+	f.s.mu.Lock()
+	_, wanted = f.s.desired[dataNS]
+	f.s.mu.Unlock()
+	require.True(t, wanted, "placed again")
+}

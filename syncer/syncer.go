@@ -533,6 +533,11 @@ func (s *Syncer) copyHandler(gvr schema.GroupVersionResource) cache.ResourceEven
 	}
 }
 
+// onCopy follows a copy in the mailbox. A copy being deleted there (a
+// namespace waits, Terminating, for the server to empty it) has left the
+// mailbox: what it says is no longer desired. An event of a resource whose
+// cache has stopped (the SyncerConfig no longer names it, and its copies
+// were dropped with it) comes late and is ignored.
 func (s *Syncer) onCopy(gvr schema.GroupVersionResource, obj any) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -540,6 +545,13 @@ func (s *Syncer) onCopy(gvr schema.GroupVersionResource, obj any) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.copies[gvr]; !ok {
+		return
+	}
+	if u.GetDeletionTimestamp() != nil {
+		s.removeDesiredLocked(keyOf(gvr, u))
+		return
+	}
 	d, err := edgeObject(u, gvr, s.owner, s.id.InventorySpace+"/"+s.id.SyncTarget)
 	if err != nil {
 		return

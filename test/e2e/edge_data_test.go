@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/test/edgecluster"
@@ -151,7 +152,17 @@ func TestEdgeDataSurvivesUnplacement(t *testing.T) {
 	require.Equal(t, "edge-made", ek.MustRun(t, "get", "gadget", "edge-made", "-n", "default", "-o", "jsonpath={.metadata.name}"))
 
 	// scratch held only placed objects: it goes.
-	pollFor(t, 2*time.Minute, ek, equals(""), "namespace scratch to leave the edge", "get", "namespace", "scratch", "--ignore-not-found", "-o", "name")
+	if !eventually(2*time.Minute, ek, equals(""), "get", "namespace", "scratch", "--ignore-not-found", "-o", "name") {
+		// What kept it: the mailbox's copy (still there, or Terminating)
+		// or the syncer (the edge namespace, its labels and phase).
+		mb := k.MustRun(t, "--context", "inv1", "get", "synctarget", "edge1", "-o", "jsonpath={.status.mailboxSpace}")
+		cfg, err := clientcmd.LoadFromFile(srv.Kubeconfig)
+		require.NoError(t, err)
+		inMailbox, _, _ := k.Run(context.Background(), "--server", cfg.Clusters["root"].Server+"/spaces/"+mb,
+			"get", "namespaces,configmaps,syncerconfigs", "-A", "-o", "yaml")
+		atEdge, _, _ := ek.Run(context.Background(), "get", "namespace", "scratch", "-o", "yaml")
+		t.Fatalf("namespace scratch did not leave the edge in 2 minutes.\nThe mailbox %s holds:\n%s\nAt the edge:\n%s", mb, inMailbox, atEdge)
+	}
 
 	// Once what held them is deleted at the edge, data and the CRD go too,
 	// and the report with them.

@@ -28,6 +28,16 @@ func pollFor(t *testing.T, timeout time.Duration, k harness.Kubectl, ok func(str
 	return last
 }
 
+// eventually says whether kubectl's output satisfies ok within timeout,
+// for a caller that gathers what explains a failure before failing.
+func eventually(timeout time.Duration, k harness.Kubectl, ok func(string) bool, args ...string) bool {
+	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		out, _, err := k.Run(ctx, args...)
+		return err == nil && ok(out), nil
+	})
+	return err == nil
+}
+
 const offlineWorkload = `apiVersion: v1
 kind: Namespace
 metadata: {name: app}
