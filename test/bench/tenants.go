@@ -41,10 +41,14 @@ type tenantOptions struct {
 //   - the noisy neighbour: one client creating ConfigMaps one after
 //     another in the quiet space, alone, and while the noisy space's user
 //     runs noisyWriters concurrent writers from another process; the
-//     ratio of the medians. Twice: the writers' process on the same cores
-//     as everything else, and again at the lowest CPU priority (nice 19),
-//     which stands for writers on another machine: what is left is what
-//     the server itself lets the noisy space take from the quiet one;
+//     ratio of the medians. The two are taken in alternate rounds, the
+//     writers paused (their requests all answered) for the rounds alone,
+//     so that both see the same server: the same datastore and caches,
+//     grown by the noisy space's writes, on the same machine at the same
+//     time. Twice: the writers' process on the same cores as everything
+//     else, and again at the lowest CPU priority (nice 19), which stands
+//     for writers on another machine: what is left is what the server
+//     itself lets the noisy space take from the quiet one;
 //   - an authorization decision, with 1,000 spaces of RBAC (a Go
 //     benchmark of the authorizer);
 //   - the cost of RBAC: ConfigMap creates/s by 32 clients as that user
@@ -69,33 +73,22 @@ func tenantsBench(ctx context.Context, bin string, o tenantOptions, progress fun
 		return nil, err
 	}
 
-	progress("tenants: %d creates by one client in the quiet space, alone", o.samples)
-	alone, err := sequentialCreates(ctx, quiet.client, "alone", o.samples)
-	if err != nil {
-		return nil, err
-	}
-	a50 := percentile(alone, 50)
-	rows := []row{{"quiet space: create latency alone p50 / p99", ms(a50) + " / " + ms(percentile(alone, 99)), fmt.Sprintf("%d creates by one client, a user with edit", len(alone))}}
+	var rows []row
 	for _, nice := range []bool{false, true} {
 		where := "on the same cores"
 		if nice {
 			where = "at nice 19 (as from another machine)"
 		}
-		progress("tenants: the same while %d writers create ConfigMaps in the noisy space, %s", o.noisyWriters, where)
-		noise, err := startNoise(ctx, s, "noisy", noisy.token, o.noisyWriters, nice)
+		progress("tenants: %d creates by one client in the quiet space, alone and beside %d writers in the noisy space %s, in %d alternate rounds",
+			2*o.samples, o.noisyWriters, where, noisyRounds)
+		alone, loaded, noisyRate, err := noisyNeighbour(ctx, s, quiet.client, noisy.token, o, nice)
 		if err != nil {
 			return nil, err
 		}
-		loaded, err := sequentialCreates(ctx, quiet.client, fmt.Sprintf("loaded-%t", nice), o.samples)
-		noisyRate, noiseErr := noise.stop()
-		if err != nil {
-			return nil, fmt.Errorf("the quiet space's creates beside the noisy one: %w", err)
-		}
-		if noiseErr != nil {
-			return nil, fmt.Errorf("the noisy space's writers: %w", noiseErr)
-		}
-		l50 := percentile(loaded, 50)
+		a50, l50 := percentile(alone, 50), percentile(loaded, 50)
 		rows = append(rows,
+			row{"quiet space: create latency alone (writers " + where + " paused), p50 / p99", ms(a50) + " / " + ms(percentile(alone, 99)),
+				fmt.Sprintf("%d creates by one client, a user with edit", len(alone))},
 			row{fmt.Sprintf("quiet space: create latency beside %d writers %s, p50 / p99", o.noisyWriters, where), ms(l50) + " / " + ms(percentile(loaded, 99)),
 				fmt.Sprintf("the noisy space meanwhile: %.0f creates/s", noisyRate)},
 			row{"noisy neighbour, writers " + where + ": quiet p50 beside ÷ alone", fmt.Sprintf("%.2f", float64(l50)/float64(a50)),
@@ -206,6 +199,47 @@ func tenantClient(ctx context.Context, bin string, s *server, space string) (*te
 	}
 }
 
+// noisyRounds is how many times the quiet client's creates alternate
+// between alone and beside the noisy space's writers.
+const noisyRounds = 6
+
+// noisyNeighbour starts the noisy tenant's writers and takes the quiet
+// client's creates in alternate rounds: alone, the writers paused, then
+// beside them. It returns both sets of latencies and the writers' rate
+// while they wrote.
+func noisyNeighbour(ctx context.Context, s *server, quiet kubernetes.Interface, noisyToken string, o tenantOptions, nice bool) (alone, loaded []time.Duration, rate float64, err error) {
+	noise, err := startNoise(ctx, s, "noisy", noisyToken, o.noisyWriters, nice)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	defer func() {
+		r, stopErr := noise.stop()
+		if err == nil && stopErr != nil {
+			err = fmt.Errorf("the noisy space's writers: %w", stopErr)
+		}
+		rate = r
+	}()
+	per := max(1, o.samples/noisyRounds)
+	for round := range noisyRounds {
+		if err := noise.command("pause"); err != nil {
+			return nil, nil, 0, err
+		}
+		a, err := sequentialCreates(ctx, quiet, fmt.Sprintf("alone-%t-%d", nice, round), per)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("the quiet space's creates alone: %w", err)
+		}
+		if err := noise.command("resume"); err != nil {
+			return nil, nil, 0, err
+		}
+		l, err := sequentialCreates(ctx, quiet, fmt.Sprintf("loaded-%t-%d", nice, round), per)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("the quiet space's creates beside the noisy one: %w", err)
+		}
+		alone, loaded = append(alone, a...), append(loaded, l...)
+	}
+	return alone, loaded, 0, nil
+}
+
 // sequentialCreates creates n ConfigMaps one after another and returns
 // each one's latency.
 func sequentialCreates(ctx context.Context, client kubernetes.Interface, prefix string, n int) ([]time.Duration, error) {
@@ -235,6 +269,7 @@ func userConfig(admin *rest.Config, token string) *rest.Config {
 const (
 	noiseTokenEnv = "KUBESTELLAR_BENCH_NOISE_TOKEN"
 	noiseReady    = "noise: writing"
+	noisePaused   = "noise: paused"
 )
 
 type noiseOptions struct {
@@ -287,7 +322,23 @@ func startNoise(ctx context.Context, s *server, space, token string, writers int
 	return p, nil
 }
 
-// stop ends the noisy tenant and returns its creates per second.
+// command tells the noisy tenant to pause (it answers once every request
+// of its writers has been answered) or to resume (once they write again).
+func (p *noiseProcess) command(c string) error {
+	if _, err := fmt.Fprintln(p.stdin, c); err != nil {
+		return fmt.Errorf("telling the noisy tenant's process to %s: %w\n%s", c, err, p.stderr)
+	}
+	line, err := p.stdout.ReadString('\n')
+	if want := noiseAnswer[c]; err != nil || strings.TrimSpace(line) != want {
+		return fmt.Errorf("the noisy tenant's process answered %s with %q, not %q: %v\n%s", c, line, want, err, p.stderr)
+	}
+	return nil
+}
+
+var noiseAnswer = map[string]string{"pause": noisePaused, "resume": noiseReady}
+
+// stop ends the noisy tenant and returns its creates per second while it
+// was writing.
 func (p *noiseProcess) stop() (float64, error) {
 	_ = p.stdin.Close()
 	line, _ := p.stdout.ReadString('\n')
@@ -303,6 +354,9 @@ func (p *noiseProcess) stop() (float64, error) {
 
 // runNoise is the noisy tenant's process: writers create ConfigMaps in the
 // space's default namespace, as fast as they are let, until stdin closes.
+// A line "pause" on stdin stops them (it is answered once none has a
+// request in flight), "resume" starts them again; the rate it prints at
+// the end counts the time they were writing.
 func runNoise(ctx context.Context, o noiseOptions) error {
 	admin, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	if err != nil {
@@ -312,10 +366,7 @@ func runNoise(ctx context.Context, o noiseOptions) error {
 	client := kubernetes.NewForConfigOrDie(userConfig(admin, os.Getenv(noiseTokenEnv)))
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		cancel()
-	}()
+	g := newGate()
 	var done atomic.Int64
 	errs := make(chan error, o.writers)
 	var wg sync.WaitGroup
@@ -323,8 +374,9 @@ func runNoise(ctx context.Context, o noiseOptions) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; ctx.Err() == nil; i++ {
+			for i := 0; g.enter(ctx); i++ {
 				_, err := client.CoreV1().ConfigMaps("default").Create(ctx, configMap(fmt.Sprintf("noise-%d-%d-%d", os.Getpid(), w, i)), metav1.CreateOptions{})
+				g.leave()
 				if err != nil && ctx.Err() == nil {
 					errs <- err
 					cancel()
@@ -339,17 +391,94 @@ func runNoise(ctx context.Context, o noiseOptions) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	fmt.Println(noiseReady)
+	var writing time.Duration
+	var n int64
 	from, began := done.Load(), time.Now()
-	<-ctx.Done()
-	n, took := done.Load()-from, time.Since(began)
+	lines := bufio.NewScanner(os.Stdin)
+	for lines.Scan() && ctx.Err() == nil {
+		switch lines.Text() {
+		case "pause":
+			g.pause(ctx)
+			n, writing = n+done.Load()-from, writing+time.Since(began)
+			fmt.Println(noisePaused)
+		case "resume":
+			from, began = done.Load(), time.Now()
+			g.resume()
+			fmt.Println(noiseReady)
+		}
+	}
+	if !g.paused() {
+		n, writing = n+done.Load()-from, writing+time.Since(began)
+	}
+	cancel()
+	g.resume()
 	wg.Wait()
 	select {
 	case err := <-errs:
 		return err
 	default:
 	}
-	fmt.Printf("noise: %.1f creates/s\n", float64(n)/took.Seconds())
+	fmt.Printf("noise: %.1f creates/s\n", float64(n)/writing.Seconds())
 	return nil
+}
+
+// gate lets the noisy writers in, one request each at a time, unless
+// paused; pause waits until none is inside.
+type gate struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	stopped  bool
+	inFlight int
+}
+
+func newGate() *gate {
+	g := &gate{}
+	g.cond = sync.NewCond(&g.mu)
+	return g
+}
+
+// enter waits while the gate is paused; false once ctx is done.
+func (g *gate) enter(ctx context.Context) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for g.stopped && ctx.Err() == nil {
+		g.cond.Wait()
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	g.inFlight++
+	return true
+}
+
+func (g *gate) leave() {
+	g.mu.Lock()
+	g.inFlight--
+	g.mu.Unlock()
+	g.cond.Broadcast()
+}
+
+// pause closes the gate and returns once no request is in flight.
+func (g *gate) pause(ctx context.Context) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stopped = true
+	for g.inFlight > 0 && ctx.Err() == nil {
+		g.cond.Wait()
+	}
+}
+
+func (g *gate) resume() {
+	g.mu.Lock()
+	g.stopped = false
+	g.mu.Unlock()
+	g.cond.Broadcast()
+}
+
+func (g *gate) paused() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stopped
 }
 
 // authorizeDecision runs the authorizer's Go benchmark (in
