@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/k3s-io/kine/pkg/endpoint"
+	"github.com/k3s-io/kine/pkg/drivers"
 	kinetls "github.com/k3s-io/kine/pkg/tls"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
@@ -45,7 +45,10 @@ type Datastore struct {
 	// reached directly, empty for kine's socket.
 	TLS kinetls.Config
 	// etcd is true when Endpoints are an etcd cluster rather than kine.
-	etcd   bool
+	etcd bool
+	// local reaches kine in-process, for the API server's storage; nil for
+	// an etcd cluster (see listen).
+	local  *clientv3.Client
 	cancel context.CancelFunc
 	wg     *sync.WaitGroup
 	// maintainer compacts the SQLite datastore and bounds its files; nil
@@ -114,27 +117,24 @@ func Start(ctx context.Context, cfg Config) (*Datastore, error) {
 	}
 	kineCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	wg := &sync.WaitGroup{}
-	etcdCfg, err := endpoint.Listen(kineCtx, endpoint.Config{
-		Listener:         "unix://" + filepath.Join(cfg.DataDir, "kine.sock"),
+	d, err := listen(kineCtx, wg, filepath.Join(cfg.DataDir, "kine.sock"), &drivers.Config{
 		Endpoint:         endpointURL,
 		BackendTLSConfig: kinetls.Config{CAFile: cfg.CAFile, CertFile: cfg.CertFile, KeyFile: cfg.KeyFile},
-		WaitGroup:        wg,
 		// kine's own defaults (its command's flags), with compaction on as
 		// k3s runs it (for SQLite, on request from maintainer).
-		NotifyInterval:      5 * time.Second,
-		EmulatedETCDVersion: "3.6.11",
-		CompactInterval:     kineCompactInterval,
-		CompactTimeout:      5 * time.Second,
-		CompactMinRetain:    minRetain,
-		CompactBatchSize:    1000,
-		PollBatchSize:       500,
+		CompactInterval:  kineCompactInterval,
+		CompactTimeout:   5 * time.Second,
+		CompactMinRetain: minRetain,
+		CompactBatchSize: 1000,
+		PollBatchSize:    500,
 	})
 	if err != nil {
 		cancel()
+		wg.Wait()
 		// kine's errors may quote the endpoint (a URL that does not parse).
 		return nil, fmt.Errorf("starting datastore %s: %w", Redact(endpointURL), RedactError(endpointURL, err))
 	}
-	d := &Datastore{Endpoints: etcdCfg.Endpoints, TLS: etcdCfg.TLSConfig, etcd: IsEtcd(endpointURL), cancel: cancel, wg: wg}
+	d.etcd, d.cancel, d.wg = IsEtcd(endpointURL), cancel, wg
 	if path != "" {
 		if err := d.startMaintainer(ctx, path, compactInterval, minRetain); err != nil {
 			d.Stop()

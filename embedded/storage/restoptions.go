@@ -75,7 +75,7 @@ func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Obj
 	spaceScoped := g.SpaceScoped
 	return generic.RESTOptions{
 		StorageConfig:           cfg.ForResource(gr),
-		Decorator:               decorator(gr, spaceScoped, g.WatchCache && spaceScoped && !uncached[gr], g.Decorators[gr]),
+		Decorator:               decorator(g.Datastore.rawStorage, gr, spaceScoped, g.WatchCache && spaceScoped && !uncached[gr], g.Decorators[gr]),
 		EnableGarbageCollection: false,
 		DeleteCollectionWorkers: 4,
 		ResourcePrefix:          ResourcePrefix(gr),
@@ -88,11 +88,11 @@ func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Obj
 // watch cache keyed by space (spaces.CacheKeyFunc) in front. CRDs are
 // stored once for all spaces, each space seeing those bound to it
 // (spaces.DecorateCRDs).
-func decorator(gr schema.GroupResource, spaceScoped, watchCache bool, decorate func(apiserverstorage.Interface) apiserverstorage.Interface) generic.StorageDecorator {
+func decorator(rawStorage rawStorageFunc, gr schema.GroupResource, spaceScoped, watchCache bool, decorate func(apiserverstorage.Interface) apiserverstorage.Interface) generic.StorageDecorator {
 	return func(config *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(runtime.Object) (string, error),
 		newFunc, newListFunc func() runtime.Object, getAttrs apiserverstorage.AttrFunc, triggers apiserverstorage.IndexerFuncs,
 		indexers *cache.Indexers) (apiserverstorage.Interface, factory.DestroyFunc, error) {
-		s, destroy, err := generic.NewRawStorage(config, newFunc, newListFunc, resourcePrefix)
+		s, destroy, err := rawStorage(config, newFunc, newListFunc, resourcePrefix)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -1,0 +1,253 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/k3s-io/kine/pkg/drivers"
+	"github.com/k3s-io/kine/pkg/server"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/kubernetes"
+	"go.etcd.io/etcd/server/v3/proxy/grpcproxy/adapter"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/generic"
+	apiserverstorage "k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/etcd3"
+	etcdfeature "k8s.io/apiserver/pkg/storage/feature"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
+	"k8s.io/apiserver/pkg/storage/value/encrypt/identity"
+	"k8s.io/klog/v2"
+)
+
+// The etcd API kine serves: the version it emulates (kine answers the
+// watch progress requests of etcd 3.6, which the watch cache's consistent
+// reads use) and how often an idle watch hears of the current revision.
+const (
+	emulatedETCDVersion = "3.6.11"
+	notifyInterval      = 5 * time.Second
+	// grpcStopTimeout bounds a graceful stop of kine's socket, as kine's
+	// own command does.
+	grpcStopTimeout = 2 * time.Second
+)
+
+// listen starts kine's backend for cfg.Endpoint and serves its etcd API
+// twice: in-process, to the API server's storage (Datastore.local), and on
+// a unix socket at socket, to the server's other etcd clients. For an etcd
+// endpoint kine has no backend: the endpoints are used as they are.
+//
+// The API server's every read and write goes through the in-process
+// client: plain function calls into kine's etcd API, as etcd's own
+// v3client makes them into an embedded etcd, where a socket would add
+// gRPC's framing, a protobuf encoding each way and two system calls.
+func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers.Config) (*Datastore, error) {
+	backendCtx, stopBackend := context.WithCancel(context.WithoutCancel(ctx))
+	_, backend, err := drivers.New(backendCtx, wg, cfg)
+	if err != nil {
+		stopBackend()
+		return nil, err
+	}
+	if backend == nil {
+		stopBackend()
+		return &Datastore{Endpoints: strings.Split(cfg.Endpoint, ","), TLS: cfg.BackendTLSConfig}, nil
+	}
+	if err := backend.Start(backendCtx); err != nil {
+		stopBackend()
+		return nil, fmt.Errorf("starting kine: %w", err)
+	}
+	bridge := server.New(backend, "unix", notifyInterval, emulatedETCDVersion)
+
+	srv := grpc.NewServer(
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
+		grpc.MaxRecvMsgSize(2*1024*1024),
+	)
+	bridge.Register(srv)
+	if err := os.Remove(socket); err != nil && !os.IsNotExist(err) {
+		stopBackend()
+		return nil, fmt.Errorf("removing the old socket %s: %w", socket, err)
+	}
+	lis, err := (&net.ListenConfig{}).Listen(ctx, "unix", socket)
+	if err != nil {
+		stopBackend()
+		return nil, fmt.Errorf("kine's socket: %w", err)
+	}
+	if err := os.Chmod(socket, 0o600); err != nil {
+		lis.Close()
+		stopBackend()
+		return nil, err
+	}
+	local := localClient(backendCtx, bridge)
+	// etcd_request_duration_seconds and the rest, as for kube-apiserver's
+	// clients.
+	local.KV = etcd3.NewETCDLatencyTracker(local.KV)
+	// The watch cache serves consistent reads only once the storage is
+	// known to answer progress requests, which the API server learns from
+	// each client's endpoints' versions: the in-process client has none,
+	// so it is asked here, as one endpoint.
+	etcdfeature.DefaultFeatureSupportChecker.CheckClient(backendCtx, inProcessEndpoint{local, "unix://" + socket}, apiserverstorage.RequestWatchProgress)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			klog.FromContext(ctx).Error(err, "kine's socket stopped serving", "socket", socket)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		// The in-process client first: its watches end with it.
+		_ = local.Close()
+		timer := time.AfterFunc(grpcStopTimeout, srv.Stop)
+		srv.GracefulStop()
+		timer.Stop()
+		stopBackend()
+	}()
+	return &Datastore{Endpoints: []string{"unix://" + socket}, local: local}, nil
+}
+
+// localClient is an etcd client whose calls are function calls into kine's
+// etcd API, through etcd's adapters from servers to clients.
+func localClient(ctx context.Context, bridge *server.KVServerBridge) *clientv3.Client {
+	c := clientv3.NewCtxClient(ctx)
+	c.KV = clientv3.NewKVFromKVClient(adapter.KvServerToKvClient(bridge), c)
+	c.Watcher = clientv3.NewWatchFromWatchClient(queuedWatchClient{adapter.WatchServerToWatchClient(bridge)}, c)
+	c.Lease = clientv3.NewLeaseFromLeaseClient(adapter.LeaseServerToLeaseClient(bridge), c, time.Second)
+	c.Maintenance = clientv3.NewMaintenanceFromMaintenanceClient(adapter.MaintenanceServerToMaintenanceClient(bridge), c)
+	c.Cluster = clientv3.NewClusterFromClusterClient(adapter.ClusterServerToClusterClient(bridge), c)
+	return c
+}
+
+// queuedWatchClient queues what the etcd client sends on a watch stream
+// (creates, cancels, progress requests) for a goroutine of the stream to
+// hand to kine. Over gRPC the transport's buffers are between them; in
+// process there is only a channel, and a deadlock: the etcd client sends
+// from the goroutine that also takes the responses in, and kine sends the
+// answer to one request before it reads the next. The queue holds a few
+// small requests per watch; the responses, as over gRPC, are buffered by
+// the etcd client.
+type queuedWatchClient struct{ etcdserverpb.WatchClient }
+
+func (c queuedWatchClient) Watch(ctx context.Context, opts ...grpc.CallOption) (etcdserverpb.Watch_WatchClient, error) {
+	stream, err := c.WatchClient.Watch(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	q := &queuedSends{Watch_WatchClient: stream, wake: make(chan struct{}, 1)}
+	go q.forward()
+	return q, nil
+}
+
+// queuedSends is a watch stream whose Send never waits for kine.
+type queuedSends struct {
+	etcdserverpb.Watch_WatchClient
+	wake chan struct{}
+
+	mu      sync.Mutex
+	pending []*etcdserverpb.WatchRequest
+	closing bool  // CloseSend after the pending requests
+	err     error // the stream's, once a send failed
+}
+
+func (q *queuedSends) Send(r *etcdserverpb.WatchRequest) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.err != nil {
+		return q.err
+	}
+	q.pending = append(q.pending, r)
+	q.signal()
+	return nil
+}
+
+func (q *queuedSends) CloseSend() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closing = true
+	q.signal()
+	return nil
+}
+
+// signal wakes forward; q.mu is held.
+func (q *queuedSends) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// forward hands the queued requests to kine, in order, until the stream
+// ends.
+func (q *queuedSends) forward() {
+	done := q.Context().Done()
+	for {
+		select {
+		case <-q.wake:
+		case <-done:
+			return
+		}
+		q.mu.Lock()
+		batch, closing := q.pending, q.closing
+		q.pending = nil
+		q.mu.Unlock()
+		for _, r := range batch {
+			if err := q.Watch_WatchClient.Send(r); err != nil {
+				q.mu.Lock()
+				q.err = err
+				q.mu.Unlock()
+				return
+			}
+		}
+		if closing {
+			_ = q.Watch_WatchClient.CloseSend()
+			return
+		}
+	}
+}
+
+// inProcessEndpoint presents the in-process client as one endpoint, for
+// the API server's check of the etcd version.
+type inProcessEndpoint struct {
+	*clientv3.Client
+	name string
+}
+
+func (e inProcessEndpoint) Endpoints() []string { return []string{e.name} }
+
+// rawStorageFunc builds a resource's storage on the datastore, without a
+// cache.
+type rawStorageFunc func(config *storagebackend.ConfigForResource, newFunc, newListFunc func() runtime.Object, resourcePrefix string) (apiserverstorage.Interface, factory.DestroyFunc, error)
+
+// rawStorage is kube-apiserver's etcd3 storage of a resource, on the
+// in-process client when kine runs here (every resource shares it: a call
+// is a function call, not a connection), else on a client of its own to
+// the etcd cluster, as generic.NewRawStorage makes it.
+func (d *Datastore) rawStorage(config *storagebackend.ConfigForResource, newFunc, newListFunc func() runtime.Object, resourcePrefix string) (apiserverstorage.Interface, factory.DestroyFunc, error) {
+	if d == nil || d.local == nil {
+		return generic.NewRawStorage(config, newFunc, newListFunc, resourcePrefix)
+	}
+	client := &kubernetes.Client{Client: d.local}
+	client.Kubernetes = client
+	versioner := apiserverstorage.APIObjectVersioner{}
+	transformer := config.Transformer
+	if transformer == nil {
+		transformer = identity.NewEncryptCheckTransformer()
+	}
+	// No compactor: kine compacts its own history (Compacts).
+	store, err := etcd3.New(client, nil, config.Codec, newFunc, newListFunc, config.Prefix, resourcePrefix, config.GroupResource,
+		transformer, config.LeaseManagerConfig, etcd3.NewDefaultDecoder(config.Codec, versioner), versioner)
+	if err != nil {
+		return nil, nil, err
+	}
+	var once sync.Once
+	return store, func() { once.Do(store.Close) }, nil
+}

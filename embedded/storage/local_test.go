@@ -1,0 +1,137 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/watch"
+	apiserverstorage "k8s.io/apiserver/pkg/storage"
+	etcdfeature "k8s.io/apiserver/pkg/storage/feature"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// The API server's storage reaches kine in-process: creates, gets and
+// watches work with kine's socket gone, the storage is known to answer
+// watch progress requests (which the watch cache's consistent reads
+// need), and a progress request reaches a watch.
+func TestStorageReachesKineInProcess(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	ds, err := Start(ctx, Config{DataDir: dir})
+	require.NoError(t, err)
+	defer ds.Stop()
+	require.NoError(t, ds.WaitReady(ctx, ""))
+	require.NotNil(t, ds.local, "kine on SQLite is reached in-process")
+
+	codecs := serializer.NewCodecFactory(scheme.Scheme)
+	codec := codecs.CodecForVersions(codecs.LegacyCodec(corev1.SchemeGroupVersion), codecs.UniversalDeserializer(), corev1.SchemeGroupVersion, corev1.SchemeGroupVersion)
+	cfg := storagebackend.NewDefaultConfig(KeyPrefix, codec).ForResource(corev1.Resource("configmaps"))
+	store, destroy, err := ds.rawStorage(cfg, func() runtime.Object { return &corev1.ConfigMap{} },
+		func() runtime.Object { return &corev1.ConfigMapList{} }, "/core/configmaps")
+	require.NoError(t, err)
+	defer destroy()
+
+	// No socket: whatever works now does not go through it.
+	require.NoError(t, os.Remove(filepath.Join(dir, "kine.sock")))
+
+	key := "/core/configmaps/default/one"
+	created := &corev1.ConfigMap{}
+	require.NoError(t, store.Create(ctx, key, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "one", Namespace: "default"}, Data: map[string]string{"a": "1"}}, created, 0))
+	got := &corev1.ConfigMap{}
+	require.NoError(t, store.Get(ctx, key, apiserverstorage.GetOptions{}, got))
+	require.Equal(t, map[string]string{"a": "1"}, got.Data)
+
+	pred := apiserverstorage.Everything
+	pred.AllowWatchBookmarks = true
+	w, err := store.Watch(ctx, "/core/configmaps/default/", apiserverstorage.ListOptions{
+		ResourceVersion: created.ResourceVersion, Recursive: true, Predicate: pred, ProgressNotify: true})
+	require.NoError(t, err)
+	defer w.Stop()
+	require.NoError(t, store.Create(ctx, "/core/configmaps/default/two", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "two", Namespace: "default"}}, nil, 0))
+	select {
+	case ev := <-w.ResultChan():
+		require.Equal(t, watch.Added, ev.Type, "%+v", ev.Object)
+		require.Equal(t, "two", ev.Object.(*corev1.ConfigMap).Name, "the watch from the first create's revision sees the second")
+	case <-ctx.Done():
+		t.Fatal("no watch event")
+	}
+
+	require.Eventually(t, func() bool {
+		return etcdfeature.DefaultFeatureSupportChecker.Supports(apiserverstorage.RequestWatchProgress)
+	},
+		10*time.Second, 10*time.Millisecond, "the in-process client is checked for watch progress requests")
+	require.NoError(t, store.RequestWatchProgress(ctx))
+	for {
+		select {
+		case ev := <-w.ResultChan():
+			if ev.Type == watch.Bookmark {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("the progress request reached no watch")
+		}
+	}
+}
+
+// Watches started and stopped on the in-process client while events flow
+// never wedge its stream: the etcd client sends a request (a create, a
+// cancel) from the goroutine that also takes responses in, and kine
+// answers a request before it reads the next, so with nothing between
+// them each would wait for the other.
+func TestInProcessWatchesNeverWedge(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ds, err := Start(ctx, Config{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	defer ds.Stop()
+	require.NoError(t, ds.WaitReady(ctx, ""))
+
+	writeCtx, stopWriting := context.WithCancel(ctx)
+	defer stopWriting()
+	go func() {
+		for i := 0; writeCtx.Err() == nil; i++ {
+			_, _ = ds.local.Put(writeCtx, fmt.Sprintf("/wedge/key-%d", i%50), strconv.Itoa(i))
+		}
+	}()
+	const watchers, rounds = 32, 40
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	for range watchers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				wctx, stop := context.WithCancel(ctx)
+				ch := ds.local.Watch(wctx, "/wedge/", clientv3.WithPrefix(), clientv3.WithProgressNotify())
+				select {
+				case <-ch:
+				case <-ctx.Done():
+				}
+				stop()
+				done.Add(1)
+			}
+		}()
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the in-process watch stream wedged: %d of %d watches started and stopped in a minute", done.Load(), watchers*rounds)
+	}
+}
