@@ -109,6 +109,17 @@ func baseConfig(o *Options, tok jointoken.Token, ca []byte, srv *servers) *rest.
 	}
 }
 
+// watchConfig is cfg for caches: without its request timeout, which the
+// HTTP client applies to the whole of a response, a watch's too, so that
+// every watch would end after it and start again (the server ends a watch
+// after 5 to 10 minutes, and the client notices a dead connection by its
+// HTTP/2 health checks).
+func watchConfig(cfg *rest.Config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.Timeout = 0
+	return out
+}
+
 // spaceConfig addresses one space of the center.
 func spaceConfig(base *rest.Config, space string) *rest.Config {
 	cfg := rest.CopyConfig(base)

@@ -5,9 +5,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/klog/v2"
+
+	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
 )
 
 func TestFailover(t *testing.T) {
@@ -47,4 +50,19 @@ func TestFailover(t *testing.T) {
 	require.NoError(t, err)
 	one.failed(0, io.EOF)
 	require.Equal(t, b.URL, one.URL(), "with one server there is nowhere to go")
+}
+
+// Requests to the center are bounded in time; the caches' lists and
+// watches are not, or every watch would end with the bound and start
+// again.
+func TestCachesWatchWithoutTheRequestTimeout(t *testing.T) {
+	srv, err := newServers([]string{"https://center.example:6443"}, klog.Background())
+	require.NoError(t, err)
+	base := baseConfig(&Options{}, jointoken.Token{}, nil, srv)
+	require.Equal(t, 30*time.Second, base.Timeout, "a request gives up after 30 s")
+	mailbox := spaceConfig(base, "inv1-mb-1")
+	caches := watchConfig(mailbox)
+	require.Zero(t, caches.Timeout, "a cache's watch lasts until the server ends it")
+	require.Equal(t, mailbox.Host, caches.Host)
+	require.Equal(t, 30*time.Second, mailbox.Timeout, "the config it is made from is unchanged")
 }

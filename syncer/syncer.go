@@ -58,8 +58,11 @@ type Syncer struct {
 	owner     string
 	mailbox   dynamic.Interface
 	inventory dynamic.Interface
-	connected atomic.Bool
-	announced bool // readiness was announced
+	// mailboxCaches lists and watches the mailbox for the caches: a watch
+	// lasts until the server ends it, not the 30 s a request may take.
+	mailboxCaches dynamic.Interface
+	connected     atomic.Bool
+	announced     bool // readiness was announced
 
 	downQ   workqueue.TypedRateLimitingInterface[objKey]
 	reportQ workqueue.TypedRateLimitingInterface[objKey]
@@ -360,6 +363,9 @@ func (s *Syncer) connect(ctx context.Context) error {
 	if s.mailbox, err = dynamic.NewForConfig(spaceConfig(base, id.MailboxSpace)); err != nil {
 		return err
 	}
+	if s.mailboxCaches, err = dynamic.NewForConfig(watchConfig(spaceConfig(base, id.MailboxSpace))); err != nil {
+		return err
+	}
 	if s.inventory, err = dynamic.NewForConfig(spaceConfig(base, id.InventorySpace)); err != nil {
 		return err
 	}
@@ -374,12 +380,12 @@ func (s *Syncer) connect(ctx context.Context) error {
 func (s *Syncer) startMailbox(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.configInf = s.startInformer(ctx, s.mailbox, syncerConfigsGVR, nil, nil, cache.ResourceEventHandlerFuncs{
+	s.configInf = s.startInformer(ctx, s.mailboxCaches, syncerConfigsGVR, nil, nil, cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.onConfig(ctx, obj) },
 		UpdateFunc: func(_, obj any) { s.onConfig(ctx, obj) },
 		DeleteFunc: func(any) { s.onConfig(ctx, nil) },
 	})
-	s.crds = s.startInformer(ctx, s.mailbox, crdsGVR, nil, nil, cache.ResourceEventHandlerFuncs{
+	s.crds = s.startInformer(ctx, s.mailboxCaches, crdsGVR, nil, nil, cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { s.onCRD() },
 		UpdateFunc: func(_, _ any) { s.onCRD() },
 		DeleteFunc: func(any) { s.onCRD() },
@@ -473,7 +479,7 @@ func (s *Syncer) onConfig(ctx context.Context, obj any) {
 		if _, ok := s.copies[gvr]; ok {
 			continue
 		}
-		s.copies[gvr] = s.startInformer(ctx, s.mailbox, gvr, copySelector, nil, s.copyHandler(gvr))
+		s.copies[gvr] = s.startInformer(ctx, s.mailboxCaches, gvr, copySelector, nil, s.copyHandler(gvr))
 	}
 	for gvr, r := range s.copies {
 		if want[gvr] {
@@ -503,7 +509,7 @@ func (s *Syncer) onConfig(ctx context.Context, obj any) {
 			s.ensureEdgeInformerLocked(ctx, gvr)
 			if _, ok := s.upsynced[gvr]; !ok {
 				g := gvr
-				s.upsynced[gvr] = s.startInformer(ctx, s.mailbox, gvr, upsyncedSelector, nil, handlerFunc(func(any) { s.upQ.Add(g) }))
+				s.upsynced[gvr] = s.startInformer(ctx, s.mailboxCaches, gvr, upsyncedSelector, nil, handlerFunc(func(any) { s.upQ.Add(g) }))
 			}
 		}
 	}
