@@ -49,11 +49,15 @@ const (
 // client: plain function calls into kine's etcd API, as etcd's own
 // v3client makes them into an embedded etcd, where a socket would add
 // gRPC's framing, a protobuf encoding each way and two system calls.
-func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers.Config) (*Datastore, error) {
+func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers.Config) (_ *Datastore, err error) {
 	backendCtx, stopBackend := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		if err != nil {
+			stopBackend()
+		}
+	}()
 	_, backend, err := drivers.New(backendCtx, wg, cfg)
 	if err != nil {
-		stopBackend()
 		return nil, err
 	}
 	if backend == nil {
@@ -61,7 +65,6 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 		return &Datastore{Endpoints: strings.Split(cfg.Endpoint, ","), TLS: cfg.BackendTLSConfig}, nil
 	}
 	if err := backend.Start(backendCtx); err != nil {
-		stopBackend()
 		return nil, fmt.Errorf("starting kine: %w", err)
 	}
 	bridge := server.New(backend, "unix", notifyInterval, emulatedETCDVersion)
@@ -73,17 +76,14 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 	)
 	bridge.Register(srv)
 	if err := os.Remove(socket); err != nil && !os.IsNotExist(err) {
-		stopBackend()
 		return nil, fmt.Errorf("removing the old socket %s: %w", socket, err)
 	}
 	lis, err := (&net.ListenConfig{}).Listen(ctx, "unix", socket)
 	if err != nil {
-		stopBackend()
 		return nil, fmt.Errorf("kine's socket: %w", err)
 	}
 	if err := os.Chmod(socket, 0o600); err != nil {
 		lis.Close()
-		stopBackend()
 		return nil, err
 	}
 	local := localClient(backendCtx, bridge)
