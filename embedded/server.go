@@ -86,6 +86,9 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating API server: %w", err)
 	}
+	// Destroy runs after the last request: stop every watch cache at once
+	// before the API groups destroy their storages one by one.
+	core.RegisterDestroyFunc(c.Datastore.StopCaches)
 	if err := core.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, c.legacy); err != nil {
 		return nil, fmt.Errorf("installing core API: %w", err)
 	}

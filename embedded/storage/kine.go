@@ -56,7 +56,15 @@ type Datastore struct {
 	maintainer *maintainer
 	// stopMaintainer stops maintainer's loop and waits for it.
 	stopMaintainer func()
+	// caches are the watch caches on this datastore (StopCaches).
+	caches watchCaches
 }
+
+// StopCaches stops every watch cache on the datastore at once, and returns
+// when they have stopped: for a server's shutdown, once no request is
+// served, before the API server destroys each resource's storage (which
+// then has no cache left to stop).
+func (d *Datastore) StopCaches() { d.caches.stopAll() }
 
 // Config says which datastore to use and how to reach it.
 type Config struct {

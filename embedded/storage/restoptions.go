@@ -75,7 +75,7 @@ func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Obj
 	spaceScoped := g.SpaceScoped
 	return generic.RESTOptions{
 		StorageConfig:           cfg.ForResource(gr),
-		Decorator:               decorator(g.Datastore.rawStorage, gr, spaceScoped, g.WatchCache && spaceScoped && !uncached[gr], g.Decorators[gr]),
+		Decorator:               decorator(g.Datastore.rawStorage, &g.Datastore.caches, gr, spaceScoped, g.WatchCache && spaceScoped && !uncached[gr], g.Decorators[gr]),
 		EnableGarbageCollection: false,
 		DeleteCollectionWorkers: 4,
 		ResourcePrefix:          ResourcePrefix(gr),
@@ -88,7 +88,7 @@ func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Obj
 // watch cache keyed by space (spaces.CacheKeyFunc) in front. CRDs are
 // stored once for all spaces, each space seeing those bound to it
 // (spaces.DecorateCRDs).
-func decorator(rawStorage rawStorageFunc, gr schema.GroupResource, spaceScoped, watchCache bool, decorate func(apiserverstorage.Interface) apiserverstorage.Interface) generic.StorageDecorator {
+func decorator(rawStorage rawStorageFunc, caches *watchCaches, gr schema.GroupResource, spaceScoped, watchCache bool, decorate func(apiserverstorage.Interface) apiserverstorage.Interface) generic.StorageDecorator {
 	return func(config *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(runtime.Object) (string, error),
 		newFunc, newListFunc func() runtime.Object, getAttrs apiserverstorage.AttrFunc, triggers apiserverstorage.IndexerFuncs,
 		indexers *cache.Indexers) (apiserverstorage.Interface, factory.DestroyFunc, error) {
@@ -121,14 +121,16 @@ func decorator(rawStorage rawStorageFunc, gr schema.GroupResource, spaceScoped, 
 			}
 			delegator := cacherstorage.NewCacheDelegator(cacher, source)
 			raw, destroyRaw := s, destroy
-			var once sync.Once
-			destroy = func() {
-				once.Do(func() {
-					delegator.Stop()
-					cacher.Stop()
-					destroyRaw()
-				})
-			}
+			stopCache := sync.OnceFunc(func() {
+				delegator.Stop()
+				cacher.Stop()
+			})
+			forget := caches.add(stopCache)
+			destroy = sync.OnceFunc(func() {
+				forget()
+				stopCache()
+				destroyRaw()
+			})
 			s = spaces.DecorateCached(delegator, raw, resourcePrefix)
 		case spaceScoped:
 			s = spaces.Decorate(s, resourcePrefix)
