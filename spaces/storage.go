@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/storage"
 )
@@ -28,7 +30,10 @@ type spaceStorage struct {
 	storage.Interface
 	// raw, when set, is the datastore storage under the cache: it serves
 	// what the cache leaves out, the mailbox spaces and the wildcard.
-	raw            storage.Interface
+	raw storage.Interface
+	// source, set with raw, is what the cache fills from: while it is
+	// Whole, the cache serves lists across all spaces too.
+	source         *Source
 	resourcePrefix string
 }
 
@@ -117,6 +122,11 @@ func (s *spaceStorage) GetList(ctx context.Context, key string, opts storage.Lis
 	if err != nil {
 		return err
 	}
+	if space == Wildcard && s.raw != nil {
+		if served, err := s.wildcardFromCache(ctx, key, opts, listObj); served || err != nil {
+			return err
+		}
+	}
 	backend := s.in(space)
 	// A list at a resource version needs no correction; nor does a
 	// consistent list from a ready cache, which is at a revision the cache
@@ -144,6 +154,45 @@ func (s *spaceStorage) GetList(ctx context.Context, key string, opts storage.Lis
 		list.SetResourceVersion(strconv.FormatUint(before, 10))
 	}
 	return nil
+}
+
+// wildcardFromCache serves a list across all spaces from the watch cache
+// while it holds every object of the resource, checked again once the list
+// is made: the cache was then at the list's revision, and a mailbox object
+// there would have been left out on its way in, before. A cache still
+// filling (the server starting) is waited for a moment: its first list is
+// one read of the datastore, where every controller's informer would
+// otherwise make its own. When the cache cannot serve, it reports the list
+// not served, and the datastore serves it.
+func (s *spaceStorage) wildcardFromCache(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) (bool, error) {
+	if s.source == nil || !s.source.Whole() || !s.cacheReady(ctx) {
+		return false, nil
+	}
+	err := s.Interface.GetList(ctx, key, opts, listObj)
+	if err == nil && s.source.Whole() {
+		return true, nil
+	}
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	// The datastore's list appends to the items.
+	return false, meta.SetList(listObj, nil)
+}
+
+// cacheWait bounds how long a list across all spaces waits for the cache
+// to fill.
+const cacheWait = 5 * time.Second
+
+// cacheReady reports whether the cache is ready, waiting for it at most
+// cacheWait.
+func (s *spaceStorage) cacheReady(ctx context.Context) bool {
+	if s.Interface.ReadinessCheck() == nil {
+		return true
+	}
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, cacheWait, false, func(context.Context) (bool, error) {
+		return s.Interface.ReadinessCheck() == nil, nil
+	})
+	return err == nil
 }
 
 func (s *spaceStorage) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool,

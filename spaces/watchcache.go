@@ -3,6 +3,7 @@ package spaces
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -93,21 +94,40 @@ func CacheKeyFunc(resourcePrefix string, keyFunc func(runtime.Object) (string, e
 // newFunc with the event's resource version): a consistent list waits for
 // the cache to reach the datastore's revision, and would otherwise wait
 // for the datastore's next progress report after every mailbox write.
-func CacheSource(s storage.Interface, newFunc func() runtime.Object) storage.Interface {
-	return cacheSource{Interface: s, newFunc: newFunc}
+//
+// The source also notes whether it has ever left an object out. Until it
+// has, the cache holds every object of the resource, and DecorateCached
+// serves lists across all spaces from it: SyncTargets, Locations, Spaces
+// and the like are never in a mailbox, and the server's controllers list
+// them across all spaces.
+func CacheSource(s storage.Interface, newFunc func() runtime.Object) *Source {
+	return &Source{Interface: s, newFunc: newFunc}
 }
 
-type cacheSource struct {
+// Source is the storage a watch cache fills from (CacheSource).
+type Source struct {
 	storage.Interface
 	newFunc func() runtime.Object
+	// leftOut is set, for good, once an object of a mailbox space has
+	// passed: in a list, or in a watch's event.
+	leftOut atomic.Bool
 }
 
-func inCache(obj runtime.Object) bool {
-	space, ok := spaceOf(obj)
-	return !ok || cached(space)
+// Whole reports whether no object has ever been left out: a cache filled
+// from the source up to a revision holds every object the datastore had
+// at that revision, when Whole is still true after the cache reached it
+// (every object and event passes the source before the cache has it).
+func (s *Source) Whole() bool { return !s.leftOut.Load() }
+
+func (s *Source) inCache(obj runtime.Object) bool {
+	if space, ok := spaceOf(obj); ok && !cached(space) {
+		s.leftOut.Store(true)
+		return false
+	}
+	return true
 }
 
-func (s cacheSource) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
+func (s *Source) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
 	if err := s.Interface.GetList(ctx, key, opts, listObj); err != nil {
 		return err
 	}
@@ -117,7 +137,7 @@ func (s cacheSource) GetList(ctx context.Context, key string, opts storage.ListO
 	}
 	kept := items[:0:0]
 	for _, item := range items {
-		if inCache(item) {
+		if s.inCache(item) {
 			kept = append(kept, item)
 		}
 	}
@@ -127,7 +147,7 @@ func (s cacheSource) GetList(ctx context.Context, key string, opts storage.ListO
 	return meta.SetList(listObj, kept)
 }
 
-func (s cacheSource) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
+func (s *Source) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
 	w, err := s.Interface.Watch(ctx, key, opts)
 	if err != nil {
 		return nil, err
@@ -135,7 +155,7 @@ func (s cacheSource) Watch(ctx context.Context, key string, opts storage.ListOpt
 	return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
 		switch e.Type {
 		case watch.Added, watch.Modified, watch.Deleted:
-			if inCache(e.Object) {
+			if s.inCache(e.Object) {
 				return e, true
 			}
 			return s.bookmark(e.Object)
@@ -146,7 +166,7 @@ func (s cacheSource) Watch(ctx context.Context, key string, opts storage.ListOpt
 }
 
 // bookmark returns a bookmark at obj's resource version, or nothing.
-func (s cacheSource) bookmark(obj runtime.Object) (watch.Event, bool) {
+func (s *Source) bookmark(obj runtime.Object) (watch.Event, bool) {
 	from, err := meta.Accessor(obj)
 	if err != nil {
 		return watch.Event{}, false
@@ -162,9 +182,11 @@ func (s cacheSource) bookmark(obj runtime.Object) (watch.Event, bool) {
 
 // DecorateCached is Decorate for a resource with a watch cache: cached is
 // the cache (a storage.Interface that reads from the cache and writes to
-// the datastore, as k8s.io/apiserver's CacheDelegator does) over
+// the datastore, as k8s.io/apiserver's CacheDelegator does) over source,
 // CacheSource(raw), and raw the datastore storage, which serves the
-// mailbox spaces and the wildcard space.
-func DecorateCached(cached, raw storage.Interface, resourcePrefix string) storage.Interface {
-	return &spaceStorage{Interface: cached, raw: raw, resourcePrefix: strings.TrimSuffix(resourcePrefix, "/")}
+// mailbox spaces and watches across all spaces. Lists across all spaces
+// come from the cache while it holds every object (Source.Whole), from
+// the datastore otherwise.
+func DecorateCached(cached, raw storage.Interface, source *Source, resourcePrefix string) storage.Interface {
+	return &spaceStorage{Interface: cached, raw: raw, source: source, resourcePrefix: strings.TrimSuffix(resourcePrefix, "/")}
 }

@@ -2,7 +2,10 @@ package spaces
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -138,7 +141,12 @@ func TestCacheSourceLeavesOutMailboxes(t *testing.T) {
 func TestDecorateCachedServesMailboxesAndWildcardFromTheDatastore(t *testing.T) {
 	mailbox := MailboxName("inv1", uid)
 	cache, raw := &recordingStorage{}, &recordingStorage{}
-	s := DecorateCached(cache, raw, prefix)
+	// The cache has left a mailbox's object out: it serves no wildcard.
+	source := CacheSource(&recordingStorage{listed: []corev1.ConfigMap{*inSpace(mailbox, "default", "a", "1")}},
+		func() runtime.Object { return &corev1.ConfigMap{} })
+	require.NoError(t, source.GetList(context.Background(), prefix, storage.ListOptions{Recursive: true}, &corev1.ConfigMapList{}))
+	require.False(t, source.Whole())
+	s := DecorateCached(cache, raw, source, prefix)
 	ctx := func(space string) context.Context { return WithSpace(context.Background(), space) }
 	cm := &corev1.ConfigMap{}
 
@@ -177,4 +185,147 @@ func TestDecorateCachedServesMailboxesAndWildcardFromTheDatastore(t *testing.T) 
 	wantRaw = append(wantRaw, call{"GetList", prefix}, call{"Watch", prefix})
 	require.Equal(t, wantCache, cache.calls, "spaces are served from the cache")
 	require.Equal(t, wantRaw, raw.calls, "mailboxes and the wildcard are served from the datastore")
+}
+
+// appendingStorage appends its items to a list, as the datastore's
+// storage does.
+type appendingStorage struct{ recordingStorage }
+
+func (s *appendingStorage) GetList(_ context.Context, key string, _ storage.ListOptions, listObj runtime.Object) error {
+	s.record("GetList", key)
+	list := listObj.(*corev1.ConfigMapList)
+	list.Items = append(list.Items, s.listed...)
+	list.ResourceVersion = s.listRV
+	return nil
+}
+
+// listingStorage lists its items, or fails, after running during.
+type listingStorage struct {
+	recordingStorage
+	during func()
+	err    error
+	mu     sync.Mutex
+	ready  error
+}
+
+func (s *listingStorage) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
+	if s.during != nil {
+		s.during()
+	}
+	if s.err != nil {
+		s.record("GetList", key)
+		return s.err
+	}
+	return s.recordingStorage.GetList(ctx, key, opts, listObj)
+}
+
+func (s *listingStorage) ReadinessCheck() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ready
+}
+
+func (s *listingStorage) readyNow() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ready = nil
+}
+
+// TestWildcardListsFromAWholeCache: a list across all spaces comes from a
+// ready cache as long as no mailbox object has ever passed its source,
+// checked before and after the list; from the datastore otherwise, with
+// none of the cache's items left in it.
+func TestWildcardListsFromAWholeCache(t *testing.T) {
+	mailbox := MailboxName("inv1", uid)
+	inCache := []corev1.ConfigMap{*inSpace("inv1", "", "edge1", "5"), *inSpace("inv2", "", "edge2", "6")}
+	inDatastore := []corev1.ConfigMap{*inSpace("inv1", "", "edge1", "5"), *inSpace(mailbox, "", "copy", "7")}
+	wildcard := WithSpace(context.Background(), Wildcard)
+	newFunc := func() runtime.Object { return &corev1.ConfigMap{} }
+	// watched passes objs through a watch of source, as the cache's
+	// events do.
+	watched := func(source *Source, objs ...runtime.Object) {
+		raw := &watchingStorage{w: watch.NewFakeWithChanSize(len(objs), false)}
+		source.Interface = raw
+		w, err := source.Watch(context.Background(), prefix, storage.ListOptions{Recursive: true})
+		require.NoError(t, err)
+		defer w.Stop()
+		for _, obj := range objs {
+			raw.w.Add(obj)
+			<-w.ResultChan()
+		}
+	}
+	listIn := func(ctx context.Context, t *testing.T, cache *listingStorage, source *Source) (*corev1.ConfigMapList, *appendingStorage) {
+		raw := &appendingStorage{recordingStorage{listed: inDatastore, listRV: "7"}}
+		s := DecorateCached(cache, raw, source, prefix)
+		got := &corev1.ConfigMapList{}
+		require.NoError(t, s.GetList(ctx, prefix, storage.ListOptions{Recursive: true}, got))
+		return got, raw
+	}
+	list := func(t *testing.T, cache *listingStorage, source *Source) (*corev1.ConfigMapList, *appendingStorage) {
+		return listIn(wildcard, t, cache, source)
+	}
+	names := func(list *corev1.ConfigMapList) []string {
+		var names []string
+		for _, cm := range list.Items {
+			names = append(names, cm.Name)
+		}
+		return names
+	}
+
+	t.Run("whole", func(t *testing.T) {
+		source := CacheSource(&recordingStorage{}, newFunc)
+		watched(source, inSpace("inv1", "", "edge1", "5"), inSpace(Root, "", "other", "6"))
+		cache := &listingStorage{recordingStorage: recordingStorage{listed: inCache, listRV: "6"}}
+		got, raw := list(t, cache, source)
+		require.Equal(t, []string{"edge1", "edge2"}, names(got))
+		require.Equal(t, []call{{"GetList", prefix}}, cache.calls)
+		require.Empty(t, raw.calls)
+	})
+	t.Run("a mailbox object watched", func(t *testing.T) {
+		source := CacheSource(&recordingStorage{}, newFunc)
+		watched(source, inSpace("inv1", "", "edge1", "5"), inSpace(mailbox, "", "copy", "7"))
+		require.False(t, source.Whole())
+		cache := &listingStorage{recordingStorage: recordingStorage{listed: inCache, listRV: "6"}}
+		got, raw := list(t, cache, source)
+		require.Equal(t, []string{"edge1", "copy"}, names(got))
+		require.Empty(t, cache.calls)
+		require.Equal(t, []call{{"GetList", prefix}}, raw.calls)
+	})
+	t.Run("a mailbox object while the cache lists", func(t *testing.T) {
+		source := CacheSource(&recordingStorage{}, newFunc)
+		cache := &listingStorage{recordingStorage: recordingStorage{listed: inCache, listRV: "7"},
+			during: func() { watched(source, inSpace(mailbox, "", "copy", "7")) }}
+		got, raw := list(t, cache, source)
+		require.Equal(t, []string{"edge1", "copy"}, names(got), "the cache's items are dropped")
+		require.Equal(t, "7", got.ResourceVersion)
+		require.Equal(t, []call{{"GetList", prefix}}, raw.calls)
+	})
+	t.Run("cache filling", func(t *testing.T) {
+		source := CacheSource(&recordingStorage{}, newFunc)
+		cache := &listingStorage{recordingStorage: recordingStorage{listed: inCache}, ready: errors.New("initializing")}
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			cache.readyNow()
+		}()
+		got, raw := list(t, cache, source)
+		require.Equal(t, []string{"edge1", "edge2"}, names(got), "the list waited for the cache")
+		require.Empty(t, raw.calls)
+	})
+	t.Run("cache not ready in time", func(t *testing.T) {
+		source := CacheSource(&recordingStorage{}, newFunc)
+		cache := &listingStorage{recordingStorage: recordingStorage{listed: inCache}, ready: errors.New("initializing")}
+		ctx, cancel := context.WithTimeout(wildcard, 100*time.Millisecond)
+		defer cancel()
+		got, raw := listIn(ctx, t, cache, source)
+		require.Equal(t, []string{"edge1", "copy"}, names(got))
+		require.Empty(t, cache.calls)
+		require.Equal(t, []call{{"GetList", prefix}}, raw.calls)
+	})
+	t.Run("cache fails", func(t *testing.T) {
+		source := CacheSource(&recordingStorage{}, newFunc)
+		cache := &listingStorage{err: errors.New("too large resource version")}
+		got, raw := list(t, cache, source)
+		require.Equal(t, []string{"edge1", "copy"}, names(got))
+		require.Equal(t, []call{{"GetList", prefix}}, raw.calls)
+	})
 }

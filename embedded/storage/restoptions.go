@@ -131,7 +131,7 @@ func decorator(rawStorage rawStorageFunc, caches *watchCaches, gr schema.GroupRe
 				stopCache()
 				destroyRaw()
 			})
-			s = spaces.DecorateCached(delegator, raw, resourcePrefix)
+			s = spaces.DecorateCached(delegator, raw, source, resourcePrefix)
 		case spaceScoped:
 			s = spaces.Decorate(s, resourcePrefix)
 		case gr == crdResource:

@@ -138,6 +138,75 @@ func TestWatchCacheServesSpacesButNotMailboxes(t *testing.T) {
 	}
 }
 
+// TestWildcardListsFromTheCacheUntilAMailboxHoldsOne: a list across all
+// spaces comes from the watch cache while no mailbox has held an object of
+// the resource (SyncTargets never, Services until one is placed), and from
+// the datastore once one has, with the mailbox's copy in it.
+func TestWildcardListsFromTheCacheUntilAMailboxHoldsOne(t *testing.T) {
+	s := harness.StartInProcess(t, "")
+	ctx := context.Background()
+	c := edgeClient(t, s)
+	createEdgeSpaces(t, s)
+	require.NoError(t, c.Create(in("inv1"), &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "edge1", Labels: map[string]string{"name": "edge1"}}}))
+	require.NoError(t, c.Create(in("inv1"), &edgev2alpha1.Location{
+		ObjectMeta: metav1.ObjectMeta{Name: "edge1", Labels: map[string]string{"env": "prod"}},
+		Spec: edgev2alpha1.LocationSpec{
+			Resource:         edgev2alpha1.GroupVersionResource{Group: edgev2alpha1.GroupName, Version: "v2alpha1", Resource: "synctargets"},
+			InstanceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"name": "edge1"}},
+		},
+	}))
+	mailbox := readyMailbox(t, c, "inv1", "edge1")
+	wds, all := kube(t, s, "wds1"), kube(t, s, spaces.Wildcard)
+	listsFromCache := func(labels ...string) float64 {
+		body, err := kube(t, s, spaces.Root).Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		require.NoError(t, err)
+		return metricSum(t, string(body), "apiserver_cache_list_total", labels...)
+	}
+	syncTargets := []string{`group="edge.kubestellar.io"`, `resource="synctargets"`}
+	services := []string{`group=""`, `resource="services"`}
+
+	before := listsFromCache(syncTargets...)
+	targets := &edgev2alpha1.SyncTargetList{}
+	require.NoError(t, c.List(in(spaces.Wildcard), targets))
+	require.Len(t, targets.Items, 1)
+	require.Equal(t, "edge1", targets.Items[0].Name)
+	require.Equal(t, before+1, listsFromCache(syncTargets...), "the SyncTargets of all spaces came from the datastore")
+
+	_, err := wds.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "placed"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	_, err = wds.CoreV1().Services("placed").Create(ctx, svc, metav1.CreateOptions{})
+	require.NoError(t, err)
+	before = listsFromCache(services...)
+	got, err := all.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, got.Items, 1)
+	require.Equal(t, "wds1", got.Items[0].Annotations[spaces.Annotation])
+	require.Equal(t, before+1, listsFromCache(services...), "the Services of all spaces came from the datastore")
+
+	core := ""
+	require.NoError(t, c.Create(in("wds1"), &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: edgev2alpha1.EdgePlacementSpec{
+		LocationSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"env": "prod"}}},
+		Downsync: []edgev2alpha1.DownsyncClause{
+			{APIGroup: &core, Resources: []string{"namespaces"}, ObjectNames: []string{"placed"}},
+			{APIGroup: &core, Resources: []string{"services"}, Namespaces: []string{"placed"}},
+		}}}))
+	mb := kube(t, s, mailbox)
+	eventually(t, time.Minute, func() (bool, error) {
+		_, err := mb.CoreV1().Services("placed").Get(ctx, "web", metav1.GetOptions{})
+		return err == nil, nil
+	}, "the Service's copy in the mailbox")
+	before = listsFromCache(services...)
+	got, err = all.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	var where []string
+	for _, svc := range got.Items {
+		where = append(where, svc.Annotations[spaces.Annotation]+"/"+svc.Namespace+"/"+svc.Name)
+	}
+	require.ElementsMatch(t, []string{"wds1/placed/web", mailbox + "/placed/web"}, where)
+	require.Equal(t, before, listsFromCache(services...), "the Services of all spaces, a mailbox's among them, came from the cache")
+}
+
 // readyMailbox waits for a SyncTarget's mailbox space to be Ready and
 // returns its name.
 func readyMailbox(t *testing.T, c client.Client, inv, syncTarget string) string {
