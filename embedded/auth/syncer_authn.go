@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -105,6 +106,11 @@ func SyncTargetOf(u user.Info) (inventorySpace, syncTarget string, ok bool) {
 type SyncerTokens struct {
 	caHash  string
 	secrets atomic.Pointer[secretLister]
+	// loaded is closed when secrets is first set.
+	loaded     chan struct{}
+	loadedOnce sync.Once
+	// loadWait bounds how long a syncer token waits for the cache.
+	loadWait time.Duration
 	// syncTargets tells the UIDs of the SyncTargets there are now.
 	syncTargets SyncTargetUIDs
 	// now is the clock expirations are checked against.
@@ -123,6 +129,12 @@ const (
 	cacheLagWait = time.Second
 )
 
+// loadWait is how long a syncer token presented while the server starts
+// waits for the token cache, rather than fail: after a restart every
+// syncer is knocking, and its tunnel is back the moment the tokens are
+// loaded instead of at its next retry.
+const loadWait = 5 * time.Second
+
 type secretLister struct {
 	corelisters.SecretNamespaceLister
 }
@@ -133,13 +145,31 @@ var _ authenticator.Token = &SyncerTokens{}
 // certificate is caPEM: full-form tokens must pin it.
 // UIDs of SyncTargets come from syncTargets.
 func NewSyncerTokens(caPEM []byte, syncTargets SyncTargetUIDs) *SyncerTokens {
-	return &SyncerTokens{caHash: jointoken.CAHash(caPEM), syncTargets: syncTargets, now: time.Now}
+	return &SyncerTokens{caHash: jointoken.CAHash(caPEM), syncTargets: syncTargets, now: time.Now,
+		loaded: make(chan struct{}), loadWait: loadWait}
 }
 
 // SetSecrets sets the cache of token Secrets (of TokenNamespace in the root
 // space); tokens authenticate from then on.
 func (t *SyncerTokens) SetSecrets(secrets corelisters.SecretNamespaceLister) {
 	t.secrets.Store(&secretLister{secrets})
+	t.loadedOnce.Do(func() { close(t.loaded) })
+}
+
+// lister returns the cache of token Secrets, waiting up to loadWait for it
+// to be set; nil if it is not.
+func (t *SyncerTokens) lister(ctx context.Context) *secretLister {
+	if lister := t.secrets.Load(); lister != nil {
+		return lister
+	}
+	timer := time.NewTimer(t.loadWait)
+	defer timer.Stop()
+	select {
+	case <-t.loaded:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return t.secrets.Load()
 }
 
 // AuthenticateToken implements authenticator.Token. A bearer token that is
@@ -154,7 +184,7 @@ func (t *SyncerTokens) AuthenticateToken(ctx context.Context, bearer string) (*a
 	if tok.CAHash != "" && subtle.ConstantTimeCompare([]byte(tok.CAHash), []byte(t.caHash)) != 1 {
 		return nil, false, fmt.Errorf("syncer token %s pins another CA than this server's", tok.ID)
 	}
-	lister := t.secrets.Load()
+	lister := t.lister(ctx)
 	if lister == nil {
 		return nil, false, errors.New("syncer tokens are not loaded yet")
 	}

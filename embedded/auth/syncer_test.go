@@ -113,9 +113,22 @@ func TestSyncerTokens(t *testing.T) {
 	}
 
 	t.Run("before the cache is set", func(t *testing.T) {
-		_, ok, err := NewSyncerTokens(testCA, fixtureUIDs()).AuthenticateToken(context.Background(), valid.String())
+		waiting := NewSyncerTokens(testCA, fixtureUIDs())
+		waiting.loadWait = 50 * time.Millisecond
+		_, ok, err := waiting.AuthenticateToken(context.Background(), valid.String())
 		require.False(t, ok)
 		require.ErrorContains(t, err, "not loaded yet")
+	})
+	t.Run("the cache set while the token waits", func(t *testing.T) {
+		waiting := NewSyncerTokens(testCA, fixtureUIDs("inv1/edge1", "inv1/edge2"))
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			waiting.SetSecrets(corelisters.NewSecretLister(indexer).Secrets(TokenNamespace))
+		}()
+		resp, ok, err := waiting.AuthenticateToken(context.Background(), valid.String())
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, SyncerUserPrefix+"inv1:edge1", resp.User.GetName())
 	})
 	t.Run("revoked", func(t *testing.T) {
 		obj, _, _ := indexer.GetByKey(TokenNamespace + "/" + TokenSecretName("aaaaaa"))
