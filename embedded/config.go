@@ -169,6 +169,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	if err := serving.ApplyTo(&core.SecureServing, &core.LoopbackClientConfig); err != nil {
 		return nil, fmt.Errorf("serving on %s:%d: %w", o.BindAddress, o.Port, err)
 	}
+	core.SecureServing.Listener = closeLoopbackOnStop(core.SecureServing.Listener, core.LoopbackClientConfig, logger)
 	tokens := &auth.Tokens{}
 	tokens.Add(adminToken, auth.AdminInfo())
 	// Syncer tokens work once the kubestellar-spaces hook has started their caches.
