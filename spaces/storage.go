@@ -128,19 +128,31 @@ func (s *spaceStorage) GetList(ctx context.Context, key string, opts storage.Lis
 		}
 	}
 	backend := s.in(space)
-	// A list at a resource version needs no correction; nor does a
-	// consistent list from a ready cache, which is at a revision the cache
-	// has seen every change of the space up to.
-	if opts.ResourceVersion != "" || (s.raw != nil && backend != s.raw && backend.ReadinessCheck() == nil) {
+	// A consistent list from a ready cache is at a revision the cache has
+	// seen every change of the space up to.
+	if s.raw != nil && backend != s.raw && backend.ReadinessCheck() == nil {
 		return backend.GetList(ctx, key, opts, listObj)
 	}
-	// kine answers an empty list with the revision of a second query, made
-	// after the list: an object committed in between is then neither in the
-	// list nor after the revision a watch starts from, and a list-then-watch
-	// client never sees it. Report, for an empty list, a revision read before
-	// the list: a watch from there replays anything created since.
-	before, revErr := backend.GetCurrentResourceVersion(ctx)
-	if err := backend.GetList(ctx, key, opts, listObj); err != nil {
+	return getListFromDatastore(ctx, backend, key, opts, listObj)
+}
+
+// getListFromDatastore lists from s, which reads the datastore, correcting
+// the revision of an empty consistent list. kine answers an empty list with
+// the revision of a second query, made after the list: an object committed
+// in between is then neither in the list nor after the revision a watch
+// starts from, and a list-then-watch client never sees it (at a fresh
+// start, an informer of CRDs missed the first CRD, and the server never
+// became ready). Report, for an empty list, a revision read before the
+// list: a watch from there replays anything created since. Informers list
+// with resource version "0" (any), which the datastore answers as it does
+// a consistent list; a list at a given resource version needs no
+// correction.
+func getListFromDatastore(ctx context.Context, s storage.Interface, key string, opts storage.ListOptions, listObj runtime.Object) error {
+	if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
+		return s.GetList(ctx, key, opts, listObj)
+	}
+	before, revErr := s.GetCurrentResourceVersion(ctx)
+	if err := s.GetList(ctx, key, opts, listObj); err != nil {
 		return err
 	}
 	if revErr != nil || meta.LenList(listObj) > 0 {

@@ -325,6 +325,7 @@ func TestEmptyListReportsRevisionReadBefore(t *testing.T) {
 		{name: "empty list, same revision", currentRV: 10, listRV: "10", want: "10", reads: 1},
 		{name: "non-empty list keeps its revision", listed: []corev1.ConfigMap{{}}, currentRV: 7, listRV: "10", want: "10", reads: 1},
 		{name: "list at a given revision is left alone", opts: storage.ListOptions{ResourceVersion: "5"}, currentRV: 7, listRV: "10", want: "10"},
+		{name: "an informer's list (any revision) is corrected", opts: storage.ListOptions{ResourceVersion: "0"}, currentRV: 7, listRV: "10", want: "7", reads: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := &recordingStorage{currentRV: tc.currentRV, listed: tc.listed, listRV: tc.listRV}
