@@ -8,6 +8,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsv1client "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	apiextensionslisters "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,14 +94,18 @@ func servesVersion(crd *apiextensionsv1.CustomResourceDefinition, version string
 
 // unbindCRDs unbinds from a space being deleted the CRDs bound to it, so
 // that a space made later under its name starts without them, and a CRD
-// the space alone served is deleted.
-func unbindCRDs(ctx context.Context, clients *spaceClients, lister apiextensionslisters.CustomResourceDefinitionLister, space string) error {
-	all, err := lister.List(labels.Everything())
+// the space alone served is deleted. It reads the CRDs as stored, with
+// their bindings, through crds (the server's view): a cache could still
+// lack a binding made a moment before the space's deletion, and the
+// binding would outlive the space.
+func unbindCRDs(ctx context.Context, clients *spaceClients, crds apiextensionsv1client.CustomResourceDefinitionInterface, space string) error {
+	all, err := crds.List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return err
+		return fmt.Errorf("listing the CRDs bound to space %s: %w", space, err)
 	}
 	var ext apiextensionsclient.Interface
-	for _, crd := range all {
+	for i := range all.Items {
+		crd := &all.Items[i]
 		b := spaces.BindingsOf(crd.Annotations)
 		if b.All() || !b.Has(space) {
 			continue

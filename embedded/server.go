@@ -436,7 +436,7 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 	// lead and wins it back starts clean.
 	runControllers := func(ctx context.Context) error {
 		purgeSpace := func(ctx context.Context, space string) (int, error) {
-			if err := unbindCRDs(ctx, clients, crdLister, space); err != nil {
+			if err := unbindCRDs(ctx, clients, extClient.ApiextensionsV1().CustomResourceDefinitions(), space); err != nil {
 				return 0, err
 			}
 			return purger.PurgeSpace(ctx, space)
