@@ -31,15 +31,7 @@ func TestWatchCacheServesSpacesButNotMailboxes(t *testing.T) {
 	ctx := context.Background()
 	c := edgeClient(t, s)
 	createEdgeSpaces(t, s)
-	require.NoError(t, c.Create(in("inv1"), &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "edge1", Labels: map[string]string{"name": "edge1"}}}))
-	require.NoError(t, c.Create(in("inv1"), &edgev2alpha1.Location{
-		ObjectMeta: metav1.ObjectMeta{Name: "edge1", Labels: map[string]string{"env": "prod"}},
-		Spec: edgev2alpha1.LocationSpec{
-			Resource:         edgev2alpha1.GroupVersionResource{Group: edgev2alpha1.GroupName, Version: "v2alpha1", Resource: "synctargets"},
-			InstanceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"name": "edge1"}},
-		},
-	}))
-	mailbox := readyMailbox(t, c, "inv1", "edge1")
+	mailbox := prodEdge(t, c)
 	require.True(t, spaces.IsMailboxName(mailbox), "mailbox %q", mailbox)
 	wds, mb, all := kube(t, s, "wds1"), kube(t, s, mailbox), kube(t, s, spaces.Wildcard)
 	metrics := func() string {
@@ -147,15 +139,7 @@ func TestWildcardListsFromTheCacheUntilAMailboxHoldsOne(t *testing.T) {
 	ctx := context.Background()
 	c := edgeClient(t, s)
 	createEdgeSpaces(t, s)
-	require.NoError(t, c.Create(in("inv1"), &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "edge1", Labels: map[string]string{"name": "edge1"}}}))
-	require.NoError(t, c.Create(in("inv1"), &edgev2alpha1.Location{
-		ObjectMeta: metav1.ObjectMeta{Name: "edge1", Labels: map[string]string{"env": "prod"}},
-		Spec: edgev2alpha1.LocationSpec{
-			Resource:         edgev2alpha1.GroupVersionResource{Group: edgev2alpha1.GroupName, Version: "v2alpha1", Resource: "synctargets"},
-			InstanceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"name": "edge1"}},
-		},
-	}))
-	mailbox := readyMailbox(t, c, "inv1", "edge1")
+	mailbox := prodEdge(t, c)
 	wds, all := kube(t, s, "wds1"), kube(t, s, spaces.Wildcard)
 	listsFromCache := func(labels ...string) float64 {
 		body, err := kube(t, s, spaces.Root).Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
@@ -205,6 +189,21 @@ func TestWildcardListsFromTheCacheUntilAMailboxHoldsOne(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"wds1/placed/web", mailbox + "/placed/web"}, where)
 	require.Equal(t, before, listsFromCache(services...), "the Services of all spaces, a mailbox's among them, came from the cache")
+}
+
+// prodEdge makes SyncTarget edge1 in inv1 with a Location labelled
+// env=prod, and returns its mailbox once Ready.
+func prodEdge(t *testing.T, c client.Client) string {
+	t.Helper()
+	require.NoError(t, c.Create(in("inv1"), &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "edge1", Labels: map[string]string{"name": "edge1"}}}))
+	require.NoError(t, c.Create(in("inv1"), &edgev2alpha1.Location{
+		ObjectMeta: metav1.ObjectMeta{Name: "edge1", Labels: map[string]string{"env": "prod"}},
+		Spec: edgev2alpha1.LocationSpec{
+			Resource:         edgev2alpha1.GroupVersionResource{Group: edgev2alpha1.GroupName, Version: "v2alpha1", Resource: "synctargets"},
+			InstanceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"name": "edge1"}},
+		},
+	}))
+	return readyMailbox(t, c, "inv1", "edge1")
 }
 
 // readyMailbox waits for a SyncTarget's mailbox space to be Ready and
