@@ -9,12 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
 	apiserverstorage "k8s.io/apiserver/pkg/storage"
-	"k8s.io/apiserver/pkg/storage/storagebackend"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kubestellar/kubestellar/spaces"
 )
@@ -29,18 +25,7 @@ import (
 func TestListThenWatchMissesNoCreate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	ds, err := Start(ctx, Config{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	defer ds.Stop()
-	require.NoError(t, ds.WaitReady(ctx, ""))
-	codecs := serializer.NewCodecFactory(scheme.Scheme)
-	codec := codecs.CodecForVersions(codecs.LegacyCodec(corev1.SchemeGroupVersion), codecs.UniversalDeserializer(), corev1.SchemeGroupVersion, corev1.SchemeGroupVersion)
-	cfg := storagebackend.NewDefaultConfig(KeyPrefix, codec).ForResource(corev1.Resource("configmaps"))
-	raw, destroy, err := ds.rawStorage(cfg, func() runtime.Object { return &corev1.ConfigMap{} },
-		func() runtime.Object { return &corev1.ConfigMapList{} }, "/core/configmaps")
-	require.NoError(t, err)
-	defer destroy()
-	store := spaces.Decorate(raw, "/core/configmaps")
+	store := spaces.Decorate(configMapStorage(t, startSQLiteIn(ctx, t, t.TempDir())), "/core/configmaps")
 	inSpace := spaces.WithSpace(ctx, "s1")
 
 	const rounds = 300

@@ -32,19 +32,9 @@ func TestStorageReachesKineInProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	ds, err := Start(ctx, Config{DataDir: dir})
-	require.NoError(t, err)
-	defer ds.Stop()
-	require.NoError(t, ds.WaitReady(ctx, ""))
+	ds := startSQLiteIn(ctx, t, dir)
 	require.NotNil(t, ds.local, "kine on SQLite is reached in-process")
-
-	codecs := serializer.NewCodecFactory(scheme.Scheme)
-	codec := codecs.CodecForVersions(codecs.LegacyCodec(corev1.SchemeGroupVersion), codecs.UniversalDeserializer(), corev1.SchemeGroupVersion, corev1.SchemeGroupVersion)
-	cfg := storagebackend.NewDefaultConfig(KeyPrefix, codec).ForResource(corev1.Resource("configmaps"))
-	store, destroy, err := ds.rawStorage(cfg, func() runtime.Object { return &corev1.ConfigMap{} },
-		func() runtime.Object { return &corev1.ConfigMapList{} }, "/core/configmaps")
-	require.NoError(t, err)
-	defer destroy()
+	store := configMapStorage(t, ds)
 
 	// No socket: whatever works now does not go through it.
 	require.NoError(t, os.Remove(filepath.Join(dir, "kine.sock")))
@@ -96,10 +86,7 @@ func TestStorageReachesKineInProcess(t *testing.T) {
 func TestInProcessWatchesNeverWedge(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ds, err := Start(ctx, Config{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	defer ds.Stop()
-	require.NoError(t, ds.WaitReady(ctx, ""))
+	ds := startSQLiteIn(ctx, t, t.TempDir())
 
 	writeCtx, stopWriting := context.WithCancel(ctx)
 	defer stopWriting()
@@ -134,4 +121,29 @@ func TestInProcessWatchesNeverWedge(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("the in-process watch stream wedged: %d of %d watches started and stopped in a minute", done.Load(), watchers*rounds)
 	}
+}
+
+// startSQLiteIn starts kine over SQLite in dir, ready, and stops it when
+// the test ends.
+func startSQLiteIn(ctx context.Context, t *testing.T, dir string) *Datastore {
+	t.Helper()
+	ds, err := Start(ctx, Config{DataDir: dir})
+	require.NoError(t, err)
+	t.Cleanup(ds.Stop)
+	require.NoError(t, ds.WaitReady(ctx, ""))
+	return ds
+}
+
+// configMapStorage is the API server's storage of ConfigMaps on ds, under
+// resource prefix /core/configmaps, destroyed when the test ends.
+func configMapStorage(t *testing.T, ds *Datastore) apiserverstorage.Interface {
+	t.Helper()
+	codecs := serializer.NewCodecFactory(scheme.Scheme)
+	codec := codecs.CodecForVersions(codecs.LegacyCodec(corev1.SchemeGroupVersion), codecs.UniversalDeserializer(), corev1.SchemeGroupVersion, corev1.SchemeGroupVersion)
+	cfg := storagebackend.NewDefaultConfig(KeyPrefix, codec).ForResource(corev1.Resource("configmaps"))
+	store, destroy, err := ds.rawStorage(cfg, func() runtime.Object { return &corev1.ConfigMap{} },
+		func() runtime.Object { return &corev1.ConfigMapList{} }, "/core/configmaps")
+	require.NoError(t, err)
+	t.Cleanup(destroy)
+	return store
 }

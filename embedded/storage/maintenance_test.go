@@ -37,10 +37,7 @@ func TestSQLitePath(t *testing.T) {
 // startSQLite starts the default datastore in a fresh directory.
 func startSQLite(t *testing.T, ctx context.Context) (*Datastore, *clientv3.Client) {
 	t.Helper()
-	ds, err := Start(ctx, Config{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(ds.Stop)
-	require.NoError(t, ds.WaitReady(ctx, ""))
+	ds := startSQLiteIn(ctx, t, t.TempDir())
 	cli, err := ds.Client(ctx, 5*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(func() { cli.Close() })
