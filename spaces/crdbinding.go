@@ -307,7 +307,7 @@ func (s *crdStorage) Get(ctx context.Context, key string, opts storage.GetOption
 }
 
 func (s *crdStorage) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
-	if err := getListFromDatastore(ctx, s.Interface, key, opts, listObj); err != nil || s.serverView(ctx) {
+	if err := s.Interface.GetList(ctx, key, opts, listObj); err != nil || s.serverView(ctx) {
 		return err
 	}
 	list, ok := listObj.(*apiextensions.CustomResourceDefinitionList)

@@ -1,15 +1,12 @@
 package spaces
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/apiserver/pkg/storage"
 )
 
 func TestBindings(t *testing.T) {
@@ -74,40 +71,4 @@ func TestSpecDiff(t *testing.T) {
 	b.Scope = apiextensions.ClusterScoped
 	b.Names.Kind = "Widget"
 	require.Equal(t, []string{"spec.names", "spec.scope"}, specDiff(a, b))
-}
-
-// crdListStorage lists no CRDs at revision listRV, while the revision read
-// before the list is currentRV.
-type crdListStorage struct {
-	recordingStorage
-}
-
-func (s *crdListStorage) GetList(_ context.Context, key string, _ storage.ListOptions, listObj runtime.Object) error {
-	s.record("GetList", key)
-	listObj.(*apiextensions.CustomResourceDefinitionList).ResourceVersion = s.listRV
-	return nil
-}
-
-// TestEmptyCRDListReportsRevisionReadBefore: the CRD storage corrects
-// kine's empty-list revision too. At a fresh start the API server's CRD
-// informers list no CRDs while the server creates its own: the first one,
-// committed between kine's list and its revision, was in neither the list
-// nor the watch, the apiextensions controllers never saw it, and the
-// server never became ready.
-func TestEmptyCRDListReportsRevisionReadBefore(t *testing.T) {
-	for _, serverView := range []bool{true, false} {
-		fake := &crdListStorage{recordingStorage{currentRV: 7, listRV: "10"}}
-		s := DecorateCRDs(fake, func(context.Context) bool { return serverView })
-		list := &apiextensions.CustomResourceDefinitionList{}
-		require.NoError(t, s.GetList(context.Background(), "/apiextensions.k8s.io/customresourcedefinitions", storage.ListOptions{Recursive: true}, list))
-		require.Equal(t, "7", list.ResourceVersion, "server view %t", serverView)
-
-		list = &apiextensions.CustomResourceDefinitionList{}
-		require.NoError(t, s.GetList(context.Background(), "/apiextensions.k8s.io/customresourcedefinitions", storage.ListOptions{Recursive: true, ResourceVersion: "0"}, list))
-		require.Equal(t, "7", list.ResourceVersion, "an informer's list, server view %t", serverView)
-
-		list = &apiextensions.CustomResourceDefinitionList{}
-		require.NoError(t, s.GetList(context.Background(), "/apiextensions.k8s.io/customresourcedefinitions", storage.ListOptions{Recursive: true, ResourceVersion: "3"}, list))
-		require.Equal(t, "10", list.ResourceVersion, "a list at a revision is left alone")
-	}
 }

@@ -127,32 +127,29 @@ func (s *spaceStorage) GetList(ctx context.Context, key string, opts storage.Lis
 			return err
 		}
 	}
-	backend := s.in(space)
-	// A consistent list from a ready cache is at a revision the cache has
-	// seen every change of the space up to.
-	if s.raw != nil && backend != s.raw && backend.ReadinessCheck() == nil {
-		return backend.GetList(ctx, key, opts, listObj)
-	}
-	return getListFromDatastore(ctx, backend, key, opts, listObj)
+	return s.in(space).GetList(ctx, key, opts, listObj)
 }
 
-// getListFromDatastore lists from s, which reads the datastore, correcting
-// the revision of an empty consistent list. kine answers an empty list with
-// the revision of a second query, made after the list: an object committed
-// in between is then neither in the list nor after the revision a watch
-// starts from, and a list-then-watch client never sees it (at a fresh
-// start, an informer of CRDs missed the first CRD, and the server never
-// became ready). Report, for an empty list, a revision read before the
-// list: a watch from there replays anything created since. Informers list
-// with resource version "0" (any), which the datastore answers as it does
-// a consistent list; a list at a given resource version needs no
-// correction.
-func getListFromDatastore(ctx context.Context, s storage.Interface, key string, opts storage.ListOptions, listObj runtime.Object) error {
+// CorrectEmptyLists wraps a storage that reads the datastore so that an
+// empty list reports a revision read before it. kine answers an empty list
+// with the revision of a second query, made after the list: an object
+// committed in between is then neither in the list nor after the revision
+// a watch starts from, and a list-then-watch client never sees it (at a
+// fresh start, an informer of CRDs missed the first CRD, and the server
+// never became ready). A watch from the revision read before replays
+// anything created since. Consistent lists and lists at resource version
+// "0" (any: informers', and a watch cache's own) are corrected; a list at
+// a given resource version needs no correction.
+func CorrectEmptyLists(s storage.Interface) storage.Interface { return emptyListCorrecting{s} }
+
+type emptyListCorrecting struct{ storage.Interface }
+
+func (s emptyListCorrecting) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
 	if opts.ResourceVersion != "" && opts.ResourceVersion != "0" {
-		return s.GetList(ctx, key, opts, listObj)
+		return s.Interface.GetList(ctx, key, opts, listObj)
 	}
 	before, revErr := s.GetCurrentResourceVersion(ctx)
-	if err := s.GetList(ctx, key, opts, listObj); err != nil {
+	if err := s.Interface.GetList(ctx, key, opts, listObj); err != nil {
 		return err
 	}
 	if revErr != nil || meta.LenList(listObj) > 0 {

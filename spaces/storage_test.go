@@ -329,7 +329,7 @@ func TestEmptyListReportsRevisionReadBefore(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fake := &recordingStorage{currentRV: tc.currentRV, listed: tc.listed, listRV: tc.listRV}
-			s := Decorate(fake, "/core/configmaps")
+			s := Decorate(CorrectEmptyLists(fake), "/core/configmaps")
 			list := &corev1.ConfigMapList{}
 			opts := tc.opts
 			opts.Recursive = true

@@ -128,8 +128,7 @@ func (s *Source) inCache(obj runtime.Object) bool {
 }
 
 func (s *Source) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
-	// The cache's own first list is an informer's: corrected as any.
-	if err := getListFromDatastore(ctx, s.Interface, key, opts, listObj); err != nil {
+	if err := s.Interface.GetList(ctx, key, opts, listObj); err != nil {
 		return err
 	}
 	items, err := meta.ExtractList(listObj)

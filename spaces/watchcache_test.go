@@ -329,17 +329,3 @@ func TestWildcardListsFromAWholeCache(t *testing.T) {
 		require.Equal(t, []call{{"GetList", prefix}}, raw.calls)
 	})
 }
-
-// TestCacheSourceCorrectsAnEmptyList: the cache's first list is an
-// informer's, and gets the same correction of kine's empty-list revision:
-// else an object created while a fresh server's cache filled would never
-// reach the cache.
-func TestCacheSourceCorrectsAnEmptyList(t *testing.T) {
-	raw := &recordingStorage{currentRV: 7, listRV: "10"}
-	src := CacheSource(raw, func() runtime.Object { return &corev1.ConfigMap{} })
-	for _, rv := range []string{"", "0"} {
-		list := &corev1.ConfigMapList{}
-		require.NoError(t, src.GetList(context.Background(), prefix, storage.ListOptions{Recursive: true, ResourceVersion: rv}, list))
-		require.Equal(t, "7", list.ResourceVersion, "resource version %q", rv)
-	}
-}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/k3s-io/kine/pkg/drivers"
 	"github.com/k3s-io/kine/pkg/server"
+	"github.com/kubestellar/kubestellar/spaces"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/kubernetes"
@@ -230,10 +231,15 @@ type rawStorageFunc func(config *storagebackend.ConfigForResource, newFunc, newL
 // rawStorage is kube-apiserver's etcd3 storage of a resource, on the
 // in-process client when kine runs here (every resource shares it: a call
 // is a function call, not a connection), else on a client of its own to
-// the etcd cluster, as generic.NewRawStorage makes it.
+// the etcd cluster, as generic.NewRawStorage makes it. Its empty lists
+// report a revision read before them (spaces.CorrectEmptyLists).
 func (d *Datastore) rawStorage(config *storagebackend.ConfigForResource, newFunc, newListFunc func() runtime.Object, resourcePrefix string) (apiserverstorage.Interface, factory.DestroyFunc, error) {
 	if d == nil || d.local == nil {
-		return generic.NewRawStorage(config, newFunc, newListFunc, resourcePrefix)
+		store, destroy, err := generic.NewRawStorage(config, newFunc, newListFunc, resourcePrefix)
+		if err != nil {
+			return nil, nil, err
+		}
+		return spaces.CorrectEmptyLists(store), destroy, nil
 	}
 	client := &kubernetes.Client{Client: d.local}
 	client.Kubernetes = client
@@ -249,5 +255,5 @@ func (d *Datastore) rawStorage(config *storagebackend.ConfigForResource, newFunc
 		return nil, nil, err
 	}
 	var once sync.Once
-	return store, func() { once.Do(store.Close) }, nil
+	return spaces.CorrectEmptyLists(store), func() { once.Do(store.Close) }, nil
 }
