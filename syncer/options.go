@@ -44,6 +44,12 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	// Workers is the number of objects kept in step in parallel.
 	Workers int
+	// EdgeQPS and EdgeBurst bound the syncer's requests to its edge
+	// cluster's API (a token bucket in the client; a negative EdgeQPS
+	// leaves the edge's own API Priority and Fairness as the only bound).
+	// A placement of a thousand objects is applied in a burst.
+	EdgeQPS   float32
+	EdgeBurst int
 	// OnReady, if set, is called once the syncer keeps the edge: when it has
 	// connected to the center, or loaded its saved state before that.
 	OnReady func(status string)
@@ -68,7 +74,7 @@ func DefaultDataDir(syncTarget string) string {
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{HeartbeatInterval: 10 * time.Second, Workers: 4}
+	return &Options{HeartbeatInterval: 10 * time.Second, Workers: 4, EdgeQPS: 500, EdgeBurst: 1000}
 }
 
 // AddFlags binds the options to flags.
@@ -84,6 +90,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory for the syncer's saved state (default /var/lib/kubestellar-syncer/SYNC-TARGET as root, else ~/.kubestellar-syncer/SYNC-TARGET)")
 	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", o.HeartbeatInterval, "how often the SyncTarget's status is refreshed")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "objects kept in step in parallel")
+	fs.Float32Var(&o.EdgeQPS, "edge-qps", o.EdgeQPS, "requests per second the syncer sends to its edge cluster's API at most, over a burst of --edge-burst (-1: no limit but the edge's API Priority and Fairness)")
+	fs.IntVar(&o.EdgeBurst, "edge-burst", o.EdgeBurst, "requests the syncer may send to its edge cluster's API at once, above --edge-qps")
 }
 
 // Complete fills in defaults that depend on other options.
@@ -160,6 +168,12 @@ func (o *Options) Validate() error {
 	}
 	if o.Workers < 1 {
 		return fmt.Errorf("--workers must be at least 1, not %d", o.Workers)
+	}
+	if o.EdgeQPS == 0 {
+		return fmt.Errorf("--edge-qps must be positive, or -1 for no limit in the syncer")
+	}
+	if o.EdgeQPS > 0 && o.EdgeBurst < 1 {
+		return fmt.Errorf("--edge-burst must be at least 1, not %d", o.EdgeBurst)
 	}
 	return nil
 }

@@ -32,6 +32,9 @@ func TestValidate(t *testing.T) {
 		{desc: "bad sync target", change: func(o *Options) { o.SyncTarget = "Edge_1" }, wantErr: "--sync-target"},
 		{desc: "heartbeat too fast", change: func(o *Options) { o.HeartbeatInterval = time.Millisecond }, wantErr: "--heartbeat-interval"},
 		{desc: "no workers", change: func(o *Options) { o.Workers = 0 }, wantErr: "--workers"},
+		{desc: "no edge rate", change: func(o *Options) { o.EdgeQPS = 0 }, wantErr: "--edge-qps"},
+		{desc: "no edge burst", change: func(o *Options) { o.EdgeBurst = 0 }, wantErr: "--edge-burst"},
+		{desc: "edge rate unlimited", change: func(o *Options) { o.EdgeQPS, o.EdgeBurst = -1, 0 }},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			o := valid()

@@ -162,7 +162,7 @@ func edgeConfig(o *Options) (*rest.Config, error) {
 		}
 		return nil, fmt.Errorf("--kubeconfig %s: %w", o.Kubeconfig, err)
 	}
-	cfg.QPS, cfg.Burst = 100, 200
+	cfg.QPS, cfg.Burst = o.EdgeQPS, o.EdgeBurst
 	cfg.UserAgent = FieldManager
 	return cfg, nil
 }
