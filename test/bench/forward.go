@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -97,16 +98,33 @@ func forwardBench(ctx context.Context, bin string, o tunnelOptions, progress fun
 			return nil, fmt.Errorf("GET %s: %w", c.url, err)
 		}
 	}
+	// Every process runs on the same cores: where their CPU goes per GET
+	// says what bounds each path.
+	procs := forwardProcs{"edge cluster": edge.cluster.PIDs(), "server": {"server": s.cmd.Process.Pid},
+		"syncer": {"syncer": edge.syncer.cmd.Process.Pid}, "client": {"bench": os.Getpid()}}
 	progress("%d GETs directly to the edge cluster, %d workers", o.requests, o.workers)
+	cpuBefore, err := procs.cpu()
+	if err != nil {
+		return nil, err
+	}
 	directRun, err := getMany(ctx, direct, directURL, o.requests, o.workers)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s directly: %w", directURL, err)
+	}
+	cpuBetween, err := procs.cpu()
+	if err != nil {
+		return nil, err
 	}
 	progress("%d GETs through the center's edge proxy, %d workers", o.requests, o.workers)
 	viaRun, err := getMany(ctx, via, viaURL, o.requests, o.workers)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s through the tunnel: %w", viaURL, err)
 	}
+	cpuAfter, err := procs.cpu()
+	if err != nil {
+		return nil, err
+	}
+	directCPU, viaCPU := perGET(cpuBefore, cpuBetween, len(directRun.latencies)), perGET(cpuBetween, cpuAfter, len(viaRun.latencies))
 	if edge.syncer.exited() {
 		return nil, errors.New("the syncer exited")
 	}
@@ -123,7 +141,50 @@ func forwardBench(ctx context.Context, bin string, o tunnelOptions, progress fun
 		{"tunnel / direct: throughput", fmt.Sprintf("%.2f", viaRun.rate()/directRun.rate()), "requests/s through the tunnel ÷ direct"},
 		{"tunnel / direct: latency p50", fmt.Sprintf("%.2f", float64(percentile(viaRun.latencies, 50))/float64(percentile(directRun.latencies, 50))),
 			"p50 through the tunnel ÷ direct"},
+		{"CPU per GET direct: edge cluster / client", fmt.Sprintf("%s / %s", msCPU(directCPU["edge cluster"]), msCPU(directCPU["client"])),
+			"utime+stime of each process over the run ÷ GETs answered (the server and syncer idle: " + msCPU(directCPU["server"]+directCPU["syncer"]) + ")"},
+		{"CPU per GET through the tunnel: edge cluster / server / syncer / client",
+			fmt.Sprintf("%s / %s / %s / %s", msCPU(viaCPU["edge cluster"]), msCPU(viaCPU["server"]), msCPU(viaCPU["syncer"]), msCPU(viaCPU["client"])), ""},
+		{"CPU per GET, every process: direct ÷ tunnel", fmt.Sprintf("%.2f", directCPU.total().Seconds()/viaCPU.total().Seconds()),
+			fmt.Sprintf("%s ÷ %s: with every process on the same %d cores, the most the tunnel's throughput can be of direct's", msCPU(directCPU.total()), msCPU(viaCPU.total()), runtime.NumCPU())},
 	}, nil
+}
+
+// forwardProcs are the processes of the forwarding comparison, by group.
+type forwardProcs map[string]map[string]int
+
+// cpu reads each group's CPU time so far (utime+stime of its processes).
+func (p forwardProcs) cpu() (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	for group, pids := range p {
+		for name, pid := range pids {
+			t, err := procCPU(pid)
+			if err != nil {
+				return nil, fmt.Errorf("CPU time of %s's %s: %w", group, name, err)
+			}
+			out[group] += t
+		}
+	}
+	return out, nil
+}
+
+// cpuPerGET is each group's CPU time per GET.
+type cpuPerGET map[string]time.Duration
+
+func perGET(before, after map[string]time.Duration, gets int) cpuPerGET {
+	out := cpuPerGET{}
+	for group := range after {
+		out[group] = (after[group] - before[group]) / time.Duration(max(gets, 1))
+	}
+	return out
+}
+
+func (c cpuPerGET) total() time.Duration {
+	var sum time.Duration
+	for _, d := range c {
+		sum += d
+	}
+	return sum
 }
 
 // getRun is the outcome of many GETs.
@@ -208,4 +269,9 @@ func get(ctx context.Context, client *http.Client, url string) (string, error) {
 		return "", fmt.Errorf("%s: %.300s", resp.Status, body)
 	}
 	return string(body), nil
+}
+
+// msCPU shows a CPU time per request in milliseconds, to the microsecond.
+func msCPU(d time.Duration) string {
+	return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond))
 }
