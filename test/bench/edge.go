@@ -22,6 +22,8 @@ type joinedEdge struct {
 	cluster *edgecluster.Cluster
 	syncer  *syncerProcess
 	dataDir string // the syncer's
+	// joinArgs are the syncer's arguments after the binary.
+	joinArgs []string
 }
 
 // joinEdge starts an edge cluster, makes its SyncTarget name (labelled
@@ -59,7 +61,8 @@ func joinEdge(ctx context.Context, bin string, s *server, inventory, name, label
 	if e.dataDir, err = os.MkdirTemp("", "kubestellar-bench-syncer-"); err != nil {
 		return nil, err
 	}
-	if e.syncer, err = startSyncer(bin, join[1:], cluster.KubeconfigPath, e.dataDir); err != nil {
+	e.joinArgs = join[1:]
+	if e.syncer, err = startSyncer(bin, e.joinArgs, cluster.KubeconfigPath, e.dataDir); err != nil {
 		return nil, err
 	}
 
@@ -98,6 +101,18 @@ func (e *joinedEdge) withLog(err error) error {
 		return fmt.Errorf("%w\n--- end of the syncer's log ---\n%s", err, tail)
 	}
 	return err
+}
+
+// restartSyncer stops the syncer and starts it again from bin, with the
+// same arguments and data dir (its saved state).
+func (e *joinedEdge) restartSyncer(bin string) error {
+	e.syncer.stop()
+	p, err := startSyncer(bin, e.joinArgs, e.cluster.KubeconfigPath, e.dataDir)
+	if err != nil {
+		return err
+	}
+	e.syncer = p
+	return nil
 }
 
 // stop stops the syncer, removes its data dir and stops the edge cluster.
