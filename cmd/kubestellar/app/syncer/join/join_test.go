@@ -14,8 +14,8 @@ import (
 )
 
 // TestJoinToken: where the join token comes from, and the mistakes that
-// stop the command before it connects anywhere, none of them printing the
-// token.
+// stop the command before it connects anywhere (the token's, the edge
+// pacing's), none of them printing the token.
 func TestJoinToken(t *testing.T) {
 	const token = "K10" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" + "::abcdef.0123456789abcdef"
 	dir := t.TempDir()
@@ -34,6 +34,9 @@ func TestJoinToken(t *testing.T) {
 		{name: "missing token file", args: []string{"--token-file", filepath.Join(dir, "missing")}, err: "--token-file: open " + filepath.Join(dir, "missing")},
 		{name: "no token anywhere", err: "--token is required (or --token-file, or $KUBESTELLAR_TOKEN)"},
 		{name: "a bad token from the environment", env: "not-a-token", err: "malformed token"},
+		{name: "no edge rate", args: []string{"--token-file", tokenFile, "--edge-qps", "0"}, err: "--edge-qps must be positive, or -1"},
+		{name: "no edge burst", args: []string{"--token-file", tokenFile, "--edge-burst", "0"}, err: "--edge-burst must be at least 1"},
+		{name: "a rate that is not a number", args: []string{"--token-file", tokenFile, "--edge-qps", "fast"}, err: `invalid argument "fast" for "--edge-qps"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
