@@ -33,7 +33,9 @@ import (
 
 // Start starts every controller against the server that root (a root-space
 // client configuration with full privileges) addresses; they stop with ctx.
-func Start(ctx context.Context, root *rest.Config) error {
+// writer, when not nil, writes the mailbox copies of the resources it
+// serves in the server's process (placement.StoreWriter).
+func Start(ctx context.Context, root *rest.Config, writer placement.StoreWriter) error {
 	clients, err := crossspace.NewClients(root)
 	if err != nil {
 		return fmt.Errorf("controller clients: %w", err)
@@ -55,6 +57,9 @@ func Start(ctx context.Context, root *rest.Config) error {
 		return ok
 	})
 	translator := placement.New(clients, crds.Apiextensions().V1().CustomResourceDefinitions().Informer(), resources)
+	if writer != nil {
+		translator.WriteInProcess(writer)
+	}
 	statusCtl, err := status.New(clients, resources)
 	if err != nil {
 		return err

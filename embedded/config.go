@@ -75,6 +75,9 @@ type Config struct {
 	groups     []*genericapiserver.APIGroupInfo
 	spaces     *spaceLookup
 	crds       *crdIndex
+	// copies writes the placement translator's copies of built-in kinds
+	// in-process (storeWriter).
+	copies *storeWriter
 	// users decides for users (not the admins, the server or syncers).
 	users *rbac.Authorizer
 	// syncerConfigs tells admission what each syncer may upsync.
@@ -289,6 +292,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	if core.AdmissionControl, err = admission.WithStatusCollectorCost(core.AdmissionControl); err != nil {
 		return nil, err
 	}
+	c.copies = newStoreWriter(scheme, core.AdmissionControl, c.spaces, append([]*genericapiserver.APIGroupInfo{c.legacy}, c.groups...)...)
 	c.core = core
 
 	// The apiextensions server shares the core configuration (serving,

@@ -457,7 +457,7 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 		go spaceCtl.Run(ctx, 2)
 		go nsCtl.Run(ctx, 2)
 		go crdCtl.Run(ctx)
-		return controllers.Start(ctx, loopback)
+		return controllers.Start(ctx, loopback, s.cfg.copies)
 	}
 	if s.cfg.Options.DatastoreEndpoint == "" {
 		// SQLite in the data dir: this is the only server.

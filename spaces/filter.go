@@ -1,6 +1,7 @@
 package spaces
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -85,6 +86,16 @@ func WithSpaceAdmission(handler http.Handler, spaces Lookup) http.Handler {
 		}
 		handler.ServeHTTP(w, req)
 	})
+}
+
+// AdmitWrite is WithSpaceAdmission's check for a write (verb: create,
+// update, ...) of an object in the space of ctx that does not come through
+// the HTTP handler: a write the server makes in its own process.
+func AdmitWrite(ctx context.Context, verb string, spaces Lookup) error {
+	if err := admit(SpaceOrRoot(ctx), &genericapirequest.RequestInfo{IsResourceRequest: true, Verb: verb}, spaces); err != nil {
+		return err
+	}
+	return nil
 }
 
 func admit(name string, info *genericapirequest.RequestInfo, spaces Lookup) *apierrors.StatusError {

@@ -61,11 +61,32 @@ type Controller struct {
 	resolver      *resolver
 	mailbox       *mailboxReconciler
 
+	// writer, when set, writes copies of the resources it serves in the
+	// server's own process (see StoreWriter).
+	writer StoreWriter
+
 	mu        sync.Mutex
 	resources *crossspace.SharedDynamic
 	// problems[placement][mailbox] are what kept copies from being written.
 	problems map[string]map[string][]problem
 }
+
+// StoreWriter writes objects of some resources straight to the server's
+// storage, in the server's own process: what an HTTP write does past
+// authentication (the space's and the object's admission, the registry's
+// defaults and validation) without the request's encoding, filters and
+// field manager. The space is the one of the context (spaces.WithSpace).
+// Errors are the API's (apierrors), as an HTTP write would return them.
+type StoreWriter interface {
+	// Writes reports whether objects of gvr are written in-process.
+	Writes(gvr schema.GroupVersionResource) bool
+	Create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error
+	Update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error
+}
+
+// WriteInProcess makes the translator write the copies of the resources
+// that w serves through w rather than through the API. Call it before Run.
+func (c *Controller) WriteInProcess(w StoreWriter) { c.writer = w }
 
 // New returns the controller. crds is an informer on CRDs as stored (with their bindings to spaces);
 // resources are the caches of workload objects and copies it shares.
@@ -177,10 +198,16 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 			return crossspace.Get[*edgev2alpha1.SyncerConfig](c.syncerConfigs, mailbox, "", edgev2alpha1.SyncerConfigName)
 		},
 		create: func(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+			if c.writer != nil && c.writer.Writes(gvr) {
+				return c.writer.Create(ctx, gvr, obj)
+			}
 			_, err := c.clients.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager})
 			return err
 		},
 		update: func(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+			if c.writer != nil && c.writer.Writes(gvr) {
+				return c.writer.Update(ctx, gvr, obj)
+			}
 			_, err := c.clients.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
 			return err
 		},

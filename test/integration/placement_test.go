@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/controllers/placement"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
 
@@ -198,6 +199,9 @@ func TestPlacementTranslator(t *testing.T) {
 		require.Equal(t, map[string]string{"region": st + "-region", "zone": "zone is " + st + "-zone", "literal": "100%"}, cm.Data)
 		require.Equal(t, "wds1", cm.Annotations[edgev2alpha1.SourceSpaceAnnotation])
 		require.NotContains(t, cm.Annotations, edgev2alpha1.ExpandParametersAnnotation)
+		// Copies of built-in kinds are written in-process, without the
+		// field manager (a custom resource's go through the API: below).
+		require.Empty(t, cm.ManagedFields, "the copy of a built-in kind was written through the API")
 		d := &appsv1.Deployment{}
 		require.NoError(t, c.Get(in(mb), client.ObjectKey{Namespace: "common", Name: "web"}, d))
 		require.Equal(t, int32(3), *d.Spec.Replicas)
@@ -214,6 +218,9 @@ func TestPlacementTranslator(t *testing.T) {
 	require.NoError(t, c.Get(in(mb2), client.ObjectKey{Name: edgev2alpha1.SyncerConfigName}, cfg))
 	require.Equal(t, []string{"widgets.example.com"}, cfg.Spec.CRDs)
 	require.Equal(t, []string{"common", "special"}, cfg.Spec.Namespaces)
+	widget, err := dyn(t, s, mb2).Resource(widgetsGVR).Namespace("special").Get(ctx, "w1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, placement.FieldManager, managerOf(widget), "a custom resource's copy goes through the API, and its field manager")
 	// The WDS is unchanged by translation.
 	wdsWeb := &appsv1.Deployment{}
 	require.NoError(t, c.Get(w, client.ObjectKey{Namespace: "common", Name: "web"}, wdsWeb))
@@ -332,4 +339,13 @@ func TestPlacementTranslator(t *testing.T) {
 	// Deleting a placement removes what only it placed.
 	require.NoError(t, c.Delete(w, &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "special"}}))
 	waitContents(t, s, mb2, "namespaces common", "configmaps common/settings", "configmaps common/seed")
+}
+
+// managerOf is the field manager of an object's first managed fields
+// entry, "" for none.
+func managerOf(obj *unstructured.Unstructured) string {
+	if fields := obj.GetManagedFields(); len(fields) > 0 {
+		return fields[0].Manager
+	}
+	return ""
 }

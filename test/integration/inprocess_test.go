@@ -1,0 +1,115 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubestellar/kubestellar/spaces"
+	"github.com/kubestellar/kubestellar/test/harness"
+)
+
+// TestCopiesWrittenInProcessAsTheAPIWould: the translator's in-process
+// writer stores what a POST or PUT would store, where they would, and
+// refuses what they would refuse, with the same reasons: a missing space or
+// namespace, an invalid object, a duplicate, a stale resourceVersion. What
+// it writes is seen by watches and reads through the API like anything
+// else, without managed fields.
+func TestCopiesWrittenInProcessAsTheAPIWould(t *testing.T) {
+	s := harness.StartInProcess(t, "")
+	createSpace(t, s, "team")
+	ctx := context.Background()
+	api := kube(t, s, "team")
+	_, err := api.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	w := s.Config.CopyWriter()
+	configMaps := corev1.SchemeGroupVersion.WithResource("configmaps")
+	require.True(t, w.Writes(configMaps))
+	require.True(t, w.Writes(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}))
+	require.False(t, w.Writes(corev1.SchemeGroupVersion.WithResource("namespaces")), "Namespaces have their own REST")
+	require.False(t, w.Writes(widgetsGVR), "custom resources are the apiextensions server's")
+
+	configMap := func(namespace, name string, data map[string]string) *unstructured.Unstructured {
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&corev1.ConfigMap{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"copy": "yes"}}, Data: data})
+		require.NoError(t, err)
+		return &unstructured.Unstructured{Object: obj}
+	}
+	team := spaces.WithSpace(ctx, "team")
+
+	watcher, err := api.CoreV1().ConfigMaps("apps").Watch(ctx, metav1.ListOptions{LabelSelector: "copy=yes"})
+	require.NoError(t, err)
+	defer watcher.Stop()
+
+	// Stored as a POST stores it: metadata filled in, no managed fields,
+	// and a watch sees it.
+	require.NoError(t, w.Create(team, configMaps, configMap("apps", "settings", map[string]string{"a": "1"})))
+	got, err := api.CoreV1().ConfigMaps("apps").Get(ctx, "settings", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"a": "1"}, got.Data)
+	require.NotEmpty(t, got.UID)
+	require.False(t, got.CreationTimestamp.IsZero())
+	require.Empty(t, got.ManagedFields)
+	select {
+	case ev := <-watcher.ResultChan():
+		require.Equal(t, watch.Added, ev.Type)
+		require.Equal(t, "settings", ev.Object.(*corev1.ConfigMap).Name)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no watch event for the in-process create")
+	}
+	// Only in its space.
+	_, err = kube(t, s, spaces.Root).CoreV1().ConfigMaps("apps").Get(ctx, "settings", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "the copy is in space team only: %v", err)
+
+	// Refused as the API refuses, with the same reasons.
+	sameAsAPI := func(what string, inProcess error, overHTTP error) {
+		t.Helper()
+		require.Error(t, inProcess, what)
+		require.Error(t, overHTTP, what)
+		require.Equal(t, apierrors.ReasonForError(overHTTP), apierrors.ReasonForError(inProcess), "%s: in-process %v, over HTTP %v", what, inProcess, overHTTP)
+	}
+	_, httpErr := api.CoreV1().ConfigMaps("apps").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}}, metav1.CreateOptions{})
+	sameAsAPI("a duplicate", w.Create(team, configMaps, configMap("apps", "settings", nil)), httpErr)
+	require.True(t, apierrors.IsAlreadyExists(httpErr))
+
+	_, httpErr = api.CoreV1().ConfigMaps("missing").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+	sameAsAPI("a missing namespace", w.Create(team, configMaps, configMap("missing", "x", nil)), httpErr)
+
+	_, httpErr = api.CoreV1().ConfigMaps("apps").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "Not_A_Name"}}, metav1.CreateOptions{})
+	sameAsAPI("an invalid name", w.Create(team, configMaps, configMap("apps", "Not_A_Name", nil)), httpErr)
+	require.True(t, apierrors.IsInvalid(httpErr))
+
+	_, httpErr = kube(t, s, "nowhere").CoreV1().ConfigMaps("apps").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+	sameAsAPI("a missing space", w.Create(spaces.WithSpace(ctx, "nowhere"), configMaps, configMap("apps", "x", nil)), httpErr)
+	require.True(t, apierrors.IsNotFound(httpErr))
+
+	// Updated as a PUT updates: at its resourceVersion only.
+	stale := configMap("apps", "settings", map[string]string{"a": "2"})
+	stale.SetResourceVersion(got.ResourceVersion)
+	require.NoError(t, w.Update(team, configMaps, stale))
+	got2, err := api.CoreV1().ConfigMaps("apps").Get(ctx, "settings", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"a": "2"}, got2.Data)
+	require.Equal(t, got.UID, got2.UID)
+	stale.Object["data"] = map[string]any{"a": "3"}
+	got.Data = map[string]string{"a": "3"}
+	_, httpErr = api.CoreV1().ConfigMaps("apps").Update(ctx, got, metav1.UpdateOptions{})
+	sameAsAPI("a stale resourceVersion", w.Update(team, configMaps, stale), httpErr)
+	require.True(t, apierrors.IsConflict(httpErr))
+
+	// An update does not create.
+	ghost := configMap("apps", "ghost", nil)
+	ghost.SetResourceVersion("1")
+	require.True(t, apierrors.IsNotFound(w.Update(team, configMaps, ghost)))
+}
