@@ -39,7 +39,7 @@ type spaceStorage struct {
 
 // in returns the storage that serves a space.
 func (s *spaceStorage) in(space string) storage.Interface {
-	if s.raw != nil && !cached(space) {
+	if s.raw != nil && !s.source.caches(space) {
 		return s.raw
 	}
 	return s.Interface

@@ -108,6 +108,8 @@ func CacheSource(s storage.Interface, newFunc func() runtime.Object) *Source {
 type Source struct {
 	storage.Interface
 	newFunc func() runtime.Object
+	// mailboxes: the cache holds the mailbox spaces' objects too.
+	mailboxes bool
 	// leftOut is set, for good, once an object of a mailbox space has
 	// passed: in a list, or in a watch's event.
 	leftOut atomic.Bool
@@ -119,8 +121,26 @@ type Source struct {
 // (every object and event passes the source before the cache has it).
 func (s *Source) Whole() bool { return !s.leftOut.Load() }
 
+// WithMailboxes makes the cache hold the objects of mailbox spaces too,
+// for a resource that has few there: Namespaces, a handful per mailbox,
+// which every create in a mailbox reads (namespace lifecycle admission)
+// and would otherwise read from the datastore. Call it before the cache
+// starts.
+func (s *Source) WithMailboxes() *Source {
+	s.mailboxes = true
+	return s
+}
+
+// caches reports whether the cache holds a space's objects.
+func (s *Source) caches(space string) bool {
+	if s.mailboxes {
+		return space != Wildcard
+	}
+	return cached(space)
+}
+
 func (s *Source) inCache(obj runtime.Object) bool {
-	if space, ok := spaceOf(obj); ok && !cached(space) {
+	if space, ok := spaceOf(obj); ok && !s.caches(space) {
 		s.leftOut.Store(true)
 		return false
 	}

@@ -329,3 +329,34 @@ func TestWildcardListsFromAWholeCache(t *testing.T) {
 		require.Equal(t, []call{{"GetList", prefix}}, raw.calls)
 	})
 }
+
+// TestCacheWithMailboxes: a resource cached with its mailbox objects
+// (Namespaces) keeps them in the cache's list and watch, stays whole, and
+// is read from the cache in a mailbox space; the wildcard's watch still
+// goes to the datastore.
+func TestCacheWithMailboxes(t *testing.T) {
+	mailbox := MailboxName("inv1", uid)
+	raw := &watchingStorage{w: watch.NewFakeWithChanSize(8, false)}
+	raw.listed = []corev1.ConfigMap{*inSpace("wds1", "", "a", "10"), *inSpace(mailbox, "", "b", "11")}
+	source := CacheSource(raw, func() runtime.Object { return &corev1.ConfigMap{} }).WithMailboxes()
+
+	list := &corev1.ConfigMapList{}
+	require.NoError(t, source.GetList(context.Background(), prefix, storage.ListOptions{Recursive: true}, list))
+	require.Len(t, list.Items, 2, "the mailbox's object is in the cache's list")
+	w, err := source.Watch(context.Background(), prefix, storage.ListOptions{Recursive: true})
+	require.NoError(t, err)
+	defer w.Stop()
+	raw.w.Add(inSpace(mailbox, "", "c", "12"))
+	ev := <-w.ResultChan()
+	require.Equal(t, watch.Added, ev.Type, "the mailbox's event is the cache's, not a bookmark")
+	require.Equal(t, "c", ev.Object.(*corev1.ConfigMap).Name)
+	require.True(t, source.Whole())
+
+	cache, datastore := &recordingStorage{}, &recordingStorage{}
+	s := DecorateCached(cache, datastore, source, prefix)
+	require.NoError(t, s.Get(WithSpace(context.Background(), mailbox), prefix+"/b", storage.GetOptions{}, &corev1.ConfigMap{}))
+	_, err = s.Watch(WithSpace(context.Background(), Wildcard), prefix, storage.ListOptions{Recursive: true})
+	require.NoError(t, err)
+	require.Equal(t, []call{{"Get", prefix + "/" + mailbox + "/b"}}, cache.calls)
+	require.Equal(t, []call{{"Watch", prefix}}, datastore.calls)
+}

@@ -19,6 +19,10 @@ import (
 
 var crdResource = schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
 
+// namespacesResource is cached in every space, mailboxes included
+// (spaces.Source.WithMailboxes).
+var namespacesResource = schema.GroupResource{Resource: "namespaces"}
+
 // KeyPrefix starts every key the API server stores.
 const KeyPrefix = "/registry"
 
@@ -101,6 +105,9 @@ func decorator(rawStorage rawStorageFunc, caches *watchCaches, gr schema.GroupRe
 			// The cache and its consistency check (DetectCacheInconsistency)
 			// see the datastore without the mailboxes.
 			source := spaces.CacheSource(s, newFunc)
+			if gr == namespacesResource {
+				source = source.WithMailboxes()
+			}
 			cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
 				Storage:             source,
 				Versioner:           apiserverstorage.APIObjectVersioner{},
