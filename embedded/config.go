@@ -292,7 +292,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	if core.AdmissionControl, err = admission.WithStatusCollectorCost(core.AdmissionControl); err != nil {
 		return nil, err
 	}
-	c.copies = newStoreWriter(scheme, core.AdmissionControl, c.spaces, append([]*genericapiserver.APIGroupInfo{c.legacy}, c.groups...)...)
+	c.copies = newStoreWriter(scheme, core.AdmissionControl, c.spaces, core.RequestTimeout, append([]*genericapiserver.APIGroupInfo{c.legacy}, c.groups...)...)
 	c.core = core
 
 	// The apiextensions server shares the core configuration (serving,

@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"fmt"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -47,12 +48,15 @@ type storeWriter struct {
 	objects admission.ObjectInterfaces
 	spaces  spaces.Lookup
 	user    user.Info
+	// timeout bounds a write, as the API server's request timeout bounds
+	// one through the API.
+	timeout time.Duration
 }
 
 // newStoreWriter indexes the built-in kinds' storage in the API groups.
-func newStoreWriter(scheme *runtime.Scheme, admit admission.Interface, lookup spaces.Lookup, groups ...*genericapiserver.APIGroupInfo) *storeWriter {
+func newStoreWriter(scheme *runtime.Scheme, admit admission.Interface, lookup spaces.Lookup, timeout time.Duration, groups ...*genericapiserver.APIGroupInfo) *storeWriter {
 	w := &storeWriter{stores: map[schema.GroupVersionResource]*builtin.REST{}, kinds: map[schema.GroupVersionResource]schema.GroupVersionKind{},
-		scheme: scheme, admit: admit, objects: admission.NewObjectInterfacesFromScheme(scheme), spaces: lookup,
+		scheme: scheme, admit: admit, objects: admission.NewObjectInterfacesFromScheme(scheme), spaces: lookup, timeout: timeout,
 		// The identity of the server's loopback client, which the
 		// controllers' HTTP writes carry.
 		user: &user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup}}}
@@ -83,6 +87,8 @@ func (w *storeWriter) Writes(gvr schema.GroupVersionResource) bool {
 
 // Create creates obj in the space of ctx, as a POST would.
 func (w *storeWriter) Create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
 	store, typed, ctx, err := w.prepare(ctx, gvr, "create", obj)
 	if err != nil {
 		return err
@@ -101,6 +107,8 @@ func (w *storeWriter) Create(ctx context.Context, gvr schema.GroupVersionResourc
 // Update replaces obj (at its resourceVersion) in the space of ctx, as a
 // PUT would; it does not create.
 func (w *storeWriter) Update(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
 	store, typed, ctx, err := w.prepare(ctx, gvr, "update", obj)
 	if err != nil {
 		return err
