@@ -335,7 +335,10 @@ func servingHosts(o *CompletedOptions) []string {
 	return append(hosts, o.TLSSANs...)
 }
 
-// builtinCodec stores built-in kinds as JSON in their served version.
+// builtinCodec stores built-in kinds as protobuf in their served version,
+// as kube-apiserver does. Objects stored as JSON by an earlier release
+// are still read: the storage decoder recognizes both encodings, and an
+// object is written in protobuf at its next update.
 func builtinCodec(codecs serializer.CodecFactory) storage.CodecFunc {
 	versions := map[schema.GroupResource]schema.GroupVersion{}
 	for _, kind := range builtin.Kinds() {
@@ -347,7 +350,7 @@ func builtinCodec(codecs serializer.CodecFactory) storage.CodecFunc {
 			return nil, fmt.Errorf("no storage version for %s", gr)
 		}
 		codec, _, err := serverstorage.NewStorageCodec(serverstorage.StorageCodecConfig{
-			StorageMediaType:  runtime.ContentTypeJSON,
+			StorageMediaType:  runtime.ContentTypeProtobuf,
 			StorageSerializer: codecs,
 			StorageVersion:    gv,
 			MemoryVersion:     schema.GroupVersion{Group: gv.Group, Version: runtime.APIVersionInternal},

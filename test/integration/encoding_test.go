@@ -1,0 +1,119 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubestellar/kubestellar/test/harness"
+)
+
+// protobufMagic starts every object Kubernetes' protobuf serializer writes.
+var protobufMagic = []byte("k8s\x00")
+
+// TestBuiltinKindsStoredAsProtobuf checks the storage encoding of built-in
+// kinds on a real SQLite file across restarts: new objects are stored as
+// protobuf, as kube-apiserver stores them; an object an earlier release
+// stored as JSON is still served (GET, LIST, watch), and its next update
+// stores it as protobuf.
+func TestBuiltinKindsStoredAsProtobuf(t *testing.T) {
+	s := harness.StartInProcess(t, "")
+	ctx := context.Background()
+	c := kube(t, s, "root")
+	cm, err := c.CoreV1().ConfigMaps("default").Create(ctx, configMap("default", "legacy", "as created"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	dataDir := s.DataDir
+	s.Stop()
+
+	db := openState(t, dataDir)
+	key, value := latestRow(t, db, "%/configmaps/%/default/legacy")
+	require.True(t, bytes.HasPrefix(value, protobufMagic), "a new ConfigMap is stored as protobuf, got %q", truncate(value))
+
+	// Rewrite it as JSON, as releases before this one stored built-in kinds.
+	cm.APIVersion, cm.Kind = "v1", "ConfigMap"
+	cm.ResourceVersion = ""
+	cm.Data = map[string]string{"k": "stored as JSON"}
+	asJSON, err := json.Marshal(cm)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `UPDATE kine SET value = ? WHERE id = (SELECT MAX(id) FROM kine WHERE name = ?)`, asJSON, key)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	s = harness.StartInProcess(t, dataDir)
+	c = kube(t, s, "root")
+	got, err := c.CoreV1().ConfigMaps("default").Get(ctx, "legacy", metav1.GetOptions{})
+	require.NoError(t, err, "an object stored as JSON is read")
+	require.Equal(t, "stored as JSON", got.Data["k"])
+	require.Equal(t, cm.UID, got.UID)
+	list, err := c.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Contains(t, configMapData(list.Items, "legacy"), "stored as JSON", "and listed")
+	w, err := c.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=legacy", ResourceVersion: "0"})
+	require.NoError(t, err)
+	var ev watch.Event
+	select {
+	case ev = <-w.ResultChan():
+	case <-time.After(wait.ForeverTestTimeout):
+		t.Fatal("no watch event for the object stored as JSON")
+	}
+	w.Stop()
+	watched, ok := ev.Object.(*corev1.ConfigMap)
+	require.True(t, ok, "watch event: %v", ev)
+	require.Equal(t, "stored as JSON", watched.Data["k"], "and watched")
+
+	got.Data = map[string]string{"k": "updated"}
+	_, err = c.CoreV1().ConfigMaps("default").Update(ctx, got, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	s.Stop()
+
+	db = openState(t, dataDir)
+	defer db.Close()
+	_, value = latestRow(t, db, key)
+	require.True(t, bytes.HasPrefix(value, protobufMagic), "an update stores the object as protobuf, got %q", truncate(value))
+}
+
+// openState opens a stopped server's SQLite file.
+func openState(t *testing.T, dataDir string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite3", filepath.Join(dataDir, "db", "state.db"))
+	require.NoError(t, err)
+	return db
+}
+
+// latestRow returns the key and value of the newest kine row whose key is
+// like pattern.
+func latestRow(t *testing.T, db *sql.DB, pattern string) (string, []byte) {
+	t.Helper()
+	var key string
+	var value []byte
+	err := db.QueryRowContext(context.Background(),
+		`SELECT name, value FROM kine WHERE name LIKE ? ORDER BY id DESC LIMIT 1`, pattern).Scan(&key, &value)
+	require.NoError(t, err, "row like %s", pattern)
+	return key, value
+}
+
+func configMapData(items []corev1.ConfigMap, name string) string {
+	for _, cm := range items {
+		if cm.Name == name {
+			return cm.Data["k"]
+		}
+	}
+	return ""
+}
+
+func truncate(b []byte) []byte {
+	if len(b) > 40 {
+		return b[:40]
+	}
+	return b
+}
