@@ -89,7 +89,9 @@ type Config struct {
 	flowcontrol flowcontrolclient.FlowcontrolV1Interface
 	// tunnelConditions records syncers' tunnels on their SyncTargets.
 	tunnelConditions *tunnelConditions
-	lock             *dataDirLock
+	// objects counts what a mailbox holds, for the syncers' quota.
+	objects *objectCounter
+	lock    *dataDirLock
 }
 
 // Close stops the datastore and releases the data directory; Server.Run
@@ -162,7 +164,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		return nil, err
 	}
 	codecs := serializer.NewCodecFactory(scheme)
-	c := &Config{Options: o, CA: ca, AdminToken: adminToken, Datastore: ds, spaces: &spaceLookup{}, crds: &crdIndex{}, syncerConfigs: &syncerConfigCache{}, lock: lock}
+	c := &Config{Options: o, CA: ca, AdminToken: adminToken, Datastore: ds, spaces: &spaceLookup{}, crds: &crdIndex{}, syncerConfigs: &syncerConfigCache{}, objects: &objectCounter{}, lock: lock}
 
 	core := genericapiserver.NewRecommendedConfig(codecs)
 	serving := genericoptions.NewSecureServingOptions().WithLoopback()
@@ -287,7 +289,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		_, _, ok := auth.SyncTargetOf(u)
 		return ok
 	}
-	core.AdmissionControl = k8sadmission.NewChainHandler(admission.New(namespaces), admission.NewEdge(c.spaces, c.syncerConfigs, builtin.IsBuiltInGroup),
+	core.AdmissionControl = k8sadmission.NewChainHandler(admission.New(namespaces), admission.NewEdge(c.spaces, c.syncerConfigs, builtin.IsBuiltInGroup, c.mailboxQuota()),
 		rbac.NewAdmission(c.rbac, authz, isSyncer))
 	if core.AdmissionControl, err = admission.WithStatusCollectorCost(core.AdmissionControl); err != nil {
 		return nil, err

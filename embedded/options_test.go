@@ -180,3 +180,21 @@ func TestValidateInflight(t *testing.T) {
 	require.Contains(t, errs[0].Error(), "--max-requests-inflight 0: want at least 1")
 	require.Contains(t, errs[1].Error(), "--max-mutating-requests-inflight -1: want at least 1")
 }
+
+func TestValidateMailboxObjectLimit(t *testing.T) {
+	o := NewOptions()
+	require.Equal(t, DefaultMailboxObjectLimit, o.MailboxObjectLimit, "bounded by default")
+	o.DataDir = t.TempDir()
+	for _, limit := range []int{0, 1} {
+		o.MailboxObjectLimit = limit
+		c, err := o.Complete()
+		require.NoError(t, err)
+		require.Empty(t, c.Validate(), "limit %d", limit)
+	}
+	o.MailboxObjectLimit = -1
+	c, err := o.Complete()
+	require.NoError(t, err)
+	errs := c.Validate()
+	require.Len(t, errs, 1)
+	require.Contains(t, errs[0].Error(), "--mailbox-object-limit -1: want 0 (no bound) or more")
+}

@@ -396,6 +396,7 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 		<-ctx.Done()
 		_ = etcd.Close()
 	}()
+	s.cfg.objects.client.Store(etcd)
 	purger := &spaces.Purger{Client: etcd, KeyPrefix: storage.KeyPrefix,
 		Global:  []string{storage.ResourcePrefix(apiextensionsv1.Resource("customresourcedefinitions"))},
 		BuiltIn: builtin.IsBuiltIn}

@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -59,15 +60,43 @@ func (s *Syncer) reconcileUpsync(ctx context.Context, gvr schema.GroupVersionRes
 		}
 		return s.mailbox.Resource(gvr).Namespace(ns)
 	}
+	// Removals first: they make room in a mailbox at its quota (the
+	// server's --mailbox-object-limit). One object the center refuses does
+	// not hold up the others; an unreachable center stops the pass.
+	var failed upsyncErrors
+	refused := false // a create was refused: the others would be too
+	for _, item := range have.store().List() {
+		u := item.(*unstructured.Unstructured)
+		if _, ok := want[u.GetNamespace()+"/"+u.GetName()]; ok {
+			continue
+		}
+		err := rc(u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			if failed.add(s.centerErr(fmt.Errorf("removing upsynced %s %s/%s: %w", gvr.Resource, u.GetNamespace(), u.GetName(), err))) {
+				return false, failed.err()
+			}
+		}
+	}
 	for k, u := range want {
 		cur := have.get(u.GetNamespace(), u.GetName())
 		obj := upsyncObject(u)
 		if cur == nil {
+			if refused {
+				failed.more++
+				continue
+			}
 			if err := s.ensureMailboxNamespace(ctx, u.GetNamespace()); err != nil {
-				return false, err
+				refused = apierrors.IsForbidden(err)
+				if failed.add(err) {
+					return false, failed.err()
+				}
+				continue
 			}
 			if _, err := rc(u.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
-				return false, s.centerErr(fmt.Errorf("upsyncing %s %s: %w", gvr.Resource, k, err))
+				refused = apierrors.IsForbidden(err)
+				if failed.add(s.centerErr(fmt.Errorf("upsyncing %s %s: %w", gvr.Resource, k, err))) {
+					return false, failed.err()
+				}
 			}
 			continue
 		}
@@ -76,20 +105,36 @@ func (s *Syncer) reconcileUpsync(ctx context.Context, gvr schema.GroupVersionRes
 		}
 		obj.SetResourceVersion(cur.GetResourceVersion())
 		if _, err := rc(u.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
-			return false, s.centerErr(fmt.Errorf("upsyncing %s %s: %w", gvr.Resource, k, err))
+			if failed.add(s.centerErr(fmt.Errorf("upsyncing %s %s: %w", gvr.Resource, k, err))) {
+				return false, failed.err()
+			}
 		}
 	}
-	for _, item := range have.store().List() {
-		u := item.(*unstructured.Unstructured)
-		if _, ok := want[u.GetNamespace()+"/"+u.GetName()]; ok {
-			continue
-		}
-		err := rc(u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return false, s.centerErr(fmt.Errorf("removing upsynced %s %s/%s: %w", gvr.Resource, u.GetNamespace(), u.GetName(), err))
-		}
+	return false, failed.err()
+}
+
+// upsyncErrors keeps the first error of an upsync pass and counts the rest.
+type upsyncErrors struct {
+	first error
+	more  int
+}
+
+// add records err and tells whether the pass should stop: the center is
+// unreachable, so every other request would fail the same way.
+func (e *upsyncErrors) add(err error) bool {
+	if e.first == nil {
+		e.first = err
+	} else {
+		e.more++
 	}
-	return false, nil
+	return errors.Is(err, errOffline)
+}
+
+func (e *upsyncErrors) err() error {
+	if e.first == nil || e.more == 0 {
+		return e.first
+	}
+	return fmt.Errorf("%w (and %d more objects failed)", e.first, e.more)
 }
 
 // ensureMailboxNamespace creates a namespace for upsynced objects in the
@@ -103,7 +148,15 @@ func (s *Syncer) ensureMailboxNamespace(ctx context.Context, ns string) error {
 	nsObj.SetKind("Namespace")
 	nsObj.SetName(ns)
 	nsObj.SetLabels(map[string]string{UpsyncedLabel: "true"})
-	_, err := s.mailbox.Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).Create(ctx, nsObj, metav1.CreateOptions{FieldManager: FieldManager})
+	namespaces := s.mailbox.Resource(corev1.SchemeGroupVersion.WithResource("namespaces"))
+	_, err := namespaces.Create(ctx, nsObj, metav1.CreateOptions{FieldManager: FieldManager})
+	if apierrors.IsForbidden(err) {
+		// Admission comes before the check for an existing object: a
+		// mailbox at its quota of namespaces refuses even one it has.
+		if _, getErr := namespaces.Get(ctx, ns, metav1.GetOptions{}); getErr == nil {
+			return nil
+		}
+	}
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return s.centerErr(fmt.Errorf("creating namespace %s in the mailbox: %w", ns, err))
 	}

@@ -111,6 +111,7 @@ func TestDecisions(t *testing.T) {
 		fakeSpaces{inv: tenancyv1alpha1.SpaceTypeInventory, wds: tenancyv1alpha1.SpaceTypeWDS, mbA: tenancyv1alpha1.SpaceTypeMailbox, mbB: tenancyv1alpha1.SpaceTypeMailbox},
 		fakeConfigs{mbA: {Spec: edgev2alpha1.SyncerConfigSpec{Upsync: []edgev2alpha1.UpsyncClause{{APIGroup: "", Resources: []string{"configmaps"}, Namespaces: []string{"reports"}}}}}},
 		func(g string) bool { return g == "" || g == "apps" || g == "coordination.k8s.io" },
+		MailboxQuota{Max: 10, Flag: "--mailbox-object-limit", Count: func(context.Context, schema.GroupResource, string) (int64, error) { return 9, nil }},
 	).(admission.ValidationInterface)
 
 	core := func(r string) schema.GroupVersionResource {

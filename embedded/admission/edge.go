@@ -48,10 +48,10 @@ type SyncerConfigs interface {
 //   - a syncer's writes are an allow-list (see validateSyncer).
 //
 // builtInGroup tells the API groups the server serves itself, in which no
-// CRD may define a resource.
-func NewEdge(spaceTypes SpaceTypes, syncerConfigs SyncerConfigs, builtInGroup func(string) bool) admission.Interface {
+// CRD may define a resource. quota bounds what a syncer creates.
+func NewEdge(spaceTypes SpaceTypes, syncerConfigs SyncerConfigs, builtInGroup func(string) bool, quota MailboxQuota) admission.Interface {
 	return &edgePlugin{Handler: admission.NewHandler(admission.Create, admission.Update, admission.Delete),
-		spaceTypes: spaceTypes, syncerConfigs: syncerConfigs, builtInGroup: builtInGroup}
+		spaceTypes: spaceTypes, syncerConfigs: syncerConfigs, builtInGroup: builtInGroup, quota: quota}
 }
 
 type edgePlugin struct {
@@ -59,6 +59,41 @@ type edgePlugin struct {
 	spaceTypes    SpaceTypes
 	syncerConfigs SyncerConfigs
 	builtInGroup  func(string) bool
+	quota         MailboxQuota
+}
+
+// MailboxQuota bounds the objects a syncer may create in its mailbox: a
+// create is refused once the mailbox holds Max objects of that resource
+// (the copies the server made count too, as in a Kubernetes ResourceQuota's
+// object counts). Without it, an edge whose token is stolen could fill the
+// center's datastore through the upsync clauses and the namespaces they
+// allow. Creates admitted at the same moment may each see the count below
+// Max; the syncer's request limits bound by how many. The zero value
+// bounds nothing.
+type MailboxQuota struct {
+	// Max is the most objects of one resource a mailbox may hold for a
+	// syncer's create to be admitted; 0 means no bound.
+	Max int64
+	// Count returns the objects of a resource stored in a space.
+	Count func(ctx context.Context, gr schema.GroupResource, space string) (int64, error)
+	// Flag names the setting of Max, for the refusal's message.
+	Flag string
+}
+
+// admit refuses a syncer's create of gr in mailbox once it is full.
+func (q MailboxQuota) admit(ctx context.Context, gr schema.GroupResource, mailbox string, deny func(string, ...any) error) error {
+	if q.Max <= 0 || q.Count == nil {
+		return nil
+	}
+	n, err := q.Count(ctx, gr, mailbox)
+	if err != nil {
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("counting %s in mailbox %q: %v", gr, mailbox, err))
+	}
+	if n >= q.Max {
+		return deny("mailbox %q already holds %d %s, the most a syncer may create there (%s %d): delete upsynced objects at the edge, or have the server's operator raise the limit",
+			mailbox, n, gr, q.Flag, q.Max)
+	}
+	return nil
 }
 
 var _ admission.ValidationInterface = &edgePlugin{}
@@ -96,7 +131,7 @@ func (p *edgePlugin) Validate(ctx context.Context, a admission.Attributes, _ adm
 	}
 	space := spaces.SpaceOrRoot(ctx)
 	if inv, st, ok := auth.SyncTargetOf(u); ok {
-		return p.validateSyncer(a, space, inv, st)
+		return p.validateSyncer(ctx, a, space, inv, st)
 	}
 	gr := a.GetResource().GroupResource()
 	if gr == spacesResource && a.GetSubresource() == "" {
@@ -205,8 +240,9 @@ var syncerAnnotationLimits = map[string]int{
 //   - create, update and delete upsynced objects: labelled as such,
 //     selected by the upsync clauses of the SyncerConfig the server wrote,
 //     carrying no label or annotation of kubestellar's but that label; and
-//     create the namespaces they need.
-func (p *edgePlugin) validateSyncer(a admission.Attributes, space, inv, st string) error {
+//     create the namespaces they need; creates only while the mailbox
+//     holds fewer objects of the resource than the MailboxQuota.
+func (p *edgePlugin) validateSyncer(ctx context.Context, a admission.Attributes, space, inv, st string) error {
 	gr := a.GetResource().GroupResource()
 	deny := func(format string, args ...any) error {
 		return apierrors.NewForbidden(gr, a.GetName(), fmt.Errorf("syncer of SyncTarget %s/%s: "+format, append([]any{inv, st}, args...)...))
@@ -234,7 +270,10 @@ func (p *edgePlugin) validateSyncer(a admission.Attributes, space, inv, st strin
 		if a.GetSubresource() != "" {
 			return deny("may not create %s/%s", gr.Resource, a.GetSubresource())
 		}
-		return p.validateUpsynced(a, space, obj, deny)
+		if err := p.validateUpsynced(a, space, obj, deny); err != nil {
+			return err
+		}
+		return p.quota.admit(ctx, gr, space, deny)
 	case admission.Update:
 		switch {
 		case labelOf(old, edgev2alpha1.PlacementCopyLabel) == "true":

@@ -29,6 +29,13 @@ type InProcess struct {
 // restart on an existing one) and stops it when the test ends.
 func StartInProcess(t testing.TB, dataDir string) *InProcess {
 	t.Helper()
+	return StartInProcessWith(t, dataDir, nil)
+}
+
+// StartInProcessWith is StartInProcess with options changed by set (nil
+// changes nothing) before they are completed.
+func StartInProcessWith(t testing.TB, dataDir string, set func(*embedded.Options)) *InProcess {
+	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
@@ -36,6 +43,9 @@ func StartInProcess(t testing.TB, dataDir string) *InProcess {
 	opts.DataDir = dataDir
 	opts.BindAddress = "127.0.0.1"
 	opts.Port = FreePort(t)
+	if set != nil {
+		set(opts)
+	}
 	completed, err := opts.Complete()
 	require.NoError(t, err)
 	require.Empty(t, completed.Validate())
