@@ -217,21 +217,29 @@ func waitFor(ctx context.Context, cond func() bool) error {
 	return nil
 }
 
-// mailboxesReady waits until n mailbox spaces are Ready.
+// mailboxesReady waits until n mailbox spaces are Ready, for as long as
+// more become ready every few minutes: 10,000 take far longer than 1,000.
+// It lists every Space once a second, not more: the list is itself load.
 func mailboxesReady(ctx context.Context, root dynamic.Interface, n int) error {
-	ready := 0
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	const stall = 3 * time.Minute
+	ready, best, progressed := 0, -1, time.Now()
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := root.Resource(spacecontroller.SpacesGVR).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		ready = 0
-		for _, sp := range list.Items {
-			typ, _, _ := unstructured.NestedString(sp.Object, "spec", "type")
-			phase, _, _ := unstructured.NestedString(sp.Object, "status", "phase")
-			if typ == tenancyv1alpha1.SpaceTypeMailbox && phase == string(tenancyv1alpha1.SpacePhaseReady) {
-				ready++
+		if err == nil {
+			ready = 0
+			for _, sp := range list.Items {
+				typ, _, _ := unstructured.NestedString(sp.Object, "spec", "type")
+				phase, _, _ := unstructured.NestedString(sp.Object, "status", "phase")
+				if typ == tenancyv1alpha1.SpaceTypeMailbox && phase == string(tenancyv1alpha1.SpacePhaseReady) {
+					ready++
+				}
 			}
+		}
+		if ready > best {
+			best, progressed = ready, time.Now()
+		}
+		if time.Since(progressed) > stall {
+			return false, fmt.Errorf("none more in %s", stall)
 		}
 		return ready >= n, nil
 	})
