@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -62,15 +63,41 @@ func New(clients *crossspace.Clients) *Controller {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-placements"}),
 		problems: &problems{bySyncTarget: map[string][]problem{}},
 	}
-	all := crossspace.Enqueue(func(obj any) {
-		c.enqueueAll()
-		// A placement and its slice share a name.
+	// A placement or slice concerns the SyncTargets its slice names (a
+	// placement and its slice share a name), before and after a change:
+	// not every SyncTarget, which made each change cost as much as the
+	// fleet.
+	placementChanged := crossspace.Enqueue(func(obj any) {
 		if key, err := spaces.KeyFunc(obj); err == nil {
 			c.placementsQ.Add(key)
 		}
+		if ep, ok := obj.(*edgev2alpha1.EdgePlacement); ok {
+			for _, st := range c.r.destinationsOf(crossspace.SpaceOf(ep), ep.Name) {
+				c.queue.Add(st)
+			}
+		}
 	})
-	c.placements = clients.Typed(&edgev2alpha1.EdgePlacementList{}, &edgev2alpha1.EdgePlacement{}, all)
-	c.slices = clients.Typed(&edgev2alpha1.SinglePlacementSliceList{}, &edgev2alpha1.SinglePlacementSlice{}, all)
+	sliceChanged := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		slice, ok := obj.(*edgev2alpha1.SinglePlacementSlice)
+		if !ok {
+			return
+		}
+		if key, err := spaces.KeyFunc(slice); err == nil {
+			c.placementsQ.Add(key)
+		}
+		for _, d := range slice.Destinations {
+			c.queue.Add(spaces.Key(d.Space, "", d.SyncTargetName))
+		}
+	}
+	c.placements = clients.Typed(&edgev2alpha1.EdgePlacementList{}, &edgev2alpha1.EdgePlacement{}, placementChanged)
+	c.slices = clients.Typed(&edgev2alpha1.SinglePlacementSliceList{}, &edgev2alpha1.SinglePlacementSlice{}, cache.ResourceEventHandlerFuncs{
+		AddFunc:    sliceChanged,
+		UpdateFunc: func(old, obj any) { sliceChanged(old); sliceChanged(obj) },
+		DeleteFunc: sliceChanged,
+	})
 	crossspace.IndexSlicesByDestination(c.slices)
 	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, crossspace.Enqueue(func(obj any) {
 		if key, err := spaces.KeyFunc(obj); err == nil {
@@ -78,7 +105,12 @@ func New(clients *crossspace.Clients) *Controller {
 		}
 	}))
 	crossspace.IndexSyncTargetsByMailbox(c.syncTargets)
-	c.syncerConfigs = clients.Typed(&edgev2alpha1.SyncerConfigList{}, &edgev2alpha1.SyncerConfig{}, crossspace.Enqueue(func(any) { c.enqueueAll() }))
+	// A SyncerConfig concerns its mailbox's SyncTarget only.
+	c.syncerConfigs = clients.Typed(&edgev2alpha1.SyncerConfigList{}, &edgev2alpha1.SyncerConfig{}, crossspace.Enqueue(func(obj any) {
+		if cfg, ok := obj.(*edgev2alpha1.SyncerConfig); ok {
+			c.enqueueMailbox(crossspace.SpaceOf(cfg))
+		}
+	}))
 	c.r = c.newReconciler()
 	return c
 }
@@ -171,12 +203,6 @@ func (c *Controller) targetsOf(inv, syncTarget string) []target {
 		}
 	}
 	return out
-}
-
-func (c *Controller) enqueueAll() {
-	for _, key := range c.syncTargets.ListKeys() {
-		c.queue.Add(key)
-	}
 }
 
 // enqueueMailbox enqueues the SyncTarget of a mailbox.
