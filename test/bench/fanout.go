@@ -254,6 +254,12 @@ func mailboxesReady(ctx context.Context, root dynamic.Interface, n int) error {
 		}
 		w, err := root.Resource(spacecontroller.SpacesGVR).Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
 		if err != nil {
+			// Not at once: each try lists every Space again.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
 			continue
 		}
 		tick := time.NewTicker(time.Second)
