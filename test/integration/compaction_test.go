@@ -183,10 +183,6 @@ func startPodTemplateInformer(t *testing.T, ctx context.Context, plw podTemplate
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.TimeoutSeconds = &timeout
-			// No bookmarks: they would move the informer's revision on
-			// while the resource is idle, and on a loaded machine past the
-			// compaction before its next watch, which then needs no relist.
-			opts.AllowWatchBookmarks = false
 			return plw.watch(ctx, opts)
 		},
 	}
