@@ -50,7 +50,12 @@ func TestWatchAfterCompaction(t *testing.T) {
 	require.True(t, inSpace.has("before") && acrossSpaces.has("before"))
 	lists := acrossSpaces.lists.Load()
 
-	// Both informers listed at or before the current revision.
+	// Both informers listed at or before the current revision. The one
+	// across spaces is held: its open watch is ended and it starts no
+	// other until released. A watch left open through the churn could be
+	// told a later revision by a bookmark (rightly: nothing was missed),
+	// and would then never resume from a compacted one.
+	acrossSpaces.hold()
 	current, err := idle.CoreV1().PodTemplates("default").List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	churnPastRevision(t, ctx, s, current.ResourceVersion)
@@ -63,9 +68,9 @@ func TestWatchAfterCompaction(t *testing.T) {
 	require.True(t, ok)
 	require.EqualValues(t, 410, status.Status().Code)
 
-	// The informer's watches end every 2 s and resume from the revision
-	// they last saw, which compaction has passed: they get 410 and list
-	// again...
+	// Released, the informer resumes from the revision it last saw, which
+	// compaction has passed: it gets 410 and lists again...
+	acrossSpaces.release()
 	eventually(t, time.Minute, func() (bool, error) { return acrossSpaces.lists.Load() > lists, nil },
 		"the informer across spaces to list again after its watch's revision was compacted")
 
@@ -153,11 +158,57 @@ func wildcardPodTemplates(t *testing.T, s *harness.InProcess) podTemplateLW {
 }
 
 // podTemplateInformer records the pod templates it is told of and counts
-// its lists.
+// its lists. Its watches can be held.
 type podTemplateInformer struct {
 	lists atomic.Int64
 	mu    sync.Mutex
 	seen  map[string]bool
+	// released is closed while watches may run; open is the watch running.
+	released chan struct{}
+	open     watch.Interface
+}
+
+// hold ends the informer's open watch, and its next one waits for
+// release. The informer then knows no revision later than the current one.
+func (r *podTemplateInformer) hold() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.released = make(chan struct{})
+	if r.open != nil {
+		r.open.Stop()
+	}
+}
+
+func (r *podTemplateInformer) release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	close(r.released)
+}
+
+// watch waits until watches may run, then starts one and records it.
+func (r *podTemplateInformer) watch(ctx context.Context, start func() (watch.Interface, error)) (watch.Interface, error) {
+	for {
+		r.mu.Lock()
+		released := r.released
+		r.mu.Unlock()
+		select {
+		case <-released:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		w, err := start()
+		r.mu.Lock()
+		if r.released != released { // held while starting
+			r.mu.Unlock()
+			if w != nil {
+				w.Stop()
+			}
+			continue
+		}
+		r.open = w
+		r.mu.Unlock()
+		return w, err
+	}
 }
 
 func (r *podTemplateInformer) has(name string) bool {
@@ -171,7 +222,8 @@ func (r *podTemplateInformer) has(name string) bool {
 // resumes often from the revision it last saw.
 func startPodTemplateInformer(t *testing.T, ctx context.Context, plw podTemplateLW) *podTemplateInformer {
 	t.Helper()
-	rec := &podTemplateInformer{seen: map[string]bool{}}
+	rec := &podTemplateInformer{seen: map[string]bool{}, released: make(chan struct{})}
+	close(rec.released)
 	timeout := int64(2)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -183,7 +235,7 @@ func startPodTemplateInformer(t *testing.T, ctx context.Context, plw podTemplate
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.TimeoutSeconds = &timeout
-			return plw.watch(ctx, opts)
+			return rec.watch(ctx, func() (watch.Interface, error) { return plw.watch(ctx, opts) })
 		},
 	}
 	_, controller := spaces.NewInformer(lw, &corev1.PodTemplate{}, 0, cache.ResourceEventHandlerFuncs{
