@@ -10,6 +10,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 )
 
@@ -23,7 +24,8 @@ const (
 	DefaultCompactMinRetain = 1000
 )
 
-// revisionProbeKey is a key read only for the revision in the answer.
+// revisionProbeKey is a key read for the revision in the answer, and
+// written to bring kine's in-memory revision up to date (see compact).
 const revisionProbeKey = "/kubestellar/datastore-check"
 
 // walCheckInterval is how often the write-ahead log's size is checked
@@ -98,10 +100,9 @@ func (m *maintainer) compactRound(ctx context.Context, now bool) error {
 	}
 	m.target = current
 	if target > 0 {
-		// kine compacts synchronously and logs its own failures; it answers
-		// ErrCompacted when there is nothing new to compact.
-		if _, err := m.client.Compact(ctx, target); err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
-			return fmt.Errorf("compacting to revision %d: %w", target, err)
+		current, err = m.compact(ctx, target, current)
+		if err != nil {
+			return err
 		}
 		if err := m.publishCompaction(ctx, min(target, current-m.minRetain)); err != nil {
 			return err
@@ -127,6 +128,46 @@ func (m *maintainer) compactRound(ctx context.Context, now bool) error {
 		"dbBytesBefore", before.DB, "walBytesBefore", before.WAL, "dbBytes", after.DB, "walBytes", after.WAL, "checkpointBusy", busy)
 	return nil
 }
+
+// compact has kine compact to target. kine compacts synchronously and logs
+// its own failures; it answers ErrCompacted when there is nothing new to
+// compact. It checks target against the revision it keeps in memory, which
+// can lag the database's: a write that races another does not advance it,
+// and nothing does until a later write that races none. A target read from
+// the database can then be ahead of it (ErrFutureRev), and compact writes
+// the probe key, which brings it up to date, and tries again. It returns
+// current, or the revision of that write: kine compacts to no further than
+// its current revision less the revisions it keeps, and to at least that of
+// the revision returned.
+func (m *maintainer) compact(ctx context.Context, target, current int64) (int64, error) {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, compactCatchUp, true, func(ctx context.Context) (bool, error) {
+		_, last = m.client.Compact(ctx, target)
+		switch {
+		case last == nil, errors.Is(last, rpctypes.ErrCompacted):
+			return true, nil
+		case errors.Is(last, rpctypes.ErrFutureRev):
+			resp, err := m.client.Put(ctx, revisionProbeKey, "")
+			if err != nil {
+				return false, fmt.Errorf("writing %s: %w", revisionProbeKey, err)
+			}
+			current = max(current, resp.Header.Revision)
+			return false, nil
+		}
+		return false, last
+	})
+	if err != nil {
+		if last != nil {
+			err = last
+		}
+		return 0, fmt.Errorf("compacting to revision %d: %w", target, err)
+	}
+	return current, nil
+}
+
+// compactCatchUp bounds how long compact tries to bring kine's revision
+// up to the target.
+const compactCatchUp = 10 * time.Second
 
 // compactRevKey is where kube-apiserver's compactor records the revision it
 // compacted to, and where the API server's watch caches learn it (kine
@@ -168,9 +209,13 @@ func (m *maintainer) publishCompaction(ctx context.Context, rev int64) error {
 	return nil
 }
 
-// currentRevision reads the datastore's revision.
+// currentRevision reads the datastore's revision. It counts a range, not
+// one key: kine answers a read of one missing key with the revision it
+// keeps in memory, which lags the database after concurrent writes until
+// its next poll, while it counts a range in SQL, with the database's
+// revision read in the same statement.
 func (m *maintainer) currentRevision(ctx context.Context) (int64, error) {
-	resp, err := m.client.Get(ctx, revisionProbeKey, clientv3.WithCountOnly())
+	resp, err := m.client.Get(ctx, revisionProbeKey, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		return 0, fmt.Errorf("reading the current revision: %w", err)
 	}
