@@ -180,13 +180,6 @@ func tunnelsBench(ctx context.Context, bin string, n int, progress func(string, 
 		return nil, fmt.Errorf("after the restart: %w", err)
 	}
 
-	restNote := func(settled bool) string {
-		note := fmt.Sprintf("%s at rest", restWindow)
-		if !settled {
-			note += " (the server had not settled under 10 % of a core after 2 min)"
-		}
-		return note
-	}
 	cpuNote := func(cpu time.Duration) string {
 		return fmt.Sprintf("%s of CPU (utime+stime) in %s", cpu.Round(time.Millisecond), restWindow)
 	}
@@ -474,6 +467,16 @@ func settle(ctx context.Context, pid int, limit time.Duration) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// restNote says how a figure of atRest was measured: settled tells
+// whether settle saw the server idle first.
+func restNote(settled bool) string {
+	note := fmt.Sprintf("%s at rest", restWindow)
+	if !settled {
+		note += " (the server had not settled under 10 % of a core after 2 min)"
+	}
+	return note
 }
 
 // atRest measures a process over restWindow: its CPU time, and its RSS at
