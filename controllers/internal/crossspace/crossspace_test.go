@@ -1,7 +1,9 @@
 package crossspace
 
 import (
+	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,6 +75,27 @@ func TestTrimCopies(t *testing.T) {
 		"status": map[string]any{"readyReplicas": int64(3)},
 	}}
 	require.Equal(t, want, got, "a copy in a mailbox keeps its identity, kubestellar's metadata and its status only")
+
+	// Copies share what repeats: the map of the copy label alone, and the
+	// boxes of interned strings.
+	other, err := trim(obj("inv-mb-1", true))
+	require.NoError(t, err)
+	labelsOf := func(u any) map[string]any {
+		return u.(*unstructured.Unstructured).Object["metadata"].(map[string]any)["labels"].(map[string]any)
+	}
+	require.Equal(t, reflect.ValueOf(labelsOf(got)).UnsafePointer(), reflect.ValueOf(labelsOf(other)).UnsafePointer(),
+		"two copies with the copy label alone share its map")
+	box := func(u any) unsafe.Pointer {
+		name := u.(*unstructured.Unstructured).Object["metadata"].(map[string]any)["name"]
+		return (*[2]unsafe.Pointer)(unsafe.Pointer(&name))[1]
+	}
+	require.Equal(t, box(got), box(other), "two copies box the same name once between them")
+	more := obj("inv-mb-1", true)
+	more.SetLabels(map[string]string{edgev2alpha1.PlacementCopyLabel: "true", "edge.kubestellar.io/other": "x"})
+	withMore, err := trim(more)
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{edgev2alpha1.PlacementCopyLabel: "true", "edge.kubestellar.io/other": "x"}, labelsOf(withMore))
+	require.Equal(t, map[string]any{edgev2alpha1.PlacementCopyLabel: "true"}, labelsOf(got), "a copy with more labels changed the shared map")
 
 	for _, u := range []*unstructured.Unstructured{
 		obj("inv-mb-1", false), // upsynced, or anything else the translator did not make
