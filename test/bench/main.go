@@ -249,11 +249,19 @@ func runSections(ctx context.Context, bin string, o options, progress func(strin
 			if err != nil {
 				return nil, err
 			}
-			defer os.RemoveAll(fs.dataDir)
+			// A failure keeps the server's data directory, whose log (and
+			// datastore) the error names.
+			failed := false
+			defer func() {
+				if !failed {
+					os.RemoveAll(fs.dataDir)
+				}
+			}()
 			defer fs.stop()
 			rows, err := fanout(ctx, fs, o.fanTargets, o.fanObjects, progress)
 			if err != nil {
-				return nil, fmt.Errorf("server log %s: %w", filepath.Join(fs.dataDir, "server.log"), err)
+				failed = true
+				return nil, fmt.Errorf("server log %s (kept with its data directory): %w", filepath.Join(fs.dataDir, "server.log"), err)
 			}
 			return rows, nil
 		}); err != nil {
