@@ -80,8 +80,8 @@ type conflict struct {
 // destination and the winner.
 func decide(claims []*claim, current *unstructured.Unstructured, where string) (*desiredCopy, []conflict) {
 	owner := claims[0].wds
-	if current != nil && current.GetLabels()[ManagedLabel] == "true" {
-		held := current.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation]
+	if current != nil && label(current, ManagedLabel) == "true" {
+		held := annotation(current, edgev2alpha1.SourceSpaceAnnotation)
 		for _, cl := range claims {
 			if cl.wds == held {
 				owner = held
@@ -91,8 +91,8 @@ func decide(claims []*claim, current *unstructured.Unstructured, where string) (
 	}
 	var winner *claim
 	heldBy := ""
-	if current != nil && current.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation] == owner {
-		heldBy = current.GetAnnotations()[edgev2alpha1.SourcePlacementAnnotation]
+	if current != nil && annotation(current, edgev2alpha1.SourceSpaceAnnotation) == owner {
+		heldBy = annotation(current, edgev2alpha1.SourcePlacementAnnotation)
 	}
 	for _, cl := range claims {
 		if cl.wds == owner && !cl.failed && cl.ep.Name == heldBy {

@@ -384,8 +384,17 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 				return nil, false
 			}
 			for _, obj := range objs {
-				if obj.GetLabels()[ManagedLabel] == "true" || !cl.matches(obj.GetNamespace(), obj.GetName(), obj.GetLabels(), namespaceLabels) ||
-					!permitted(res.GroupVersionResource, obj.GetNamespace()) {
+				// Every mailbox's reconcile goes through every object its
+				// placements might select, so this reads no more of an object
+				// than it needs: GetLabels makes a map each time.
+				if label(obj, ManagedLabel) == "true" {
+					continue
+				}
+				var objLabels map[string]string
+				if len(cl.labelSelectors) > 0 {
+					objLabels = obj.GetLabels()
+				}
+				if !cl.matches(obj.GetNamespace(), obj.GetName(), objLabels, namespaceLabels) || !permitted(res.GroupVersionResource, obj.GetNamespace()) {
 					continue
 				}
 				k := copyKey(res.GroupVersionResource, obj.GetNamespace(), obj.GetName())
@@ -415,7 +424,7 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 func (r *mailboxReconciler) makeCopy(wds string, obj *unstructured.Unstructured, dest destination) (*unstructured.Unstructured, *problem) {
 	what := fmt.Sprintf("%s %s", strings.ToLower(obj.GetKind()), qualifiedName(obj))
 	var cust *edgev2alpha1.Customizer
-	if ref := obj.GetAnnotations()[edgev2alpha1.CustomizerAnnotation]; ref != "" {
+	if ref := annotation(obj, edgev2alpha1.CustomizerAnnotation); ref != "" {
 		ns, name, hasNS := strings.Cut(ref, "/")
 		if !hasNS {
 			ns, name = obj.GetNamespace(), ref
@@ -429,7 +438,7 @@ func (r *mailboxReconciler) makeCopy(wds string, obj *unstructured.Unstructured,
 		}
 		cust = found
 	}
-	expand := obj.GetAnnotations()[edgev2alpha1.ExpandParametersAnnotation] == "true" ||
+	expand := annotation(obj, edgev2alpha1.ExpandParametersAnnotation) == "true" ||
 		(cust != nil && cust.Annotations[edgev2alpha1.ExpandParametersAnnotation] == "true")
 	cp := strip(obj)
 	if err := customize(cp, cust, expand, dest); err != nil {
@@ -442,6 +451,35 @@ func (r *mailboxReconciler) makeCopy(wds string, obj *unstructured.Unstructured,
 	annotations[edgev2alpha1.SourceSpaceAnnotation] = wds
 	cp.SetAnnotations(annotations)
 	return cp, nil
+}
+
+// label reads one label of an object without making a map of them all.
+func label(obj *unstructured.Unstructured, key string) string {
+	v, _, _ := unstructured.NestedString(obj.Object, "metadata", "labels", key)
+	return v
+}
+
+// setMeta sets one label or annotation (field is "labels" or
+// "annotations") of an object the caller owns, without a round trip
+// through a map of them all.
+func setMeta(obj *unstructured.Unstructured, field, key, value string) {
+	md, _ := obj.Object["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		obj.Object["metadata"] = md
+	}
+	m, _ := md[field].(map[string]any)
+	if m == nil {
+		m = map[string]any{}
+		md[field] = m
+	}
+	m[key] = value
+}
+
+// annotation reads one annotation of an object as label reads a label.
+func annotation(obj *unstructured.Unstructured, key string) string {
+	v, _, _ := unstructured.NestedString(obj.Object, "metadata", "annotations", key)
+	return v
 }
 
 func qualifiedName(obj metav1.Object) string {
@@ -600,19 +638,14 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current *
 	if d.keep || (current != nil && (d.createOnly || d.implied)) {
 		return false, nil
 	}
-	if current != nil && current.GetLabels()[edgev2alpha1.UpsyncedLabel] == "true" {
+	if current != nil && label(current, edgev2alpha1.UpsyncedLabel) == "true" {
 		// The edge made it (upsynced): a copy never replaces it.
 		klog.FromContext(ctx).V(2).Info("not writing a copy over an object its syncer upsynced",
 			"resource", d.res.GroupVersionResource.String(), "object", qualifiedName(current))
 		return false, nil
 	}
 	obj := d.obj.DeepCopy()
-	labels := obj.GetLabels()
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[ManagedLabel] = "true"
-	obj.SetLabels(labels)
+	setMeta(obj, "labels", ManagedLabel, "true")
 	annotations := obj.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
@@ -628,8 +661,8 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current *
 		return false, err
 	}
 	annotations[ContentHashAnnotation] = hash
-	obj.SetAnnotations(annotations)
-	if current != nil && current.GetAnnotations()[ContentHashAnnotation] == hash {
+	setMeta(obj, "annotations", ContentHashAnnotation, hash)
+	if current != nil && annotation(current, ContentHashAnnotation) == hash {
 		return false, nil
 	}
 	// The copy is exactly what the translator says, so it is created and
@@ -690,7 +723,7 @@ func (r *mailboxReconciler) prune(ctx context.Context, mailbox string, desired m
 	for _, namespaces := range []bool{false, true} {
 		var keys []string
 		for _, k := range sortedKeys(current) {
-			if _, want := desired[k]; !want && current[k].GetLabels()[ManagedLabel] == "true" && isNamespaces(gvrOfKey(k)) == namespaces {
+			if _, want := desired[k]; !want && label(current[k], ManagedLabel) == "true" && isNamespaces(gvrOfKey(k)) == namespaces {
 				keys = append(keys, k)
 			}
 		}
@@ -730,7 +763,7 @@ func (r *mailboxReconciler) holdEmptyNamespaces(key, mailbox string, desired map
 			r.emptyNamespaces.forget(mailbox, obj.GetName())
 			continue
 		}
-		if obj.GetLabels()[ManagedLabel] != "true" {
+		if label(obj, ManagedLabel) != "true" {
 			continue
 		}
 		if wait := r.emptyNamespaces.wait(mailbox, obj.GetName(), now); wait > 0 {

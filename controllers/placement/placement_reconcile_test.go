@@ -317,6 +317,23 @@ func TestMailboxReconcileSequence(t *testing.T) {
 			},
 		},
 		{
+			name: "a label selector selects by the object's labels; a copy from upstream is never selected",
+			setup: func(f *fakeMailbox) {
+				labelled := func(name string, labels map[string]string) *unstructured.Unstructured {
+					cm := configMap("default", name, map[string]any{"a": "1"})
+					cm.SetLabels(labels)
+					return cm
+				}
+				f.put(cmGVR, "wds1", labelled("web", map[string]string{"app": "web"}))
+				f.put(cmGVR, "wds1", labelled("db", map[string]string{"app": "db"}))
+				f.put(cmGVR, "wds1", labelled("copied", map[string]string{"app": "web", ManagedLabel: "true"}))
+				clause := cmClause()
+				clause.LabelSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "web"}}}
+				f.place("wds1", "p", 1, clause)
+			},
+			wantCalls: []string{"recordProblems 1", "create namespaces default", "create configmaps default/web", "createSyncerConfig"},
+		},
+		{
 			name: "nothing changed: nothing written",
 			setup: func(f *fakeMailbox) {
 				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
