@@ -10,7 +10,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 )
 
@@ -133,41 +132,69 @@ func (m *maintainer) compactRound(ctx context.Context, now bool) error {
 // its own failures; it answers ErrCompacted when there is nothing new to
 // compact. It checks target against the revision it keeps in memory, which
 // can lag the database's: a write that races another does not advance it,
-// and nothing does until a later write that races none. A target read from
-// the database can then be ahead of it (ErrFutureRev), and compact writes
-// the probe key, which brings it up to date, and tries again. It returns
-// current, or the revision of that write: kine compacts to no further than
-// its current revision less the revisions it keeps, and to at least that of
-// the revision returned.
+// and nothing does until a later write that races none (kine's poll does
+// not). A target read from the database can then be ahead of it
+// (ErrFutureRev): compact writes the probe key, which brings it up to date
+// unless that write races another too, and tries again. It returns
+// current, or the revision of that write if later: kine compacts to at
+// least min(target, that revision − the revisions it keeps).
 func (m *maintainer) compact(ctx context.Context, target, current int64) (int64, error) {
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, compactCatchUp, true, func(ctx context.Context) (bool, error) {
-		_, last = m.client.Compact(ctx, target)
+	deadline := time.Now().Add(compactCatchUp)
+	for {
+		_, err := m.client.Compact(ctx, target)
 		switch {
-		case last == nil, errors.Is(last, rpctypes.ErrCompacted):
-			return true, nil
-		case errors.Is(last, rpctypes.ErrFutureRev):
-			resp, err := m.client.Put(ctx, revisionProbeKey, "")
-			if err != nil {
-				return false, fmt.Errorf("writing %s: %w", revisionProbeKey, err)
-			}
-			current = max(current, resp.Header.Revision)
-			return false, nil
+		case err == nil, errors.Is(err, rpctypes.ErrCompacted):
+			return current, nil
+		case !errors.Is(err, rpctypes.ErrFutureRev):
+			return 0, fmt.Errorf("compacting to revision %d: %w", target, err)
+		case time.Now().After(deadline):
+			return 0, fmt.Errorf("compacting to revision %d: kine's revision did not catch up with the database's in %s: %w", target, compactCatchUp, err)
 		}
-		return false, last
-	})
-	if err != nil {
-		if last != nil {
-			err = last
+		rev, err := m.touchProbe(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("compacting to revision %d: %w", target, err)
 		}
-		return 0, fmt.Errorf("compacting to revision %d: %w", target, err)
+		current = max(current, rev)
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	return current, nil
 }
 
-// compactCatchUp bounds how long compact tries to bring kine's revision
-// up to the target.
+// compactCatchUp bounds how long compact tries to bring kine's revision up
+// to the target.
 const compactCatchUp = 10 * time.Second
+
+// touchProbe writes the probe key and returns the revision of the write (0
+// when another write of it came first). The write is a create or an
+// update conditioned on the key's revision, as the API server writes: kine
+// answers a plain put of an existing key by an update conditioned on the
+// database's revision, which writes nothing unless that key was the last
+// written.
+func (m *maintainer) touchProbe(ctx context.Context) (int64, error) {
+	got, err := m.client.Get(ctx, revisionProbeKey)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s: %w", revisionProbeKey, err)
+	}
+	txn := m.client.Txn(ctx)
+	if len(got.Kvs) == 0 {
+		txn = txn.If(clientv3.Compare(clientv3.ModRevision(revisionProbeKey), "=", 0)).
+			Then(clientv3.OpPut(revisionProbeKey, ""))
+	} else {
+		txn = txn.If(clientv3.Compare(clientv3.ModRevision(revisionProbeKey), "=", got.Kvs[0].ModRevision)).
+			Then(clientv3.OpPut(revisionProbeKey, "")).Else(clientv3.OpGet(revisionProbeKey))
+	}
+	resp, err := txn.Commit()
+	if err != nil {
+		return 0, fmt.Errorf("writing %s: %w", revisionProbeKey, err)
+	}
+	if !resp.Succeeded {
+		return 0, nil
+	}
+	return resp.Header.Revision, nil
+}
 
 // compactRevKey is where kube-apiserver's compactor records the revision it
 // compacted to, and where the API server's watch caches learn it (kine
@@ -211,9 +238,9 @@ func (m *maintainer) publishCompaction(ctx context.Context, rev int64) error {
 
 // currentRevision reads the datastore's revision. It counts a range, not
 // one key: kine answers a read of one missing key with the revision it
-// keeps in memory, which lags the database after concurrent writes until
-// its next poll, while it counts a range in SQL, with the database's
-// revision read in the same statement.
+// keeps in memory, which can lag the database (see compact), while it
+// counts a range in SQL, with the database's revision read in the same
+// statement.
 func (m *maintainer) currentRevision(ctx context.Context) (int64, error) {
 	resp, err := m.client.Get(ctx, revisionProbeKey, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
