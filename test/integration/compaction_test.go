@@ -48,13 +48,14 @@ func TestWatchAfterCompaction(t *testing.T) {
 	inSpace := startPodTemplateInformer(t, ctx, typedPodTemplates(idle, "default"))
 	acrossSpaces := startPodTemplateInformer(t, ctx, wildcardPodTemplates(t, s))
 	require.True(t, inSpace.has("before") && acrossSpaces.has("before"))
-	lists := acrossSpaces.lists.Load()
 
 	// Both informers listed at or before the current revision. The one
-	// across spaces is held: its open watch is ended and it starts no
-	// other until released. A watch left open through the churn could be
-	// told a later revision by a bookmark (rightly: nothing was missed),
-	// and would then never resume from a compacted one.
+	// across spaces is held: its open watch passes on no bookmark and it
+	// starts no other until released. A bookmark during the churn would
+	// tell it a later revision (rightly: nothing was missed), and it would
+	// then never resume from a compacted one. (Ending its watch instead
+	// would not do: client-go lists again after a watch that ends young,
+	// and a list is served at the current revision.)
 	acrossSpaces.hold()
 	current, err := idle.CoreV1().PodTemplates("default").List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
@@ -69,10 +70,11 @@ func TestWatchAfterCompaction(t *testing.T) {
 	require.EqualValues(t, 410, status.Status().Code)
 
 	// Released, the informer resumes from the revision it last saw, which
-	// compaction has passed: it gets 410 and lists again...
+	// compaction has passed: it gets 410 and lists again (a list for
+	// another reason, such as a watch ended young, does not count)...
 	acrossSpaces.release()
-	eventually(t, time.Minute, func() (bool, error) { return acrossSpaces.lists.Load() > lists, nil },
-		"the informer across spaces to list again after its watch's revision was compacted")
+	eventually(t, time.Minute, func() (bool, error) { return acrossSpaces.listsAfterExpired.Load() > 0, nil },
+		"the informer across spaces to be told 410 and list again after its watch's revision was compacted")
 
 	// ...and so they see what is created next, as the informer in the
 	// space does, and a watch in the space from the compacted revision.
@@ -157,26 +159,40 @@ func wildcardPodTemplates(t *testing.T, s *harness.InProcess) podTemplateLW {
 	}
 }
 
-// podTemplateInformer records the pod templates it is told of and counts
-// its lists. Its watches can be held.
+// podTemplateInformer records the pod templates it is told of, and counts
+// the 410s its watches get and the lists that follow one. Its watches can
+// be held.
 type podTemplateInformer struct {
-	lists atomic.Int64
-	mu    sync.Mutex
-	seen  map[string]bool
-	// released is closed while watches may run; open is the watch running.
+	expired, listsAfterExpired atomic.Int64
+
+	mu   sync.Mutex
+	seen map[string]bool
+	// released is closed while watches may run.
 	released chan struct{}
-	open     watch.Interface
 }
 
-// hold ends the informer's open watch, and its next one waits for
-// release. The informer then knows no revision later than the current one.
+// hold keeps bookmarks from the informer's open watch, which the server
+// ends within 2 s, and makes its next one wait for release. The informer
+// then learns no revision later than the current one.
 func (r *podTemplateInformer) hold() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.released = make(chan struct{})
-	if r.open != nil {
-		r.open.Stop()
+}
+
+func (r *podTemplateInformer) held() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.released:
+		return false
+	default:
+		return true
 	}
+}
+
+func isExpired(err error) bool {
+	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
 }
 
 func (r *podTemplateInformer) release() {
@@ -185,30 +201,30 @@ func (r *podTemplateInformer) release() {
 	close(r.released)
 }
 
-// watch waits until watches may run, then starts one and records it.
+// watch waits until watches may run, then starts one, counting 410s and
+// keeping bookmarks from the informer while it is held.
 func (r *podTemplateInformer) watch(ctx context.Context, start func() (watch.Interface, error)) (watch.Interface, error) {
-	for {
-		r.mu.Lock()
-		released := r.released
-		r.mu.Unlock()
-		select {
-		case <-released:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		w, err := start()
-		r.mu.Lock()
-		if r.released != released { // held while starting
-			r.mu.Unlock()
-			if w != nil {
-				w.Stop()
-			}
-			continue
-		}
-		r.open = w
-		r.mu.Unlock()
+	r.mu.Lock()
+	released := r.released
+	r.mu.Unlock()
+	select {
+	case <-released:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	w, err := start()
+	if isExpired(err) {
+		r.expired.Add(1)
+	}
+	if err != nil {
 		return w, err
 	}
+	return watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
+		if ev.Type == watch.Error && isExpired(apierrors.FromObject(ev.Object)) {
+			r.expired.Add(1)
+		}
+		return ev, ev.Type != watch.Bookmark || !r.held()
+	}), nil
 }
 
 func (r *podTemplateInformer) has(name string) bool {
@@ -228,8 +244,8 @@ func startPodTemplateInformer(t *testing.T, ctx context.Context, plw podTemplate
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			l, err := plw.list(ctx, opts)
-			if err == nil {
-				rec.lists.Add(1)
+			if err == nil && rec.expired.Load() > 0 {
+				rec.listsAfterExpired.Add(1)
 			}
 			return l, err
 		},
