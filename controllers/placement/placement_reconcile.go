@@ -459,6 +459,12 @@ func label(obj *unstructured.Unstructured, key string) string {
 	return v
 }
 
+// annotation reads one annotation of an object as label reads a label.
+func annotation(obj *unstructured.Unstructured, key string) string {
+	v, _, _ := unstructured.NestedString(obj.Object, "metadata", "annotations", key)
+	return v
+}
+
 // setMeta sets one label or annotation (field is "labels" or
 // "annotations") of an object the caller owns, without a round trip
 // through a map of them all.
@@ -474,12 +480,6 @@ func setMeta(obj *unstructured.Unstructured, field, key, value string) {
 		md[field] = m
 	}
 	m[key] = value
-}
-
-// annotation reads one annotation of an object as label reads a label.
-func annotation(obj *unstructured.Unstructured, key string) string {
-	v, _, _ := unstructured.NestedString(obj.Object, "metadata", "annotations", key)
-	return v
 }
 
 func qualifiedName(obj metav1.Object) string {

@@ -120,6 +120,11 @@ func firstEvent(ctx context.Context, c kubernetes.Interface, namespace, rv strin
 	}
 }
 
+// isExpired tells whether err is the 410 of a compacted revision.
+func isExpired(err error) bool {
+	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+}
+
 func podTemplate(name string) *corev1.PodTemplate {
 	return &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}
@@ -189,10 +194,6 @@ func (r *podTemplateInformer) held() bool {
 	default:
 		return true
 	}
-}
-
-func isExpired(err error) bool {
-	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
 }
 
 func (r *podTemplateInformer) release() {

@@ -147,16 +147,11 @@ func (s *SharedDynamic) Each(fn func(gvr schema.GroupVersionResource, inf *Infor
 	}
 }
 
-// TrimCopy returns a copy's apiVersion, kind, status and the metadata the
+// trimCopy returns a copy's apiVersion, kind, status and the metadata the
 // controllers read: its identity, resource version, deletion and
 // kubestellar's own labels and annotations (not those it carries from its
-// source, such as a last-applied configuration).
-func TrimCopy(u *unstructured.Unstructured) *unstructured.Unstructured {
-	return trimCopy(u, nil)
-}
-
-// trimCopy is TrimCopy, with the labels given as onlyCopyLabel in place of
-// a map of their own when they are that (nil: always a map of their own).
+// source, such as a last-applied configuration). Labels that are the copy
+// label alone are onlyCopyLabel, one map shared by the copies.
 func trimCopy(u *unstructured.Unstructured, onlyCopyLabel map[string]any) *unstructured.Unstructured {
 	out := &unstructured.Unstructured{Object: make(map[string]any, 4)}
 	for _, k := range []string{"apiVersion", "kind"} {
@@ -190,7 +185,7 @@ func trimCopy(u *unstructured.Unstructured, onlyCopyLabel map[string]any) *unstr
 					ours[unique.Make(key).Value()] = intern(v)
 				}
 			}
-			if k == "labels" && onlyCopyLabel != nil && len(ours) == 1 && ours[edgev2alpha1.PlacementCopyLabel] == "true" {
+			if k == "labels" && len(ours) == 1 && ours[edgev2alpha1.PlacementCopyLabel] == "true" {
 				trimmed[k] = onlyCopyLabel
 				continue
 			}
