@@ -44,7 +44,9 @@ type claim struct {
 	res resource
 	// obj is the copy; when failed, the WDS object (its copy could not be
 	// made, and the placement reports why).
-	obj        *unstructured.Unstructured
+	obj *unstructured.Unstructured
+	// memo is obj's memo entry when obj is shared (see makeCopy).
+	memo       *memoEntry
 	failed     bool
 	createOnly bool
 	// clauses are the placement's clauses that select the object.
@@ -120,7 +122,7 @@ func decide(claims []*claim, current *unstructured.Unstructured, where string) (
 			}
 		}
 	} else {
-		d = &desiredCopy{res: winner.res, obj: winner.obj, createOnly: winner.createOnly, sourcePlacement: winner.ep.Name}
+		d = &desiredCopy{res: winner.res, obj: winner.obj, memo: winner.memo, createOnly: winner.createOnly, sourcePlacement: winner.ep.Name}
 		winnerName = winner.String()
 	}
 
@@ -133,7 +135,7 @@ func decide(claims []*claim, current *unstructured.Unstructured, where string) (
 				fmt.Sprintf("%s is placed from EdgePlacement %s, not from this one: a copy stays with the source that holds it, and goes to the older placement when none does", what, winnerName)}})
 		case winner == nil || cl.failed:
 			// Its own problem is reported already.
-		case cl == winner || apiequality.Semantic.DeepEqual(cl.obj.Object, winner.obj.Object):
+		case cl == winner || cl.obj == winner.obj || apiequality.Semantic.DeepEqual(cl.obj.Object, winner.obj.Object):
 			d.createOnly = d.createOnly && cl.createOnly
 			for _, c := range cl.clauses {
 				d.selectedBy(cl.ep, c)

@@ -159,6 +159,7 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 	access := newAccessChecker(c.clients.Client)
 	return &mailboxReconciler{
 		writers: mailboxWriters,
+		memo:    newCopyMemo(),
 		syncTarget: func(space, name string) (*edgev2alpha1.SyncTarget, bool) {
 			return crossspace.Get[*edgev2alpha1.SyncTarget](c.syncTargets, space, "", name)
 		},

@@ -62,6 +62,9 @@ type desiredCopy struct {
 	singleton  bool
 	// sourcePlacement is the placement whose copy this is.
 	sourcePlacement string
+	// memo, when set, is where obj comes from: obj is shared with other
+	// mailboxes, and the memo knows hashes of what was written from it.
+	memo *memoEntry
 }
 
 // selectedBy records that a placement's clause selects the copy.
@@ -112,6 +115,9 @@ type mailboxReconciler struct {
 	// writers bounds the copies one reconcile writes at once (1: one at a
 	// time, in key order).
 	writers int
+	// memo shares copies, and knows their hashes, across mailboxes (nil:
+	// every reconcile makes its own).
+	memo *copyMemo
 	// Reads, from caches.
 	syncTarget func(space, name string) (*edgev2alpha1.SyncTarget, bool)
 	// slicesFor returns the SinglePlacementSlices that name a SyncTarget
@@ -406,13 +412,13 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 					last.clauses = append(last.clauses, raw)
 					continue
 				}
-				cp, prob := r.makeCopy(wds, obj, p.dest)
+				cp, memo, prob := r.makeCopy(wds, obj, p.dest)
 				if prob != nil {
 					problems = append(problems, *prob)
 					sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: obj, failed: true})
 					continue
 				}
-				sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: cp, createOnly: raw.CreateOnly,
+				sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: cp, memo: memo, createOnly: raw.CreateOnly,
 					clauses: []edgev2alpha1.DownsyncClause{raw}})
 			}
 		}
@@ -420,37 +426,47 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 	return problems, true
 }
 
-// makeCopy strips and customizes a workload object for a destination.
-func (r *mailboxReconciler) makeCopy(wds string, obj *unstructured.Unstructured, dest destination) (*unstructured.Unstructured, *problem) {
-	what := fmt.Sprintf("%s %s", strings.ToLower(obj.GetKind()), qualifiedName(obj))
+// makeCopy strips and customizes a workload object for a destination. A
+// copy that no Customizer or parameter makes differ between destinations
+// comes from the memo (when the reconciler has one) with its entry: it is
+// shared, and read-only.
+func (r *mailboxReconciler) makeCopy(wds string, obj *unstructured.Unstructured, dest destination) (*unstructured.Unstructured, *memoEntry, *problem) {
+	what := func() string { return fmt.Sprintf("%s %s", strings.ToLower(obj.GetKind()), qualifiedName(obj)) }
 	var cust *edgev2alpha1.Customizer
 	if ref := annotation(obj, edgev2alpha1.CustomizerAnnotation); ref != "" {
 		ns, name, hasNS := strings.Cut(ref, "/")
 		if !hasNS {
 			ns, name = obj.GetNamespace(), ref
 			if ns == "" {
-				return nil, &problem{"CustomizerNotFound", fmt.Sprintf("%s is cluster-scoped and must name its Customizer as NAMESPACE/NAME, not %q", what, ref)}
+				return nil, nil, &problem{"CustomizerNotFound", fmt.Sprintf("%s is cluster-scoped and must name its Customizer as NAMESPACE/NAME, not %q", what(), ref)}
 			}
 		}
 		found, ok := r.customizer(wds, ns, name)
 		if !ok {
-			return nil, &problem{"CustomizerNotFound", fmt.Sprintf("%s names Customizer %s/%s, which does not exist", what, ns, name)}
+			return nil, nil, &problem{"CustomizerNotFound", fmt.Sprintf("%s names Customizer %s/%s, which does not exist", what(), ns, name)}
 		}
 		cust = found
 	}
 	expand := annotation(obj, edgev2alpha1.ExpandParametersAnnotation) == "true" ||
 		(cust != nil && cust.Annotations[edgev2alpha1.ExpandParametersAnnotation] == "true")
+	if cust == nil && !expand && r.memo != nil {
+		e := r.memo.copyOf(obj, func() *unstructured.Unstructured { return sourceCopy(wds, obj) })
+		return e.copy, e, nil
+	}
 	cp := strip(obj)
 	if err := customize(cp, cust, expand, dest); err != nil {
-		return nil, &problem{"CustomizationFailed", fmt.Sprintf("%s for SyncTarget %s: %v", what, dest.syncTarget.GetName(), err)}
+		return nil, nil, &problem{"CustomizationFailed", fmt.Sprintf("%s for SyncTarget %s: %v", what(), dest.syncTarget.GetName(), err)}
 	}
-	annotations := cp.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[edgev2alpha1.SourceSpaceAnnotation] = wds
-	cp.SetAnnotations(annotations)
-	return cp, nil
+	setMeta(cp, "annotations", edgev2alpha1.SourceSpaceAnnotation, wds)
+	return cp, nil, nil
+}
+
+// sourceCopy is the copy of a WDS object that no customization changes:
+// stripped, and annotated with its source space.
+func sourceCopy(wds string, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	cp := strip(obj)
+	setMeta(cp, "annotations", edgev2alpha1.SourceSpaceAnnotation, wds)
+	return cp
 }
 
 // label reads one label of an object without making a map of them all.
@@ -644,6 +660,15 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current *
 			"resource", d.res.GroupVersionResource.String(), "object", qualifiedName(current))
 		return false, nil
 	}
+	var hashKey string
+	if d.memo != nil {
+		// Most reconciles find most copies unchanged: known by the hash
+		// of what was written from this version, the copy is not made.
+		hashKey = d.hashKey()
+		if hash, ok := d.memo.hash(hashKey); ok && current != nil && annotation(current, ContentHashAnnotation) == hash {
+			return false, nil
+		}
+	}
 	obj := d.obj.DeepCopy()
 	setMeta(obj, "labels", ManagedLabel, "true")
 	annotations := obj.GetAnnotations()
@@ -662,6 +687,9 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current *
 	}
 	annotations[ContentHashAnnotation] = hash
 	setMeta(obj, "annotations", ContentHashAnnotation, hash)
+	if d.memo != nil {
+		d.memo.setHash(hashKey, hash)
+	}
 	if current != nil && annotation(current, ContentHashAnnotation) == hash {
 		return false, nil
 	}

@@ -45,6 +45,8 @@ type fakeMailbox struct {
 	// slicesAsked are the destinations slicesFor was asked about.
 	slicesAsked []string
 	rv          int
+	// memo lives across reconciles, as the controller's does.
+	memo *copyMemo
 }
 
 const (
@@ -61,6 +63,7 @@ func newFake() *fakeMailbox {
 		objects:       map[schema.GroupVersionResource]map[string]*unstructured.Unstructured{},
 		notSynced:     map[schema.GroupVersionResource]bool{},
 		syncerConfigs: map[string]*edgev2alpha1.SyncerConfig{}, failWrite: map[string]error{},
+		memo: newCopyMemo(),
 	}
 	st := &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: stName, UID: stUID, Annotations: map[string]string{spaces.Annotation: inv}}}
 	st.Status.MailboxSpace = spaces.MailboxName(inv, string(stUID))
@@ -121,6 +124,7 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 		return space
 	}
 	return &mailboxReconciler{
+		memo: f.memo,
 		syncTarget: func(space, name string) (*edgev2alpha1.SyncTarget, bool) {
 			st, ok := f.syncTargets[spaces.Key(space, "", name)]
 			return st, ok
@@ -374,6 +378,41 @@ func TestMailboxReconcileSequence(t *testing.T) {
 				cp := f.get(cmGVR, f.mailbox(), "default", "cm")
 				require.Equal(t, "2", cp.Object["data"].(map[string]any)["a"])
 				require.Equal(t, "Refused: no", cp.GetAnnotations()[edgev2alpha1.SyncErrorAnnotation])
+			},
+		},
+		{
+			name: "a copy changed in the mailbox, its hash with it: written back",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("cm"))
+			},
+			between: func(f *fakeMailbox) {
+				cp := f.get(cmGVR, f.mailbox(), "default", "cm").DeepCopy()
+				cp.Object["data"] = map[string]any{"a": "changed"}
+				a := cp.GetAnnotations()
+				a[ContentHashAnnotation] = "0123"
+				cp.SetAnnotations(a)
+				f.put(cmGVR, f.mailbox(), cp)
+			},
+			wantCalls: []string{"recordProblems 1", "update configmaps default/cm"},
+			check: func(t *testing.T, f *fakeMailbox) {
+				cp := f.get(cmGVR, f.mailbox(), "default", "cm")
+				require.Equal(t, "1", cp.Object["data"].(map[string]any)["a"])
+				require.NotEqual(t, "0123", cp.GetAnnotations()[ContentHashAnnotation])
+			},
+		},
+		{
+			name: "another placement of the WDS selects the same object: the copy names both",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("cm"))
+			},
+			between:   func(f *fakeMailbox) { f.place("wds1", "q", 2, cmClause("cm")) },
+			wantCalls: []string{"recordProblems 2", "update configmaps default/cm"},
+			check: func(t *testing.T, f *fakeMailbox) {
+				a := f.get(cmGVR, f.mailbox(), "default", "cm").GetAnnotations()
+				require.Equal(t, "p,q", a[edgev2alpha1.PlacementsAnnotation])
+				require.Equal(t, "p", a[edgev2alpha1.SourcePlacementAnnotation])
 			},
 		},
 		{

@@ -170,20 +170,23 @@ func TestCenterOnly(t *testing.T) {
 // that no copy is rewritten and no edge re-applies.
 func TestCopyIgnoresExecutingCount(t *testing.T) {
 	obj := mustUnstructured(t, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm","namespace":"ns","labels":{"app":"a"}},"data":{"a":"b"}}`)
-	c := &mailboxReconciler{}
-	dest := destination{syncTarget: &edgev2alpha1.SyncTarget{}}
-	base, prob := c.makeCopy("wds1", obj, dest)
-	require.Nil(t, prob)
-	want, err := contentHash(base)
-	require.NoError(t, err)
-	for _, count := range []string{"0", "1", "2", "17"} {
-		counted := obj.DeepCopy()
-		counted.SetLabels(map[string]string{"app": "a", edgev2alpha1.ExecutingCountLabel: count})
-		cp, prob := c.makeCopy("wds1", counted, dest)
-		require.Nil(t, prob)
-		got, err := contentHash(cp)
-		require.NoError(t, err)
-		require.Equal(t, want, got, "executing-count %s changed the copy", count)
-		require.NotContains(t, cp.GetLabels(), edgev2alpha1.ExecutingCountLabel)
+	for name, c := range map[string]*mailboxReconciler{"memo": {memo: newCopyMemo()}, "no memo": {}} {
+		t.Run(name, func(t *testing.T) {
+			dest := destination{syncTarget: &edgev2alpha1.SyncTarget{}}
+			base, _, prob := c.makeCopy("wds1", obj, dest)
+			require.Nil(t, prob)
+			want, err := contentHash(base)
+			require.NoError(t, err)
+			for _, count := range []string{"0", "1", "2", "17"} {
+				counted := obj.DeepCopy()
+				counted.SetLabels(map[string]string{"app": "a", edgev2alpha1.ExecutingCountLabel: count})
+				cp, _, prob := c.makeCopy("wds1", counted, dest)
+				require.Nil(t, prob)
+				got, err := contentHash(cp)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "executing-count %s changed the copy", count)
+				require.NotContains(t, cp.GetLabels(), edgev2alpha1.ExecutingCountLabel)
+			}
+		})
 	}
 }

@@ -1,0 +1,99 @@
+package placement
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// TestCopyMemo: one entry per version of an object as the cache holds it,
+// made once; a new version, or one edited in place, gets its own; an entry
+// goes when the cache lets go of its object.
+func TestCopyMemo(t *testing.T) {
+	m := newCopyMemo()
+	remember(t, m)
+	// The objects remember made are gone: so are their entries.
+	deadline := time.Now().Add(10 * time.Second)
+	for m.len() > 0 {
+		require.True(t, time.Now().Before(deadline), "%d entries still remembered after their objects went", m.len())
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func remember(t *testing.T, m *copyMemo) {
+	made := 0
+	mk := func(obj *unstructured.Unstructured) func() *unstructured.Unstructured {
+		return func() *unstructured.Unstructured { made++; return sourceCopy("wds1", obj) }
+	}
+	v1 := configMap("default", "cm", map[string]any{"a": "1"})
+	v1.SetResourceVersion("1")
+	e := m.copyOf(v1, mk(v1))
+	require.Same(t, e, m.copyOf(v1, mk(v1)))
+	require.Equal(t, 1, made)
+	require.Equal(t, "wds1", e.copy.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation])
+
+	v2 := v1.DeepCopy()
+	v2.Object["data"] = map[string]any{"a": "2"}
+	v2.SetResourceVersion("2")
+	e2 := m.copyOf(v2, mk(v2))
+	require.NotSame(t, e, e2)
+	require.Equal(t, "2", e2.copy.Object["data"].(map[string]any)["a"])
+
+	v2.Object["data"] = map[string]any{"a": "3"}
+	v2.SetResourceVersion("3")
+	e3 := m.copyOf(v2, mk(v2))
+	require.NotSame(t, e2, e3)
+	require.Equal(t, "3", e3.copy.Object["data"].(map[string]any)["a"])
+	require.Equal(t, 3, made)
+
+	e3.setHash("k", "h1")
+	h, ok := e3.hash("k")
+	require.True(t, ok)
+	require.Equal(t, "h1", h)
+	_, ok = e3.hash("other")
+	require.False(t, ok)
+	for i := range 2 * maxHashesPerEntry {
+		e3.setHash(string(rune('a'+i)), "x")
+	}
+	require.Len(t, e3.hashes, maxHashesPerEntry)
+	require.Equal(t, 2, m.len())
+}
+
+// TestSharedCopyUntouched: every mailbox writes from one shared copy;
+// none of what write adds to its copy (labels, annotations, status, the
+// resource version) ever reaches the shared one.
+func TestSharedCopyUntouched(t *testing.T) {
+	f := newFake()
+	f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+	f.place("wds1", "p", 1, cmClause("cm"))
+	_, _, err := f.run(t)
+	require.NoError(t, err)
+	src := f.get(cmGVR, "wds1", "default", "cm")
+	e := f.memo.copyOf(src, func() *unstructured.Unstructured {
+		t.Fatal("the reconcile left no entry for the object it copied")
+		return nil
+	})
+	want := sourceCopy("wds1", src)
+	require.Equal(t, want.Object, e.copy.Object)
+
+	// A changed copy in the mailbox is replaced, from the shared copy, and
+	// carries what the syncer wrote: still nothing of it in the shared one.
+	cp := f.get(cmGVR, f.mailbox(), "default", "cm").DeepCopy()
+	cp.Object["status"] = map[string]any{"phase": "edge"}
+	cp.SetAnnotations(map[string]string{ContentHashAnnotation: "stale", edgev2alpha1.SyncErrorAnnotation: "x"})
+	f.put(cmGVR, f.mailbox(), cp)
+	calls, _, err := f.run(t)
+	require.NoError(t, err)
+	require.Contains(t, calls, "update configmaps default/cm")
+	require.Equal(t, want.Object, e.copy.Object)
+	written := f.get(cmGVR, f.mailbox(), "default", "cm")
+	require.Equal(t, "x", written.GetAnnotations()[edgev2alpha1.SyncErrorAnnotation])
+	require.Equal(t, f.mailbox(), written.GetAnnotations()[spaces.Annotation])
+}
