@@ -127,12 +127,15 @@ func decide(claims []*claim, current *unstructured.Unstructured, where string) (
 	}
 
 	var conflicts []conflict
-	what := fmt.Sprintf("%s %s for %s", strings.ToLower(claims[0].obj.GetKind()), qualifiedName(claims[0].obj), where)
+	// what names the object in a conflict's message; most copies have none.
+	what := func() string {
+		return fmt.Sprintf("%s %s for %s", strings.ToLower(claims[0].obj.GetKind()), qualifiedName(claims[0].obj), where)
+	}
 	for _, cl := range claims {
 		switch {
 		case cl.wds != owner:
 			conflicts = append(conflicts, conflict{cl.source, problem{edgev2alpha1.ConflictReasonOtherSpace,
-				fmt.Sprintf("%s is placed from EdgePlacement %s, not from this one: a copy stays with the source that holds it, and goes to the older placement when none does", what, winnerName)}})
+				fmt.Sprintf("%s is placed from EdgePlacement %s, not from this one: a copy stays with the source that holds it, and goes to the older placement when none does", what(), winnerName)}})
 		case winner == nil || cl.failed:
 			// Its own problem is reported already.
 		case cl == winner || cl.obj == winner.obj || apiequality.Semantic.DeepEqual(cl.obj.Object, winner.obj.Object):
@@ -142,7 +145,7 @@ func decide(claims []*claim, current *unstructured.Unstructured, where string) (
 			}
 		default:
 			conflicts = append(conflicts, conflict{cl.source, problem{edgev2alpha1.ConflictReasonCustomization,
-				fmt.Sprintf("%s is customized differently by EdgePlacement %s, whose copy is kept: a copy stays with the placement that holds it, and goes to the older one when none does", what, winnerName)}})
+				fmt.Sprintf("%s is customized differently by EdgePlacement %s, whose copy is kept: a copy stays with the placement that holds it, and goes to the older one when none does", what(), winnerName)}})
 		}
 	}
 	return d, conflicts

@@ -114,20 +114,26 @@ func (e *memoEntry) setHash(key, hash string) {
 }
 
 // hashKey names what write adds to a desired copy's object before hashing
-// it: the create-only mark and the annotations of its placements. Two
-// desired copies of one memoEntry with the same key have the same hash.
+// it: the create-only mark and what annotate writes, which depends on
+// nothing but the fields below. Two desired copies of one memoEntry with
+// the same key have the same hash. (Names hold no NUL.)
 func (d *desiredCopy) hashKey() string {
-	a := map[string]string{}
-	d.annotate(a)
 	var b strings.Builder
 	if d.createOnly {
 		b.WriteString("createOnly")
 	}
-	for _, k := range sortedKeys(a) {
+	if d.singleton {
+		b.WriteString("singleton")
+	}
+	b.WriteByte(0)
+	b.WriteString(d.sourcePlacement)
+	for _, p := range sortedKeys(d.placements) {
 		b.WriteByte(0)
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(a[k])
+		b.WriteString(p)
+		for _, c := range d.collectors[p] {
+			b.WriteByte(1)
+			b.WriteString(c)
+		}
 	}
 	return b.String()
 }

@@ -97,3 +97,39 @@ func TestSharedCopyUntouched(t *testing.T) {
 	require.Equal(t, "x", written.GetAnnotations()[edgev2alpha1.SyncErrorAnnotation])
 	require.Equal(t, f.mailbox(), written.GetAnnotations()[spaces.Annotation])
 }
+
+// TestHashKey: desired copies that annotate the same get the same key,
+// and any difference in what write adds gives another.
+func TestHashKey(t *testing.T) {
+	ep := func(name string) *edgev2alpha1.EdgePlacement { return placementAt(name, 1) }
+	build := func(change func(d *desiredCopy)) *desiredCopy {
+		d := &desiredCopy{sourcePlacement: "p"}
+		d.selectedBy(ep("p"), edgev2alpha1.DownsyncClause{StatusCollectors: []string{"c1"}})
+		d.selectedBy(ep("q"), edgev2alpha1.DownsyncClause{})
+		if change != nil {
+			change(d)
+		}
+		return d
+	}
+	base := build(nil).hashKey()
+	require.Equal(t, base, build(nil).hashKey())
+	keys := map[string]string{"base": base}
+	for name, change := range map[string]func(d *desiredCopy){
+		"create-only":       func(d *desiredCopy) { d.createOnly = true },
+		"singleton":         func(d *desiredCopy) { d.singleton = true },
+		"another source":    func(d *desiredCopy) { d.sourcePlacement = "q" },
+		"another placement": func(d *desiredCopy) { d.selectedBy(ep("r"), edgev2alpha1.DownsyncClause{}) },
+		"another collector": func(d *desiredCopy) {
+			d.selectedBy(ep("q"), edgev2alpha1.DownsyncClause{StatusCollectors: []string{"c2"}})
+		},
+		"a collector moved":         func(d *desiredCopy) { d.collectors = map[string][]string{"q": {"c1"}} },
+		"no placement":              func(d *desiredCopy) { d.placements, d.collectors = nil, nil },
+		"create-only and singleton": func(d *desiredCopy) { d.createOnly, d.singleton = true, true },
+	} {
+		k := build(change).hashKey()
+		for other, ok := range keys {
+			require.NotEqual(t, ok, k, "%s and %s have one key", name, other)
+		}
+		keys[name] = k
+	}
+}

@@ -340,18 +340,26 @@ func (r *mailboxReconciler) selectAll(ctx context.Context, sources []placed) (*s
 func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *selection) (problems []problem, synced bool) {
 	wds := p.wds
 	// What the placement's writer may not read is not placed; each
-	// (resource, namespace) refused is reported once.
-	refused := map[string]bool{}
+	// (resource, namespace) is asked about, and refused is reported, once
+	// per reconcile (not once per object: at 3,000 mailboxes, asking for
+	// each object was a sixth of one update's CPU).
+	type access struct {
+		gvr       schema.GroupVersionResource
+		namespace string
+	}
+	answered := map[access]bool{}
 	permitted := func(gvr schema.GroupVersionResource, namespace string) bool {
 		if r.mayRead == nil {
 			return true
 		}
+		k := access{gvr, namespace}
+		if ok, seen := answered[k]; seen {
+			return ok
+		}
 		ok, why := r.mayRead(ctx, wds, p.ep, gvr, namespace)
+		answered[k] = ok
 		if !ok {
-			if k := gvr.String() + "|" + namespace; !refused[k] {
-				refused[k] = true
-				problems = append(problems, problem{"NotPermitted", why})
-			}
+			problems = append(problems, problem{"NotPermitted", why})
 		}
 		return ok
 	}

@@ -47,6 +47,10 @@ type fakeMailbox struct {
 	rv          int
 	// memo lives across reconciles, as the controller's does.
 	memo *copyMemo
+	// deny names what the placements' writer may not read, as
+	// "resource|namespace"; asked counts the questions.
+	deny  map[string]bool
+	asked int
 }
 
 const (
@@ -125,6 +129,13 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 	}
 	return &mailboxReconciler{
 		memo: f.memo,
+		mayRead: func(_ context.Context, _ string, _ *edgev2alpha1.EdgePlacement, gvr schema.GroupVersionResource, namespace string) (bool, string) {
+			f.asked++
+			if f.deny[gvr.Resource+"|"+namespace] {
+				return false, gvr.Resource + " in " + namespace + " may not be read"
+			}
+			return true, ""
+		},
 		syncTarget: func(space, name string) (*edgev2alpha1.SyncTarget, bool) {
 			st, ok := f.syncTargets[spaces.Key(space, "", name)]
 			return st, ok
@@ -378,6 +389,22 @@ func TestMailboxReconcileSequence(t *testing.T) {
 				cp := f.get(cmGVR, f.mailbox(), "default", "cm")
 				require.Equal(t, "2", cp.Object["data"].(map[string]any)["a"])
 				require.Equal(t, "Refused: no", cp.GetAnnotations()[edgev2alpha1.SyncErrorAnnotation])
+			},
+		},
+		{
+			name: "what the placement's writer may not read is not placed, reported once; asked once per namespace",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("a", "x", map[string]any{"a": "1"}))
+				f.put(cmGVR, "wds1", configMap("a", "y", map[string]any{"a": "1"}))
+				f.put(cmGVR, "wds1", configMap("b", "z", map[string]any{"a": "1"}))
+				f.put(cmGVR, "wds1", configMap("b", "w", map[string]any{"a": "1"}))
+				f.deny = map[string]bool{"configmaps|a": true}
+				f.place("wds1", "p", 1, cmClause())
+			},
+			wantCalls: []string{"recordProblems 1", "create namespaces b", "create configmaps b/w", "create configmaps b/z", "createSyncerConfig"},
+			check: func(t *testing.T, f *fakeMailbox) {
+				require.Equal(t, map[string][]problem{spaces.Key("wds1", "", "p"): {{"NotPermitted", "configmaps in a may not be read"}}}, f.problems)
+				require.Equal(t, 2, f.asked)
 			},
 		},
 		{
