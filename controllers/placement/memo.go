@@ -2,7 +2,7 @@ package placement
 
 import (
 	"runtime"
-	"strings"
+	"strconv"
 	"sync"
 	"weak"
 
@@ -11,7 +11,7 @@ import (
 
 // copyMemo remembers, for each WDS object the translator has copied, the
 // copy it made (stripped, and annotated with its source space) and the
-// content hashes of what was written from it, so that each version of an
+// content hashes of the mailbox copies made from it, so that each version of an
 // object is stripped once and not once per mailbox, and a mailbox whose
 // copy is unchanged is known to be so without making the copy again. At
 // 3,000 mailboxes every reconcile of every mailbox stripped, copied and
@@ -40,8 +40,8 @@ type memoEntry struct {
 	copy *unstructured.Unstructured
 
 	mu sync.Mutex
-	// hashes are the content hashes of the copies written from copy, by
-	// what the translator adds to it (hashKey).
+	// hashes are the content hashes of the mailbox copies made from copy,
+	// by what the translator adds to it (hashKey).
 	hashes map[string]string
 }
 
@@ -116,24 +116,25 @@ func (e *memoEntry) setHash(key, hash string) {
 // hashKey names what write adds to a desired copy's object before hashing
 // it: the create-only mark and what annotate writes, which depends on
 // nothing but the fields below. Two desired copies of one memoEntry with
-// the same key have the same hash. (Names hold no NUL.)
+// the same key have the same hash, and two with different fields get
+// different keys: each string is written with its length before it, for
+// names such as a status collector's can hold any byte.
 func (d *desiredCopy) hashKey() string {
-	var b strings.Builder
-	if d.createOnly {
-		b.WriteString("createOnly")
+	b := make([]byte, 0, 64)
+	field := func(s string) {
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(b, ':')
+		b = append(b, s...)
 	}
-	if d.singleton {
-		b.WriteString("singleton")
-	}
-	b.WriteByte(0)
-	b.WriteString(d.sourcePlacement)
+	b = strconv.AppendBool(b, d.createOnly)
+	b = strconv.AppendBool(b, d.singleton)
+	field(d.sourcePlacement)
 	for _, p := range sortedKeys(d.placements) {
-		b.WriteByte(0)
-		b.WriteString(p)
+		field(p)
+		b = strconv.AppendInt(b, int64(len(d.collectors[p])), 10)
 		for _, c := range d.collectors[p] {
-			b.WriteByte(1)
-			b.WriteString(c)
+			field(c)
 		}
 	}
-	return b.String()
+	return string(b)
 }

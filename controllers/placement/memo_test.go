@@ -125,6 +125,11 @@ func TestHashKey(t *testing.T) {
 		"a collector moved":         func(d *desiredCopy) { d.collectors = map[string][]string{"q": {"c1"}} },
 		"no placement":              func(d *desiredCopy) { d.placements, d.collectors = nil, nil },
 		"create-only and singleton": func(d *desiredCopy) { d.createOnly, d.singleton = true, true },
+		// Collector names are free text: their bytes never pass for a separator.
+		"two collectors":     func(d *desiredCopy) { d.collectors = map[string][]string{"p": {"a", "b"}} },
+		"one with a control": func(d *desiredCopy) { d.collectors = map[string][]string{"p": {"a\x01b"}} },
+		"one with a NUL":     func(d *desiredCopy) { d.collectors = map[string][]string{"p": {"a\x00q"}} },
+		"and one more":       func(d *desiredCopy) { d.collectors = map[string][]string{"p": {"a"}, "q": {"b"}} },
 	} {
 		k := build(change).hashKey()
 		for other, ok := range keys {
