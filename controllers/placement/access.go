@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -58,22 +59,34 @@ func newAccessChecker(c client.Client) *accessChecker {
 	}
 }
 
-// mayRead implements mailboxReconciler.mayRead.
-func (a *accessChecker) mayRead(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, gvr schema.GroupVersionResource, namespace string) (bool, string) {
+// mayRead implements mailboxReconciler.mayRead. A question the authorizer
+// could not answer is an error, not a refusal: what is placed already
+// stays until it can.
+func (a *accessChecker) mayRead(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, gvr schema.GroupVersionResource, namespace string) (bool, string, error) {
 	where := "cluster-wide"
 	if namespace != "" {
 		where = "in namespace " + namespace
 	}
 	what := schema.GroupResource{Group: gvr.Group, Resource: gvr.Resource}.String()
 	ok, who, err := a.may(ctx, wds, ep, "get", gvr.Group, gvr.Resource, namespace)
+	var unanswered *askError
 	switch {
+	case errors.As(err, &unanswered):
+		return false, "", fmt.Errorf("%s %s are not placed for now: %w", what, where, err)
 	case err != nil:
-		return false, fmt.Sprintf("%s %s are not placed: %v", what, where, err)
+		return false, fmt.Sprintf("%s %s are not placed: %v", what, where, err), nil
 	case !ok:
-		return false, fmt.Sprintf("%s %s are not placed: %q, who wrote this placement, may not get them in space %q", what, where, who, wds)
+		return false, fmt.Sprintf("%s %s are not placed: %q, who wrote this placement, may not get them in space %q", what, where, who, wds), nil
 	}
-	return true, ""
+	return true, "", nil
 }
+
+// askError is a question the authorizer did not answer (the server
+// could not be asked): unlike a refusal, it may be answered later.
+type askError struct{ err error }
+
+func (e *askError) Error() string { return e.err.Error() }
+func (e *askError) Unwrap() error { return e.err }
 
 // upsyncVerbs are what the upsync controller does, with the server's
 // powers, to the objects an upsync clause brings into a WDS.
@@ -82,8 +95,9 @@ var upsyncVerbs = []string{"create", "update", "delete"}
 // mayUpsync implements mailboxReconciler.mayUpsync: an upsync clause
 // writes into the WDS, so its placement's writer must be allowed to
 // create, update and delete what it selects there, in each namespace it
-// names (everywhere, when it names none or "*").
-func (a *accessChecker) mayUpsync(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, i int, c edgev2alpha1.UpsyncClause) (bool, string) {
+// names (everywhere, when it names none or "*"). As with mayRead, a
+// question not answered is an error.
+func (a *accessChecker) mayUpsync(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, i int, c edgev2alpha1.UpsyncClause) (bool, string, error) {
 	namespaces := c.Namespaces
 	if len(namespaces) == 0 || slices.Contains(namespaces, "*") {
 		namespaces = []string{""}
@@ -92,6 +106,10 @@ func (a *accessChecker) mayUpsync(ctx context.Context, wds string, ep *edgev2alp
 		for _, resource := range c.Resources {
 			for _, verb := range upsyncVerbs {
 				ok, who, err := a.may(ctx, wds, ep, verb, c.APIGroup, resource, ns)
+				var unanswered *askError
+				if errors.As(err, &unanswered) {
+					return false, "", fmt.Errorf("spec.upsync[%d] is not applied for now: %w", i, err)
+				}
 				where := "in every namespace"
 				if ns != "" {
 					where = "in namespace " + ns
@@ -99,15 +117,15 @@ func (a *accessChecker) mayUpsync(ctx context.Context, wds string, ep *edgev2alp
 				what := schema.GroupResource{Group: c.APIGroup, Resource: resource}.String()
 				switch {
 				case err != nil:
-					return false, fmt.Sprintf("spec.upsync[%d] is not applied: %v", i, err)
+					return false, fmt.Sprintf("spec.upsync[%d] is not applied: %v", i, err), nil
 				case !ok:
 					return false, fmt.Sprintf("spec.upsync[%d] is not applied: %q, who wrote this placement, may not %s %s %s in space %q, where upsynced objects are written",
-						i, who, verb, what, where, wds)
+						i, who, verb, what, where, wds), nil
 				}
 			}
 		}
 	}
-	return true, ""
+	return true, "", nil
 }
 
 // may tells whether the writer of a placement may do verb on a resource in
@@ -145,7 +163,7 @@ func (a *accessChecker) may(ctx context.Context, wds string, ep *edgev2alpha1.Ed
 	}}
 	if err := a.ask(ctx, wds, review); err != nil {
 		// Not cached: asked again at the next reconcile.
-		return false, who.User, fmt.Errorf("cannot ask whether %q may %s them: %w", who.User, verb, err)
+		return false, who.User, &askError{fmt.Errorf("cannot ask whether %q may %s them: %w", who.User, verb, err)}
 	}
 	a.mu.Lock()
 	if len(a.answers) >= maxAccessAnswers {

@@ -46,10 +46,11 @@ func TestAccessChecker(t *testing.T) {
 	configmaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	carol := ep(&placer.Identity{User: "carol", Groups: []string{"system:authenticated"}})
 
-	ok, why := a.mayRead(ctx, "wds1", carol, secrets, "app")
+	ok, why, err := a.mayRead(ctx, "wds1", carol, secrets, "app")
+	require.NoError(t, err)
 	require.False(t, ok)
 	require.Equal(t, `secrets in namespace app are not placed: "carol", who wrote this placement, may not get them in space "wds1"`, why)
-	ok, _ = a.mayRead(ctx, "wds1", carol, configmaps, "app")
+	ok, _, _ = a.mayRead(ctx, "wds1", carol, configmaps, "app")
 	require.True(t, ok)
 	require.Equal(t, []string{"wds1 carol get secrets app", "wds1 carol get configmaps app"}, asked)
 
@@ -63,23 +64,26 @@ func TestAccessChecker(t *testing.T) {
 	// Admins, and placements written before writers were recorded, are not asked about.
 	admin := ep(&placer.Identity{User: "kubestellar-admin", Groups: []string{"system:masters"}})
 	for _, p := range []*edgev2alpha1.EdgePlacement{admin, ep(nil)} {
-		ok, _ = a.mayRead(ctx, "wds1", p, secrets, "app")
+		ok, _, _ = a.mayRead(ctx, "wds1", p, secrets, "app")
 		require.True(t, ok)
 	}
 	require.Len(t, asked, 3)
 
-	// A writer that cannot be read places nothing; a failed question is
-	// not kept.
+	// A writer that cannot be read places nothing; a question that cannot
+	// be asked is an error, not a refusal, and is not kept.
 	bad := &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{edgev2alpha1.PlacedByAnnotation: "{"}}}
-	ok, why = a.mayRead(ctx, "wds1", bad, configmaps, "app")
+	ok, why, err = a.mayRead(ctx, "wds1", bad, configmaps, "app")
+	require.NoError(t, err)
 	require.False(t, ok)
 	require.Contains(t, why, "cannot be read")
 	fail = errors.New("boom")
-	ok, why = a.mayRead(ctx, "wds2", carol, configmaps, "")
+	ok, _, err = a.mayRead(ctx, "wds2", carol, configmaps, "")
 	require.False(t, ok)
-	require.Contains(t, why, "cluster-wide are not placed: cannot ask")
+	require.ErrorContains(t, err, "cluster-wide are not placed for now: cannot ask")
+	require.ErrorIs(t, err, fail)
 	fail = nil
-	ok, _ = a.mayRead(ctx, "wds2", carol, configmaps, "")
+	ok, _, err = a.mayRead(ctx, "wds2", carol, configmaps, "")
+	require.NoError(t, err)
 	require.True(t, ok, "asked again after a failure")
 
 	// The cache is bounded.
@@ -107,15 +111,18 @@ func TestMayUpsync(t *testing.T) {
 	carol := &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{edgev2alpha1.PlacedByAnnotation: v}}}
 	ctx := context.Background()
 
-	ok, why := a.mayUpsync(ctx, "wds1", carol, 0, edgev2alpha1.UpsyncClause{Resources: []string{"configmaps"}, Namespaces: []string{"reports"}})
+	ok, why, err := a.mayUpsync(ctx, "wds1", carol, 0, edgev2alpha1.UpsyncClause{Resources: []string{"configmaps"}, Namespaces: []string{"reports"}})
+	require.NoError(t, err)
 	require.True(t, ok, why)
 	require.Equal(t, []string{"create configmaps reports", "update configmaps reports", "delete configmaps reports"}, asked)
 
-	ok, why = a.mayUpsync(ctx, "wds1", carol, 1, edgev2alpha1.UpsyncClause{Resources: []string{"configmaps"}, Namespaces: []string{"*"}})
+	ok, why, err = a.mayUpsync(ctx, "wds1", carol, 1, edgev2alpha1.UpsyncClause{Resources: []string{"configmaps"}, Namespaces: []string{"*"}})
+	require.NoError(t, err)
 	require.False(t, ok)
 	require.Equal(t, `spec.upsync[1] is not applied: "carol", who wrote this placement, may not create configmaps in every namespace in space "wds1", where upsynced objects are written`, why)
 
-	ok, why = a.mayUpsync(ctx, "wds1", carol, 2, edgev2alpha1.UpsyncClause{Resources: []string{"configmaps", "secrets"}, Namespaces: []string{"reports"}})
+	ok, why, err = a.mayUpsync(ctx, "wds1", carol, 2, edgev2alpha1.UpsyncClause{Resources: []string{"configmaps", "secrets"}, Namespaces: []string{"reports"}})
+	require.NoError(t, err)
 	require.False(t, ok)
 	require.Contains(t, why, "may not create secrets in namespace reports")
 }

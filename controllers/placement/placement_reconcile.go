@@ -34,7 +34,7 @@ import (
 
 // errRetryLater asks for the mailbox to be looked at again, with backoff,
 // without anything having failed.
-var errRetryLater = errors.New("some resources named by placements are not served yet")
+var errRetryLater = errors.New("some resources named by placements are not served yet, or access to them could not be checked")
 
 // problem is why something selected could not be written.
 type problem struct {
@@ -147,12 +147,13 @@ type mailboxReconciler struct {
 
 	// mayRead tells whether the writer of a placement in a WDS may get
 	// objects of a resource in a namespace ("" for cluster-scoped ones),
-	// and if not, why; nil lets everything through.
-	mayRead func(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, gvr schema.GroupVersionResource, namespace string) (bool, string)
+	// and if not, why; an error when that cannot be known now. nil lets
+	// everything through.
+	mayRead func(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, gvr schema.GroupVersionResource, namespace string) (bool, string, error)
 	// mayUpsync tells whether the writer of a placement may write into
-	// the WDS what its upsync clause i brings there, and if not, why; nil
-	// lets everything through.
-	mayUpsync func(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, i int, c edgev2alpha1.UpsyncClause) (bool, string)
+	// the WDS what its upsync clause i brings there, and if not, why; an
+	// error when that cannot be known now. nil lets everything through.
+	mayUpsync func(ctx context.Context, wds string, ep *edgev2alpha1.EdgePlacement, i int, c edgev2alpha1.UpsyncClause) (bool, string, error)
 
 	// emptyNamespaces holds mailbox namespaces a grace period before they
 	// go (nil: none); now is its clock, and requeueAfter looks at a
@@ -180,6 +181,13 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	sel, synced := r.selectAll(ctx, r.sources(st))
 	if !synced {
 		return true, nil
+	}
+	if sel.accessUnknown() {
+		// Whether some objects may be placed cannot be known now: the
+		// mailbox stays as it is rather than lose their copies, and is
+		// looked at again, with backoff.
+		r.recordProblems(mailbox, sel.placements, sel.problems)
+		return false, errRetryLater
 	}
 	cfg, exists := r.syncerConfig(mailbox)
 	if !exists {
@@ -294,11 +302,21 @@ type selection struct {
 	placements map[string]bool
 }
 
+// reasonAccessUnknown is a problem's reason when whether the placement's
+// writer may read something could not be asked (see mayRead).
+const reasonAccessUnknown = "AccessNotChecked"
+
 // retryLater reports whether a clause names a resource not served (yet).
-func (s *selection) retryLater() bool {
+func (s *selection) retryLater() bool { return s.has("UnknownResource") }
+
+// accessUnknown reports whether access to something selected could not be
+// checked.
+func (s *selection) accessUnknown() bool { return s.has(reasonAccessUnknown) }
+
+func (s *selection) has(reason string) bool {
 	for _, probs := range s.problems {
 		for _, p := range probs {
-			if p.Reason == "UnknownResource" {
+			if p.Reason == reason {
 				return true
 			}
 		}
@@ -319,7 +337,12 @@ func (r *mailboxReconciler) selectAll(ctx context.Context, sources []placed) (*s
 		}
 		for i, c := range p.ep.Spec.Upsync {
 			if r.mayUpsync != nil {
-				if ok, why := r.mayUpsync(ctx, p.wds, p.ep, i, c); !ok {
+				ok, why, err := r.mayUpsync(ctx, p.wds, p.ep, i, c)
+				switch {
+				case err != nil:
+					probs = append(probs, problem{reasonAccessUnknown, err.Error()})
+					continue
+				case !ok:
 					probs = append(probs, problem{"NotPermitted", why})
 					continue
 				}
@@ -342,26 +365,32 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 	// What the placement's writer may not read is not placed; each
 	// (resource, namespace) is asked about, and refused is reported, once
 	// per reconcile (not once per object: at 3,000 mailboxes, asking for
-	// each object was a sixth of one update's CPU).
+	// each object was a sixth of one update's CPU). When the answer cannot
+	// be had, the reconcile changes nothing (see reconcile).
 	type access struct {
 		gvr       schema.GroupVersionResource
 		namespace string
 	}
-	answered := map[access]bool{}
-	permitted := func(gvr schema.GroupVersionResource, namespace string) bool {
+	type answer struct{ allowed, unknown bool }
+	answered := map[access]answer{}
+	permitted := func(gvr schema.GroupVersionResource, namespace string) answer {
 		if r.mayRead == nil {
-			return true
+			return answer{allowed: true}
 		}
 		k := access{gvr, namespace}
-		if ok, seen := answered[k]; seen {
-			return ok
+		if a, seen := answered[k]; seen {
+			return a
 		}
-		ok, why := r.mayRead(ctx, wds, p.ep, gvr, namespace)
-		answered[k] = ok
-		if !ok {
+		ok, why, err := r.mayRead(ctx, wds, p.ep, gvr, namespace)
+		a := answer{allowed: ok, unknown: err != nil}
+		answered[k] = a
+		switch {
+		case err != nil:
+			problems = append(problems, problem{reasonAccessUnknown, err.Error()})
+		case !ok:
 			problems = append(problems, problem{"NotPermitted", why})
 		}
-		return ok
+		return a
 	}
 	namespaceLabels := func(ns string) (map[string]string, bool) {
 		n, ok := r.namespace(wds, ns)
@@ -387,7 +416,7 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 					if !spaces.BindingsOf(crd.Annotations).Has(wds) {
 						continue
 					}
-					if cl.matches("", crd.Name, crd.Labels, namespaceLabels) && permitted(res.GroupVersionResource, "") {
+					if cl.matches("", crd.Name, crd.Labels, namespaceLabels) && permitted(res.GroupVersionResource, "").allowed {
 						sel.crdNames[crd.Name] = true
 					}
 				}
@@ -408,7 +437,10 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 				if len(cl.labelSelectors) > 0 {
 					objLabels = obj.GetLabels()
 				}
-				if !cl.matches(obj.GetNamespace(), obj.GetName(), objLabels, namespaceLabels) || !permitted(res.GroupVersionResource, obj.GetNamespace()) {
+				if !cl.matches(obj.GetNamespace(), obj.GetName(), objLabels, namespaceLabels) {
+					continue
+				}
+				if !permitted(res.GroupVersionResource, obj.GetNamespace()).allowed {
 					continue
 				}
 				k := copyKey(res.GroupVersionResource, obj.GetNamespace(), obj.GetName())

@@ -48,9 +48,10 @@ type fakeMailbox struct {
 	// memo lives across reconciles, as the controller's does.
 	memo *copyMemo
 	// deny names what the placements' writer may not read, as
-	// "resource|namespace"; asked counts the questions.
-	deny  map[string]bool
-	asked int
+	// "resource|namespace", and unanswered what cannot be asked about;
+	// asked counts the questions.
+	deny, unanswered map[string]bool
+	asked            int
 }
 
 const (
@@ -129,12 +130,15 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 	}
 	return &mailboxReconciler{
 		memo: f.memo,
-		mayRead: func(_ context.Context, _ string, _ *edgev2alpha1.EdgePlacement, gvr schema.GroupVersionResource, namespace string) (bool, string) {
+		mayRead: func(_ context.Context, _ string, _ *edgev2alpha1.EdgePlacement, gvr schema.GroupVersionResource, namespace string) (bool, string, error) {
 			f.asked++
-			if f.deny[gvr.Resource+"|"+namespace] {
-				return false, gvr.Resource + " in " + namespace + " may not be read"
+			if f.unanswered[gvr.Resource+"|"+namespace] {
+				return false, "", errors.New(gvr.Resource + " in " + namespace + ": cannot ask")
 			}
-			return true, ""
+			if f.deny[gvr.Resource+"|"+namespace] {
+				return false, gvr.Resource + " in " + namespace + " may not be read", nil
+			}
+			return true, "", nil
 		},
 		syncTarget: func(space, name string) (*edgev2alpha1.SyncTarget, bool) {
 			st, ok := f.syncTargets[spaces.Key(space, "", name)]
@@ -405,6 +409,29 @@ func TestMailboxReconcileSequence(t *testing.T) {
 			check: func(t *testing.T, f *fakeMailbox) {
 				require.Equal(t, map[string][]problem{spaces.Key("wds1", "", "p"): {{"NotPermitted", "configmaps in a may not be read"}}}, f.problems)
 				require.Equal(t, 2, f.asked)
+			},
+		},
+		{
+			name: "whether the writer may read cannot be asked: nothing changes, looked at again later",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("a", "x", map[string]any{"a": "1"}))
+				f.put(cmGVR, "wds1", configMap("b", "z", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause())
+			},
+			between: func(f *fakeMailbox) {
+				f.unanswered = map[string]bool{"configmaps|a": true}
+				f.put(cmGVR, "wds1", configMap("b", "z", map[string]any{"a": "2"}))
+			},
+			wantCalls: []string{"recordProblems 1"},
+			wantErr:   errRetryLater.Error(),
+			check: func(t *testing.T, f *fakeMailbox) {
+				require.NotNil(t, f.get(cmGVR, f.mailbox(), "a", "x"), "a copy went while access could not be checked")
+				require.Equal(t, map[string][]problem{spaces.Key("wds1", "", "p"): {{reasonAccessUnknown, "configmaps in a: cannot ask"}}}, f.problems)
+				// Answered again: the mailbox catches up.
+				f.unanswered = nil
+				calls, _, err := f.run(t)
+				require.NoError(t, err)
+				require.Equal(t, []string{"recordProblems 1", "update configmaps b/z"}, calls)
 			},
 		},
 		{
