@@ -162,7 +162,10 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	// spaces out, so each check of a resource read and decoded every copy
 	// of it in every mailbox only to drop them. With 300,000 copies that
 	// was 5.7 s of CPU per check of ConfigMaps alone, a quarter of the
-	// server's CPU while one update reached 3,000 mailboxes.
+	// server's CPU while one update reached 3,000 mailboxes. (Should the
+	// gate become GA and locked on, setting it fails and says so here;
+	// KUBE_WATCHCACHE_CONSISTENCY_CHECKER=true still turns the check on,
+	// to panic at a mismatch, for debugging.)
 	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{
 		string(genericfeatures.WatchList):                false,
 		string(genericfeatures.DetectCacheInconsistency): false,

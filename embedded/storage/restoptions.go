@@ -102,8 +102,9 @@ func decorator(rawStorage rawStorageFunc, caches *watchCaches, gr schema.GroupRe
 		}
 		switch {
 		case watchCache:
-			// The cache and its consistency check (DetectCacheInconsistency)
-			// see the datastore without the mailboxes.
+			// The cache sees the datastore without the mailboxes (and so
+			// the server turns off its periodic check against the whole
+			// datastore: see embedded/config.go).
 			source := spaces.CacheSource(s, newFunc)
 			if gr == namespacesResource {
 				source = source.WithMailboxes()
