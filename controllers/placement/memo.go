@@ -117,8 +117,9 @@ func (e *memoEntry) setHash(key, hash string) {
 // it: the create-only mark and what annotate writes, which depends on
 // nothing but the fields below. Two desired copies of one memoEntry with
 // the same key have the same hash, and two with different fields get
-// different keys: each string is written with its length before it, for
-// names such as a status collector's can hold any byte.
+// different keys: every string, counts included, is written with its
+// length and a colon before it, so no field's bytes (a status collector's
+// name can hold any) pass for another's.
 func (d *desiredCopy) hashKey() string {
 	b := make([]byte, 0, 64)
 	field := func(s string) {
@@ -126,12 +127,20 @@ func (d *desiredCopy) hashKey() string {
 		b = append(b, ':')
 		b = append(b, s...)
 	}
+	count := func(n int) { field(strconv.Itoa(n)) }
 	b = strconv.AppendBool(b, d.createOnly)
 	b = strconv.AppendBool(b, d.singleton)
 	field(d.sourcePlacement)
-	for _, p := range sortedKeys(d.placements) {
+	placements := sortedKeys(d.placements)
+	count(len(placements))
+	for _, p := range placements {
 		field(p)
-		b = strconv.AppendInt(b, int64(len(d.collectors[p])), 10)
+	}
+	collectors := sortedKeys(d.collectors)
+	count(len(collectors))
+	for _, p := range collectors {
+		field(p)
+		count(len(d.collectors[p]))
 		for _, c := range d.collectors[p] {
 			field(c)
 		}

@@ -1,7 +1,9 @@
 package placement
 
 import (
+	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,6 +113,12 @@ func TestHashKey(t *testing.T) {
 		}
 		return d
 	}
+	// Under a length-prefixed key without a delimiter after counts, 19
+	// collectors would read as one of 99 bytes.
+	nineteen := []string{"abcdefghi"}
+	for i := range 18 {
+		nineteen = append(nineteen, fmt.Sprintf("c%02d", i))
+	}
 	base := build(nil).hashKey()
 	require.Equal(t, base, build(nil).hashKey())
 	keys := map[string]string{"base": base}
@@ -130,6 +138,12 @@ func TestHashKey(t *testing.T) {
 		"one with a control": func(d *desiredCopy) { d.collectors = map[string][]string{"p": {"a\x01b"}} },
 		"one with a NUL":     func(d *desiredCopy) { d.collectors = map[string][]string{"p": {"a\x00q"}} },
 		"and one more":       func(d *desiredCopy) { d.collectors = map[string][]string{"p": {"a"}, "q": {"b"}} },
+		// A count's digits never run into the next field's length.
+		"19 collectors":       func(d *desiredCopy) { d.collectors = map[string][]string{"p": nineteen} },
+		"one of their digits": func(d *desiredCopy) { d.collectors = map[string][]string{"p": {strings.Join(nineteen, "3:")[:99]}} },
+		"a collector of a placement not selecting it": func(d *desiredCopy) {
+			d.collectors = map[string][]string{"p": {"c1"}, "z": {"c1"}}
+		},
 	} {
 		k := build(change).hashKey()
 		for other, ok := range keys {
