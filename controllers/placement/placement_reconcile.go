@@ -182,10 +182,12 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	if !synced {
 		return true, nil
 	}
-	if sel.accessUnknown() {
+	if unknown := sel.withReason(reasonAccessUnknown); len(unknown) > 0 {
 		// Whether some objects may be placed cannot be known now: the
 		// mailbox stays as it is rather than lose their copies, and is
-		// looked at again, with backoff.
+		// looked at again, with backoff. (The placements' status shows
+		// this, in place of conflicts, which are not decided meanwhile.)
+		logger.Error(nil, "the access of a placement's writer could not be checked: the mailbox is left as it is until it can", "problems", unknown)
 		r.recordProblems(mailbox, sel.placements, sel.problems)
 		return false, errRetryLater
 	}
@@ -307,21 +309,19 @@ type selection struct {
 const reasonAccessUnknown = "AccessNotChecked"
 
 // retryLater reports whether a clause names a resource not served (yet).
-func (s *selection) retryLater() bool { return s.has("UnknownResource") }
+func (s *selection) retryLater() bool { return len(s.withReason("UnknownResource")) > 0 }
 
-// accessUnknown reports whether access to something selected could not be
-// checked.
-func (s *selection) accessUnknown() bool { return s.has(reasonAccessUnknown) }
-
-func (s *selection) has(reason string) bool {
-	for _, probs := range s.problems {
-		for _, p := range probs {
+// withReason returns the messages of the problems with a reason.
+func (s *selection) withReason(reason string) []string {
+	var out []string
+	for _, k := range sortedKeys(s.problems) {
+		for _, p := range s.problems[k] {
 			if p.Reason == reason {
-				return true
+				out = append(out, p.Message)
 			}
 		}
 	}
-	return false
+	return out
 }
 
 // selectAll gathers what the placements select; false when a cache it
@@ -371,26 +371,24 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 		gvr       schema.GroupVersionResource
 		namespace string
 	}
-	type answer struct{ allowed, unknown bool }
-	answered := map[access]answer{}
-	permitted := func(gvr schema.GroupVersionResource, namespace string) answer {
+	answered := map[access]bool{}
+	permitted := func(gvr schema.GroupVersionResource, namespace string) bool {
 		if r.mayRead == nil {
-			return answer{allowed: true}
+			return true
 		}
 		k := access{gvr, namespace}
-		if a, seen := answered[k]; seen {
-			return a
+		if ok, seen := answered[k]; seen {
+			return ok
 		}
 		ok, why, err := r.mayRead(ctx, wds, p.ep, gvr, namespace)
-		a := answer{allowed: ok, unknown: err != nil}
-		answered[k] = a
+		answered[k] = ok
 		switch {
 		case err != nil:
 			problems = append(problems, problem{reasonAccessUnknown, err.Error()})
 		case !ok:
 			problems = append(problems, problem{"NotPermitted", why})
 		}
-		return a
+		return ok
 	}
 	namespaceLabels := func(ns string) (map[string]string, bool) {
 		n, ok := r.namespace(wds, ns)
@@ -416,7 +414,7 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 					if !spaces.BindingsOf(crd.Annotations).Has(wds) {
 						continue
 					}
-					if cl.matches("", crd.Name, crd.Labels, namespaceLabels) && permitted(res.GroupVersionResource, "").allowed {
+					if cl.matches("", crd.Name, crd.Labels, namespaceLabels) && permitted(res.GroupVersionResource, "") {
 						sel.crdNames[crd.Name] = true
 					}
 				}
@@ -440,7 +438,7 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 				if !cl.matches(obj.GetNamespace(), obj.GetName(), objLabels, namespaceLabels) {
 					continue
 				}
-				if !permitted(res.GroupVersionResource, obj.GetNamespace()).allowed {
+				if !permitted(res.GroupVersionResource, obj.GetNamespace()) {
 					continue
 				}
 				k := copyKey(res.GroupVersionResource, obj.GetNamespace(), obj.GetName())
