@@ -31,15 +31,28 @@ import (
 	"github.com/kubestellar/kubestellar/controllers/upsync"
 )
 
+// InProcess is what the controllers reach in the server's own process
+// rather than through its API; either may be nil.
+type InProcess struct {
+	// Writer writes the mailbox copies of the resources it serves
+	// (placement.StoreWriter).
+	Writer placement.StoreWriter
+	// Reader lists and watches the resources it serves for the caches
+	// that hold every object of a resource, in every space.
+	Reader LocalReader
+}
+
+// LocalReader lists and watches some resources in the server's process.
+type LocalReader = crossspace.LocalReader
+
 // Start starts every controller against the server that root (a root-space
 // client configuration with full privileges) addresses; they stop with ctx.
-// writer, when not nil, writes the mailbox copies of the resources it
-// serves in the server's process (placement.StoreWriter).
-func Start(ctx context.Context, root *rest.Config, writer placement.StoreWriter) error {
+func Start(ctx context.Context, root *rest.Config, local InProcess) error {
 	clients, err := crossspace.NewClients(root)
 	if err != nil {
 		return fmt.Errorf("controller clients: %w", err)
 	}
+	clients.Local = local.Reader
 	ext, err := apiextensionsclient.NewForConfig(root)
 	if err != nil {
 		return err
@@ -57,8 +70,8 @@ func Start(ctx context.Context, root *rest.Config, writer placement.StoreWriter)
 		return ok
 	})
 	translator := placement.New(clients, crds.Apiextensions().V1().CustomResourceDefinitions().Informer(), resources)
-	if writer != nil {
-		translator.WriteInProcess(writer)
+	if local.Writer != nil {
+		translator.WriteInProcess(local.Writer)
 	}
 	statusCtl, err := status.New(clients, resources)
 	if err != nil {

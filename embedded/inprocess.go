@@ -15,6 +15,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
+	"github.com/kubestellar/kubestellar/controllers"
 	"github.com/kubestellar/kubestellar/controllers/placement"
 	"github.com/kubestellar/kubestellar/embedded/builtin"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -153,3 +154,7 @@ func (w *storeWriter) prepare(ctx context.Context, gvr schema.GroupVersionResour
 // CopyWriter is the writer the placement translator writes its copies of
 // built-in kinds with, in-process (placement.StoreWriter).
 func (c *Config) CopyWriter() placement.StoreWriter { return c.copies }
+
+// CopyReader is what the controllers' caches and the dashboard list and
+// watch built-in kinds with, in-process (storeWriter.ListerWatcher).
+func (c *Config) CopyReader() controllers.LocalReader { return c.copies }

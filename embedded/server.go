@@ -122,6 +122,7 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 	// The dashboard (embedded/dashboard): auth lets /dashboard/ through
 	// without a token; the handler checks its own sessions.
 	dashStore := dashboard.NewStore()
+	dashStore.ReadInProcess(c.copies)
 	dash, err := dashboard.NewHandler(ctx, dashboard.Options{Store: dashStore, Sessions: dashboard.NewSessions(time.Now),
 		Authorizer: c.core.Authorization.Authorizer, Loopback: core.LoopbackClientConfig, VisibleSpaces: c.users.VisibleSpaces})
 	if err != nil {
@@ -458,7 +459,7 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 		go spaceCtl.Run(ctx, 2)
 		go nsCtl.Run(ctx, 2)
 		go crdCtl.Run(ctx)
-		return controllers.Start(ctx, loopback, s.cfg.copies)
+		return controllers.Start(ctx, loopback, controllers.InProcess{Writer: s.cfg.copies, Reader: s.cfg.copies})
 	}
 	if s.cfg.Options.DatastoreEndpoint == "" {
 		// SQLite in the data dir: this is the only server.

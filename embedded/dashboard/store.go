@@ -55,6 +55,26 @@ type Store struct {
 	changed chan struct{}
 	// silent is the set of edges shown silent at the last tick.
 	silent map[string]bool
+	// local, when set, lists and watches the copies of the resources it
+	// serves in the server's process (see ReadInProcess).
+	local LocalReader
+}
+
+// LocalReader lists and watches the objects of some resources in a space
+// in the server's process, as unstructured objects; false for a resource
+// it does not serve.
+type LocalReader interface {
+	ListerWatcher(gvr schema.GroupVersionResource, space, labelSelector string) (cache.ListerWatcher, bool)
+}
+
+// ReadInProcess makes the store watch copies through r where r serves
+// their resource: with every object on every edge the copies are most of
+// the server's objects, and their events cost a watch through the API a
+// JSON encoding and decoding each. Call it before Start.
+func (s *Store) ReadInProcess(r LocalReader) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.local = r
 }
 
 // NewStore returns an empty store.
@@ -153,7 +173,14 @@ func (s *Store) run(ctx context.Context, dyn dynamic.Interface, tick time.Durati
 	s.mu.Lock()
 	s.startCopies = func(gvr schema.GroupVersionResource) {
 		store := &copyStore{ctx: ctx, s: s, gr: gvr.GroupResource()}
-		r := cache.NewReflectorWithOptions(s.listWatch(dyn, gvr, spaces.Wildcard, edgev2alpha1.PlacementCopyLabel+"=true"),
+		selector := edgev2alpha1.PlacementCopyLabel + "=true"
+		var lw cache.ListerWatcher = s.listWatch(dyn, gvr, spaces.Wildcard, selector)
+		if s.local != nil {
+			if local, ok := s.local.ListerWatcher(gvr, spaces.Wildcard, selector); ok {
+				lw = local
+			}
+		}
+		r := cache.NewReflectorWithOptions(lw,
 			&unstructured.Unstructured{}, store, cache.ReflectorOptions{Name: "dashboard copies of " + gvr.String()})
 		go r.RunWithContext(ctx)
 		klog.FromContext(ctx).V(2).Info("dashboard watches copies", "resource", gvr.String())

@@ -113,3 +113,102 @@ func TestCopiesWrittenInProcessAsTheAPIWould(t *testing.T) {
 	ghost.SetResourceVersion("1")
 	require.True(t, apierrors.IsNotFound(w.Update(team, configMaps, ghost)))
 }
+
+// TestCopiesReadInProcessAsTheAPIWould: what the controllers' caches and
+// the dashboard list and watch in-process is what a dynamic client's list
+// and watch of the same space and selector return, object for object
+// (metadata, data, the space annotation, managed fields), and watches see
+// creates, updates and deletes of the matching objects only.
+func TestCopiesReadInProcessAsTheAPIWould(t *testing.T) {
+	s := harness.StartInProcess(t, "")
+	ctx := context.Background()
+	configMaps := corev1.SchemeGroupVersion.WithResource("configmaps")
+	for _, space := range []string{"team", "other"} {
+		createSpace(t, s, space)
+		api := kube(t, s, space)
+		_, err := api.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		for _, cm := range []*corev1.ConfigMap{
+			{ObjectMeta: metav1.ObjectMeta{Name: "labelled", Labels: map[string]string{"copy": "yes"}, Annotations: map[string]string{"note": "x"}},
+				Data: map[string]string{"a": "1"}, BinaryData: map[string][]byte{"b": {0, 1, 2}}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "plain"}, Data: map[string]string{"c": "3"}},
+		} {
+			_, err := api.CoreV1().ConfigMaps("apps").Create(ctx, cm, metav1.CreateOptions{})
+			require.NoError(t, err)
+		}
+	}
+
+	r := s.Config.CopyReader()
+	_, ok := r.ListerWatcher(corev1.SchemeGroupVersion.WithResource("namespaces"), spaces.Wildcard, "")
+	require.False(t, ok, "Namespaces have their own REST")
+	_, ok = r.ListerWatcher(widgetsGVR, spaces.Wildcard, "")
+	require.False(t, ok, "custom resources are the apiextensions server's")
+
+	byName := func(items []unstructured.Unstructured) map[string]map[string]any {
+		out := map[string]map[string]any{}
+		for _, u := range items {
+			out[crossSpaceName(&u)] = u.Object
+		}
+		return out
+	}
+	for _, c := range []struct{ space, selector string }{
+		{spaces.Wildcard, "copy=yes"}, {spaces.Wildcard, ""}, {"team", ""}, {"other", "copy=yes"},
+	} {
+		lw, ok := r.ListerWatcher(configMaps, c.space, c.selector)
+		require.True(t, ok)
+		listed, err := lw.List(metav1.ListOptions{})
+		require.NoError(t, err)
+		local, ok := listed.(*unstructured.UnstructuredList)
+		require.True(t, ok, "a %T", listed)
+		require.NotEmpty(t, local.GetResourceVersion())
+		overAPI, err := dyn(t, s, c.space).Resource(configMaps).List(ctx, metav1.ListOptions{LabelSelector: c.selector})
+		require.NoError(t, err)
+		require.NotEmpty(t, overAPI.Items)
+		require.Equal(t, byName(overAPI.Items), byName(local.Items), "space %s, selector %q", c.space, c.selector)
+	}
+
+	// A watch from the list's resource version sees what matches, in
+	// every space, as the API shows it.
+	lw, _ := r.ListerWatcher(configMaps, spaces.Wildcard, "copy=yes")
+	listed, err := lw.List(metav1.ListOptions{})
+	require.NoError(t, err)
+	rv := listed.(*unstructured.UnstructuredList).GetResourceVersion()
+	w, err := lw.Watch(metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+	require.NoError(t, err)
+	defer w.Stop()
+	other := kube(t, s, "other").CoreV1().ConfigMaps("apps")
+	_, err = other.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unlabelled"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = other.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new", Labels: map[string]string{"copy": "yes"}}, Data: map[string]string{"v": "1"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = other.Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new", Labels: map[string]string{"copy": "yes"}}, Data: map[string]string{"v": "2"}}, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	overAPI, err := dyn(t, s, "other").Resource(configMaps).Namespace("apps").Get(ctx, "new", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, other.Delete(ctx, "new", metav1.DeleteOptions{}))
+	var seen []watch.EventType
+	for len(seen) < 3 {
+		select {
+		case ev, open := <-w.ResultChan():
+			require.True(t, open, "the watch ended")
+			if ev.Type == watch.Bookmark {
+				continue
+			}
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			require.True(t, ok, "a %s event of a %T", ev.Type, ev.Object)
+			require.Equal(t, "other|apps/new", crossSpaceName(u), "a %s event", ev.Type)
+			if ev.Type == watch.Modified {
+				require.Equal(t, overAPI.Object, u.Object)
+			}
+			seen = append(seen, ev.Type)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("events so far: %v", seen)
+		}
+	}
+	require.Equal(t, []watch.EventType{watch.Added, watch.Modified, watch.Deleted}, seen)
+}
+
+// crossSpaceName is an object's space, namespace and name.
+func crossSpaceName(u *unstructured.Unstructured) string {
+	return u.GetAnnotations()[spaces.Annotation] + "|" + u.GetNamespace() + "/" + u.GetName()
+}

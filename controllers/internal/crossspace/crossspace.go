@@ -48,6 +48,17 @@ type Clients struct {
 	Dynamic   dynamic.Interface
 	Discovery discovery.DiscoveryInterface
 	Scheme    *runtime.Scheme
+	// Local, when set, lists and watches some resources in the server's
+	// process; the caches of the others go through Dynamic.
+	Local LocalReader
+}
+
+// LocalReader lists and watches the objects of some resources in a space
+// (spaces.Wildcard: every space) without a round trip through the API,
+// as unstructured objects, as a dynamic client would; false for a
+// resource it does not serve.
+type LocalReader interface {
+	ListerWatcher(gvr schema.GroupVersionResource, space, labelSelector string) (cache.ListerWatcher, bool)
 }
 
 // NewClients builds the clients from a root-space configuration.
@@ -136,6 +147,11 @@ func (c *Clients) DynamicInformer(gvr schema.GroupVersionResource, labelSelector
 }
 
 func (c *Clients) dynamicInformer(gvr schema.GroupVersionResource, labelSelector string, handler cache.ResourceEventHandler, transform cache.TransformFunc) *Informer {
+	if c.Local != nil {
+		if lw, ok := c.Local.ListerWatcher(gvr, spaces.Wildcard, labelSelector); ok {
+			return newTransformingInformer(lw, &unstructured.Unstructured{}, handler, transform)
+		}
+	}
 	wildcard := func(ctx context.Context) context.Context { return spaces.WithSpace(ctx, spaces.Wildcard) }
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
