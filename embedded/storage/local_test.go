@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/k3s-io/kine/pkg/drivers"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -155,4 +156,53 @@ func configMapStorage(t *testing.T, ds *Datastore) apiserverstorage.Interface {
 	require.NoError(t, err)
 	t.Cleanup(destroy)
 	return store
+}
+
+// TestSQLiteWritesTakeTurns: kine's SQLite backend serializes its writes
+// in the process (newSQLiteBackend), and concurrent creates and updates,
+// from more writers than SQLite has locks for, all land, each once.
+func TestSQLiteWritesTakeTurns(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "db"), 0o700))
+	endpoint := DefaultEndpoint(dir)
+	require.NoError(t, prepareSQLite(ctx, sqlitePath(endpoint)))
+	wg := &sync.WaitGroup{}
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	backend, dialect, err := newSQLiteBackend(ctx, wg, &drivers.Config{Endpoint: endpoint, PollBatchSize: 500, CompactBatchSize: 1000})
+	require.NoError(t, err)
+	require.True(t, dialect.LockWrites, "writes take turns in the process")
+	require.NoError(t, backend.Start(ctx))
+
+	const writers, each = 16, 25
+	var failed atomic.Value
+	var writing sync.WaitGroup
+	for w := range writers {
+		writing.Go(func() {
+			for i := range each {
+				key := fmt.Sprintf("/registry/test/w%02d-%02d", w, i)
+				rev, err := backend.Create(ctx, key, []byte("v1"), 0)
+				if err == nil {
+					_, _, _, err = backend.Update(ctx, key, []byte("v2"), rev, 0)
+				}
+				if err != nil {
+					failed.Store(fmt.Errorf("%s: %w", key, err))
+					return
+				}
+			}
+		})
+	}
+	writing.Wait()
+	if err, _ := failed.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	_, kvs, err := backend.List(ctx, "/registry/test/", "/registry/test0", 0, 0, false)
+	require.NoError(t, err)
+	require.Len(t, kvs, writers*each)
+	for _, kv := range kvs {
+		require.Equal(t, "v2", string(kv.Value), kv.Key)
+	}
 }
