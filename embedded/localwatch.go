@@ -26,7 +26,7 @@ import (
 // resources they place in every space, mailbox copies included: with a
 // fan-out of 100,000 copies, encoding each event to JSON in the server and
 // decoding it again in each watcher (the framing scan, then the decode)
-// was a fifth of the server's CPU, and most of the garbage it collected.
+// was a fifth of the server's CPU, and much of the garbage it collected.
 // Here an event costs the conversion of the object the storage decoded.
 // A request's checks do not apply: the callers are the server's own, with
 // its loopback identity's full rights. Custom resources, and Namespaces,
