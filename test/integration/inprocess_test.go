@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/test/harness"
@@ -156,7 +157,7 @@ func TestCopiesReadInProcessAsTheAPIWould(t *testing.T) {
 	} {
 		lw, ok := r.ListerWatcher(configMaps, c.space, c.selector)
 		require.True(t, ok)
-		listed, err := lw.List(metav1.ListOptions{})
+		listed, err := cache.ToListerWatcherWithContext(lw).ListWithContext(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		local, ok := listed.(*unstructured.UnstructuredList)
 		require.True(t, ok, "a %T", listed)
@@ -169,11 +170,12 @@ func TestCopiesReadInProcessAsTheAPIWould(t *testing.T) {
 
 	// A watch from the list's resource version sees what matches, in
 	// every space, as the API shows it.
-	lw, _ := r.ListerWatcher(configMaps, spaces.Wildcard, "copy=yes")
-	listed, err := lw.List(metav1.ListOptions{})
+	all, _ := r.ListerWatcher(configMaps, spaces.Wildcard, "copy=yes")
+	lw := cache.ToListerWatcherWithContext(all)
+	listed, err := lw.ListWithContext(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	rv := listed.(*unstructured.UnstructuredList).GetResourceVersion()
-	w, err := lw.Watch(metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
 	require.NoError(t, err)
 	defer w.Stop()
 	other := kube(t, s, "other").CoreV1().ConfigMaps("apps")
