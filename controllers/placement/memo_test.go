@@ -1,9 +1,14 @@
 package placement
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,5 +155,72 @@ func TestHashKey(t *testing.T) {
 			require.NotEqual(t, ok, k, "%s and %s have one key", name, other)
 		}
 		keys[name] = k
+	}
+}
+
+// TestMemoSharedByConcurrentReconciles: mailboxes reconciled at once, as
+// the translator's workers reconcile them, share the memo's copies and
+// the hashes written from them: each mailbox gets the same copies, the
+// second round writes nothing, the shared copies stay as they were made,
+// and (under -race) nothing is read or written unguarded.
+func TestMemoSharedByConcurrentReconciles(t *testing.T) {
+	const mailboxes, objects = 8, 20
+	first := newFake()
+	for i := range objects {
+		first.put(cmGVR, "wds1", configMap("default", fmt.Sprintf("cm-%02d", i), map[string]any{"i": fmt.Sprint(i)}))
+	}
+	// Every world caches the same WDS objects, as the controller's one
+	// cache does; each has a mailbox of its own.
+	worlds := []*fakeMailbox{first}
+	for range mailboxes - 1 {
+		f := newFake()
+		f.memo = first.memo
+		f.objects[cmGVR] = maps.Clone(first.objects[cmGVR])
+		worlds = append(worlds, f)
+	}
+	for _, f := range worlds {
+		f.place("wds1", "p", 1, cmClause())
+	}
+
+	reconcileAll := func() [][]string {
+		calls := make([][]string, len(worlds))
+		errs := make([]error, len(worlds))
+		var wg sync.WaitGroup
+		for i, f := range worlds {
+			wg.Go(func() {
+				f.calls = nil
+				_, errs[i] = f.reconciler().reconcile(context.Background(), spaces.Key(inv, "", stName))
+				calls[i] = f.calls
+			})
+		}
+		wg.Wait()
+		require.NoError(t, errors.Join(errs...))
+		return calls
+	}
+
+	for i, calls := range reconcileAll() {
+		require.Len(t, slices.DeleteFunc(slices.Clone(calls), func(c string) bool { return !strings.HasPrefix(c, "create configmaps") }), objects, "mailbox %d: %v", i, calls)
+	}
+	for i := range objects {
+		name := fmt.Sprintf("cm-%02d", i)
+		want := first.get(cmGVR, first.mailbox(), "default", name)
+		for _, f := range worlds[1:] {
+			got := f.get(cmGVR, f.mailbox(), "default", name)
+			require.Equal(t, want.Object["data"], got.Object["data"], name)
+			require.Equal(t, want.GetAnnotations()[ContentHashAnnotation], got.GetAnnotations()[ContentHashAnnotation], name)
+		}
+		src := first.get(cmGVR, "wds1", "default", name)
+		e := first.memo.copyOf(src, func() *unstructured.Unstructured {
+			t.Fatalf("no memo entry for %s", name)
+			return nil
+		})
+		require.Equal(t, sourceCopy("wds1", src).Object, e.copy.Object, "the shared copy of %s changed", name)
+	}
+	require.Equal(t, objects, first.memo.len())
+
+	for i, calls := range reconcileAll() {
+		for _, c := range calls {
+			require.False(t, strings.HasPrefix(c, "create ") || strings.HasPrefix(c, "update "), "mailbox %d wrote again: %v", i, calls)
+		}
 	}
 }
