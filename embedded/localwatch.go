@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,6 +62,10 @@ func (w *storeWriter) ListerWatcher(gvr schema.GroupVersionResource, space, labe
 			return unstructuredList(list, gvk)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			if opts.SendInitialEvents != nil {
+				// Refused, as the API refuses it (see the return below).
+				return nil, apierrors.NewBadRequest("sendInitialEvents: this server does not stream lists")
+			}
 			opts.Watch = true
 			o, err := options(opts)
 			if err != nil {
@@ -83,8 +88,10 @@ func (w *storeWriter) ListerWatcher(gvr schema.GroupVersionResource, space, labe
 			}), nil
 		},
 	}
-	// A list and then a watch, as the reflector does without streaming
-	// lists: the watch cache, which serves those, leaves the mailboxes out.
+	// No streaming lists: the server turns them off (embedded/config.go),
+	// and its storage then ignores SendInitialEvents, so that a watch
+	// asking for them would start at the datastore's oldest revision. A
+	// reflector lists, then watches, as the API's clients fall back to.
 	return cache.ToListWatcherWithWatchListSemantics(lw, noWatchList{}), true
 }
 

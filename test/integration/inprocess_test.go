@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
 
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/test/harness"
@@ -208,6 +209,15 @@ func TestCopiesReadInProcessAsTheAPIWould(t *testing.T) {
 		}
 	}
 	require.Equal(t, []watch.EventType{watch.Added, watch.Modified, watch.Deleted}, seen)
+
+	// No streaming lists, which the server does not serve: a reflector
+	// lists, then watches (a watch asking for initial events would start
+	// at the datastore's oldest revision).
+	require.True(t, watchlist.DoesClientNotSupportWatchListSemantics(all))
+	sendInitial := true
+	_, err = lw.WatchWithContext(ctx, metav1.ListOptions{SendInitialEvents: &sendInitial, AllowWatchBookmarks: true,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	require.True(t, apierrors.IsBadRequest(err), "a streaming list: %v", err)
 }
 
 // crossSpaceName is an object's space, namespace and name.
