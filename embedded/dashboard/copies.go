@@ -9,7 +9,9 @@ import (
 	"strings"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -29,6 +31,56 @@ import (
 // copyStore, which holds nothing but the records (no cache of the copies
 // beside them: with every object on every edge, they are most of the
 // server's objects).
+
+// copyAnnotations are the annotations of a copy the dashboard reads
+// (copyStore.key, copyOf).
+var copyAnnotations = []string{spaces.Annotation, edgev2alpha1.SourceSpaceAnnotation, edgev2alpha1.PlacementsAnnotation,
+	edgev2alpha1.SyncErrorAnnotation, edgev2alpha1.AssociatedStateAnnotation}
+
+// slimLists makes the pages of lw's lists hold, of each copy, only what
+// copyStore reads: its name, namespace, resource version and the
+// annotations it shows. A reflector gathers every page of a list before
+// its store sees any, so that a restart's list of every copy in every
+// mailbox was held whole, bodies and all, before copyStore kept its
+// records of them. Watch events come one at a time, and are as lw sends
+// them.
+func slimLists(lw cache.ListerWatcher) cache.ListerWatcher {
+	inner := cache.ToListerWatcherWithContext(lw)
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			obj, err := inner.ListWithContext(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			if list, ok := obj.(*unstructured.UnstructuredList); ok {
+				for i := range list.Items {
+					list.Items[i] = slimCopy(&list.Items[i])
+				}
+			}
+			return obj, nil
+		},
+		WatchFuncWithContext: inner.WatchWithContext,
+	}, lw)
+}
+
+// slimCopy is what copyStore reads of a copy.
+func slimCopy(u *unstructured.Unstructured) unstructured.Unstructured {
+	var out unstructured.Unstructured
+	out.SetAPIVersion(u.GetAPIVersion())
+	out.SetKind(u.GetKind())
+	out.SetName(u.GetName())
+	out.SetNamespace(u.GetNamespace())
+	out.SetResourceVersion(u.GetResourceVersion())
+	all := u.GetAnnotations()
+	kept := make(map[string]string, len(copyAnnotations))
+	for _, k := range copyAnnotations {
+		if v, ok := all[k]; ok {
+			kept[k] = v
+		}
+	}
+	out.SetAnnotations(kept)
+	return out
+}
 
 // copyKey names a mailbox copy.
 type copyKey struct {

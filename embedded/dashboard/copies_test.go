@@ -9,8 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
@@ -239,4 +241,48 @@ func TestCopyStore(t *testing.T) {
 	require.False(t, notified(func() error { return deployments.Delete(failing) }), "deleting what is gone changes nothing")
 	require.Len(t, s.copies, 1)
 	require.Error(t, deployments.Add("not an object"))
+}
+
+// TestSlimLists: the pages of a list of copies keep what the store reads
+// (the store's record and key of a slim copy are those of the whole one)
+// and nothing else; watches are the inner ListerWatcher's.
+func TestSlimLists(t *testing.T) {
+	ctx := context.Background()
+	whole := []*unstructured.Unstructured{
+		mailboxCopy("mb1", "apps", "web", "wds1", "p1,p2", map[string]string{
+			edgev2alpha1.SyncErrorAnnotation:       "Invalid: no",
+			edgev2alpha1.AssociatedStateAnnotation: `{"pods":{"running":2}}`}),
+		mailboxCopy("mb2", "", "cluster-wide", "wds2", "p3", nil),
+	}
+	whole[0].SetResourceVersion("41")
+	watched := watch.NewFake()
+	inner := &cache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			list := &unstructured.UnstructuredList{}
+			for _, u := range whole {
+				list.Items = append(list.Items, *u.DeepCopy())
+			}
+			return list, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return watched, nil },
+	}
+	lw := cache.ToListerWatcherWithContext(slimLists(inner))
+	obj, err := lw.ListWithContext(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	items := obj.(*unstructured.UnstructuredList).Items
+	require.Len(t, items, len(whole))
+	store := &copyStore{gr: schema.GroupResource{Group: "apps", Resource: "deployments"}}
+	for i, u := range whole {
+		slim := &items[i]
+		require.Equal(t, copyOf(u), copyOf(slim))
+		require.Equal(t, store.key(u), store.key(slim))
+		require.Equal(t, u.GetResourceVersion(), slim.GetResourceVersion())
+		require.NotContains(t, slim.Object, "spec")
+		require.NotContains(t, slim.Object, "status")
+		require.NotContains(t, slim.GetAnnotations(), "unrelated")
+		require.Empty(t, slim.GetLabels())
+	}
+	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Same(t, watched, w)
 }

@@ -180,7 +180,7 @@ func (s *Store) run(ctx context.Context, dyn dynamic.Interface, tick time.Durati
 				lw = local
 			}
 		}
-		r := cache.NewReflectorWithOptions(lw,
+		r := cache.NewReflectorWithOptions(slimLists(lw),
 			&unstructured.Unstructured{}, store, cache.ReflectorOptions{Name: "dashboard copies of " + gvr.String()})
 		go r.RunWithContext(ctx)
 		klog.FromContext(ctx).V(2).Info("dashboard watches copies", "resource", gvr.String())

@@ -23,7 +23,11 @@ import (
 
 // fanout places objects on many SyncTargets and measures how long until
 // every mailbox copy exists, and how long one update takes to reach them all.
-func fanout(ctx context.Context, s *server, targets, objects int, progress func(string, ...any)) ([]row, error) {
+//
+// Last, it restarts the server (s then names the new process) with every
+// copy in place, and times an update from the stop to its arrival in
+// every mailbox: the controllers' caches list every copy first.
+func fanout(ctx context.Context, bin string, s *server, targets, objects int, progress func(string, ...any)) ([]row, error) {
 	root := s.config(spaces.Root)
 	dyn := dynamic.NewForConfigOrDie(root)
 	for _, name := range []string{"bench-inv", "bench-wds"} {
@@ -149,28 +153,9 @@ func fanout(ctx context.Context, s *server, targets, objects int, progress func(
 	}
 
 	progress("updating one object")
-	cm, err := wds.CoreV1().ConfigMaps("fan").Get(ctx, "obj-000", metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	cm.Data["version"] = "2"
 	began = time.Now()
-	if _, err := wds.CoreV1().ConfigMaps("fan").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	if err := updateEverywhere(ctx, wds, w, "2", targets); err != nil {
 		return nil, err
-	}
-	updated := map[string]bool{}
-	for len(updated) < targets {
-		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return nil, fmt.Errorf("watch ended after the update reached %d of %d mailboxes", len(updated), targets)
-			}
-			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && cm.Name == "obj-000" && cm.Data["version"] == "2" {
-				updated[cm.Annotations[spaces.Annotation]] = true
-			}
-		case <-time.After(5 * time.Minute):
-			return nil, fmt.Errorf("the update reached only %d of %d mailboxes", len(updated), targets)
-		}
 	}
 	updateTook := time.Since(began)
 	// The RSS at the last copy is near the peak: the copies' watch events
@@ -195,6 +180,33 @@ func fanout(ctx context.Context, s *server, targets, objects int, progress func(
 	if err != nil {
 		return nil, err
 	}
+
+	progress("restarting the server with the %d copies, then updating one object", want)
+	w.Stop()
+	stopped := time.Now()
+	s.stop()
+	restarted, err := startOn(ctx, bin, s.dataDir, s.port)
+	if err != nil {
+		return nil, err
+	}
+	*s = *restarted
+	ready := time.Since(stopped)
+	wds = kubernetes.NewForConfigOrDie(s.config("bench-wds"))
+	wildcard = rest.CopyConfig(s.config(spaces.Root))
+	wildcard.Host += spaces.PathPrefix + spaces.Wildcard
+	w, err = kubernetes.NewForConfigOrDie(wildcard).CoreV1().ConfigMaps("").Watch(ctx, metav1.ListOptions{LabelSelector: "edge.kubestellar.io/placement-copy=true"})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	if err := updateEverywhere(ctx, wds, w, "3", targets); err != nil {
+		return nil, err
+	}
+	restartUpdate := time.Since(stopped)
+	mem, err := procMemory(s.cmd.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
 	return []row{
 		{fmt.Sprintf("%d SyncTargets created → their mailbox spaces ready", targets), mailboxes.Round(time.Millisecond).String(), ""},
 		{fmt.Sprintf("fan-out: %d objects × %d SyncTargets", objects, targets), fanTook.Round(time.Millisecond).String(),
@@ -206,7 +218,39 @@ func fanout(ctx context.Context, s *server, targets, objects int, progress func(
 		{"server RSS at rest after fan-out", mib(rssRest), restNote(settledAfter) + "; target ≤ 600 MiB"},
 		{"server live heap after fan-out", mib(int64(live["go_gc_heap_live_bytes"])),
 			fmt.Sprintf("after a collection; %.0f bytes per copy", live["go_gc_heap_live_bytes"]/float64(want))},
+		{fmt.Sprintf("restart with %d copies: SIGTERM → an update in all %d mailboxes", want, targets), restartUpdate.Round(time.Millisecond).String(),
+			fmt.Sprintf("ready %s after the SIGTERM; the controllers' caches list every copy before the update is placed", ready.Round(time.Millisecond))},
+		{"server peak RSS from the restart to the update's last copy", mib(mem["VmHWM"]), "VmHWM"},
 	}, nil
+}
+
+// updateEverywhere sets the data version of object obj-000 in the WDS and
+// waits until w, a watch of the copies in every mailbox, has seen it
+// reach targets mailboxes.
+func updateEverywhere(ctx context.Context, wds kubernetes.Interface, w watch.Interface, version string, targets int) error {
+	cm, err := wds.CoreV1().ConfigMaps("fan").Get(ctx, "obj-000", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	cm.Data["version"] = version
+	if _, err := wds.CoreV1().ConfigMaps("fan").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	updated := map[string]bool{}
+	for len(updated) < targets {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return fmt.Errorf("watch ended after the update reached %d of %d mailboxes", len(updated), targets)
+			}
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && cm.Name == "obj-000" && cm.Data["version"] == version {
+				updated[cm.Annotations[spaces.Annotation]] = true
+			}
+		case <-time.After(5 * time.Minute):
+			return fmt.Errorf("the update reached only %d of %d mailboxes", len(updated), targets)
+		}
+	}
+	return nil
 }
 
 func obj(kind, name string, labels map[string]any, spec map[string]any) *unstructured.Unstructured {

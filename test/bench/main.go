@@ -258,7 +258,7 @@ func runSections(ctx context.Context, bin string, o options, progress func(strin
 				}
 			}()
 			defer fs.stop()
-			rows, err := fanout(ctx, fs, o.fanTargets, o.fanObjects, progress)
+			rows, err := fanout(ctx, bin, fs, o.fanTargets, o.fanObjects, progress)
 			if err != nil {
 				failed = true
 				return nil, fmt.Errorf("server log %s (kept with its data directory): %w", filepath.Join(fs.dataDir, "server.log"), err)

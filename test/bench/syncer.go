@@ -757,7 +757,7 @@ func procMemory(pid int) (map[string]int64, error) {
 	out := map[string]int64{}
 	for _, line := range strings.Split(string(data), "\n") {
 		f := strings.Fields(line)
-		if len(f) != 3 || f[2] != "kB" || !strings.HasPrefix(f[0], "Rss") && f[0] != "VmRSS:" {
+		if len(f) != 3 || f[2] != "kB" || !strings.HasPrefix(f[0], "Rss") && f[0] != "VmRSS:" && f[0] != "VmHWM:" {
 			continue
 		}
 		kb, err := strconv.ParseInt(f[1], 10, 64)

@@ -149,11 +149,11 @@ func (c *Clients) DynamicInformer(gvr schema.GroupVersionResource, labelSelector
 func (c *Clients) dynamicInformer(gvr schema.GroupVersionResource, labelSelector string, handler cache.ResourceEventHandler, transform cache.TransformFunc) *Informer {
 	if c.Local != nil {
 		if lw, ok := c.Local.ListerWatcher(gvr, spaces.Wildcard, labelSelector); ok {
-			return newTransformingInformer(lw, &unstructured.Unstructured{}, handler, transform)
+			return newTransformingInformer(transformLists(lw, transform), &unstructured.Unstructured{}, handler, transform)
 		}
 	}
 	wildcard := func(ctx context.Context) context.Context { return spaces.WithSpace(ctx, spaces.Wildcard) }
-	lw := &cache.ListWatch{
+	var lw cache.ListerWatcher = &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.LabelSelector = labelSelector
 			return c.Dynamic.Resource(gvr).List(wildcard(ctx), opts)
@@ -163,7 +163,44 @@ func (c *Clients) dynamicInformer(gvr schema.GroupVersionResource, labelSelector
 			return c.Dynamic.Resource(gvr).Watch(wildcard(ctx), opts)
 		},
 	}
-	return newTransformingInformer(lw, &unstructured.Unstructured{}, handler, transform)
+	return newTransformingInformer(transformLists(lw, transform), &unstructured.Unstructured{}, handler, transform)
+}
+
+// transformLists applies a cache's transform to the items of each page
+// its lists return, as well as (by the cache) to each object it adds. A
+// reflector gathers every page of a list before the cache sees any: a
+// restart's list of every copy in every mailbox was held whole, copies
+// and their bodies, until the cache trimmed them one by one. The cache's
+// transform must accept what it returned (trimming a trimmed copy keeps
+// it as it is).
+func transformLists(lw cache.ListerWatcher, transform cache.TransformFunc) cache.ListerWatcher {
+	if transform == nil {
+		return lw
+	}
+	inner := cache.ToListerWatcherWithContext(lw)
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			obj, err := inner.ListWithContext(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			list, ok := obj.(*unstructured.UnstructuredList)
+			if !ok {
+				return obj, nil
+			}
+			for i := range list.Items {
+				out, err := transform(&list.Items[i])
+				if err != nil {
+					return nil, err
+				}
+				if u, ok := out.(*unstructured.Unstructured); ok {
+					list.Items[i] = *u
+				}
+			}
+			return list, nil
+		},
+		WatchFuncWithContext: inner.WatchWithContext,
+	}, lw)
 }
 
 // Get returns the cached object of a space, namespace and name.

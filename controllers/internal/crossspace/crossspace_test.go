@@ -1,6 +1,7 @@
 package crossspace
 
 import (
+	"context"
 	"reflect"
 	"testing"
 	"unsafe"
@@ -8,7 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -110,4 +115,63 @@ func TestTrimCopies(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, tomb, got)
 	require.Nil(t, trimmer(nil), "no transform unless asked")
+}
+
+// noWatchList is a ListerWatcher that says it does not stream lists.
+type noWatchList struct{ *cache.ListWatch }
+
+func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
+
+// TestTransformLists: every page a list returns comes back with the
+// cache's transform applied to each copy in a mailbox (what the cache will
+// hold), objects elsewhere as they were; watches, and whether lists may
+// be streamed, are the inner ListerWatcher's.
+func TestTransformLists(t *testing.T) {
+	ctx := context.Background()
+	isMailbox := func(space string) bool { return space == "mb" }
+	copyIn := func(space, name string) unstructured.Unstructured {
+		u := unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "data": map[string]any{"big": "body"}}}
+		u.SetName(name)
+		u.SetNamespace("ns")
+		u.SetUID("uid-" + types.UID(name))
+		u.SetResourceVersion("7")
+		u.SetLabels(map[string]string{edgev2alpha1.PlacementCopyLabel: "true"})
+		u.SetAnnotations(map[string]string{spaces.Annotation: space, "last-applied": "x"})
+		return u
+	}
+	pages := 0
+	watched := watch.NewFake()
+	inner := &cache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			pages++
+			return &unstructured.UnstructuredList{Items: []unstructured.Unstructured{copyIn("mb", "a"), copyIn("wds", "b"), copyIn("mb", "c")}}, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return watched, nil },
+	}
+	lw := cache.ToListerWatcherWithContext(transformLists(inner, trimmer(isMailbox)))
+	obj, err := lw.ListWithContext(ctx, metav1.ListOptions{Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, 1, pages)
+	items := obj.(*unstructured.UnstructuredList).Items
+	require.Len(t, items, 3)
+	for i, name := range []string{"a", "b", "c"} {
+		require.Equal(t, name, items[i].GetName())
+		if name == "b" {
+			require.Contains(t, items[i].Object, "data", "an object outside the mailboxes is left whole")
+			continue
+		}
+		require.NotContains(t, items[i].Object, "data", "copy %s is trimmed in the list", name)
+		require.Equal(t, "7", items[i].GetResourceVersion())
+		require.Equal(t, map[string]string{spaces.Annotation: "mb"}, items[i].GetAnnotations())
+		again, err := trimmer(isMailbox)(&items[i])
+		require.NoError(t, err)
+		require.Equal(t, items[i].Object, again.(*unstructured.Unstructured).Object, "trimming a trimmed copy keeps it")
+	}
+	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Same(t, watched, w)
+
+	require.False(t, watchlist.DoesClientNotSupportWatchListSemantics(transformLists(inner, trimmer(isMailbox))))
+	require.True(t, watchlist.DoesClientNotSupportWatchListSemantics(transformLists(noWatchList{inner}, trimmer(isMailbox))))
+	require.Same(t, inner, transformLists(inner, nil), "no transform, no wrapper")
 }
