@@ -9,14 +9,13 @@ import (
 	"strings"
 	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/internal/listpages"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -45,22 +44,10 @@ var copyAnnotations = []string{spaces.Annotation, edgev2alpha1.SourceSpaceAnnota
 // records of them. Watch events come one at a time, and are as lw sends
 // them.
 func slimLists(lw cache.ListerWatcher) cache.ListerWatcher {
-	inner := cache.ToListerWatcherWithContext(lw)
-	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			obj, err := inner.ListWithContext(ctx, opts)
-			if err != nil {
-				return nil, err
-			}
-			if list, ok := obj.(*unstructured.UnstructuredList); ok {
-				for i := range list.Items {
-					list.Items[i] = slimCopy(&list.Items[i])
-				}
-			}
-			return obj, nil
-		},
-		WatchFuncWithContext: inner.WatchWithContext,
-	}, lw)
+	return listpages.Map(lw, func(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		slim := slimCopy(u)
+		return &slim, nil
+	})
 }
 
 // slimCopy is what copyStore reads of a copy.

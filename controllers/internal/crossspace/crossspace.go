@@ -26,6 +26,7 @@ import (
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/internal/listpages"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -177,30 +178,16 @@ func transformLists(lw cache.ListerWatcher, transform cache.TransformFunc) cache
 	if transform == nil {
 		return lw
 	}
-	inner := cache.ToListerWatcherWithContext(lw)
-	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			obj, err := inner.ListWithContext(ctx, opts)
-			if err != nil {
-				return nil, err
-			}
-			list, ok := obj.(*unstructured.UnstructuredList)
-			if !ok {
-				return obj, nil
-			}
-			for i := range list.Items {
-				out, err := transform(&list.Items[i])
-				if err != nil {
-					return nil, err
-				}
-				if u, ok := out.(*unstructured.Unstructured); ok {
-					list.Items[i] = *u
-				}
-			}
-			return list, nil
-		},
-		WatchFuncWithContext: inner.WatchWithContext,
-	}, lw)
+	return listpages.Map(lw, func(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		out, err := transform(u)
+		if err != nil {
+			return nil, err
+		}
+		if t, ok := out.(*unstructured.Unstructured); ok {
+			return t, nil
+		}
+		return u, nil
+	})
 }
 
 // Get returns the cached object of a space, namespace and name.
