@@ -11,9 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/watchlist"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -117,15 +115,10 @@ func TestTrimCopies(t *testing.T) {
 	require.Nil(t, trimmer(nil), "no transform unless asked")
 }
 
-// noWatchList is a ListerWatcher that says it does not stream lists.
-type noWatchList struct{ *cache.ListWatch }
-
-func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
-
 // TestTransformLists: every page a list returns comes back with the
 // cache's transform applied to each copy in a mailbox (what the cache will
-// hold), objects elsewhere as they were; watches, and whether lists may
-// be streamed, are the inner ListerWatcher's.
+// hold), objects elsewhere as they were. (How pages are mapped is
+// internal/listpages' test.)
 func TestTransformLists(t *testing.T) {
 	ctx := context.Background()
 	isMailbox := func(space string) bool { return space == "mb" }
@@ -140,13 +133,11 @@ func TestTransformLists(t *testing.T) {
 		return u
 	}
 	pages := 0
-	watched := watch.NewFake()
 	inner := &cache.ListWatch{
 		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
 			pages++
 			return &unstructured.UnstructuredList{Items: []unstructured.Unstructured{copyIn("mb", "a"), copyIn("wds", "b"), copyIn("mb", "c")}}, nil
 		},
-		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) { return watched, nil },
 	}
 	lw := cache.ToListerWatcherWithContext(transformLists(inner, trimmer(isMailbox)))
 	obj, err := lw.ListWithContext(ctx, metav1.ListOptions{Limit: 3})
@@ -167,11 +158,5 @@ func TestTransformLists(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, items[i].Object, again.(*unstructured.Unstructured).Object, "trimming a trimmed copy keeps it")
 	}
-	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
-	require.Same(t, watched, w)
-
-	require.False(t, watchlist.DoesClientNotSupportWatchListSemantics(transformLists(inner, trimmer(isMailbox))))
-	require.True(t, watchlist.DoesClientNotSupportWatchListSemantics(transformLists(noWatchList{inner}, trimmer(isMailbox))))
 	require.Same(t, inner, transformLists(inner, nil), "no transform, no wrapper")
 }
