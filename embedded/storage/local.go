@@ -13,6 +13,8 @@ import (
 	"github.com/k3s-io/kine/pkg/drivers"
 	kinegeneric "github.com/k3s-io/kine/pkg/drivers/generic"
 	"github.com/k3s-io/kine/pkg/drivers/sqlite"
+	"github.com/k3s-io/kine/pkg/logstructured"
+	"github.com/k3s-io/kine/pkg/logstructured/sqllog"
 	"github.com/k3s-io/kine/pkg/server"
 	"github.com/k3s-io/kine/pkg/util"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -267,7 +269,8 @@ func (d *Datastore) rawStorage(config *storagebackend.ConfigForResource, newFunc
 }
 
 // newSQLiteBackend is kine's SQLite backend for cfg.Endpoint (sqlite://),
-// with its writes taking turns in the process rather than in SQLite.
+// with its writes taking turns in the process rather than in SQLite and
+// its watches served from one subscription (demuxLog).
 //
 // SQLite has one writer at a time. kine writes on a pool of connections,
 // so that under concurrent writes (the placement translator's copies, a
@@ -281,10 +284,14 @@ func (d *Datastore) rawStorage(config *storagebackend.ConfigForResource, newFunc
 // copies this took about a tenth off the server's CPU per copy.
 func newSQLiteBackend(ctx context.Context, wg *sync.WaitGroup, cfg *drivers.Config) (server.Backend, *kinegeneric.Generic, error) {
 	cfg.Scheme, cfg.DataSourceName = util.SchemeAndAddress(cfg.Endpoint)
-	backend, dialect, err := sqlite.NewVariant(ctx, wg, "sqlite3", cfg)
+	// NewVariant opens and prepares the database; its backend, not yet
+	// started, is left unused for one built as kine builds it, but with
+	// its watches demultiplexed (demuxLog).
+	_, dialect, err := sqlite.NewVariant(ctx, wg, "sqlite3", cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	dialect.LockWrites = true
-	return backend, dialect, nil
+	log := sqllog.New(dialect, cfg.CompactInterval, cfg.CompactIntervalJitter, cfg.CompactTimeout, cfg.CompactMinRetain, cfg.CompactBatchSize, cfg.PollBatchSize)
+	return logstructured.New(newDemuxLog(ctx, log)), dialect, nil
 }

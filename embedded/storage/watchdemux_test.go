@@ -1,0 +1,244 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/k3s-io/kine/pkg/drivers"
+	"github.com/k3s-io/kine/pkg/logstructured"
+	"github.com/k3s-io/kine/pkg/server"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeLog is a kine log whose watch subscriptions the test feeds.
+type fakeLog struct {
+	logstructured.Log
+	mu   sync.Mutex
+	subs []chan server.Events
+	// refuse makes Watch fail as kine's does, with a nil channel.
+	refuse bool
+}
+
+func (f *fakeLog) Watch(ctx context.Context, key, end string) <-chan server.Events {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.refuse {
+		return nil
+	}
+	if key != "" || end != "" {
+		panic(fmt.Sprintf("the shared subscription asked for [%q, %q), not every key", key, end))
+	}
+	c := make(chan server.Events)
+	f.subs = append(f.subs, c)
+	return c
+}
+
+func (f *fakeLog) subscriptions() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.subs)
+}
+
+func (f *fakeLog) send(batch ...string) {
+	f.mu.Lock()
+	c := f.subs[len(f.subs)-1]
+	f.mu.Unlock()
+	events := server.Events{}
+	for _, key := range batch {
+		events = append(events, &server.Event{KV: &server.KeyValue{Key: key}})
+	}
+	c <- events
+}
+
+func keys(events server.Events) string {
+	var out []string
+	for _, e := range events {
+		out = append(out, e.KV.Key)
+	}
+	return strings.Join(out, " ")
+}
+
+func receive(t *testing.T, c <-chan server.Events) string {
+	t.Helper()
+	select {
+	case events, ok := <-c:
+		require.True(t, ok, "the watch ended")
+		return keys(events)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no events within 10s")
+		return ""
+	}
+}
+
+func ended(t *testing.T, c <-chan server.Events) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case _, ok := <-c:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the watch did not end within 10s")
+		}
+	}
+}
+
+// Every watch is served from one subscription, and gets exactly the
+// events of its range, in order, whoever else watches.
+func TestDemuxHandsEachWatchItsRange(t *testing.T) {
+	ctx := t.Context()
+	inner := &fakeLog{}
+	l := newDemuxLog(ctx, inner)
+	configMaps := l.Watch(ctx, "/registry/configmaps/", "/registry/configmaps0")
+	secrets := l.Watch(ctx, "/registry/secrets/", "/registry/secrets0")
+	one := l.Watch(ctx, "/registry/configmaps/a/x", "")
+	all := l.Watch(ctx, "", "")
+	require.Equal(t, 1, inner.subscriptions(), "one subscription for every watch")
+
+	inner.send("/registry/configmaps/a/x", "/registry/secrets/a/s", "/registry/configmaps/b/y")
+	require.Equal(t, "/registry/configmaps/a/x /registry/configmaps/b/y", receive(t, configMaps))
+	require.Equal(t, "/registry/secrets/a/s", receive(t, secrets))
+	require.Equal(t, "/registry/configmaps/a/x", receive(t, one))
+	require.Equal(t, "/registry/configmaps/a/x /registry/secrets/a/s /registry/configmaps/b/y", receive(t, all))
+
+	// A batch outside a range does not reach it: the next thing the
+	// ConfigMaps' watch sees is the batch after.
+	inner.send("/registry/secrets/a/t")
+	inner.send("/registry/configmaps/a/z")
+	require.Equal(t, "/registry/configmaps/a/z", receive(t, configMaps))
+	require.Equal(t, "/registry/secrets/a/t", receive(t, secrets))
+	require.Equal(t, "/registry/secrets/a/t", receive(t, all))
+	require.Equal(t, "/registry/configmaps/a/z", receive(t, all))
+}
+
+// A watch that stops reading is ended once it is watchBuffer batches
+// behind; the others go on meanwhile. A watch whose context is done ends.
+func TestDemuxEndsSlowAndCanceledWatches(t *testing.T) {
+	ctx := t.Context()
+	inner := &fakeLog{}
+	l := newDemuxLog(ctx, inner)
+	slow := l.Watch(ctx, "", "")
+	reader := l.Watch(ctx, "/a/", "/a0")
+	canceledCtx, cancel := context.WithCancel(ctx)
+	canceled := l.Watch(canceledCtx, "/b/", "/b0")
+	cancel()
+	ended(t, canceled)
+
+	for i := range watchBuffer + 1 {
+		key := fmt.Sprintf("/a/%d", i)
+		inner.send(key)
+		require.Equal(t, key, receive(t, reader))
+	}
+	got := 0
+	for range slow {
+		got++
+	}
+	require.Equal(t, watchBuffer, got, "the slow watch had its buffer's worth, then ended")
+	inner.send("/a/after")
+	require.Equal(t, "/a/after", receive(t, reader), "the reader still watches")
+}
+
+// When kine ends the subscription (its backend stopping, or the
+// dispatcher falling behind its poll), every watch ends, and the next one
+// subscribes again. When kine cannot subscribe, the watch ends at once.
+func TestDemuxSubscribesAgain(t *testing.T) {
+	ctx := t.Context()
+	inner := &fakeLog{}
+	l := newDemuxLog(ctx, inner)
+	first := l.Watch(ctx, "", "")
+	second := l.Watch(ctx, "/a/", "/a0")
+	inner.mu.Lock()
+	close(inner.subs[0])
+	inner.mu.Unlock()
+	ended(t, first)
+	ended(t, second)
+
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return !l.subscribed
+	}, 10*time.Second, 10*time.Millisecond)
+	again := l.Watch(ctx, "/a/", "/a0")
+	require.Equal(t, 2, inner.subscriptions())
+	inner.send("/a/1")
+	require.Equal(t, "/a/1", receive(t, again))
+
+	refused := newDemuxLog(ctx, &fakeLog{refuse: true})
+	ended(t, refused.Watch(ctx, "", ""))
+}
+
+// With kine's SQLite backend as the server builds it, many watches make
+// one subscription to kine's log (one goroutine of kine's per subscriber,
+// not per watch), and each sees its own keys' events from its revision on.
+func TestWatchesShareOneSubscription(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "db"), 0o700))
+	endpoint := DefaultEndpoint(dir)
+	require.NoError(t, prepareSQLite(ctx, sqlitePath(endpoint)))
+	wg := &sync.WaitGroup{}
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	backend, _, err := newSQLiteBackend(ctx, wg, &drivers.Config{Endpoint: endpoint, PollBatchSize: 500, CompactBatchSize: 1000})
+	require.NoError(t, err)
+	require.NoError(t, backend.Start(ctx))
+
+	const resources, each = 40, 20
+	rev, err := backend.Create(ctx, "/registry/r00/before", []byte("v"), 0)
+	require.NoError(t, err)
+	watches := make([]server.WatchResult, resources)
+	for r := range resources {
+		prefix := fmt.Sprintf("/registry/r%02d/", r)
+		watches[r] = backend.Watch(ctx, prefix, fmt.Sprintf("/registry/r%02d0", r), rev)
+	}
+	var stacks bytes.Buffer
+	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&stacks, 2))
+	require.Equal(t, 1, strings.Count(stacks.String(), "sqllog.(*SQLLog).Watch.func1"), "kine's goroutines per subscriber")
+
+	for i := range each {
+		for r := range resources {
+			_, err := backend.Create(ctx, fmt.Sprintf("/registry/r%02d/k%02d", r, i), []byte("v"), 0)
+			require.NoError(t, err)
+		}
+	}
+	for r, w := range watches {
+		var got []string
+		for len(got) < each+btoi(r == 0) {
+			select {
+			case events := <-w.Events:
+				for _, e := range events {
+					got = append(got, strings.TrimPrefix(e.KV.Key, fmt.Sprintf("/registry/r%02d/", r)))
+				}
+			case <-ctx.Done():
+				t.Fatalf("watch %d: %d events of %d", r, len(got), each)
+			}
+		}
+		want := []string{}
+		if r == 0 {
+			want = append(want, "before")
+		}
+		for i := range each {
+			want = append(want, fmt.Sprintf("k%02d", i))
+		}
+		require.Equal(t, want, got, "watch %d", r)
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
