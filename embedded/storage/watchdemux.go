@@ -2,10 +2,12 @@ package storage
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	"github.com/k3s-io/kine/pkg/logstructured"
 	"github.com/k3s-io/kine/pkg/server"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/klog/v2"
 )
 
@@ -36,7 +38,10 @@ type demuxLog struct {
 	mu sync.Mutex
 	// subscribed is set while dispatch is receiving the subscription.
 	subscribed bool
-	watches    map[*rangeWatch]struct{}
+	// watches are indexed by the shape of their range, so that the
+	// watches of an event's key are a few map lookups away however many
+	// there are (a fleet's syncers each watch their mailbox's range).
+	watches watchIndex
 }
 
 type rangeWatch struct {
@@ -45,7 +50,7 @@ type rangeWatch struct {
 }
 
 func newDemuxLog(ctx context.Context, log logstructured.Log) *demuxLog {
-	return &demuxLog{Log: log, ctx: ctx, watches: map[*rangeWatch]struct{}{}}
+	return &demuxLog{Log: log, ctx: ctx, watches: newWatchIndex()}
 }
 
 // Watch returns the batches of events in [key, end) (or of key alone, or
@@ -70,7 +75,7 @@ func (l *demuxLog) Watch(ctx context.Context, key, end string) <-chan server.Eve
 		l.subscribed = true
 		go l.dispatch(in)
 	}
-	l.watches[w] = struct{}{}
+	l.watches.add(w)
 	// An AfterFunc rather than a goroutine waiting on ctx per watch.
 	context.AfterFunc(ctx, func() {
 		l.mu.Lock()
@@ -87,17 +92,20 @@ func (l *demuxLog) Watch(ctx context.Context, key, end string) <-chan server.Eve
 func (l *demuxLog) dispatch(in <-chan server.Events) {
 	for batch := range in {
 		l.mu.Lock()
-		for w := range l.watches {
-			events, ok := inRange(batch, w.key, w.end)
-			if !ok {
-				continue
+		if len(batch) == 1 {
+			// The usual batch: handed on as it is, shared, as kine
+			// shares it between its subscribers.
+			l.watches.matching(batch[0], func(w *rangeWatch) { l.send(w, batch) })
+		} else {
+			parts := map[*rangeWatch]server.Events{}
+			for _, e := range batch {
+				l.watches.matching(e, func(w *rangeWatch) { parts[w] = append(parts[w], e) })
 			}
-			select {
-			case w.events <- events:
-			default:
-				klog.FromContext(l.ctx).Info("Ending a datastore watch that fell behind; its client watches again from where it was",
-					"key", w.key, "end", w.end, "batches", watchBuffer)
-				l.end(w)
+			for w, part := range parts {
+				if len(part) == len(batch) {
+					part = batch
+				}
+				l.send(w, part)
 			}
 		}
 		l.mu.Unlock()
@@ -108,41 +116,122 @@ func (l *demuxLog) dispatch(in <-chan server.Events) {
 	// revision they had reached, so that nothing is lost.
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for w := range l.watches {
+	for _, w := range l.watches.all() {
 		l.end(w)
 	}
 	l.subscribed = false
 }
 
+// send hands a watch its events, or ends it if it is watchBuffer batches
+// behind. l.mu is held.
+func (l *demuxLog) send(w *rangeWatch, events server.Events) {
+	select {
+	case w.events <- events:
+	default:
+		klog.FromContext(l.ctx).Info("Ending a datastore watch that fell behind; its client watches again from where it was",
+			"key", w.key, "end", w.end, "batches", watchBuffer)
+		l.end(w)
+	}
+}
+
 // end closes a watch's channel once. l.mu is held.
 func (l *demuxLog) end(w *rangeWatch) {
-	if _, ok := l.watches[w]; ok {
-		delete(l.watches, w)
+	if l.watches.remove(w) {
 		close(w.events)
 	}
 }
 
-// inRange is the part of a batch in a watch's range, and whether there is
-// any; a batch wholly in range is handed on as it is, shared, as kine
-// shares it between its subscribers.
-func inRange(batch server.Events, key, end string) (server.Events, bool) {
-	n := 0
-	for _, e := range batch {
-		if e.InRange(key, end) {
-			n++
+// watchIndex holds watches by the shape of their range, as kine's ranges
+// go (server.Event.InRange): a single key; a prefix (the API server's
+// ranges: a key ending in "/" and the end that bounds every key with that
+// prefix); anything else, every key ("") included.
+type watchIndex struct {
+	exact, prefix map[string]map[*rangeWatch]struct{}
+	other         map[*rangeWatch]struct{}
+}
+
+func newWatchIndex() watchIndex {
+	return watchIndex{exact: map[string]map[*rangeWatch]struct{}{}, prefix: map[string]map[*rangeWatch]struct{}{}, other: map[*rangeWatch]struct{}{}}
+}
+
+// bucket is where a watch belongs: one of the maps of exact or prefix
+// and its key, or other.
+func (x watchIndex) bucket(w *rangeWatch) (map[string]map[*rangeWatch]struct{}, string) {
+	switch {
+	case w.key == "":
+		return nil, ""
+	case w.end == "":
+		return x.exact, w.key
+	case strings.HasSuffix(w.key, "/") && w.end == clientv3.GetPrefixRangeEnd(w.key):
+		return x.prefix, w.key
+	}
+	return nil, ""
+}
+
+func (x watchIndex) add(w *rangeWatch) {
+	m, k := x.bucket(w)
+	if m == nil {
+		x.other[w] = struct{}{}
+		return
+	}
+	if m[k] == nil {
+		m[k] = map[*rangeWatch]struct{}{}
+	}
+	m[k][w] = struct{}{}
+}
+
+// remove takes a watch out, and reports whether it was in.
+func (x watchIndex) remove(w *rangeWatch) bool {
+	m, k := x.bucket(w)
+	if m == nil {
+		_, ok := x.other[w]
+		delete(x.other, w)
+		return ok
+	}
+	_, ok := m[k][w]
+	delete(m[k], w)
+	if len(m[k]) == 0 {
+		delete(m, k)
+	}
+	return ok
+}
+
+// matching calls f with every watch whose range holds e's key: the
+// watches of the key itself, of each of its prefixes that ends in "/",
+// and those of other ranges that hold it.
+func (x watchIndex) matching(e *server.Event, f func(*rangeWatch)) {
+	if e == nil || e.KV == nil {
+		return
+	}
+	key := e.KV.Key
+	for w := range x.exact[key] {
+		f(w)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			for w := range x.prefix[key[:i+1]] {
+				f(w)
+			}
 		}
 	}
-	switch n {
-	case 0:
-		return nil, false
-	case len(batch):
-		return batch, true
-	}
-	out := make(server.Events, 0, n)
-	for _, e := range batch {
-		if e.InRange(key, end) {
-			out = append(out, e)
+	for w := range x.other {
+		if e.InRange(w.key, w.end) {
+			f(w)
 		}
 	}
-	return out, true
+}
+
+func (x watchIndex) all() []*rangeWatch {
+	var out []*rangeWatch
+	for _, m := range []map[string]map[*rangeWatch]struct{}{x.exact, x.prefix} {
+		for _, ws := range m {
+			for w := range ws {
+				out = append(out, w)
+			}
+		}
+	}
+	for w := range x.other {
+		out = append(out, w)
+	}
+	return out
 }

@@ -14,8 +14,11 @@ import (
 
 	"github.com/k3s-io/kine/pkg/drivers"
 	"github.com/k3s-io/kine/pkg/logstructured"
+	"github.com/k3s-io/kine/pkg/logstructured/sqllog"
 	"github.com/k3s-io/kine/pkg/server"
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // fakeLog is a kine log whose watch subscriptions the test feeds.
@@ -119,6 +122,44 @@ func TestDemuxHandsEachWatchItsRange(t *testing.T) {
 	require.Equal(t, "/registry/secrets/a/t", receive(t, secrets))
 	require.Equal(t, "/registry/secrets/a/t", receive(t, all))
 	require.Equal(t, "/registry/configmaps/a/z", receive(t, all))
+}
+
+// The index finds, for any key, exactly the watches whose range holds it
+// as kine's InRange has it, whatever the shape of the range.
+func TestWatchIndexAgreesWithKine(t *testing.T) {
+	keys := []string{"", "/", "/registry", "/registry/", "/registry/core/configmaps", "/registry/core/configmaps/",
+		"/registry/core/configmaps/wds1", "/registry/core/configmaps/wds1/", "/registry/core/configmaps/wds1/default/a",
+		"/registry/core/configmaps/wds10/default/a", "/registry/core/configmaps0", "/registry/core/secrets/wds1/default/a", "/x//y"}
+	var watches []*rangeWatch
+	for _, k := range keys {
+		watches = append(watches, &rangeWatch{key: k}, &rangeWatch{key: k, end: clientv3.GetPrefixRangeEnd(k)})
+		for _, e := range keys {
+			watches = append(watches, &rangeWatch{key: k, end: e})
+		}
+	}
+	x := newWatchIndex()
+	for _, w := range watches {
+		x.add(w)
+	}
+	for _, k := range keys {
+		e := &server.Event{KV: &server.KeyValue{Key: k}}
+		got := map[*rangeWatch]int{}
+		x.matching(e, func(w *rangeWatch) { got[w]++ })
+		for _, w := range watches {
+			want := 0
+			if e.InRange(w.key, w.end) {
+				want = 1
+			}
+			require.Equal(t, want, got[w], "key %q, range [%q, %q)", k, w.key, w.end)
+		}
+	}
+	for _, w := range watches {
+		require.True(t, x.remove(w), "[%q, %q) was in", w.key, w.end)
+		require.False(t, x.remove(w), "[%q, %q) is out", w.key, w.end)
+	}
+	require.Empty(t, x.all())
+	require.Empty(t, x.exact)
+	require.Empty(t, x.prefix)
 }
 
 // A watch that stops reading is ended once it is watchBuffer batches
@@ -241,4 +282,58 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// BenchmarkWatchDelivery times a create and its arrival at a watch of its
+// key's range while other watches (of other spaces' ranges, as a fleet's
+// syncers watch their mailboxes) wait, with kine's SQLite backend as kine
+// builds it (every watch a subscriber woken by every write) and as the
+// server builds it (demuxLog):
+//
+//	go test -run '^$' -bench BenchmarkWatchDelivery ./embedded/storage
+func BenchmarkWatchDelivery(b *testing.B) {
+	logrus.SetLevel(logrus.WarnLevel)
+	for _, others := range []int{100, 2000, 10000} {
+		for _, shared := range []bool{false, true} {
+			name := "kine"
+			if shared {
+				name = "one-subscription"
+			}
+			b.Run(fmt.Sprintf("watches=%d/%s", others, name), func(b *testing.B) {
+				ctx, cancel := context.WithCancel(context.Background())
+				dir := b.TempDir()
+				require.NoError(b, os.MkdirAll(filepath.Join(dir, "db"), 0o700))
+				endpoint := DefaultEndpoint(dir)
+				require.NoError(b, prepareSQLite(ctx, sqlitePath(endpoint)))
+				wg := &sync.WaitGroup{}
+				defer func() {
+					cancel()
+					wg.Wait()
+				}()
+				backend, dialect, err := newSQLiteBackend(ctx, wg, &drivers.Config{Endpoint: endpoint, PollBatchSize: 500, CompactBatchSize: 1000})
+				require.NoError(b, err)
+				if !shared {
+					backend = logstructured.New(sqllog.New(dialect, 0, 0, 0, 0, 1000, 500))
+				}
+				require.NoError(b, backend.Start(ctx))
+				for i := range others {
+					prefix := fmt.Sprintf("/registry/core/configmaps/mailbox-%05d/", i)
+					backend.Watch(ctx, prefix, prefix[:len(prefix)-1]+"0", 0)
+				}
+				target := backend.Watch(ctx, "/registry/core/configmaps/wds/", "/registry/core/configmaps/wds0", 0)
+				b.ResetTimer()
+				for i := range b.N {
+					key := fmt.Sprintf("/registry/core/configmaps/wds/default/cm-%d", i)
+					if _, err := backend.Create(ctx, key, []byte("v"), 0); err != nil {
+						b.Fatal(err)
+					}
+					for arrived := false; !arrived; {
+						for _, e := range <-target.Events {
+							arrived = arrived || e.KV.Key == key
+						}
+					}
+				}
+			})
+		}
+	}
 }
