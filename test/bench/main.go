@@ -66,15 +66,17 @@ type options struct {
 	readyRepeats int
 	fanTargets   int
 	fanObjects   int
-	syncer       syncerOptions
-	tunnel       tunnelOptions
-	datastoreN   int
-	stockN       int
-	tenants      tenantOptions
-	noise        noiseOptions
-	soak         soakOptions
-	chaos        chaosOptions
-	dashboard    dashboardOptions
+	// fanSyncerWatches holds a watch of each mailbox during the fan-out.
+	fanSyncerWatches bool
+	syncer           syncerOptions
+	tunnel           tunnelOptions
+	datastoreN       int
+	stockN           int
+	tenants          tenantOptions
+	noise            noiseOptions
+	soak             soakOptions
+	chaos            chaosOptions
+	dashboard        dashboardOptions
 	// out is where the report goes ("" for nowhere).
 	out string
 	// compare is two reports to compare instead of measuring.
@@ -97,6 +99,7 @@ func main() {
 	flag.IntVar(&o.readyRepeats, "ready-repeats", 5, "cold starts to time (0 skips)")
 	flag.IntVar(&o.fanTargets, "fanout-targets", 1000, "SyncTargets to place objects on (0 skips the fan-out)")
 	flag.IntVar(&o.fanObjects, "fanout-objects", 100, "objects to place on every SyncTarget")
+	flag.BoolVar(&o.fanSyncerWatches, "fanout-syncer-watches", false, "fan-out: hold a watch of the copies in each mailbox, as its syncer does")
 	flag.IntVar(&o.syncer.objects, "syncer-objects", 200, "ConfigMaps, and Gauges, synced to one real edge cluster (0 skips the syncer section)")
 	flag.Float64Var(&o.syncer.rate, "syncer-rate", 20, "creates and edge status patches per second in the syncer section")
 	flag.IntVar(&o.syncer.burstObjects, "syncer-burst-objects", 1000, "syncer: ConfigMaps created last at -syncer-burst-rate, for the propagation latency under load (0 skips)")
@@ -258,7 +261,7 @@ func runSections(ctx context.Context, bin string, o options, progress func(strin
 				}
 			}()
 			defer fs.stop()
-			rows, err := fanout(ctx, bin, fs, o.fanTargets, o.fanObjects, progress)
+			rows, err := fanout(ctx, bin, fs, o.fanTargets, o.fanObjects, o.fanSyncerWatches, progress)
 			if err != nil {
 				failed = true
 				return nil, fmt.Errorf("server log %s (kept with its data directory): %w", filepath.Join(fs.dataDir, "server.log"), err)
