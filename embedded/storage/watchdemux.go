@@ -116,7 +116,11 @@ func (l *demuxLog) dispatch(in <-chan server.Events) {
 	// revision they had reached, so that nothing is lost.
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, w := range l.watches.all() {
+	all := l.watches.all()
+	if l.ctx.Err() == nil {
+		klog.FromContext(l.ctx).Info("The datastore's watch subscription ended; every watch starts again from where it was", "watches", len(all))
+	}
+	for _, w := range all {
 		l.end(w)
 	}
 	l.subscribed = false
