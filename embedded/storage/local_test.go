@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/k3s-io/kine/pkg/drivers"
+	kinegeneric "github.com/k3s-io/kine/pkg/drivers/generic"
+	"github.com/k3s-io/kine/pkg/server"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -162,18 +164,7 @@ func configMapStorage(t *testing.T, ds *Datastore) apiserverstorage.Interface {
 // in the process (newSQLiteBackend), and concurrent creates and updates,
 // from more writers than SQLite has locks for, all land, each once.
 func TestSQLiteWritesTakeTurns(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	dir := t.TempDir()
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "db"), 0o700))
-	endpoint := DefaultEndpoint(dir)
-	require.NoError(t, prepareSQLite(ctx, sqlitePath(endpoint)))
-	wg := &sync.WaitGroup{}
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	backend, dialect, err := newSQLiteBackend(ctx, wg, &drivers.Config{Endpoint: endpoint, PollBatchSize: 500, CompactBatchSize: 1000})
-	require.NoError(t, err)
+	ctx, backend, dialect := sqliteBackend(t)
 	require.True(t, dialect.LockWrites, "writes take turns in the process")
 	require.NoError(t, backend.Start(ctx))
 
@@ -205,4 +196,23 @@ func TestSQLiteWritesTakeTurns(t *testing.T) {
 	for _, kv := range kvs {
 		require.Equal(t, "v2", string(kv.Value), kv.Key)
 	}
+}
+
+// sqliteBackend is kine's SQLite backend as the server builds it
+// (newSQLiteBackend), on a fresh data directory, not yet started, and the
+// context it lives in: both end with the test, within two minutes.
+func sqliteBackend(tb testing.TB) (context.Context, server.Backend, *kinegeneric.Generic) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	dir := tb.TempDir()
+	wg := &sync.WaitGroup{}
+	tb.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	require.NoError(tb, os.MkdirAll(filepath.Join(dir, "db"), 0o700))
+	endpoint := DefaultEndpoint(dir)
+	require.NoError(tb, prepareSQLite(ctx, sqlitePath(endpoint)))
+	backend, dialect, err := newSQLiteBackend(ctx, wg, &drivers.Config{Endpoint: endpoint, PollBatchSize: 500, CompactBatchSize: 1000})
+	require.NoError(tb, err)
+	return ctx, backend, dialect
 }

@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/k3s-io/kine/pkg/drivers"
 	"github.com/k3s-io/kine/pkg/logstructured"
 	"github.com/k3s-io/kine/pkg/logstructured/sqllog"
 	"github.com/k3s-io/kine/pkg/server"
@@ -222,18 +219,7 @@ func TestDemuxSubscribesAgain(t *testing.T) {
 // one subscription to kine's log (one goroutine of kine's per subscriber,
 // not per watch), and each sees its own keys' events from its revision on.
 func TestWatchesShareOneSubscription(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	dir := t.TempDir()
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, "db"), 0o700))
-	endpoint := DefaultEndpoint(dir)
-	require.NoError(t, prepareSQLite(ctx, sqlitePath(endpoint)))
-	wg := &sync.WaitGroup{}
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	backend, _, err := newSQLiteBackend(ctx, wg, &drivers.Config{Endpoint: endpoint, PollBatchSize: 500, CompactBatchSize: 1000})
-	require.NoError(t, err)
+	ctx, backend, _ := sqliteBackend(t)
 	require.NoError(t, backend.Start(ctx))
 
 	const resources, each = 40, 20
@@ -300,18 +286,7 @@ func BenchmarkWatchDelivery(b *testing.B) {
 				name = "one-subscription"
 			}
 			b.Run(fmt.Sprintf("watches=%d/%s", others, name), func(b *testing.B) {
-				ctx, cancel := context.WithCancel(context.Background())
-				dir := b.TempDir()
-				require.NoError(b, os.MkdirAll(filepath.Join(dir, "db"), 0o700))
-				endpoint := DefaultEndpoint(dir)
-				require.NoError(b, prepareSQLite(ctx, sqlitePath(endpoint)))
-				wg := &sync.WaitGroup{}
-				defer func() {
-					cancel()
-					wg.Wait()
-				}()
-				backend, dialect, err := newSQLiteBackend(ctx, wg, &drivers.Config{Endpoint: endpoint, PollBatchSize: 500, CompactBatchSize: 1000})
-				require.NoError(b, err)
+				ctx, backend, dialect := sqliteBackend(b)
 				if !shared {
 					backend = logstructured.New(sqllog.New(dialect, 0, 0, 0, 0, 1000, 500))
 				}
