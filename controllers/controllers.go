@@ -77,6 +77,10 @@ func Start(ctx context.Context, root *rest.Config, local InProcess) error {
 	if err != nil {
 		return err
 	}
+	// Every controller is made before any runs: they share one cache per
+	// kind (clients.Typed), and each adds its handler and indexes to it
+	// before it fills.
+	sched, mailboxCtl, upsyncCtl := scheduler.New(clients), mailbox.New(clients), upsync.New(clients)
 	go mailboxes.RunWithContext(ctx)
 	go func() {
 		if crossspace.WaitForSync(ctx, mailboxes) {
@@ -85,11 +89,11 @@ func Start(ctx context.Context, root *rest.Config, local InProcess) error {
 	}()
 	crds.Start(ctx.Done())
 
-	go scheduler.New(clients).Run(ctx, 2)
-	go mailbox.New(clients).Run(ctx, 2)
+	go sched.Run(ctx, 2)
+	go mailboxCtl.Run(ctx, 2)
 	go translator.Run(ctx, 4)
 	go statusCtl.Run(ctx, 2)
-	go upsync.New(clients).Run(ctx, 2)
+	go upsyncCtl.Run(ctx, 2)
 	klog.FromContext(ctx).V(2).Info("started workload-management controllers")
 	return nil
 }

@@ -6,7 +6,10 @@ package crossspace
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,6 +55,11 @@ type Clients struct {
 	// Local, when set, lists and watches some resources in the server's
 	// process; the caches of the others go through Dynamic.
 	Local LocalReader
+
+	mu sync.Mutex
+	// typed holds the one cache of each of our kinds and built-in ones
+	// (Typed), by the type of its list.
+	typed map[reflect.Type]*Informer
 }
 
 // LocalReader lists and watches the objects of some resources in a space
@@ -89,11 +97,110 @@ func NewClients(root *rest.Config) (*Clients, error) {
 type Informer struct {
 	cache.Indexer
 	cache.Controller
+	// handlers are those of every controller sharing the cache (Typed);
+	// nil for a cache of one controller's.
+	handlers *fanout
+	running  atomic.Bool
 }
 
-// Typed returns an informer over a kind of ours or a built-in one; list is
-// an empty list object of the kind (for example &edgev2alpha1.SyncTargetList{}).
+// RunWithContext runs the cache until ctx is done. A cache that several
+// controllers share runs once, whichever of them starts it first; the
+// others return at once.
+func (i *Informer) RunWithContext(ctx context.Context) {
+	if i.running.CompareAndSwap(false, true) {
+		i.Controller.RunWithContext(ctx)
+	}
+}
+
+// AddIndexers adds the indexes the cache does not have yet: controllers
+// sharing a cache each add those they use, and the same name is the same
+// index. A new index must be added before the cache holds anything.
+func (i *Informer) AddIndexers(indexers cache.Indexers) error {
+	have := i.GetIndexers()
+	add := cache.Indexers{}
+	for name, fn := range indexers {
+		if _, ok := have[name]; !ok {
+			add[name] = fn
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	return i.Indexer.AddIndexers(add)
+}
+
+// Typed returns the cache of a kind of ours or a built-in one, with the
+// handler added to those it calls; list is an empty list object of the
+// kind (for example &edgev2alpha1.SyncTargetList{}). Every controller
+// asking for a kind gets the same cache, as kube-controller-manager's
+// controllers share one informer per resource: each object is decoded
+// and held once, however many controllers read it, and the server serves
+// one watch of it. The controllers share the cached objects, which none
+// may change (each changes a DeepCopy). A handler added once the cache
+// holds objects is first called with each of them, as an add.
 func (c *Clients) Typed(list client.ObjectList, obj runtime.Object, handler cache.ResourceEventHandler) *Informer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := reflect.TypeOf(list)
+	if inf, ok := c.typed[key]; ok {
+		inf.handlers.add(handler, inf.List)
+		return inf
+	}
+	handlers := &fanout{handlers: []cache.ResourceEventHandler{handler}}
+	inf := c.typedInformer(list, obj, handlers)
+	inf.handlers = handlers
+	if c.typed == nil {
+		c.typed = map[reflect.Type]*Informer{}
+	}
+	c.typed[key] = inf
+	return inf
+}
+
+// fanout is a shared cache's handler: it calls those of every controller.
+type fanout struct {
+	mu       sync.RWMutex
+	handlers []cache.ResourceEventHandler
+}
+
+// add adds a handler, calling it first with each object cached (cached
+// lists them): a cache already running calls it with later events only.
+// An event between the listing and the add may reach it twice, which an
+// enqueuing handler does not tell from once.
+func (f *fanout) add(h cache.ResourceEventHandler, cached func() []any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.handlers = append(f.handlers, h)
+	for _, obj := range cached() {
+		h.OnAdd(obj, true)
+	}
+}
+
+func (f *fanout) OnAdd(obj any, isInInitialList bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, h := range f.handlers {
+		h.OnAdd(obj, isInInitialList)
+	}
+}
+
+func (f *fanout) OnUpdate(old, obj any) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, h := range f.handlers {
+		h.OnUpdate(old, obj)
+	}
+}
+
+func (f *fanout) OnDelete(obj any) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, h := range f.handlers {
+		h.OnDelete(obj)
+	}
+}
+
+// typedInformer is an informer of one kind, for Typed.
+func (c *Clients) typedInformer(list client.ObjectList, obj runtime.Object, handler cache.ResourceEventHandler) *Informer {
 	wildcard := func(ctx context.Context) context.Context { return spaces.WithSpace(ctx, spaces.Wildcard) }
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -105,7 +212,8 @@ func (c *Clients) Typed(list client.ObjectList, obj runtime.Object, handler cach
 			return c.Client.Watch(wildcard(ctx), l, &client.ListOptions{Raw: &opts})
 		},
 	}
-	return newInformer(lw, obj, handler)
+	// A client that says it cannot stream a list (a test's fake) is listed.
+	return newInformer(cache.ToListWatcherWithWatchListSemantics(lw, c.Client), obj, handler)
 }
 
 // BySpace indexes cached objects by their space.
