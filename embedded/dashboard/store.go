@@ -32,7 +32,7 @@ var (
 	SpacesGVR         = tenancyv1alpha1.SchemeGroupVersion.WithResource("spaces")
 )
 
-// Store keeps, from informers over every space, the SyncTargets,
+// Store keeps, from reflectors over every space, the SyncTargets,
 // EdgePlacements, SinglePlacementSlices and Spaces reduced to what the
 // views show, and the mailbox copies (of the resources the mailboxes'
 // SyncerConfigs name) reduced to what the translator and the syncer say of
@@ -96,14 +96,14 @@ func (s *Store) notifyLocked() {
 	s.changed = make(chan struct{})
 }
 
-// Synced tells whether every informer has listed once.
+// Synced tells whether every reflector has listed once.
 func (s *Store) Synced() bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.synced
 }
 
-// Start runs the informers with loopback (a privileged client of the root
+// Start runs the reflectors with loopback (a privileged client of the root
 // space) until ctx ends, and the ticker that notices edges falling silent.
 // It does not wait for them to sync.
 func (s *Store) Start(ctx context.Context, loopback *rest.Config, tick time.Duration) error {
@@ -113,7 +113,7 @@ func (s *Store) Start(ctx context.Context, loopback *rest.Config, tick time.Dura
 	}
 	// The dashboard starts beside the server's other post-start hooks:
 	// wait until kubestellar's CRDs are served rather than have the
-	// informers fail and log meanwhile.
+	// reflectors fail and log meanwhile.
 	go func() {
 		err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			for _, gvr := range []schema.GroupVersionResource{SyncTargetsGVR, PlacementsGVR, SlicesGVR, SpacesGVR, SyncerConfigsGVR} {
@@ -137,18 +137,15 @@ type (
 	delFunc func(space string, u *unstructured.Unstructured)
 )
 
-// inform runs an informer of gvr in space (the wildcard space: all) until
-// ctx ends.
+// inform runs a reflector of gvr in space (the wildcard space: all) until
+// ctx ends, into a store that keeps the dashboard's records alone.
 func (s *Store) inform(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, space string,
-	set setFunc, del delFunc) cache.Controller {
-	lw := s.listWatch(dyn, gvr, space, "")
-	_, controller := spaces.NewInformer(lw, &unstructured.Unstructured{}, 0, cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { s.apply(ctx, o, false, set, del) },
-		UpdateFunc: func(_, o any) { s.apply(ctx, o, false, set, del) },
-		DeleteFunc: func(o any) { s.apply(ctx, o, true, set, del) },
-	})
-	go controller.RunWithContext(ctx)
-	return controller
+	set setFunc, del delFunc) *recordStore {
+	store := newRecordStore(ctx, s, set, del)
+	r := cache.NewReflectorWithOptions(s.listWatch(dyn, gvr, space, ""), &unstructured.Unstructured{}, store,
+		cache.ReflectorOptions{Name: "dashboard " + gvr.String()})
+	go r.RunWithContext(ctx)
+	return store
 }
 
 // listWatch lists and watches gvr in space (the wildcard space: all),
@@ -186,7 +183,7 @@ func (s *Store) run(ctx context.Context, dyn dynamic.Interface, tick time.Durati
 		klog.FromContext(ctx).V(2).Info("dashboard watches copies", "resource", gvr.String())
 	}
 	s.mu.Unlock()
-	informers := []cache.Controller{
+	stores := []*recordStore{
 		s.inform(ctx, dyn, SyncTargetsGVR, spaces.Wildcard, s.setEdge, s.deleteEdge),
 		s.inform(ctx, dyn, PlacementsGVR, spaces.Wildcard, s.setPlacement, s.deletePlacement),
 		s.inform(ctx, dyn, SlicesGVR, spaces.Wildcard, s.setSlice, s.deleteSlice),
@@ -195,7 +192,7 @@ func (s *Store) run(ctx context.Context, dyn dynamic.Interface, tick time.Durati
 	}
 	go func() {
 		if !cache.WaitForCacheSync(ctx.Done(), func() bool {
-			for _, c := range informers {
+			for _, c := range stores {
 				if !c.HasSynced() {
 					return false
 				}
@@ -213,7 +210,7 @@ func (s *Store) run(ctx context.Context, dyn dynamic.Interface, tick time.Durati
 	go s.tickSilence(ctx, tick)
 }
 
-// apply reduces an informer's object and records it, or forgets it when it
+// apply reduces a reflector's object and records it, or forgets it when it
 // was deleted.
 func (s *Store) apply(ctx context.Context, o any, deleted bool, set setFunc, del delFunc) {
 	if tomb, ok := o.(cache.DeletedFinalStateUnknown); ok {
