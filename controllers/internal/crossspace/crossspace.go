@@ -104,8 +104,9 @@ type Informer struct {
 }
 
 // RunWithContext runs the cache until ctx is done. A cache that several
-// controllers share runs once, whichever of them starts it first; the
-// others return at once.
+// controllers share runs once, until the context of whichever of them
+// starts it first is done (the controllers share one); the others return
+// at once.
 func (i *Informer) RunWithContext(ctx context.Context) {
 	if i.running.CompareAndSwap(false, true) {
 		i.Controller.RunWithContext(ctx)
