@@ -67,7 +67,7 @@ func fanout(ctx context.Context, bin string, s *server, targets, objects int, sy
 	wildcard := rest.CopyConfig(root)
 	wildcard.Host += spaces.PathPrefix + spaces.Wildcard
 	all := kubernetes.NewForConfigOrDie(wildcard)
-	w, err := all.CoreV1().ConfigMaps("").Watch(ctx, metav1.ListOptions{LabelSelector: "edge.kubestellar.io/placement-copy=true"})
+	w, err := all.CoreV1().ConfigMaps("").Watch(ctx, metav1.ListOptions{LabelSelector: edgev2alpha1.PlacementCopyLabel + "=true"})
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +204,7 @@ func fanout(ctx context.Context, bin string, s *server, targets, objects int, sy
 	wds = kubernetes.NewForConfigOrDie(s.config("bench-wds"))
 	wildcard = rest.CopyConfig(s.config(spaces.Root))
 	wildcard.Host += spaces.PathPrefix + spaces.Wildcard
-	w, err = kubernetes.NewForConfigOrDie(wildcard).CoreV1().ConfigMaps("").Watch(ctx, metav1.ListOptions{LabelSelector: "edge.kubestellar.io/placement-copy=true"})
+	w, err = kubernetes.NewForConfigOrDie(wildcard).CoreV1().ConfigMaps("").Watch(ctx, metav1.ListOptions{LabelSelector: edgev2alpha1.PlacementCopyLabel + "=true"})
 	if err != nil {
 		return nil, err
 	}
@@ -401,7 +401,7 @@ func watchMailboxes(ctx context.Context, s *server, root dynamic.Interface) (fun
 			stop()
 			return nil, 0, err
 		}
-		w, err := client.CoreV1().ConfigMaps("").Watch(ctx, metav1.ListOptions{LabelSelector: "edge.kubestellar.io/placement-copy=true"})
+		w, err := client.CoreV1().ConfigMaps("").Watch(ctx, metav1.ListOptions{LabelSelector: edgev2alpha1.PlacementCopyLabel + "=true"})
 		if err != nil {
 			stop()
 			return nil, 0, fmt.Errorf("watching the copies in %s: %w", list.Items[i].GetName(), err)
