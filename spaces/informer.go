@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 )
@@ -19,6 +20,9 @@ func KeyFunc(obj any) (string, error) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		return d.Key, nil
 	}
+	if s, ok := obj.(Spaced); ok {
+		return Key(s.Space(), s.GetNamespace(), s.GetName()), nil
+	}
 	accessor, err := meta.Accessor(obj)
 	if err != nil {
 		return "", err
@@ -28,6 +32,14 @@ func KeyFunc(obj any) (string, error) {
 		return "", fmt.Errorf("object %s/%s carries no %s annotation", accessor.GetNamespace(), accessor.GetName(), Annotation)
 	}
 	return Key(space, accessor.GetNamespace(), accessor.GetName()), nil
+}
+
+// Spaced is a cached record that knows its space without its annotations
+// (which a metav1.Object builds as a new map at each call, as an
+// unstructured object does).
+type Spaced interface {
+	metav1.Object
+	Space() string
 }
 
 // Key builds the key KeyFunc returns.

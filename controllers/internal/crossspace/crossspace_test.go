@@ -2,14 +2,17 @@ package crossspace
 
 import (
 	"context"
-	"reflect"
+	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
@@ -52,7 +55,8 @@ func TestTrimCopies(t *testing.T) {
 	obj := func(space string, copyLabel bool) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "apps/v1", "kind": "Deployment",
-			"metadata": map[string]any{"name": "web", "namespace": "apps", "resourceVersion": "7", "creationTimestamp": "2026-11-26T00:00:00Z",
+			"metadata": map[string]any{"name": strings.Clone("web"), "namespace": "apps", "uid": "u-1", "resourceVersion": "7", "generation": int64(2),
+				"creationTimestamp": "2026-11-26T00:00:00Z", "deletionTimestamp": "2026-11-27T10:00:00Z",
 				"ownerReferences": []any{map[string]any{"kind": "X"}},
 				"annotations": map[string]any{spaces.Annotation: space, "edge.kubestellar.io/content-hash": "abc",
 					"kubectl.kubernetes.io/last-applied-configuration": "{...}", "notkubestellar.io/x": "y"}},
@@ -70,35 +74,72 @@ func TestTrimCopies(t *testing.T) {
 
 	got, err := trim(obj("inv-mb-1", true))
 	require.NoError(t, err)
+	rec, ok := got.(*Copy)
+	require.True(t, ok, "a copy in a mailbox is cached as a record, not %T", got)
 	want := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apps/v1", "kind": "Deployment",
-		"metadata": map[string]any{"name": "web", "namespace": "apps", "resourceVersion": "7",
-			"labels":      map[string]any{edgev2alpha1.PlacementCopyLabel: "true"},
-			"annotations": map[string]any{spaces.Annotation: "inv-mb-1", "edge.kubestellar.io/content-hash": "abc"}},
+		"metadata": map[string]any{"name": "web", "namespace": "apps", "uid": "u-1", "resourceVersion": "7", "generation": int64(2),
+			"deletionTimestamp": "2026-11-27T10:00:00Z",
+			"labels":            map[string]any{edgev2alpha1.PlacementCopyLabel: "true"},
+			"annotations":       map[string]any{spaces.Annotation: "inv-mb-1", "edge.kubestellar.io/content-hash": "abc"}},
 		"status": map[string]any{"readyReplicas": int64(3)},
 	}}
-	require.Equal(t, want, got, "a copy in a mailbox keeps its identity, kubestellar's metadata and its status only")
+	require.Equal(t, want, Expand(got), "a copy in a mailbox keeps its identity, kubestellar's metadata and its status only")
+	require.NotSame(t, Expand(got), Expand(got), "each reader gets its own object")
 
-	// Copies share what repeats: the map of the copy label alone, and the
-	// boxes of interned strings.
-	other, err := trim(obj("inv-mb-1", true))
+	// As a metav1.Object, the record says what the expanded object says.
+	var m metav1.Object = rec
+	require.Equal(t, "web", m.GetName())
+	require.Equal(t, "apps", m.GetNamespace())
+	require.Equal(t, types.UID("u-1"), m.GetUID())
+	require.Equal(t, "7", m.GetResourceVersion())
+	require.Equal(t, int64(2), m.GetGeneration())
+	require.Equal(t, "2026-11-27T10:00:00Z", m.GetDeletionTimestamp().UTC().Format(time.RFC3339))
+	require.Equal(t, want.GetLabels(), m.GetLabels())
+	require.Equal(t, want.GetAnnotations(), m.GetAnnotations())
+	require.Equal(t, "inv-mb-1", SpaceOf(rec))
+	key, err := spaces.KeyFunc(rec)
 	require.NoError(t, err)
-	labelsOf := func(u any) map[string]any {
-		return u.(*unstructured.Unstructured).Object["metadata"].(map[string]any)["labels"].(map[string]any)
-	}
-	require.Equal(t, reflect.ValueOf(labelsOf(got)).UnsafePointer(), reflect.ValueOf(labelsOf(other)).UnsafePointer(),
-		"two copies with the copy label alone share its map")
-	box := func(u any) unsafe.Pointer {
-		name := u.(*unstructured.Unstructured).Object["metadata"].(map[string]any)["name"]
-		return (*[2]unsafe.Pointer)(unsafe.Pointer(&name))[1]
-	}
-	require.Equal(t, box(got), box(other), "two copies box the same name once between them")
+	require.Equal(t, spaces.Key("inv-mb-1", "apps", "web"), key)
+	require.Equal(t, schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, rec.GetObjectKind().GroupVersionKind())
+	dup := rec.DeepCopyObject().(*Copy)
+	dup.status.(map[string]any)["readyReplicas"] = int64(0)
+	require.Equal(t, int64(3), rec.status.(map[string]any)["readyReplicas"], "a deep copy has its own status")
+
+	// Copies share what repeats: the strings of their names, and the
+	// labels and annotations of every copy of one version of an object.
+	decoded := obj("inv-mb-1", true)
+	other, err := trim(decoded)
+	require.NoError(t, err)
+	require.NotEqual(t, unsafe.Pointer(unsafe.StringData(decoded.GetName())), unsafe.Pointer(unsafe.StringData(other.(*Copy).name)),
+		"a record keeps no string of the object it was made from")
+	require.Equal(t, unsafe.Pointer(unsafe.StringData(rec.name)), unsafe.Pointer(unsafe.StringData(other.(*Copy).name)), "two copies hold the same name once between them")
+	require.Equal(t, rec.annotations, other.(*Copy).annotations)
+	require.Equal(t, rec.labels, other.(*Copy).labels)
+	elsewhere, err := trimmer(func(string) bool { return true })(obj("inv-mb-2", true))
+	require.NoError(t, err)
+	require.Equal(t, rec.annotations, elsewhere.(*Copy).annotations, "copies in two mailboxes differ only in their space")
+	require.Equal(t, "inv-mb-2", elsewhere.(*Copy).GetAnnotations()[spaces.Annotation])
+
 	more := obj("inv-mb-1", true)
 	more.SetLabels(map[string]string{edgev2alpha1.PlacementCopyLabel: "true", "edge.kubestellar.io/other": "x"})
 	withMore, err := trim(more)
 	require.NoError(t, err)
-	require.Equal(t, map[string]any{edgev2alpha1.PlacementCopyLabel: "true", "edge.kubestellar.io/other": "x"}, labelsOf(withMore))
-	require.Equal(t, map[string]any{edgev2alpha1.PlacementCopyLabel: "true"}, labelsOf(got), "a copy with more labels changed the shared map")
+	require.Equal(t, map[string]string{edgev2alpha1.PlacementCopyLabel: "true", "edge.kubestellar.io/other": "x"}, withMore.(*Copy).GetLabels())
+	require.Equal(t, map[string]string{edgev2alpha1.PlacementCopyLabel: "true"}, rec.GetLabels())
+
+	// Values that would confuse a separator survive: keys and values are
+	// length-prefixed.
+	odd := obj("inv-mb-1", true)
+	odd.SetAnnotations(map[string]string{spaces.Annotation: "inv-mb-1", "kubestellar.io/a": "x\x00y=z,\n", "kubestellar.io/b": "",
+		"kubestellar.io/long": strings.Repeat("v", 300)})
+	oddRec, err := trim(odd)
+	require.NoError(t, err)
+	require.Equal(t, odd.GetAnnotations(), oddRec.(*Copy).GetAnnotations())
+
+	again, err := trim(got)
+	require.NoError(t, err)
+	require.Same(t, got, again, "trimming a record keeps it")
 
 	for _, u := range []*unstructured.Unstructured{
 		obj("inv-mb-1", false), // upsynced, or anything else the translator did not make
@@ -112,13 +153,13 @@ func TestTrimCopies(t *testing.T) {
 	got, err = trim(tomb)
 	require.NoError(t, err)
 	require.Equal(t, tomb, got)
+	require.Equal(t, cache.DeletedFinalStateUnknown{Key: "k", Obj: want}, Expand(cache.DeletedFinalStateUnknown{Key: "k", Obj: rec}))
 	require.Nil(t, trimmer(nil), "no transform unless asked")
 }
 
 // TestTransformLists: every page a list returns comes back with the
 // cache's transform applied to each copy in a mailbox (what the cache will
-// hold), objects elsewhere as they were. (How pages are mapped is
-// internal/listpages' test.)
+// hold), objects elsewhere as they were.
 func TestTransformLists(t *testing.T) {
 	ctx := context.Background()
 	isMailbox := func(space string) bool { return space == "mb" }
@@ -136,27 +177,34 @@ func TestTransformLists(t *testing.T) {
 	inner := &cache.ListWatch{
 		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
 			pages++
-			return &unstructured.UnstructuredList{Items: []unstructured.Unstructured{copyIn("mb", "a"), copyIn("wds", "b"), copyIn("mb", "c")}}, nil
+			list := &unstructured.UnstructuredList{Items: []unstructured.Unstructured{copyIn("mb", "a"), copyIn("wds", "b"), copyIn("mb", "c")}}
+			list.SetResourceVersion("9")
+			list.SetContinue("more")
+			return list, nil
 		},
 	}
 	lw := cache.ToListerWatcherWithContext(transformLists(inner, trimmer(isMailbox)))
 	obj, err := lw.ListWithContext(ctx, metav1.ListOptions{Limit: 3})
 	require.NoError(t, err)
 	require.Equal(t, 1, pages)
-	items := obj.(*unstructured.UnstructuredList).Items
+	listMeta, err := meta.ListAccessor(obj)
+	require.NoError(t, err)
+	require.Equal(t, "9", listMeta.GetResourceVersion())
+	require.Equal(t, "more", listMeta.GetContinue(), "the page keeps its place in the list")
+	items, err := meta.ExtractList(obj)
+	require.NoError(t, err, "a reflector reads the page as it reads any list")
 	require.Len(t, items, 3)
 	for i, name := range []string{"a", "b", "c"} {
-		require.Equal(t, name, items[i].GetName())
+		m, err := meta.Accessor(items[i])
+		require.NoError(t, err)
+		require.Equal(t, name, m.GetName())
 		if name == "b" {
-			require.Contains(t, items[i].Object, "data", "an object outside the mailboxes is left whole")
+			require.Contains(t, items[i].(*unstructured.Unstructured).Object, "data", "an object outside the mailboxes is left whole")
 			continue
 		}
-		require.NotContains(t, items[i].Object, "data", "copy %s is trimmed in the list", name)
-		require.Equal(t, "7", items[i].GetResourceVersion())
-		require.Equal(t, map[string]string{spaces.Annotation: "mb"}, items[i].GetAnnotations())
-		again, err := trimmer(isMailbox)(&items[i])
-		require.NoError(t, err)
-		require.Equal(t, items[i].Object, again.(*unstructured.Unstructured).Object, "trimming a trimmed copy keeps it")
+		require.IsType(t, &Copy{}, items[i], "copy %s is trimmed in the list", name)
+		require.Equal(t, "7", m.GetResourceVersion())
+		require.Equal(t, map[string]string{spaces.Annotation: "mb"}, m.GetAnnotations())
 	}
 	require.Same(t, inner, transformLists(inner, nil), "no transform, no wrapper")
 }

@@ -1,0 +1,328 @@
+package crossspace
+
+import (
+	"encoding/binary"
+	"slices"
+	"strings"
+	"unique"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// Copy is what the shared caches keep of a copy the placement translator
+// made in a mailbox (SharedDynamic.TrimCopies): its identity, resource
+// version, generation, deletion, status, and kubestellar's own labels and
+// annotations. It is a flat record, not an unstructured object: an
+// unstructured object is a Go map per level (the object, its metadata,
+// its annotations), about 330 bytes each whatever they hold, and with
+// every object placed on every SyncTarget the copies are most of what the
+// controllers cache. The strings that repeat across mailboxes (names,
+// namespace, kind, and the labels and annotations of every copy of one
+// version of a WDS object, which differ only in the mailbox's space) are
+// interned, so a copy's own memory is its identity and resource version.
+//
+// The caches give the controllers a Copy as the unstructured object it
+// stands for (Expand): they read the same fields as before. A Copy is
+// read-only; its setters of what it does not keep do nothing.
+type Copy struct {
+	apiVersion, kind       string
+	space, namespace, name string
+	uid, resourceVersion   string
+	deletionTimestamp      string
+	generation             int64
+	// labels and annotations are kubestellar's, encoded by encodePairs and
+	// interned; annotations leaves out the space's (the space field).
+	labels, annotations unique.Handle[string]
+	status              any
+}
+
+var (
+	_ metav1.Object  = &Copy{}
+	_ runtime.Object = &Copy{}
+)
+
+// newCopy makes the record of a copy in a mailbox.
+func newCopy(u *unstructured.Unstructured) *Copy {
+	c := &Copy{
+		apiVersion: internString(u.GetAPIVersion()),
+		kind:       internString(u.GetKind()),
+		status:     u.Object["status"],
+	}
+	md, _ := u.Object["metadata"].(map[string]any)
+	str := func(k string) string { s, _ := md[k].(string); return s }
+	c.namespace, c.name = internString(str("namespace")), internString(str("name"))
+	c.uid, c.resourceVersion = strings.Clone(str("uid")), strings.Clone(str("resourceVersion"))
+	c.deletionTimestamp = strings.Clone(str("deletionTimestamp"))
+	c.generation, _ = md["generation"].(int64)
+	labels, _ := md["labels"].(map[string]any)
+	c.labels = encodePairs(labels, "")
+	annotations, _ := md["annotations"].(map[string]any)
+	space, _ := annotations[spaces.Annotation].(string)
+	c.space = internString(space)
+	c.annotations = encodePairs(annotations, spaces.Annotation)
+	return c
+}
+
+// internString returns the copy of a string unique.Make keeps (strings up
+// to internMax long).
+func internString(s string) string {
+	if s == "" || len(s) > internMax {
+		return s
+	}
+	return unique.Make(s).Value()
+}
+
+// encodePairs encodes the kubestellar keys of a label or annotation map
+// (but skip), sorted, each key and value prefixed by its length, and
+// interns the result. The zero Handle stands for none.
+func encodePairs(m map[string]any, skip string) unique.Handle[string] {
+	keys := make([]string, 0, len(m))
+	for k, v := range m {
+		if _, ok := v.(string); ok && k != skip && isKubestellars(k) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return unique.Handle[string]{}
+	}
+	slices.Sort(keys)
+	var b []byte
+	for _, k := range keys {
+		v := m[k].(string)
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
+	}
+	return unique.Make(string(b))
+}
+
+// eachPair calls fn for each key and value encodePairs encoded.
+func eachPair(h unique.Handle[string], fn func(k, v string)) {
+	if h == (unique.Handle[string]{}) {
+		return
+	}
+	s := h.Value()
+	next := func() string {
+		// A uvarint, as binary.AppendUvarint wrote it.
+		var n, shift uint
+		for {
+			b := s[0]
+			s = s[1:]
+			n |= uint(b&0x7f) << shift
+			if b < 0x80 {
+				break
+			}
+			shift += 7
+		}
+		v := s[:n]
+		s = s[n:]
+		return v
+	}
+	for s != "" {
+		k := next()
+		fn(k, next())
+	}
+}
+
+// Expand returns obj as the controllers read it: a Copy as the
+// unstructured object it stands for (also inside a
+// cache.DeletedFinalStateUnknown), anything else as it is.
+func Expand(obj any) any {
+	switch o := obj.(type) {
+	case *Copy:
+		return o.Unstructured()
+	case cache.DeletedFinalStateUnknown:
+		if c, ok := o.Obj.(*Copy); ok {
+			o.Obj = c.Unstructured()
+		}
+		return o
+	}
+	return obj
+}
+
+// expanding is a cache's indexer as its readers see it: every Copy
+// expanded (the lists it returns are its own, made at each call).
+type expanding struct{ cache.Indexer }
+
+func (e expanding) List() []any { return expandAll(e.Indexer.List()) }
+
+func (e expanding) Get(obj any) (any, bool, error) {
+	item, ok, err := e.Indexer.Get(obj)
+	return Expand(item), ok, err
+}
+
+func (e expanding) GetByKey(key string) (any, bool, error) {
+	item, ok, err := e.Indexer.GetByKey(key)
+	return Expand(item), ok, err
+}
+
+func (e expanding) Index(name string, obj any) ([]any, error) {
+	items, err := e.Indexer.Index(name, obj)
+	return expandAll(items), err
+}
+
+func (e expanding) ByIndex(name, value string) ([]any, error) {
+	items, err := e.Indexer.ByIndex(name, value)
+	return expandAll(items), err
+}
+
+func expandAll(items []any) []any {
+	for i, item := range items {
+		items[i] = Expand(item)
+	}
+	return items
+}
+
+// Unstructured returns the copy as an unstructured object: apiVersion,
+// kind, status, and the metadata the record keeps. It is new at each call
+// but for the status, which the caller must not change.
+func (c *Copy) Unstructured() *unstructured.Unstructured {
+	md := make(map[string]any, 8)
+	md["name"] = c.name
+	set := func(k, v string) {
+		if v != "" {
+			md[k] = v
+		}
+	}
+	set("namespace", c.namespace)
+	set("uid", c.uid)
+	set("resourceVersion", c.resourceVersion)
+	set("deletionTimestamp", c.deletionTimestamp)
+	if c.generation != 0 {
+		md["generation"] = c.generation
+	}
+	if c.labels != (unique.Handle[string]{}) {
+		labels := map[string]any{}
+		eachPair(c.labels, func(k, v string) { labels[k] = v })
+		md["labels"] = labels
+	}
+	annotations := map[string]any{spaces.Annotation: c.space}
+	eachPair(c.annotations, func(k, v string) { annotations[k] = v })
+	md["annotations"] = annotations
+	obj := map[string]any{"metadata": md}
+	if c.apiVersion != "" {
+		obj["apiVersion"] = c.apiVersion
+	}
+	if c.kind != "" {
+		obj["kind"] = c.kind
+	}
+	if c.status != nil {
+		obj["status"] = c.status
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+// Space returns the mailbox the copy is in (spaces.Spaced): its key and
+// index by space are made without building its annotations.
+func (c *Copy) Space() string { return c.space }
+
+// GetObjectKind implements runtime.Object.
+func (c *Copy) GetObjectKind() schema.ObjectKind { return c }
+
+// DeepCopyObject implements runtime.Object.
+func (c *Copy) DeepCopyObject() runtime.Object {
+	out := *c
+	if c.status != nil {
+		out.status = runtime.DeepCopyJSONValue(c.status)
+	}
+	return &out
+}
+
+// GroupVersionKind implements schema.ObjectKind.
+func (c *Copy) GroupVersionKind() schema.GroupVersionKind {
+	return schema.FromAPIVersionAndKind(c.apiVersion, c.kind)
+}
+
+// SetGroupVersionKind implements schema.ObjectKind.
+func (c *Copy) SetGroupVersionKind(gvk schema.GroupVersionKind) {
+	c.apiVersion, c.kind = gvk.ToAPIVersionAndKind()
+}
+
+func (c *Copy) GetNamespace() string                  { return c.namespace }
+func (c *Copy) SetNamespace(namespace string)         { c.namespace = namespace }
+func (c *Copy) GetName() string                       { return c.name }
+func (c *Copy) SetName(name string)                   { c.name = name }
+func (c *Copy) GetGenerateName() string               { return "" }
+func (c *Copy) SetGenerateName(string)                {}
+func (c *Copy) GetUID() types.UID                     { return types.UID(c.uid) }
+func (c *Copy) SetUID(uid types.UID)                  { c.uid = string(uid) }
+func (c *Copy) GetResourceVersion() string            { return c.resourceVersion }
+func (c *Copy) SetResourceVersion(version string)     { c.resourceVersion = version }
+func (c *Copy) GetGeneration() int64                  { return c.generation }
+func (c *Copy) SetGeneration(generation int64)        { c.generation = generation }
+func (c *Copy) GetSelfLink() string                   { return "" }
+func (c *Copy) SetSelfLink(string)                    {}
+func (c *Copy) GetCreationTimestamp() metav1.Time     { return metav1.Time{} }
+func (c *Copy) SetCreationTimestamp(metav1.Time)      {}
+func (c *Copy) GetDeletionGracePeriodSeconds() *int64 { return nil }
+func (c *Copy) SetDeletionGracePeriodSeconds(*int64)  {}
+func (c *Copy) GetFinalizers() []string               { return nil }
+func (c *Copy) SetFinalizers([]string)                {}
+func (c *Copy) GetOwnerReferences() []metav1.OwnerReference {
+	return nil
+}
+func (c *Copy) SetOwnerReferences([]metav1.OwnerReference)    {}
+func (c *Copy) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
+func (c *Copy) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
+
+// GetDeletionTimestamp implements metav1.Object.
+func (c *Copy) GetDeletionTimestamp() *metav1.Time {
+	if c.deletionTimestamp == "" {
+		return nil
+	}
+	var t metav1.Time
+	if err := t.UnmarshalQueryParameter(c.deletionTimestamp); err != nil {
+		return nil
+	}
+	return &t
+}
+
+// SetDeletionTimestamp implements metav1.Object.
+func (c *Copy) SetDeletionTimestamp(t *metav1.Time) {
+	c.deletionTimestamp = ""
+	if t != nil {
+		c.deletionTimestamp, _ = t.MarshalQueryParameter()
+	}
+}
+
+// GetLabels implements metav1.Object: a new map at each call, as an
+// unstructured object's.
+func (c *Copy) GetLabels() map[string]string {
+	out := map[string]string{}
+	eachPair(c.labels, func(k, v string) { out[k] = v })
+	return out
+}
+
+// SetLabels implements metav1.Object; it keeps kubestellar's labels only.
+func (c *Copy) SetLabels(labels map[string]string) { c.labels = encodePairs(anyMap(labels), "") }
+
+// GetAnnotations implements metav1.Object: a new map at each call, as an
+// unstructured object's.
+func (c *Copy) GetAnnotations() map[string]string {
+	out := map[string]string{spaces.Annotation: c.space}
+	eachPair(c.annotations, func(k, v string) { out[k] = v })
+	return out
+}
+
+// SetAnnotations implements metav1.Object; it keeps kubestellar's
+// annotations only.
+func (c *Copy) SetAnnotations(annotations map[string]string) {
+	c.space = annotations[spaces.Annotation]
+	c.annotations = encodePairs(anyMap(annotations), spaces.Annotation)
+}
+
+func anyMap(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
