@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unique"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -101,10 +102,10 @@ type copyRecord struct {
 // copyOf reads what the views show of a copy.
 func copyOf(u *unstructured.Unstructured) copyRecord {
 	ann := u.GetAnnotations()
-	r := copyRecord{wds: ann[edgev2alpha1.SourceSpaceAnnotation], syncError: ann[edgev2alpha1.SyncErrorAnnotation]}
+	r := copyRecord{wds: intern(ann[edgev2alpha1.SourceSpaceAnnotation]), syncError: strings.Clone(ann[edgev2alpha1.SyncErrorAnnotation])}
 	for p := range strings.SplitSeq(ann[edgev2alpha1.PlacementsAnnotation], ",") {
 		if p = strings.TrimSpace(p); p != "" {
-			r.placements = append(r.placements, p)
+			r.placements = append(r.placements, intern(p))
 		}
 	}
 	slices.Sort(r.placements)
@@ -262,7 +263,18 @@ func (c *copyStore) seen(rv string) {
 }
 
 func (c *copyStore) key(u *unstructured.Unstructured) copyKey {
-	return copyKey{u.GetAnnotations()[spaces.Annotation], c.gr.Group, c.gr.Resource, u.GetNamespace(), u.GetName()}
+	return copyKey{intern(u.GetAnnotations()[spaces.Annotation]), c.gr.Group, c.gr.Resource, intern(u.GetNamespace()), intern(u.GetName())}
+}
+
+// intern returns the copy of s that unique.Make keeps. The names, spaces
+// and placements of copies repeat across mailboxes; a record holding the
+// strings of the object it was read from would keep, for every copy, the
+// memory of its decoding (about 90 bytes a copy in make bench's fan-out).
+func intern(s string) string {
+	if s == "" {
+		return s
+	}
+	return unique.Make(s).Value()
 }
 
 // Add records a copy that was added or changed.

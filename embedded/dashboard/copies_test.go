@@ -3,8 +3,10 @@ package dashboard
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -222,6 +224,34 @@ func TestCopyStore(t *testing.T) {
 	require.True(t, notified(func() error { return configMaps.Add(mailboxCopy("mb1", "ns", "a", "wds1", "p", nil)) }))
 	require.Len(t, s.copies, 3)
 	require.Equal(t, []string{"p"}, s.copies[copyKey{"mb1", "apps", "deployments", "ns", "a"}].placements)
+	// The records hold shared strings, not those of the objects they were
+	// read from: two copies of one object in two mailboxes, decoded each
+	// on its own, hold its name, namespace, WDS and placement once.
+	decoded := func(mailbox string) (*unstructured.Unstructured, copyKey) {
+		u := mailboxCopy(mailbox, strings.Clone("ns"), strings.Clone("x"), strings.Clone("wds1"), strings.Clone("p"), nil)
+		require.NoError(t, configMaps.Add(u))
+		return u, copyKey{mailbox, "", "configmaps", "ns", "x"}
+	}
+	ux, kx := decoded("mb3")
+	_, ky := decoded("mb4")
+	var keys [2]copyKey
+	for k := range s.copies {
+		switch k {
+		case kx:
+			keys[0] = k
+		case ky:
+			keys[1] = k
+		}
+	}
+	rx, ry := s.copies[kx], s.copies[ky]
+	require.NotEqual(t, unsafe.Pointer(unsafe.StringData(ux.GetName())), unsafe.Pointer(unsafe.StringData(keys[0].name)), "the record keeps the object's own string")
+	require.Equal(t, unsafe.Pointer(unsafe.StringData(keys[0].name)), unsafe.Pointer(unsafe.StringData(keys[1].name)))
+	require.Equal(t, unsafe.Pointer(unsafe.StringData(keys[0].namespace)), unsafe.Pointer(unsafe.StringData(keys[1].namespace)))
+	require.Equal(t, unsafe.Pointer(unsafe.StringData(rx.wds)), unsafe.Pointer(unsafe.StringData(ry.wds)))
+	require.Equal(t, unsafe.Pointer(unsafe.StringData(rx.placements[0])), unsafe.Pointer(unsafe.StringData(ry.placements[0])))
+	require.NoError(t, configMaps.Delete(ux))
+	require.NoError(t, configMaps.Delete(mailboxCopy("mb4", "ns", "x", "wds1", "p", nil)))
+	require.Len(t, s.copies, 3)
 
 	// The syncer rewriting status changes nothing shown.
 	require.False(t, notified(func() error { return deployments.Update(a.DeepCopy()) }))
