@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,6 +29,7 @@ import (
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/internal/listpages"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -280,43 +280,25 @@ func (c *Clients) dynamicInformer(gvr schema.GroupVersionResource, labelSelector
 // its lists return, as well as (by the cache) to each object it adds. A
 // reflector gathers every page of a list before the cache sees any: a
 // restart's list of every copy in every mailbox was held whole, copies
-// and their bodies, until the cache trimmed them one by one. A page whose
-// items the transform changed comes back as a list of runtime.Objects
-// (metainternalversion.List), so that it holds the Copy records. The
-// cache's transform must accept what it returned.
+// and their bodies, until the cache trimmed them one by one. Each page
+// comes back as a list of runtime.Objects (listpages.MapObjects), so that
+// it holds the Copy records. The cache's transform must accept what it
+// returned.
 func transformLists(lw cache.ListerWatcher, transform cache.TransformFunc) cache.ListerWatcher {
 	if transform == nil {
 		return lw
 	}
-	inner := cache.ToListerWatcherWithContext(lw)
-	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			obj, err := inner.ListWithContext(ctx, opts)
-			if err != nil {
-				return nil, err
-			}
-			list, ok := obj.(*unstructured.UnstructuredList)
-			if !ok {
-				return obj, nil
-			}
-			out := &metainternalversion.List{Items: make([]runtime.Object, 0, len(list.Items))}
-			out.ResourceVersion, out.Continue, out.RemainingItemCount = list.GetResourceVersion(), list.GetContinue(), list.GetRemainingItemCount()
-			for i := range list.Items {
-				item := list.Items[i] // its own, not a pointer into the page
-				t, err := transform(&item)
-				if err != nil {
-					return nil, err
-				}
-				o, ok := t.(runtime.Object)
-				if !ok {
-					return nil, fmt.Errorf("transform of %s gave %T, not an object", item.GetName(), t)
-				}
-				out.Items = append(out.Items, o)
-			}
-			return out, nil
-		},
-		WatchFuncWithContext: inner.WatchWithContext,
-	}, lw)
+	return listpages.MapObjects(lw, func(u *unstructured.Unstructured) (runtime.Object, error) {
+		t, err := transform(u)
+		if err != nil {
+			return nil, err
+		}
+		obj, ok := t.(runtime.Object)
+		if !ok {
+			return nil, fmt.Errorf("transform of %s gave %T, not an object", u.GetName(), t)
+		}
+		return obj, nil
+	})
 }
 
 // Get returns the cached object of a space, namespace and name.
