@@ -71,9 +71,12 @@ func newCopy(u *unstructured.Unstructured) *Copy {
 }
 
 // internString returns the copy of a string unique.Make keeps (strings up
-// to internMax long).
+// to internMax long; a longer one, its own copy).
 func internString(s string) string {
-	if s == "" || len(s) > internMax {
+	if len(s) > internMax {
+		return strings.Clone(s)
+	}
+	if s == "" {
 		return s
 	}
 	return unique.Make(s).Value()
