@@ -172,7 +172,7 @@ func chaosRun(ctx context.Context, bin string, o chaosOptions) (err error) {
 	if err := os.Rename(filepath.Join(s.dataDir, "server.log"), filepath.Join(s.dataDir, "server.before-kill.log")); err != nil {
 		return err
 	}
-	s2, err := startOn(ctx, bin, s.dataDir, s.port)
+	s2, err := startOn(ctx, bin, s.dataDir, s.port, time.Minute)
 	if err != nil {
 		return fmt.Errorf("restarting on the same data dir: %w", err)
 	}

@@ -386,7 +386,7 @@ func serverSections(ctx context.Context, bin string, o options, progress func(st
 
 		restart := time.Now()
 		s.stop()
-		s2, err := startOn(ctx, bin, s.dataDir, s.port)
+		s2, err := startOn(ctx, bin, s.dataDir, s.port, time.Minute)
 		if err != nil {
 			return nil, err
 		}
@@ -416,10 +416,12 @@ func start(ctx context.Context, bin, dataDir string, args ...string) (*server, e
 	if err != nil {
 		return nil, err
 	}
-	return startOn(ctx, bin, dataDir, port, args...)
+	return startOn(ctx, bin, dataDir, port, time.Minute, args...)
 }
 
-func startOn(ctx context.Context, bin, dataDir string, port int, args ...string) (*server, error) {
+// startOn starts the server on a data directory and port, and waits up to
+// readyWithin for it to be ready.
+func startOn(ctx context.Context, bin, dataDir string, port int, readyWithin time.Duration, args ...string) (*server, error) {
 	log, err := os.Create(filepath.Join(dataDir, "server.log"))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -432,7 +434,7 @@ func startOn(ctx context.Context, bin, dataDir string, port int, args ...string)
 	}
 	s := &server{dataDir: dataDir, port: port, cmd: cmd, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); log.Close(); close(s.done) }()
-	if err := harness.WaitReady(ctx, port, time.Minute); err != nil {
+	if err := harness.WaitReady(ctx, port, readyWithin); err != nil {
 		s.stop()
 		return nil, fmt.Errorf("server not ready (log: %s): %w", log.Name(), err)
 	}

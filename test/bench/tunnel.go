@@ -166,7 +166,7 @@ func tunnelsBench(ctx context.Context, bin string, n int, progress func(string, 
 	}
 	stopTook := time.Since(sigterm)
 	restarted := time.Now()
-	s2, err := startOn(ctx, bin, s.dataDir, s.port)
+	s2, err := startOn(ctx, bin, s.dataDir, s.port, time.Minute)
 	if err != nil {
 		return nil, err
 	}
