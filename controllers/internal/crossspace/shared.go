@@ -54,13 +54,14 @@ func (s *SharedDynamic) AddHandler(handler func(gvr schema.GroupVersionResource)
 // edgev2alpha1.PlacementCopyLabel there), only what the controllers read of
 // it, as a Copy record: its metadata and its status. The caches' readers
 // (Get, InSpace, List, the handlers and the indexes added here) see the
-// record as the unstructured object it stands for (Expand). What it was made from is in the WDS,
-// and whether it still matches is its content hash (an annotation). With
-// every object placed on every SyncTarget, the copies are most of what is
-// cached, and their bodies most of that. Objects elsewhere, and those of a
-// mailbox the translator did not make (upsynced ones), are cached whole;
-// so is a copy while isMailbox does not know its space yet. Call it before
-// the first For: each cache takes the rule when it is made.
+// record as the unstructured object it stands for (Expand). What it was
+// made from is in the WDS, and whether it still matches is its content
+// hash (an annotation). With every object placed on every SyncTarget, the
+// copies are most of what is cached, and their bodies most of that.
+// Objects elsewhere, and those of a mailbox the translator did not make
+// (upsynced ones), are cached whole; so is a copy while isMailbox does not
+// know its space yet. Call it before the first For: each cache takes the
+// rule when it is made.
 func (s *SharedDynamic) TrimCopies(isMailbox func(space string) bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
