@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -68,17 +69,29 @@ func SplitKey(key string) (space, namespace, name string, err error) {
 // shared informers key by namespace and name only, so two spaces' objects
 // of the same name would overwrite each other there.
 func NewInformer(lw cache.ListerWatcher, objType runtime.Object, resync time.Duration, handler cache.ResourceEventHandler) (cache.Indexer, cache.Controller) {
-	return NewTransformingInformer(lw, objType, resync, handler, nil)
+	return NewInformerWithOptions(lw, objType, handler, InformerOptions{Resync: resync})
 }
 
-// NewTransformingInformer is NewInformer with a transform applied to each
-// object (after managedFields are dropped) before it is cached and handed
-// to the handler; nil applies none.
-func NewTransformingInformer(lw cache.ListerWatcher, objType runtime.Object, resync time.Duration, handler cache.ResourceEventHandler,
-	transform cache.TransformFunc) (cache.Indexer, cache.Controller) {
+// InformerOptions tune NewInformerWithOptions.
+type InformerOptions struct {
+	// Resync is how often the handler is handed every cached object
+	// again (as an update to itself); 0 never.
+	Resync time.Duration
+	// Transform, when set, is applied to each object (after managedFields
+	// are dropped) before it is cached and handed to the handler.
+	Transform cache.TransformFunc
+	// NoResync, when set, leaves out of each resync the cached objects it
+	// is true for. A resync queues every object it hands on at once: with
+	// a fleet's mailbox copies cached, a million of them.
+	NoResync func(obj any) bool
+}
+
+// NewInformerWithOptions is NewInformer with options.
+func NewInformerWithOptions(lw cache.ListerWatcher, objType runtime.Object, handler cache.ResourceEventHandler,
+	opts InformerOptions) (cache.Indexer, cache.Controller) {
 	indexer := cache.NewIndexer(KeyFunc, cache.Indexers{})
 	transformer := dropManagedFields
-	if transform != nil {
+	if transform := opts.Transform; transform != nil {
 		transformer = func(obj any) (any, error) {
 			obj, err := dropManagedFields(obj)
 			if err != nil {
@@ -87,13 +100,23 @@ func NewTransformingInformer(lw cache.ListerWatcher, objType runtime.Object, res
 			return transform(obj)
 		}
 	}
-	fifo := cache.NewDeltaFIFOWithOptions(cache.DeltaFIFOOptions{KeyFunction: KeyFunc, KnownObjects: indexer, EmitDeltaTypeReplaced: true,
+	var known cache.KeyListerGetter = indexer
+	var view *resyncView
+	if opts.NoResync != nil {
+		view = &resyncView{Indexer: indexer, skip: opts.NoResync}
+		known = view
+	}
+	fifo := cache.NewDeltaFIFOWithOptions(cache.DeltaFIFOOptions{KeyFunction: KeyFunc, KnownObjects: known, EmitDeltaTypeReplaced: true,
 		Transformer: transformer})
+	var queue cache.Queue = fifo
+	if view != nil {
+		queue = &resyncFiltering{DeltaFIFO: fifo, view: view}
+	}
 	cfg := &cache.Config{
-		Queue:            fifo,
+		Queue:            queue,
 		ListerWatcher:    lw,
 		ObjectType:       objType,
-		FullResyncPeriod: resync,
+		FullResyncPeriod: opts.Resync,
 		Process: func(obj any, isInInitialList bool) error {
 			deltas, ok := obj.(cache.Deltas)
 			if !ok {
@@ -127,6 +150,55 @@ func NewTransformingInformer(lw cache.ListerWatcher, objType runtime.Object, res
 		},
 	}
 	return indexer, cache.New(cfg)
+}
+
+// resyncView is what a DeltaFIFO knows of the cache: all of it, but while
+// resyncing, when it lists only the objects to hand on again. The queue
+// lists the cache's keys for two things: a resync, and a relist's Replace,
+// which must see every key to tell which objects were deleted meanwhile.
+// resyncFiltering keeps the two apart.
+type resyncView struct {
+	cache.Indexer
+	skip func(obj any) bool
+	// resyncing is set by resyncFiltering.Resync, under its mutex.
+	resyncing bool
+}
+
+func (v *resyncView) ListKeys() []string {
+	keys := v.Indexer.ListKeys()
+	if !v.resyncing {
+		return keys
+	}
+	kept := keys[:0]
+	for _, k := range keys {
+		if obj, ok, err := v.GetByKey(k); err == nil && ok && !v.skip(obj) {
+			kept = append(kept, k)
+		}
+	}
+	return kept
+}
+
+// resyncFiltering is a DeltaFIFO whose resyncs leave out what its
+// resyncView skips.
+type resyncFiltering struct {
+	*cache.DeltaFIFO
+	// mu keeps a resync's filtered listing from a relist's Replace.
+	mu   sync.Mutex
+	view *resyncView
+}
+
+func (q *resyncFiltering) Resync() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.view.resyncing = true
+	defer func() { q.view.resyncing = false }()
+	return q.DeltaFIFO.Resync()
+}
+
+func (q *resyncFiltering) Replace(list []any, rv string) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.DeltaFIFO.Replace(list, rv)
 }
 
 // dropManagedFields removes what no controller reads and what is often half

@@ -3,6 +3,9 @@ package spaces
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,4 +184,79 @@ func TestNewInformer(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, exists)
 	require.Equal(t, "2", label(obj))
+}
+
+// TestInformerNoResync checks that a resync leaves out the objects
+// NoResync skips and hands on the others, and that a relist still sees
+// every cached object: one the relist lacks is deleted, skipped or not.
+func TestInformerNoResync(t *testing.T) {
+	var mu sync.Mutex
+	listed := []corev1.Namespace{*namespaceIn("s1", "kept"), *namespaceIn("s1", "skipped"), *namespaceIn("s2", "skipped")}
+	watches := make(chan *watch.FakeWatcher, 4)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return &corev1.NamespaceList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: slices.Clone(listed)}, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			fw := watch.NewFake()
+			watches <- fw
+			return fw, nil
+		},
+	}
+	h := recordingHandler{events: make(chan event, 100)}
+	_, controller := NewInformerWithOptions(unsupportedWatchList{lw}, &corev1.Namespace{}, h, InformerOptions{
+		Resync:   20 * time.Millisecond,
+		NoResync: func(obj any) bool { return obj.(*corev1.Namespace).Name == "skipped" },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go controller.RunWithContext(ctx)
+
+	next := func() event {
+		t.Helper()
+		select {
+		case e := <-h.events:
+			return e
+		case <-time.After(5 * time.Second):
+			t.Fatal("timed out waiting for an informer event")
+			return event{}
+		}
+	}
+	// Resyncs come every 20 ms: in ten of them, only the kept object.
+	adds, resyncs := 0, 0
+	for adds < 3 || resyncs < 10 {
+		switch e := next(); e.kind {
+		case "add":
+			adds++
+		case "update":
+			require.Equal(t, event{kind: "update", key: "s1|kept"}, e)
+			resyncs++
+		default:
+			t.Fatalf("unexpected %v", e)
+		}
+	}
+
+	// A relist that lacks one skipped object deletes it.
+	mu.Lock()
+	listed = listed[:2]
+	mu.Unlock()
+	(<-watches).Error(&metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired})
+	deadline := time.Now().Add(5 * time.Second)
+	deleted := false
+	for !deleted {
+		require.True(t, time.Now().Before(deadline), "the relist did not delete the object it lacks")
+		e := next()
+		switch e.kind {
+		case "delete":
+			require.Equal(t, "s2|skipped", e.key)
+			deleted = true
+		case "update":
+			// The relist's Replace, and resyncs of the kept object.
+			require.Contains(t, []string{"s1|kept", "s1|skipped"}, e.key)
+		default:
+			t.Fatalf("unexpected %v", e)
+		}
+	}
 }

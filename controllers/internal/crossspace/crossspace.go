@@ -225,7 +225,8 @@ func newInformer(lw cache.ListerWatcher, obj runtime.Object, handler cache.Resou
 }
 
 func newTransformingInformer(lw cache.ListerWatcher, obj runtime.Object, handler cache.ResourceEventHandler, transform cache.TransformFunc) *Informer {
-	indexer, controller := spaces.NewTransformingInformer(lw, obj, Resync, handler, transform)
+	indexer, controller := spaces.NewInformerWithOptions(lw, obj, handler, spaces.InformerOptions{
+		Resync: Resync, Transform: transform, NoResync: isCopy})
 	if err := indexer.AddIndexers(cache.Indexers{BySpace: func(obj any) ([]string, error) {
 		m, err := meta.Accessor(obj)
 		if err != nil {
@@ -361,8 +362,18 @@ func Enqueue(add func(obj any)) cache.ResourceEventHandlerFuncs {
 	}
 }
 
-// Resync is how often controllers re-examine everything, as a safety net.
+// Resync is how often controllers re-examine everything, as a safety net:
+// everything but the mailbox copies cached as records (see TrimCopies),
+// which the placements, SyncTargets and WDS objects they come from are
+// re-examined with. A resync queues every object at once, and calls every
+// handler with each; with 10,000 SyncTargets, a million copies.
 const Resync = 10 * time.Minute
+
+// isCopy tells whether a cached object is a Copy record.
+func isCopy(obj any) bool {
+	_, ok := obj.(*Copy)
+	return ok
+}
 
 // CoreNamespace is the GVR of Namespaces.
 var CoreNamespace = corev1.SchemeGroupVersion.WithResource("namespaces")
