@@ -87,6 +87,68 @@ func (k copyKey) object() string {
 	return obj + k.name
 }
 
+// The store holds a copy's key and record as storedKey and storedRecord,
+// 32 bytes for both: every part of them that repeats across copies held
+// once, in unique's handles. With every object on every edge there is a
+// record per object and SyncTarget (a million with 10,000 SyncTargets and
+// 100 objects), where the five strings of a copyKey and the four fields of
+// a copyRecord took about 300 bytes a copy, map included.
+
+// objectID is the part of a copyKey that names the object in the mailbox.
+type objectID struct{ group, resource, namespace, name string }
+
+// storedKey is a copyKey as the store holds it.
+type storedKey struct {
+	mailbox unique.Handle[string]
+	object  unique.Handle[objectID]
+}
+
+func (k copyKey) stored() storedKey {
+	return storedKey{unique.Make(k.mailbox), unique.Make(objectID{k.group, k.resource, k.namespace, k.name})}
+}
+
+func (k storedKey) key() copyKey {
+	o := k.object.Value()
+	return copyKey{k.mailbox.Value(), o.group, o.resource, o.namespace, o.name}
+}
+
+// copyShape is what every copy of one version of a WDS object says alike:
+// its WDS and its placements (sorted, joined by commas, which a name
+// cannot hold).
+type copyShape struct{ wds, placements string }
+
+// storedRecord is a copyRecord as the store holds it.
+type storedRecord struct {
+	shape unique.Handle[copyShape]
+	// extra is nil unless the syncer reports about the copy.
+	extra *copyExtra
+}
+
+type copyExtra struct {
+	syncError  string
+	associated *edgev2alpha1.AssociatedState
+}
+
+func (r copyRecord) stored() storedRecord {
+	out := storedRecord{shape: unique.Make(copyShape{r.wds, strings.Join(r.placements, ",")})}
+	if r.syncError != "" || r.associated != nil {
+		out.extra = &copyExtra{r.syncError, r.associated}
+	}
+	return out
+}
+
+func (r storedRecord) record() copyRecord {
+	shape := r.shape.Value()
+	out := copyRecord{wds: shape.wds}
+	if shape.placements != "" {
+		out.placements = strings.Split(shape.placements, ",")
+	}
+	if r.extra != nil {
+		out.syncError, out.associated = r.extra.syncError, r.extra.associated
+	}
+	return out
+}
+
 // copyRecord is a mailbox copy reduced to what the views show.
 type copyRecord struct {
 	wds        string
@@ -308,8 +370,7 @@ func (c *copyStore) Delete(obj any) error {
 	c.seen(u.GetResourceVersion())
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
-	if _, had := c.s.copies[c.key(u)]; had {
-		c.s.deleteCopy(c.key(u))
+	if c.s.deleteCopy(c.key(u)) {
 		c.s.notifyLocked()
 	}
 	return nil
@@ -320,24 +381,27 @@ func (c *copyStore) Delete(obj any) error {
 func (c *copyStore) Replace(list []any, rv string) error {
 	c.seen(rv)
 	// Read the copies before taking the lock the views wait on.
-	records := make(map[copyKey]copyRecord, len(list))
+	records := make(map[copyKey]*copyRecord, len(list))
 	for _, obj := range list {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
 			return fmt.Errorf("copy of %s is a %T", c.gr, obj)
 		}
-		records[c.key(u)] = copyOf(u)
+		r := copyOf(u)
+		records[c.key(u)] = &r
 	}
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
 	changed := false
 	for k, r := range records {
-		changed = c.s.setCopy(k, r) || changed
+		changed = c.s.setCopy(k, *r) || changed
 	}
-	for k := range c.s.copies {
-		if _, kept := records[k]; !kept && k.group == c.gr.Group && k.resource == c.gr.Resource {
-			c.s.deleteCopy(k)
-			changed = true
+	for sk := range c.s.copies {
+		if o := sk.object.Value(); o.group != c.gr.Group || o.resource != c.gr.Resource {
+			continue
+		}
+		if k := sk.key(); records[k] == nil {
+			changed = c.s.deleteCopy(k) || changed
 		}
 	}
 	if changed {

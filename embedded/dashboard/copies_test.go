@@ -223,7 +223,13 @@ func TestCopyStore(t *testing.T) {
 	require.True(t, notified(func() error { return deployments.Add(b) }))
 	require.True(t, notified(func() error { return configMaps.Add(mailboxCopy("mb1", "ns", "a", "wds1", "p", nil)) }))
 	require.Len(t, s.copies, 3)
-	require.Equal(t, []string{"p"}, s.copies[copyKey{"mb1", "apps", "deployments", "ns", "a"}].placements)
+	stored := func(k copyKey) copyRecord {
+		t.Helper()
+		r, ok := s.copyAt(k)
+		require.True(t, ok, "no record of %v", k)
+		return r
+	}
+	require.Equal(t, []string{"p"}, stored(copyKey{"mb1", "apps", "deployments", "ns", "a"}).placements)
 	// The records hold shared strings, not those of the objects they were
 	// read from: two copies of one object in two mailboxes, decoded each
 	// on its own, hold its name, namespace, WDS and placement once.
@@ -235,15 +241,15 @@ func TestCopyStore(t *testing.T) {
 	ux, kx := decoded("mb3")
 	_, ky := decoded("mb4")
 	var keys [2]copyKey
-	for k := range s.copies {
-		switch k {
+	for sk := range s.copies {
+		switch k := sk.key(); k {
 		case kx:
 			keys[0] = k
 		case ky:
 			keys[1] = k
 		}
 	}
-	rx, ry := s.copies[kx], s.copies[ky]
+	rx, ry := stored(kx), stored(ky)
 	require.NotEqual(t, unsafe.Pointer(unsafe.StringData(ux.GetName())), unsafe.Pointer(unsafe.StringData(keys[0].name)), "the record keeps the object's own string")
 	require.Equal(t, unsafe.Pointer(unsafe.StringData(keys[0].name)), unsafe.Pointer(unsafe.StringData(keys[1].name)))
 	require.Equal(t, unsafe.Pointer(unsafe.StringData(keys[0].namespace)), unsafe.Pointer(unsafe.StringData(keys[1].namespace)))
@@ -257,14 +263,15 @@ func TestCopyStore(t *testing.T) {
 	require.False(t, notified(func() error { return deployments.Update(a.DeepCopy()) }))
 	failing := mailboxCopy("mb1", "ns", "a", "wds1", "p", map[string]string{edgev2alpha1.SyncErrorAnnotation: "Rejected: no"})
 	require.True(t, notified(func() error { return deployments.Update(failing) }))
-	require.Equal(t, "Rejected: no", s.copies[copyKey{"mb1", "apps", "deployments", "ns", "a"}].syncError)
+	require.Equal(t, "Rejected: no", stored(copyKey{"mb1", "apps", "deployments", "ns", "a"}).syncError)
 
 	// A relist without b: b goes, the ConfigMap's record stays.
 	require.True(t, notified(func() error { return deployments.Replace([]any{failing}, "9") }))
 	require.Equal(t, "9", deployments.LastStoreSyncResourceVersion())
 	require.Len(t, s.copies, 2)
-	require.Contains(t, s.copies, copyKey{"mb1", "", "configmaps", "ns", "a"})
-	require.NotContains(t, s.copies, copyKey{"mb2", "apps", "deployments", "ns", "b"})
+	stored(copyKey{"mb1", "", "configmaps", "ns", "a"})
+	_, ok := s.copyAt(copyKey{"mb2", "apps", "deployments", "ns", "b"})
+	require.False(t, ok)
 	require.False(t, notified(func() error { return deployments.Replace([]any{failing}, "10") }), "the same list changes nothing")
 
 	require.True(t, notified(func() error { return deployments.Delete(cache.DeletedFinalStateUnknown{Key: "k", Obj: failing}) }))
@@ -315,4 +322,28 @@ func TestSlimLists(t *testing.T) {
 	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Same(t, watched, w)
+}
+
+// TestStoredCopy: a key and record come back from the store's compact
+// form as they went in, and that form is two handles and a pointer.
+func TestStoredCopy(t *testing.T) {
+	keys := []copyKey{{"mb1", "apps", "deployments", "ns", "web"}, {"mb1", "", "namespaces", "", "ns"}, {}}
+	for _, k := range keys {
+		require.Equal(t, k, k.stored().key())
+	}
+	records := []copyRecord{
+		{},
+		{wds: "wds1", placements: []string{"p1"}},
+		{wds: "wds1", placements: []string{"p1", "p2"}, syncError: "Conflict: not the syncer's"},
+		{wds: "wds2", associated: &edgev2alpha1.AssociatedState{ReplicaSets: 1, PodPhases: map[string]int64{"Running": 2}}},
+	}
+	for _, r := range records {
+		back := r.stored().record()
+		require.Equal(t, r, back)
+		require.True(t, r.equal(back))
+	}
+	require.Nil(t, records[1].stored().extra, "a copy the syncer says nothing of has no extra")
+	require.Equal(t, records[1].stored().shape, copyRecord{wds: strings.Clone("wds1"), placements: []string{strings.Clone("p1")}}.stored().shape,
+		"copies of one version of an object share their shape")
+	require.Equal(t, uintptr(32), unsafe.Sizeof(storedKey{})+unsafe.Sizeof(storedRecord{}))
 }

@@ -44,7 +44,7 @@ type Store struct {
 	placements map[string]Placement
 	slices     map[string][]Destination
 	spaces     map[string]SpaceRow
-	copies     map[copyKey]copyRecord
+	copies     map[storedKey]storedRecord
 	copyIndex  copyIndex
 	// copyInformers are the resources whose copies are watched, started
 	// as SyncerConfigs name them (by startCopies, once run has begun).
@@ -80,7 +80,7 @@ func (s *Store) ReadInProcess(r LocalReader) {
 // NewStore returns an empty store.
 func NewStore() *Store {
 	return &Store{edges: map[string]edgeRecord{}, placements: map[string]Placement{}, slices: map[string][]Destination{},
-		spaces: map[string]SpaceRow{}, copies: map[copyKey]copyRecord{}, copyIndex: copyIndex{}, copyInformers: map[schema.GroupResource]bool{},
+		spaces: map[string]SpaceRow{}, copies: map[storedKey]storedRecord{}, copyIndex: copyIndex{}, copyInformers: map[schema.GroupResource]bool{},
 		changed: make(chan struct{}), silent: map[string]bool{}}
 }
 
@@ -308,31 +308,39 @@ func (s *Store) setSyncerConfig(_ string, u *unstructured.Unstructured) bool {
 // setCopy records a copy; only what the views show counts as a change (the
 // syncer writes the edge's status into copies often).
 func (s *Store) setCopy(k copyKey, r copyRecord) bool {
-	old, had := s.copies[k]
-	if had && old.equal(r) {
-		return false
-	}
-	if had {
+	sk := k.stored()
+	if stored, had := s.copies[sk]; had {
+		old := stored.record()
+		if old.equal(r) {
+			return false
+		}
 		s.copyIndex.add(k, old, -1)
 	}
-	s.copies[k] = r
+	s.copies[sk] = r.stored()
 	s.copyIndex.add(k, r, 1)
 	return true
 }
 
-func (s *Store) deleteCopy(k copyKey) {
-	if old, had := s.copies[k]; had {
-		s.copyIndex.add(k, old, -1)
-		delete(s.copies, k)
+// deleteCopy forgets a copy, telling whether there was one.
+func (s *Store) deleteCopy(k copyKey) bool {
+	sk := k.stored()
+	old, had := s.copies[sk]
+	if had {
+		s.copyIndex.add(k, old.record(), -1)
+		delete(s.copies, sk)
 	}
+	return had
 }
 
 // copyAt returns a copy's record.
 func (s *Store) copyAt(k copyKey) (copyRecord, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	r, ok := s.copies[k]
-	return r, ok
+	r, ok := s.copies[k.stored()]
+	if !ok {
+		return copyRecord{}, false
+	}
+	return r.record(), true
 }
 
 // tickSilence notices edges that fall silent (or speak again) with no
