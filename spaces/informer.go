@@ -21,6 +21,9 @@ func KeyFunc(obj any) (string, error) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		return d.Key, nil
 	}
+	if k, ok := obj.(Keyed); ok {
+		return k.CacheKey(), nil
+	}
 	if s, ok := obj.(Spaced); ok {
 		return Key(s.Space(), s.GetNamespace(), s.GetName()), nil
 	}
@@ -41,6 +44,13 @@ func KeyFunc(obj any) (string, error) {
 type Spaced interface {
 	metav1.Object
 	Space() string
+}
+
+// Keyed is a cached record that keeps its key (what Key makes of its
+// space, namespace and name), so that the cache's key and the record's
+// are one string.
+type Keyed interface {
+	CacheKey() string
 }
 
 // Key builds the key KeyFunc returns.

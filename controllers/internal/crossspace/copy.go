@@ -2,10 +2,12 @@ package crossspace
 
 import (
 	"encoding/binary"
+	"math"
 	"slices"
 	"strings"
 	"unique"
 
+	"github.com/google/uuid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -23,25 +25,38 @@ import (
 // unstructured object is a Go map per level (the object, its metadata,
 // its annotations), about 330 bytes each whatever they hold, and with
 // every object placed on every SyncTarget the copies are most of what the
-// controllers cache. The strings that repeat across mailboxes (names,
-// namespace, kind, and the labels and annotations of every copy of one
-// version of a WDS object, which differ only in the mailbox's space) are
-// interned, so a copy's own memory is its identity and resource version.
+// controllers cache. What repeats across mailboxes (the apiVersion and
+// kind, and the labels and annotations of every copy of one version of a
+// WDS object, which differ only in the mailbox's space) is interned. The
+// space, namespace and name are parts of one string, the copy's key, which
+// the cache keys it by: a copy's own memory is that key, its UID (16
+// bytes when a UUID) and resource version, and the record (136 bytes).
 //
 // The caches give the controllers a Copy as the unstructured object it
 // stands for (Expand): they read the same fields as before. A Copy is
 // read-only; its setters of what it does not keep do nothing.
 type Copy struct {
-	apiVersion, kind       string
-	space, namespace, name string
-	uid, resourceVersion   string
-	deletionTimestamp      string
-	generation             int64
+	typ unique.Handle[typeMeta]
+	// key is the copy's key in the caches (spaces.Key: its space,
+	// namespace and name), which the cache keeps as its own; the space,
+	// namespace and name are parts of it (spaceLen and nsLen long).
+	key             string
+	spaceLen, nsLen uint16
+	// uid is the UID parsed, when it is a UUID (as the server makes
+	// them); uidText any other.
+	uid               uuid.UUID
+	uidText           string
+	resourceVersion   string
+	deletionTimestamp string
+	generation        int64
 	// labels and annotations are kubestellar's, encoded by encodePairs and
-	// interned; annotations leaves out the space's (the space field).
+	// interned; annotations leaves out the space's (the key's).
 	labels, annotations unique.Handle[string]
 	status              any
 }
+
+// typeMeta is a copy's apiVersion and kind.
+type typeMeta struct{ apiVersion, kind string }
 
 var (
 	_ metav1.Object  = &Copy{}
@@ -50,37 +65,49 @@ var (
 
 // newCopy makes the record of a copy in a mailbox.
 func newCopy(u *unstructured.Unstructured) *Copy {
-	c := &Copy{
-		apiVersion: internString(u.GetAPIVersion()),
-		kind:       internString(u.GetKind()),
-		status:     u.Object["status"],
-	}
+	c := &Copy{status: u.Object["status"]}
+	c.setType(u.GetAPIVersion(), u.GetKind())
 	md, _ := u.Object["metadata"].(map[string]any)
 	str := func(k string) string { s, _ := md[k].(string); return s }
-	c.namespace, c.name = internString(str("namespace")), internString(str("name"))
-	c.uid, c.resourceVersion = strings.Clone(str("uid")), strings.Clone(str("resourceVersion"))
+	annotations, _ := md["annotations"].(map[string]any)
+	space, _ := annotations[spaces.Annotation].(string)
+	c.setKey(space, str("namespace"), str("name"))
+	c.SetUID(types.UID(str("uid")))
+	c.resourceVersion = strings.Clone(str("resourceVersion"))
 	c.deletionTimestamp = strings.Clone(str("deletionTimestamp"))
 	c.generation, _ = md["generation"].(int64)
 	labels, _ := md["labels"].(map[string]any)
 	c.labels = encodePairs(labels, "")
-	annotations, _ := md["annotations"].(map[string]any)
-	space, _ := annotations[spaces.Annotation].(string)
-	c.space = internString(space)
 	c.annotations = encodePairs(annotations, spaces.Annotation)
 	return c
 }
 
-// internString returns the copy of a string unique.Make keeps (strings up
-// to internMax long; a longer one, its own copy).
-func internString(s string) string {
-	if len(s) > internMax {
-		return strings.Clone(s)
-	}
-	if s == "" {
-		return s
-	}
-	return unique.Make(s).Value()
+func (c *Copy) setType(apiVersion, kind string) {
+	c.typ = unique.Make(typeMeta{apiVersion, kind})
 }
+
+// setKey sets the space, namespace and name. A space, namespace or name
+// too long to be valid (over 65,535 bytes) is cut short there.
+func (c *Copy) setKey(space, namespace, name string) {
+	space, namespace = space[:min(len(space), math.MaxUint16)], namespace[:min(len(namespace), math.MaxUint16)]
+	c.key, c.spaceLen, c.nsLen = spaces.Key(space, namespace, name), uint16(len(space)), uint16(len(namespace))
+}
+
+// names returns the space, namespace and name, from the key.
+func (c *Copy) names() (space, namespace, name string) {
+	if c.key == "" {
+		return "", "", ""
+	}
+	space, rest := c.key[:c.spaceLen], c.key[c.spaceLen+1:]
+	if c.nsLen == 0 {
+		return space, "", rest
+	}
+	return space, rest[:c.nsLen], rest[c.nsLen+1:]
+}
+
+// CacheKey returns the copy's key in the caches (spaces.Keyed), the same
+// string at each call.
+func (c *Copy) CacheKey() string { return c.key }
 
 // encodePairs encodes the kubestellar keys of a label or annotation map
 // (but skip), sorted, each key and value prefixed by its length, and
@@ -188,15 +215,16 @@ func expandAll(items []any) []any {
 // kind, status, and the metadata the record keeps. It is new at each call
 // but for the status, which the caller must not change.
 func (c *Copy) Unstructured() *unstructured.Unstructured {
+	space, namespace, name := c.names()
 	md := make(map[string]any, 8)
-	md["name"] = c.name
+	md["name"] = name
 	set := func(k, v string) {
 		if v != "" {
 			md[k] = v
 		}
 	}
-	set("namespace", c.namespace)
-	set("uid", c.uid)
+	set("namespace", namespace)
+	set("uid", string(c.GetUID()))
 	set("resourceVersion", c.resourceVersion)
 	set("deletionTimestamp", c.deletionTimestamp)
 	if c.generation != 0 {
@@ -207,15 +235,16 @@ func (c *Copy) Unstructured() *unstructured.Unstructured {
 		eachPair(c.labels, func(k, v string) { labels[k] = v })
 		md["labels"] = labels
 	}
-	annotations := map[string]any{spaces.Annotation: c.space}
+	annotations := map[string]any{spaces.Annotation: space}
 	eachPair(c.annotations, func(k, v string) { annotations[k] = v })
 	md["annotations"] = annotations
 	obj := map[string]any{"metadata": md}
-	if c.apiVersion != "" {
-		obj["apiVersion"] = c.apiVersion
+	typ := c.typ.Value()
+	if typ.apiVersion != "" {
+		obj["apiVersion"] = typ.apiVersion
 	}
-	if c.kind != "" {
-		obj["kind"] = c.kind
+	if typ.kind != "" {
+		obj["kind"] = typ.kind
 	}
 	if c.status != nil {
 		obj["status"] = c.status
@@ -225,7 +254,7 @@ func (c *Copy) Unstructured() *unstructured.Unstructured {
 
 // Space returns the mailbox the copy is in (spaces.Spaced): its key and
 // index by space are made without building its annotations.
-func (c *Copy) Space() string { return c.space }
+func (c *Copy) Space() string { return c.key[:c.spaceLen] }
 
 // GetObjectKind implements runtime.Object.
 func (c *Copy) GetObjectKind() schema.ObjectKind { return c }
@@ -241,22 +270,55 @@ func (c *Copy) DeepCopyObject() runtime.Object {
 
 // GroupVersionKind implements schema.ObjectKind.
 func (c *Copy) GroupVersionKind() schema.GroupVersionKind {
-	return schema.FromAPIVersionAndKind(c.apiVersion, c.kind)
+	typ := c.typ.Value()
+	return schema.FromAPIVersionAndKind(typ.apiVersion, typ.kind)
 }
 
 // SetGroupVersionKind implements schema.ObjectKind.
 func (c *Copy) SetGroupVersionKind(gvk schema.GroupVersionKind) {
-	c.apiVersion, c.kind = gvk.ToAPIVersionAndKind()
+	c.setType(gvk.ToAPIVersionAndKind())
 }
 
-func (c *Copy) GetNamespace() string                  { return c.namespace }
-func (c *Copy) SetNamespace(namespace string)         { c.namespace = namespace }
-func (c *Copy) GetName() string                       { return c.name }
-func (c *Copy) SetName(name string)                   { c.name = name }
+func (c *Copy) GetNamespace() string {
+	_, namespace, _ := c.names()
+	return namespace
+}
+
+func (c *Copy) SetNamespace(namespace string) {
+	space, _, name := c.names()
+	c.setKey(space, namespace, name)
+}
+
+func (c *Copy) GetName() string {
+	_, _, name := c.names()
+	return name
+}
+
+func (c *Copy) SetName(name string) {
+	space, namespace, _ := c.names()
+	c.setKey(space, namespace, name)
+}
+
+// GetUID implements metav1.Object; it is made at each call from a UUID.
+func (c *Copy) GetUID() types.UID {
+	if c.uid == (uuid.UUID{}) {
+		return types.UID(c.uidText)
+	}
+	return types.UID(c.uid.String())
+}
+
+// SetUID implements metav1.Object.
+func (c *Copy) SetUID(uid types.UID) {
+	c.uid, c.uidText = uuid.UUID{}, ""
+	if parsed, err := uuid.Parse(string(uid)); err == nil && parsed.String() == string(uid) && parsed != (uuid.UUID{}) {
+		c.uid = parsed
+		return
+	}
+	c.uidText = strings.Clone(string(uid))
+}
+
 func (c *Copy) GetGenerateName() string               { return "" }
 func (c *Copy) SetGenerateName(string)                {}
-func (c *Copy) GetUID() types.UID                     { return types.UID(c.uid) }
-func (c *Copy) SetUID(uid types.UID)                  { c.uid = string(uid) }
 func (c *Copy) GetResourceVersion() string            { return c.resourceVersion }
 func (c *Copy) SetResourceVersion(version string)     { c.resourceVersion = version }
 func (c *Copy) GetGeneration() int64                  { return c.generation }
@@ -310,7 +372,7 @@ func (c *Copy) SetLabels(labels map[string]string) { c.labels = encodePairs(anyM
 // GetAnnotations implements metav1.Object: a new map at each call, as an
 // unstructured object's.
 func (c *Copy) GetAnnotations() map[string]string {
-	out := map[string]string{spaces.Annotation: c.space}
+	out := map[string]string{spaces.Annotation: c.Space()}
 	eachPair(c.annotations, func(k, v string) { out[k] = v })
 	return out
 }
@@ -318,7 +380,8 @@ func (c *Copy) GetAnnotations() map[string]string {
 // SetAnnotations implements metav1.Object; it keeps kubestellar's
 // annotations only.
 func (c *Copy) SetAnnotations(annotations map[string]string) {
-	c.space = annotations[spaces.Annotation]
+	_, namespace, name := c.names()
+	c.setKey(annotations[spaces.Annotation], namespace, name)
 	c.annotations = encodePairs(anyMap(annotations), spaces.Annotation)
 }
 

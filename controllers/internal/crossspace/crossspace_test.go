@@ -106,14 +106,47 @@ func TestTrimCopies(t *testing.T) {
 	dup.status.(map[string]any)["readyReplicas"] = int64(0)
 	require.Equal(t, int64(3), rec.status.(map[string]any)["readyReplicas"], "a deep copy has its own status")
 
-	// Copies share what repeats: the strings of their names, and the
-	// labels and annotations of every copy of one version of an object.
+	// A server-made UID is kept as a UUID; a cluster-scoped copy has no
+	// namespace; the setters change what the getters and key say.
+	const id = "2e9bb380-ec68-4fd9-b651-bf2cab732357"
+	cluster := obj("inv-mb-1", true)
+	cluster.SetNamespace("")
+	cluster.SetUID(id)
+	crec, err := trim(cluster)
+	require.NoError(t, err)
+	c := crec.(*Copy)
+	require.Equal(t, types.UID(id), c.GetUID())
+	require.Empty(t, c.uidText)
+	require.Equal(t, "", c.GetNamespace())
+	require.Equal(t, "web", c.GetName())
+	require.Equal(t, "inv-mb-1|web", c.CacheKey())
+	require.Equal(t, cluster.GetUID(), Expand(c).(*unstructured.Unstructured).GetUID())
+	c.SetNamespace("ns2")
+	c.SetName("db")
+	c.SetAnnotations(map[string]string{spaces.Annotation: "inv-mb-2", "kubestellar.io/a": "b"})
+	c.SetUID("not-a-uuid")
+	require.Equal(t, spaces.Key("inv-mb-2", "ns2", "db"), c.CacheKey())
+	require.Equal(t, []string{"inv-mb-2", "ns2", "db"}, []string{c.Space(), c.GetNamespace(), c.GetName()})
+	require.Equal(t, map[string]string{spaces.Annotation: "inv-mb-2", "kubestellar.io/a": "b"}, c.GetAnnotations())
+	require.Equal(t, types.UID("not-a-uuid"), c.GetUID())
+	require.Equal(t, "", (&Copy{}).GetName(), "an empty record has no name")
+
+	// The cache keys a record by its own key, made once: its space,
+	// namespace and name are parts of it.
+	require.Equal(t, unsafe.Pointer(unsafe.StringData(rec.key)), unsafe.Pointer(unsafe.StringData(key)), "the cache's key is the record's")
+	require.Zero(t, testing.AllocsPerRun(10, func() { _, _ = spaces.KeyFunc(rec) }))
+	require.Equal(t, unsafe.Pointer(unsafe.StringData(rec.key[len("inv-mb-1|apps/"):])), unsafe.Pointer(unsafe.StringData(rec.GetName())))
+
+	// Copies share what repeats: the labels and annotations of every copy
+	// of one version of an object.
 	decoded := obj("inv-mb-1", true)
 	other, err := trim(decoded)
 	require.NoError(t, err)
-	require.NotEqual(t, unsafe.Pointer(unsafe.StringData(decoded.GetName())), unsafe.Pointer(unsafe.StringData(other.(*Copy).name)),
-		"a record keeps no string of the object it was made from")
-	require.Equal(t, unsafe.Pointer(unsafe.StringData(rec.name)), unsafe.Pointer(unsafe.StringData(other.(*Copy).name)), "two copies hold the same name once between them")
+	for _, s := range []string{decoded.GetName(), decoded.GetNamespace(), string(decoded.GetUID()), decoded.GetResourceVersion()} {
+		for _, kept := range []string{other.(*Copy).key, other.(*Copy).uidText, other.(*Copy).resourceVersion} {
+			require.False(t, kept != "" && unsafe.StringData(kept) == unsafe.StringData(s), "a record keeps no string of the object it was made from")
+		}
+	}
 	require.Equal(t, rec.annotations, other.(*Copy).annotations)
 	require.Equal(t, rec.labels, other.(*Copy).labels)
 	elsewhere, err := trimmer(func(string) bool { return true })(obj("inv-mb-2", true))

@@ -159,11 +159,6 @@ func (s *SharedDynamic) Each(fn func(gvr schema.GroupVersionResource, inf *Infor
 	}
 }
 
-// internMax is the longest string a Copy interns on its own (names,
-// namespace, kind). unique.Make keeps one copy of each, weakly: a garbage
-// collection forgets those no Copy holds.
-const internMax = 256
-
 // isKubestellars tells whether a label or annotation key is in one of
 // kubestellar's domains (kubestellar.io and its subdomains).
 func isKubestellars(key string) bool {
