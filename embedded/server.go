@@ -387,6 +387,11 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 		return err
 	}
 	spaceInformer := dynamicinformer.NewFilteredDynamicInformer(root, spacecontroller.SpacesGVR, "", 0, cache.Indexers{}, nil)
+	// A Space's managed fields are half of it; the space controller writes
+	// Spaces by update, which keeps them where the request has none.
+	if err := spaceInformer.Informer().SetTransform(spaces.DropManagedFields); err != nil {
+		return err
+	}
 	go spaceInformer.Informer().RunWithContext(ctx)
 
 	etcd, err := s.cfg.Datastore.Client(ctx, 10*time.Second)

@@ -211,8 +211,11 @@ func (q *resyncFiltering) Replace(list []any, rv string) error {
 	return q.DeltaFIFO.Replace(list, rv)
 }
 
-// dropManagedFields removes what no controller reads and what is often half
-// of an object's size, before the object is cached.
+// DropManagedFields is a cache.TransformFunc that removes what no
+// controller reads and what is often half of an object's size, before the
+// object is cached.
+func DropManagedFields(obj any) (any, error) { return dropManagedFields(obj) }
+
 func dropManagedFields(obj any) (any, error) {
 	if accessor, err := meta.Accessor(obj); err == nil {
 		accessor.SetManagedFields(nil)

@@ -58,6 +58,11 @@ func placementScenario(t *testing.T, srv *harness.Process) map[string]string {
 	examples := filepath.Join(harness.RepoRoot(), "docs", "examples", "placement")
 	srv.CLI(t, "space", "create", "inv1", "--type", "inventory")
 	srv.CLI(t, "space", "create", "wds1", "--type", "wds", "--inventory-space", "inv1")
+	// The space controller caches Spaces without their managed fields and
+	// writes them by update: every writer's entry stays.
+	managers := k.MustRun(t, "get", "space", "wds1", "--show-managed-fields",
+		"-o", `jsonpath={range .metadata.managedFields[*]}{.manager}/{.subresource} {end}`)
+	require.ElementsMatch(t, []string{"kubestellar/", "kubestellar-space-controller/", "kubestellar-space-controller/status"}, strings.Fields(managers))
 	cfg, err := clientcmd.LoadFromFile(srv.Kubeconfig)
 	require.NoError(t, err)
 	base := cfg.Clusters["root"].Server
