@@ -45,7 +45,8 @@ func (c *syncerConfigCache) start(ctx context.Context, loopback *rest.Config) er
 			return dyn.Resource(gvr).Watch(wildcard(ctx), opts)
 		},
 	}
-	indexer, controller := spaces.NewInformer(lw, &unstructured.Unstructured{}, 0, cache.ResourceEventHandlerFuncs{})
+	indexer, controller := spaces.NewInformerWithOptions(lw, &unstructured.Unstructured{}, cache.ResourceEventHandlerFuncs{},
+		spaces.InformerOptions{Transform: upsyncOnly})
 	go controller.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), controller.HasSynced) {
 		return errors.New("SyncerConfig cache did not sync")
@@ -54,7 +55,27 @@ func (c *syncerConfigCache) start(ctx context.Context, loopback *rest.Config) er
 	return nil
 }
 
-// SyncerConfigOf implements admission.SyncerConfigs.
+// upsyncOnly keeps of a SyncerConfig what SyncerConfigOf's callers read,
+// its upsync clauses, as a typed object: the cache holds one per mailbox.
+// One that does not convert is kept as it is, for SyncerConfigOf to report.
+func upsyncOnly(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	var whole edgev2alpha1.SyncerConfig
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &whole); err != nil {
+		return obj, nil
+	}
+	return &edgev2alpha1.SyncerConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: whole.Name, ResourceVersion: whole.ResourceVersion,
+			Annotations: map[string]string{spaces.Annotation: whole.Annotations[spaces.Annotation]}},
+		Spec: edgev2alpha1.SyncerConfigSpec{Upsync: whole.Spec.Upsync},
+	}, nil
+}
+
+// SyncerConfigOf implements admission.SyncerConfigs: the SyncerConfig's
+// name and upsync clauses (the cache's own object, not to be changed).
 func (c *syncerConfigCache) SyncerConfigOf(mailbox string) (*edgev2alpha1.SyncerConfig, bool, error) {
 	box := c.indexer.Load()
 	if box == nil {
@@ -63,6 +84,9 @@ func (c *syncerConfigCache) SyncerConfigOf(mailbox string) (*edgev2alpha1.Syncer
 	obj, exists, err := box.GetByKey(spaces.Key(mailbox, "", edgev2alpha1.SyncerConfigName))
 	if err != nil || !exists {
 		return nil, false, err
+	}
+	if cfg, ok := obj.(*edgev2alpha1.SyncerConfig); ok {
+		return cfg, true, nil
 	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
