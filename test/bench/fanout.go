@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
@@ -64,10 +66,7 @@ func fanout(ctx context.Context, bin string, s *server, targets, objects int, sy
 	}
 
 	// Count copies as they appear, with one watch across all spaces.
-	wildcard := rest.CopyConfig(root)
-	wildcard.Host += spaces.PathPrefix + spaces.Wildcard
-	all := kubernetes.NewForConfigOrDie(wildcard)
-	w, err := all.CoreV1().ConfigMaps("").Watch(ctx, metav1.ListOptions{LabelSelector: edgev2alpha1.PlacementCopyLabel + "=true"})
+	w, err := watchCopies(ctx, root)
 	if err != nil {
 		return nil, err
 	}
@@ -206,9 +205,7 @@ func fanout(ctx context.Context, bin string, s *server, targets, objects int, sy
 	*s = *restarted
 	ready := time.Since(stopped)
 	wds = kubernetes.NewForConfigOrDie(s.config("bench-wds"))
-	wildcard = rest.CopyConfig(s.config(spaces.Root))
-	wildcard.Host += spaces.PathPrefix + spaces.Wildcard
-	w, err = kubernetes.NewForConfigOrDie(wildcard).CoreV1().ConfigMaps("").Watch(ctx, metav1.ListOptions{LabelSelector: edgev2alpha1.PlacementCopyLabel + "=true"})
+	w, err = watchCopies(ctx, s.config(spaces.Root))
 	if err != nil {
 		return nil, err
 	}
@@ -236,6 +233,27 @@ func fanout(ctx context.Context, bin string, s *server, targets, objects int, sy
 			fmt.Sprintf("ready %s after the SIGTERM; the controllers' caches list every copy before the update is placed", ready.Round(time.Millisecond))},
 		{"server peak RSS from the restart to the update's last copy", mib(mem["VmHWM"]), "VmHWM"},
 	}, nil
+}
+
+// watchCopies watches the mailbox copies in every space, from now on. The
+// server ends a watch after 30 to 60 minutes, as kube-apiserver does (a
+// fan-out to 10,000 SyncTargets takes about as long); the watch resumes
+// from the last event it passed on.
+func watchCopies(ctx context.Context, root *rest.Config) (watch.Interface, error) {
+	wildcard := rest.CopyConfig(root)
+	wildcard.Host += spaces.PathPrefix + spaces.Wildcard
+	cms := kubernetes.NewForConfigOrDie(wildcard).CoreV1().ConfigMaps("")
+	selector := edgev2alpha1.PlacementCopyLabel + "=true"
+	now, err := cms.List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: 1})
+	if err != nil {
+		return nil, err
+	}
+	return watchtools.NewRetryWatcherWithContext(ctx, now.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.LabelSelector = selector
+			return cms.Watch(ctx, opts)
+		},
+	})
 }
 
 // updateEverywhere sets the data version of object obj-000 in the WDS and
