@@ -113,6 +113,18 @@ func mustKey(obj any) string {
 	return key
 }
 
+// next returns the next event, failing t after 5 s without one.
+func (h recordingHandler) next(t *testing.T) event {
+	t.Helper()
+	select {
+	case e := <-h.events:
+		return e
+	case <-time.After(5 * time.Second):
+		t.Fatal("timed out waiting for an informer event")
+		return event{}
+	}
+}
+
 func (h recordingHandler) OnAdd(obj any, _ bool) {
 	h.events <- event{kind: "add", key: mustKey(obj), newLabel: label(obj)}
 }
@@ -142,16 +154,7 @@ func TestNewInformer(t *testing.T) {
 	defer cancel()
 	go controller.RunWithContext(ctx)
 
-	next := func() event {
-		t.Helper()
-		select {
-		case e := <-h.events:
-			return e
-		case <-time.After(5 * time.Second):
-			t.Fatal("timed out waiting for an informer event")
-			return event{}
-		}
-	}
+	next := func() event { return h.next(t) }
 
 	initial := map[string]event{}
 	for range 2 {
@@ -214,16 +217,7 @@ func TestInformerNoResync(t *testing.T) {
 	defer cancel()
 	go controller.RunWithContext(ctx)
 
-	next := func() event {
-		t.Helper()
-		select {
-		case e := <-h.events:
-			return e
-		case <-time.After(5 * time.Second):
-			t.Fatal("timed out waiting for an informer event")
-			return event{}
-		}
-	}
+	next := func() event { return h.next(t) }
 	// Resyncs come every 20 ms: in ten of them, only the kept object.
 	adds, resyncs := 0, 0
 	for adds < 3 || resyncs < 10 {
