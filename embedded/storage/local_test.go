@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/k3s-io/kine/pkg/drivers"
-	kinegeneric "github.com/k3s-io/kine/pkg/drivers/generic"
 	"github.com/k3s-io/kine/pkg/server"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -165,7 +164,7 @@ func configMapStorage(t *testing.T, ds *Datastore) apiserverstorage.Interface {
 // from more writers than SQLite has locks for, all land, each once.
 func TestSQLiteWritesTakeTurns(t *testing.T) {
 	ctx, backend, dialect := sqliteBackend(t)
-	require.True(t, dialect.LockWrites, "writes take turns in the process")
+	require.True(t, dialect.g.LockWrites, "writes take turns in the process")
 	require.NoError(t, backend.Start(ctx))
 
 	const writers, each = 16, 25
@@ -201,18 +200,28 @@ func TestSQLiteWritesTakeTurns(t *testing.T) {
 // sqliteBackend is kine's SQLite backend as the server builds it
 // (newSQLiteBackend), on a fresh data directory, not yet started, and the
 // context it lives in: both end with the test, within two minutes.
-func sqliteBackend(tb testing.TB) (context.Context, server.Backend, *kinegeneric.Generic) {
+func sqliteBackend(tb testing.TB) (context.Context, server.Backend, *groupInserts) {
+	ctx, backend, inserts, stop := sqliteBackendIn(tb, tb.TempDir())
+	tb.Cleanup(stop)
+	return ctx, backend, inserts
+}
+
+// sqliteBackendIn is sqliteBackend on the data directory dir, and the
+// function that stops it (once it returns, the database is closed).
+func sqliteBackendIn(tb testing.TB, dir string) (context.Context, server.Backend, *groupInserts, func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	dir := tb.TempDir()
 	wg := &sync.WaitGroup{}
-	tb.Cleanup(func() {
+	stop := func() {
 		cancel()
 		wg.Wait()
-	})
+	}
 	require.NoError(tb, os.MkdirAll(filepath.Join(dir, "db"), 0o700))
 	endpoint := DefaultEndpoint(dir)
 	require.NoError(tb, prepareSQLite(ctx, sqlitePath(endpoint)))
-	backend, dialect, err := newSQLiteBackend(ctx, wg, &drivers.Config{Endpoint: endpoint, PollBatchSize: 500, CompactBatchSize: 1000})
+	backend, inserts, err := newSQLiteBackend(ctx, wg, &drivers.Config{Endpoint: endpoint, PollBatchSize: 500, CompactBatchSize: 1000})
+	if err != nil {
+		stop()
+	}
 	require.NoError(tb, err)
-	return ctx, backend, dialect
+	return ctx, backend, inserts, stop
 }
