@@ -21,9 +21,11 @@ const (
 	groupMaxBytes = 8 << 20
 )
 
-// groupInserts is kine's SQLite dialect with concurrent inserts (every
-// create, update and delete kine makes is a row inserted) committed
-// together, in one transaction, as a database's group commit does.
+// sqliteDialect is kine's SQLite dialect with two changes: concurrent
+// inserts (every create, update and delete kine makes is a row inserted)
+// are committed together, in one transaction, as a database's group
+// commit does (below), and a page of a range is read without reading the
+// rest of the range (sqlitelist.go).
 //
 // SQLite has one writer, and a transaction's commit is most of an
 // insert's cost: it appends every page the insert changed to the
@@ -43,7 +45,7 @@ const (
 // transaction back, and its inserts are made again one at a time, as kine
 // makes them. An insert whose writer has given up by its turn is not made.
 // A lone writer's insert is kine's, with nothing waited for.
-type groupInserts struct {
+type sqliteDialect struct {
 	server.Dialect
 	g *kinegeneric.Generic
 	// inserts takes writers' inserts to run; stopped is closed when run
@@ -87,15 +89,15 @@ func (r *insertReq) alone(g *kinegeneric.Generic) {
 	r.id, r.err = g.Insert(r.ctx, r.key, r.create, r.delete, r.createRevision, r.previousRevision, r.ttl, r.value)
 }
 
-// newGroupInserts wraps g's dialect, and runs its committer until ctx ends.
-func newGroupInserts(ctx context.Context, wg *sync.WaitGroup, g *kinegeneric.Generic) *groupInserts {
-	d := &groupInserts{Dialect: g, g: g, inserts: make(chan *insertReq), stopped: make(chan struct{})}
+// newSQLiteDialect wraps g, and runs its committer until ctx ends.
+func newSQLiteDialect(ctx context.Context, wg *sync.WaitGroup, g *kinegeneric.Generic) *sqliteDialect {
+	d := &sqliteDialect{Dialect: g, g: g, inserts: make(chan *insertReq), stopped: make(chan struct{})}
 	wg.Go(func() { d.run(ctx) })
 	return d
 }
 
 // Insert implements server.Dialect.
-func (d *groupInserts) Insert(ctx context.Context, key string, create, delete bool, createRevision, previousRevision int64, ttl int64, value []byte) (int64, error) {
+func (d *sqliteDialect) Insert(ctx context.Context, key string, create, delete bool, createRevision, previousRevision int64, ttl int64, value []byte) (int64, error) {
 	r := &insertReq{ctx: ctx, key: key, create: create, delete: delete, createRevision: createRevision,
 		previousRevision: previousRevision, ttl: ttl, value: value, done: make(chan struct{})}
 	select {
@@ -112,7 +114,7 @@ func (d *groupInserts) Insert(ctx context.Context, key string, create, delete bo
 
 // run takes an insert, then every other one waiting (within the bounds),
 // and commits them, until ctx ends.
-func (d *groupInserts) run(ctx context.Context) {
+func (d *sqliteDialect) run(ctx context.Context) {
 	defer close(d.stopped)
 	for {
 		var batch []*insertReq
@@ -142,7 +144,7 @@ func (d *groupInserts) run(ctx context.Context) {
 
 // commit makes a batch's inserts, together when there are several, else
 // (or when together failed) one at a time, as kine makes them.
-func (d *groupInserts) commit(ctx context.Context, batch []*insertReq) {
+func (d *sqliteDialect) commit(ctx context.Context, batch []*insertReq) {
 	if len(batch) > 1 {
 		d.g.Lock() // kine's other writes (LockWrites) wait, rather than SQLite's busy handler
 		err := d.together(ctx, batch)
@@ -168,7 +170,7 @@ func (d *groupInserts) commit(ctx context.Context, batch []*insertReq) {
 // together makes a batch's inserts in one transaction. An error means none
 // was made (the transaction is rolled back); a row the unique index refuses
 // is that insert's error alone.
-func (d *groupInserts) together(ctx context.Context, batch []*insertReq) (err error) {
+func (d *sqliteDialect) together(ctx context.Context, batch []*insertReq) (err error) {
 	start := time.Now()
 	sqlText := d.g.InsertLastInsertIDSQL
 	defer func() { metrics.ObserveSQL(start, d.errCode(err), 0, sqlText.Fill(nil)) }()
@@ -205,14 +207,14 @@ func (d *groupInserts) together(ctx context.Context, batch []*insertReq) (err er
 	return tx.Commit()
 }
 
-func (d *groupInserts) translate(err error) error {
+func (d *sqliteDialect) translate(err error) error {
 	if d.g.TranslateErr != nil {
 		return d.g.TranslateErr(err)
 	}
 	return err
 }
 
-func (d *groupInserts) errCode(err error) string {
+func (d *sqliteDialect) errCode(err error) string {
 	if d.g.ErrCode != nil {
 		return d.g.ErrCode(err)
 	}
@@ -223,7 +225,7 @@ func (d *groupInserts) errCode(err error) string {
 }
 
 // groupsCommitted returns how many transactions held more than one insert.
-func (d *groupInserts) groupsCommitted() int {
+func (d *sqliteDialect) groupsCommitted() int {
 	d.groupsMu.Lock()
 	defer d.groupsMu.Unlock()
 	return d.groups

@@ -186,6 +186,6 @@ func BenchmarkConcurrentCreates(b *testing.B) {
 
 // newBackendAlone is a kine backend on the same database whose inserts are
 // kine's own, one at a time.
-func newBackendAlone(inserts *groupInserts) server.Backend {
+func newBackendAlone(inserts *sqliteDialect) server.Backend {
 	return logstructured.New(sqllog.New(inserts.g, 0, 0, 0, 0, 1000, 500))
 }

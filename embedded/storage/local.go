@@ -281,8 +281,9 @@ func (d *Datastore) rawStorage(config *storagebackend.ConfigForResource, newFunc
 // moment the last one ends. Reads are not affected (write-ahead logging
 // lets them run beside the writer). In make bench's fan-out of 100,000
 // copies this took about a tenth off the server's CPU per copy. The
-// inserts that queue are committed together (groupInserts).
-func newSQLiteBackend(ctx context.Context, wg *sync.WaitGroup, cfg *drivers.Config) (server.Backend, *groupInserts, error) {
+// inserts that queue are committed together, and a range is read a page
+// at a time (sqliteDialect).
+func newSQLiteBackend(ctx context.Context, wg *sync.WaitGroup, cfg *drivers.Config) (server.Backend, *sqliteDialect, error) {
 	cfg.Scheme, cfg.DataSourceName = util.SchemeAndAddress(cfg.Endpoint)
 	// NewVariant opens and prepares the database; its backend, not yet
 	// started, is left unused for one built as kine builds it, but with
@@ -292,7 +293,7 @@ func newSQLiteBackend(ctx context.Context, wg *sync.WaitGroup, cfg *drivers.Conf
 		return nil, nil, err
 	}
 	dialect.LockWrites = true
-	inserts := newGroupInserts(ctx, wg, dialect)
-	log := sqllog.New(inserts, cfg.CompactInterval, cfg.CompactIntervalJitter, cfg.CompactTimeout, cfg.CompactMinRetain, cfg.CompactBatchSize, cfg.PollBatchSize)
-	return logstructured.New(newDemuxLog(ctx, log)), inserts, nil
+	ours := newSQLiteDialect(ctx, wg, dialect)
+	log := sqllog.New(ours, cfg.CompactInterval, cfg.CompactIntervalJitter, cfg.CompactTimeout, cfg.CompactMinRetain, cfg.CompactBatchSize, cfg.PollBatchSize)
+	return logstructured.New(newDemuxLog(ctx, log)), ours, nil
 }

@@ -200,7 +200,7 @@ func TestSQLiteWritesTakeTurns(t *testing.T) {
 // sqliteBackend is kine's SQLite backend as the server builds it
 // (newSQLiteBackend), on a fresh data directory, not yet started, and the
 // context it lives in: both end with the test, within two minutes.
-func sqliteBackend(tb testing.TB) (context.Context, server.Backend, *groupInserts) {
+func sqliteBackend(tb testing.TB) (context.Context, server.Backend, *sqliteDialect) {
 	ctx, backend, inserts, stop := sqliteBackendIn(tb, tb.TempDir())
 	tb.Cleanup(stop)
 	return ctx, backend, inserts
@@ -208,7 +208,7 @@ func sqliteBackend(tb testing.TB) (context.Context, server.Backend, *groupInsert
 
 // sqliteBackendIn is sqliteBackend on the data directory dir, and the
 // function that stops it (once it returns, the database is closed).
-func sqliteBackendIn(tb testing.TB, dir string) (context.Context, server.Backend, *groupInserts, func()) {
+func sqliteBackendIn(tb testing.TB, dir string) (context.Context, server.Backend, *sqliteDialect, func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	wg := &sync.WaitGroup{}
 	stop := func() {
