@@ -15,6 +15,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kubestellar/kubestellar/embedded/storage"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -55,7 +56,9 @@ func (w *storeWriter) ListerWatcher(gvr schema.GroupVersionResource, space, labe
 			if err != nil {
 				return nil, err
 			}
-			list, err := store.List(in(ctx), o)
+			// The callers' caches list every object of the resource, a
+			// page at a time, and never read how many remain.
+			list, err := store.List(storage.WithoutRemainingCount(in(ctx)), o)
 			if err != nil {
 				return nil, err
 			}
@@ -131,7 +134,8 @@ func unstructuredList(list runtime.Object, gvk schema.GroupVersionKind) (*unstru
 	out.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	out.SetResourceVersion(lm.GetResourceVersion())
 	out.SetContinue(lm.GetContinue())
-	out.SetRemainingItemCount(lm.GetRemainingItemCount())
+	// No remainingItemCount: the list's pages do not count what follows
+	// them (storage.WithoutRemainingCount).
 	for _, item := range items {
 		u, err := toUnstructured(item, gvk)
 		if err != nil {

@@ -77,7 +77,7 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 	if err := backend.Start(backendCtx); err != nil {
 		return nil, fmt.Errorf("starting kine: %w", err)
 	}
-	bridge := server.New(backend, "unix", notifyInterval, emulatedETCDVersion)
+	bridge := server.New(uncountedPages{backend}, "unix", notifyInterval, emulatedETCDVersion)
 
 	srv := grpc.NewServer(
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second}),
