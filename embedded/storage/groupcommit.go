@@ -3,6 +3,8 @@ package storage
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -84,9 +86,12 @@ func (r *insertReq) args() []any {
 	return []any{r.key, cVal, dVal, r.createRevision, r.previousRevision, r.ttl, r.value, r.previousRevision}
 }
 
-// alone makes the insert as kine makes it.
-func (r *insertReq) alone(g *kinegeneric.Generic) {
-	r.id, r.err = g.Insert(r.ctx, r.key, r.create, r.delete, r.createRevision, r.previousRevision, r.ttl, r.value)
+// alone makes the insert as kine makes it, unless its writer has given up.
+func (r *insertReq) alone(g *kinegeneric.Generic) (int64, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return g.Insert(r.ctx, r.key, r.create, r.delete, r.createRevision, r.previousRevision, r.ttl, r.value)
 }
 
 // newSQLiteDialect wraps g, and runs its committer until ctx ends.
@@ -103,8 +108,7 @@ func (d *sqliteDialect) Insert(ctx context.Context, key string, create, delete b
 	select {
 	case d.inserts <- r:
 	case <-d.stopped:
-		r.alone(d.g)
-		return r.id, r.err
+		return r.alone(d.g)
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
@@ -143,12 +147,16 @@ func (d *sqliteDialect) run(ctx context.Context) {
 }
 
 // commit makes a batch's inserts, together when there are several, else
-// (or when together failed) one at a time, as kine makes them.
+// (or when together failed) one at a time, as kine makes them. A panic
+// fails the inserts it stopped, never the committer: every writer of the
+// server waits on it.
 func (d *sqliteDialect) commit(ctx context.Context, batch []*insertReq) {
 	if len(batch) > 1 {
-		d.g.Lock() // kine's other writes (LockWrites) wait, rather than SQLite's busy handler
-		err := d.together(ctx, batch)
-		d.g.Unlock()
+		err := safely(ctx, func() error {
+			d.g.Lock() // kine's other writes (LockWrites) wait, rather than SQLite's busy handler
+			defer d.g.Unlock()
+			return d.together(ctx, batch)
+		})
 		if err == nil {
 			d.groupsMu.Lock()
 			d.groups++
@@ -158,13 +166,23 @@ func (d *sqliteDialect) commit(ctx context.Context, batch []*insertReq) {
 		klog.FromContext(ctx).V(2).Info("inserts committed together failed; making them one at a time", "inserts", len(batch), "err", err)
 	}
 	for _, r := range batch {
-		r.id, r.err = 0, nil
-		if err := r.ctx.Err(); err != nil {
-			r.err = err
-			continue
-		}
-		r.alone(d.g)
+		r.id = 0
+		r.err = safely(ctx, func() (err error) {
+			r.id, err = r.alone(d.g)
+			return err
+		})
 	}
+}
+
+// safely calls fn, and returns a panic in it as an error.
+func safely(ctx context.Context, fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			klog.FromContext(ctx).Error(nil, "panic writing to SQLite", "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("writing to SQLite: panic: %v", p)
+		}
+	}()
+	return fn()
 }
 
 // together makes a batch's inserts in one transaction. An error means none
@@ -178,8 +196,9 @@ func (d *sqliteDialect) together(ctx context.Context, batch []*insertReq) (err e
 	if err != nil {
 		return err
 	}
+	committed := false
 	defer func() {
-		if err != nil {
+		if !committed { // failed, or panicked
 			_ = tx.Rollback()
 		}
 	}()
@@ -204,7 +223,11 @@ func (d *sqliteDialect) together(ctx context.Context, batch []*insertReq) (err e
 			return err
 		}
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	committed = true
+	return nil
 }
 
 func (d *sqliteDialect) translate(err error) error {

@@ -149,6 +149,35 @@ func TestGroupCommitFallsBack(t *testing.T) {
 	require.Len(t, kvs, 3)
 }
 
+// TestGroupCommitSurvivesPanics: a panic while inserts are made fails the
+// insert that panicked, not its group's others nor the committer, and
+// leaves kine's write lock free.
+func TestGroupCommitSurvivesPanics(t *testing.T) {
+	ctx, backend, dialect := sqliteBackend(t)
+	require.NoError(t, backend.Start(ctx))
+	var batch []*insertReq
+	for i := range 3 {
+		batch = append(batch, &insertReq{ctx: ctx, key: fmt.Sprintf("/registry/test/p%d", i), create: true, value: []byte("v")})
+	}
+	batch[1].ctx = nil // r.ctx.Err() panics, together and alone
+	dialect.commit(ctx, batch)
+	require.NoError(t, batch[0].err)
+	require.NoError(t, batch[2].err)
+	require.ErrorContains(t, batch[1].err, "panic")
+	require.True(t, dialect.g.TryLock(), "kine's write lock is free")
+	dialect.g.Unlock()
+
+	_, err := backend.Create(ctx, "/registry/test/after", []byte("v"), 0)
+	require.NoError(t, err, "the committer goes on")
+	_, kvs, err := backend.List(ctx, "/registry/test/", "/registry/test0", 0, 0, false)
+	require.NoError(t, err)
+	var keys []string
+	for _, kv := range kvs {
+		keys = append(keys, kv.Key)
+	}
+	require.Equal(t, []string{"/registry/test/after", "/registry/test/p0", "/registry/test/p2"}, keys)
+}
+
 // BenchmarkConcurrentCreates: creates of 5 KB values from 32 writers, kine's
 // inserts one at a time (LockWrites) against committed together.
 func BenchmarkConcurrentCreates(b *testing.B) {
