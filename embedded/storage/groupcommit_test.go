@@ -11,6 +11,7 @@ import (
 	"github.com/k3s-io/kine/pkg/logstructured"
 	"github.com/k3s-io/kine/pkg/logstructured/sqllog"
 	"github.com/k3s-io/kine/pkg/server"
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 )
 
@@ -181,6 +182,7 @@ func TestGroupCommitSurvivesPanics(t *testing.T) {
 // BenchmarkConcurrentCreates: creates of 5 KB values from 32 writers, kine's
 // inserts one at a time (LockWrites) against committed together.
 func BenchmarkConcurrentCreates(b *testing.B) {
+	logrus.SetLevel(logrus.WarnLevel)
 	for _, together := range []bool{false, true} {
 		name := "alone"
 		if together {

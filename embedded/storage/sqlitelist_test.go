@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 )
 
@@ -129,6 +130,7 @@ func TestSQLiteListsAgreeWithKine(t *testing.T) {
 // 100,000 keys (1 KB values, a tenth updated once), kine's query against
 // the range read a page at a time.
 func BenchmarkSQLiteListPage(b *testing.B) {
+	logrus.SetLevel(logrus.WarnLevel)
 	ctx, backend, dialect := sqliteBackend(b)
 	require.NoError(b, backend.Start(ctx))
 	_, err := dialect.g.DB.ExecContext(ctx, `
