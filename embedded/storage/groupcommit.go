@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	kinegeneric "github.com/k3s-io/kine/pkg/drivers/generic"
@@ -55,8 +56,7 @@ type sqliteDialect struct {
 	inserts chan *insertReq
 	stopped chan struct{}
 	// groups counts the transactions of more than one insert (for tests).
-	groupsMu sync.Mutex
-	groups   int
+	groups atomic.Int64
 }
 
 // insertReq is one writer's insert and, once done is closed, its result.
@@ -158,9 +158,7 @@ func (d *sqliteDialect) commit(ctx context.Context, batch []*insertReq) {
 			return d.together(ctx, batch)
 		})
 		if err == nil {
-			d.groupsMu.Lock()
-			d.groups++
-			d.groupsMu.Unlock()
+			d.groups.Add(1)
 			return
 		}
 		klog.FromContext(ctx).V(2).Info("inserts committed together failed; making them one at a time", "inserts", len(batch), "err", err)
@@ -248,8 +246,6 @@ func (d *sqliteDialect) errCode(err error) string {
 }
 
 // groupsCommitted returns how many transactions held more than one insert.
-func (d *sqliteDialect) groupsCommitted() int {
-	d.groupsMu.Lock()
-	defer d.groupsMu.Unlock()
-	return d.groups
+func (d *sqliteDialect) groupsCommitted() int64 {
+	return d.groups.Load()
 }

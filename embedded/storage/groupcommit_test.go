@@ -130,10 +130,7 @@ func TestGroupCommit(t *testing.T) {
 func TestGroupCommitFallsBack(t *testing.T) {
 	ctx, backend, inserts := sqliteBackend(t)
 	require.NoError(t, backend.Start(ctx))
-	var batch []*insertReq
-	for i := range 3 {
-		batch = append(batch, &insertReq{ctx: ctx, key: fmt.Sprintf("/registry/test/k%d", i), create: true, value: []byte("v")})
-	}
+	batch := newBatch(ctx, "/registry/test/k", 3)
 	failed, cancel := context.WithCancel(ctx)
 	cancel() // the transaction cannot begin
 	inserts.commit(failed, batch)
@@ -156,10 +153,7 @@ func TestGroupCommitFallsBack(t *testing.T) {
 func TestGroupCommitSurvivesPanics(t *testing.T) {
 	ctx, backend, dialect := sqliteBackend(t)
 	require.NoError(t, backend.Start(ctx))
-	var batch []*insertReq
-	for i := range 3 {
-		batch = append(batch, &insertReq{ctx: ctx, key: fmt.Sprintf("/registry/test/p%d", i), create: true, value: []byte("v")})
-	}
+	batch := newBatch(ctx, "/registry/test/p", 3)
 	batch[1].ctx = nil // r.ctx.Err() panics, together and alone
 	dialect.commit(ctx, batch)
 	require.NoError(t, batch[0].err)
@@ -219,4 +213,13 @@ func BenchmarkConcurrentCreates(b *testing.B) {
 // kine's own, one at a time.
 func newBackendAlone(inserts *sqliteDialect) server.Backend {
 	return logstructured.New(sqllog.New(inserts.g, 0, 0, 0, 0, 1000, 500))
+}
+
+// newBatch is n creates of keys prefix0, prefix1 and on.
+func newBatch(ctx context.Context, prefix string, n int) []*insertReq {
+	var batch []*insertReq
+	for i := range n {
+		batch = append(batch, &insertReq{ctx: ctx, key: fmt.Sprint(prefix, i), create: true, value: []byte("v")})
+	}
+	return batch
 }

@@ -36,10 +36,10 @@ const (
 )
 
 var (
-	sqliteListCurrentSQL    = sqliteList("ListCurrent", kinegeneric.Columns, "", "")
-	sqliteListCurrentValSQL = sqliteList("ListCurrentVal", kinegeneric.WithVal, "", "")
-	sqliteListRevisionSQL   = sqliteList("GetRevisionAfter", kinegeneric.Columns, sqliteAtRevision, sqliteNewestAt)
-	sqliteListRevisionVal   = sqliteList("GetRevisionAfterVal", kinegeneric.WithVal, sqliteAtRevision, sqliteNewestAt)
+	sqliteListCurrentSQL     = sqliteList("ListCurrent", kinegeneric.Columns, "", "")
+	sqliteListCurrentValSQL  = sqliteList("ListCurrentVal", kinegeneric.WithVal, "", "")
+	sqliteListRevisionSQL    = sqliteList("GetRevisionAfter", kinegeneric.Columns, sqliteAtRevision, sqliteNewestAt)
+	sqliteListRevisionValSQL = sqliteList("GetRevisionAfterVal", kinegeneric.WithVal, sqliteAtRevision, sqliteNewestAt)
 )
 
 func sqliteList(name, columns, atRevision, newestAt string) *query.Named {
@@ -65,7 +65,7 @@ func (d *sqliteDialect) List(ctx context.Context, key, end string, limit, revisi
 	if end == "" {
 		return d.Dialect.List(ctx, key, end, limit, revision, includeDeleted, keysOnly)
 	}
-	q := sqliteListRevisionVal
+	q := sqliteListRevisionValSQL
 	if keysOnly {
 		q = sqliteListRevisionSQL
 	}
