@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/controllers/internal/epstatus"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -204,23 +205,15 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	addImpliedNamespaces(desired)
 	r.holdEmptyNamespaces(key, mailbox, desired, current)
 
-	mctx := spaces.WithSpace(ctx, mailbox)
-	crds := r.crdsFor(desired, sel.crdNames, sel.upsyncCRDs)
-	if err := r.bindCRDs(mctx, mailbox, crds); err != nil {
-		return false, err
+	written, deleted, err := r.writeMailbox(spaces.WithSpace(ctx, mailbox), mailbox, sel, cfg, exists, desired, current)
+	if notServedYet(err, mailbox) {
+		// The mailbox controller made the Space a moment ago, and the
+		// server's cache of Spaces has not seen it yet (many SyncTargets
+		// at once): nothing failed, the mailbox is looked at again.
+		logger.V(2).Info("the mailbox space is not served yet: looking again later")
+		return true, nil
 	}
-	written, err := r.writeCopies(mctx, desired, current)
 	if err != nil {
-		return false, err
-	}
-	deleted, err := r.prune(mctx, mailbox, desired, current)
-	if err != nil {
-		return false, err
-	}
-	if err := r.unbindCRDs(mctx, mailbox, crds); err != nil {
-		return false, err
-	}
-	if err := r.writeSyncerConfig(mctx, cfg, exists, syncerConfigSpec(desired, sel.crdNames, sel.upsync)); err != nil {
 		return false, err
 	}
 	if written+deleted > 0 {
@@ -232,6 +225,39 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 		return false, errRetryLater
 	}
 	return false, nil
+}
+
+// writeMailbox makes the mailbox what is desired: the CRDs its copies need
+// bound, the copies written, those no longer desired deleted, and its
+// SyncerConfig. It returns how many copies it wrote and deleted.
+func (r *mailboxReconciler) writeMailbox(mctx context.Context, mailbox string, sel *selection, cfg *edgev2alpha1.SyncerConfig, exists bool,
+	desired map[string]*desiredCopy, current map[string]*unstructured.Unstructured) (written, deleted int, err error) {
+	crds := r.crdsFor(desired, sel.crdNames, sel.upsyncCRDs)
+	if err := r.bindCRDs(mctx, mailbox, crds); err != nil {
+		return 0, 0, err
+	}
+	if written, err = r.writeCopies(mctx, desired, current); err != nil {
+		return written, 0, err
+	}
+	if deleted, err = r.prune(mctx, mailbox, desired, current); err != nil {
+		return written, deleted, err
+	}
+	if err := r.unbindCRDs(mctx, mailbox, crds); err != nil {
+		return written, deleted, err
+	}
+	return written, deleted, r.writeSyncerConfig(mctx, cfg, exists, syncerConfigSpec(desired, sel.crdNames, sel.upsync))
+}
+
+// notServedYet tells whether err is the server's answer that the mailbox
+// space does not exist (spaces.WithSpaceAdmission and the edge admission
+// plugin answer from a cache of Spaces).
+func notServedYet(err error, mailbox string) bool {
+	var status apierrors.APIStatus
+	if err == nil || !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d != nil && d.Group == tenancyv1alpha1.SchemeGroupVersion.Group && d.Kind == "spaces" && d.Name == mailbox
 }
 
 // target returns the SyncTarget of a key and its mailbox: the one the

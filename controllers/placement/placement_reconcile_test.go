@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -613,6 +614,40 @@ func TestMailboxReconcileSequence(t *testing.T) {
 			},
 			wantCalls: []string{"recordProblems 1", "create namespaces default", "create configmaps default/a"},
 			wantErr:   "writing configmaps default/a: configmaps \"a\" is forbidden: no",
+		},
+		{
+			// Under a burst of new SyncTargets the server's cache of Spaces
+			// lags: the mailbox the mailbox controller just made is
+			// refused as unknown. That is no failure to log.
+			name: "the mailbox space is not served yet: looked at again, without an error",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "a", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("a"))
+				f.failWrite["namespaces default"] = fmt.Errorf("wrapped: %w", apierrors.NewNotFound(tenancyv1alpha1.Resource("spaces"), f.mailbox()))
+			},
+			wantCalls:   []string{"recordProblems 1", "create namespaces default"},
+			wantRequeue: true,
+		},
+		{
+			name: "another space, or another resource, not found: an error",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "a", map[string]any{"a": "1"}))
+				f.put(cmGVR, "wds1", configMap("default", "b", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("a", "b"))
+				f.failWrite["namespaces default"] = apierrors.NewNotFound(tenancyv1alpha1.Resource("spaces"), "wds1")
+			},
+			wantCalls: []string{"recordProblems 1", "create namespaces default"},
+			wantErr:   "writing namespaces default: spaces.tenancy.kubestellar.io \"wds1\" not found",
+		},
+		{
+			name: "a resource of the mailbox's name not found: an error",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "a", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("a"))
+				f.failWrite["namespaces default"] = apierrors.NewNotFound(cmGVR.GroupResource(), f.mailbox())
+			},
+			wantCalls: []string{"recordProblems 1", "create namespaces default"},
+			wantErr:   "writing namespaces default: configmaps \"" + spaces.MailboxName(inv, string(stUID)) + "\" not found",
 		},
 		{
 			// The SyncerConfig made a moment ago, with other resources, is
