@@ -113,6 +113,9 @@ type Source struct {
 	// leftOut is set, for good, once an object of a mailbox space has
 	// passed: in a list, or in a watch's event.
 	leftOut atomic.Bool
+	// fields shares the managedFields' field sets of the objects the
+	// cache gets.
+	fields fieldSets
 }
 
 // Whole reports whether no object has ever been left out: a cache filled
@@ -158,6 +161,7 @@ func (s *Source) GetList(ctx context.Context, key string, opts storage.ListOptio
 	kept := items[:0:0]
 	for _, item := range items {
 		if s.inCache(item) {
+			s.fields.share(item)
 			kept = append(kept, item)
 		}
 	}
@@ -176,6 +180,7 @@ func (s *Source) Watch(ctx context.Context, key string, opts storage.ListOptions
 		switch e.Type {
 		case watch.Added, watch.Modified, watch.Deleted:
 			if s.inCache(e.Object) {
+				s.fields.share(e.Object)
 				return e, true
 			}
 			return s.bookmark(e.Object)
