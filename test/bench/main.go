@@ -108,7 +108,7 @@ func main() {
 	flag.IntVar(&o.tunnel.requests, "forward-requests", 2000, "GETs sent to one real edge cluster directly, and again through the center's edge proxy (0 skips)")
 	flag.IntVar(&o.tunnel.workers, "forward-workers", 8, "concurrent GETs in the forwarding comparison")
 	flag.IntVar(&o.datastoreN, "datastore-objects", 1000, "ConfigMaps created on SQLite, and on PostgreSQL, MySQL and etcd (two servers each), for write throughput and watch latency (0 skips)")
-	flag.IntVar(&o.stockN, "stock-objects", 2000, "side by side with the stock kube-apiserver, each on a fresh kine/SQLite, then etcd: ConfigMaps per 32-client create run (a quarter with 1 client) and in the listed namespace (0 skips)")
+	flag.IntVar(&o.stockN, "stock-objects", 2000, "side by side with the stock kube-apiserver, each on a fresh kine/SQLite, then ours on its embedded SQLite against the stock one on kine/SQLite, then both on etcd: ConfigMaps per 32-client create run (a quarter with 1 client) and in the listed namespace (0 skips)")
 	flag.IntVar(&o.tenants.samples, "tenant-samples", 300, "creates by the quiet space's one client, alone and beside the noisy space, in the tenants section (0 skips it)")
 	flag.IntVar(&o.tenants.noisyWriters, "noisy-writers", 64, "tenants: concurrent writers in the noisy space")
 	flag.IntVar(&o.tenants.throughputN, "tenant-throughput-objects", 2000, "tenants: creates by 32 clients as a user and as the admin, for the cost of RBAC (0 skips)")

@@ -25,7 +25,11 @@ import (
 // (built by test/edgecluster from k8s.io/kubernetes, with a real
 // deployment's flags and its watch cache on), side by side in one run, on
 // the same kind of datastore: a standalone kine over SQLite, then etcd.
-// Each server gets a fresh datastore of its own, the same client code and
+// Between the two, ours runs as `kubestellar server start` does by
+// default, on the SQLite database in its data directory through the kine
+// it embeds, against the stock server on a standalone kine/SQLite again:
+// what a user of ours gets against what kube-apiserver gets on the same
+// database engine (k3s's default). Each server gets a fresh datastore of its own, the same client code and
 // the same objects, a warm-up, and then the measurements, taken
 // alternately (ours, stock, then stock, ours) so that a change in the
 // machine's load falls on both. Our server is measured inside a space, as a tenant uses
@@ -59,6 +63,9 @@ type stockBackend struct {
 	// note says how it runs, for the first row.
 	note  string
 	start func(ctx context.Context, progress func(string, ...any)) (*stockDatastore, error)
+	// embedded runs our server on its default datastore, the SQLite
+	// database in its data directory, instead of one start makes.
+	embedded bool
 }
 
 // stockFigures are one server's numbers on one backend.
@@ -92,34 +99,38 @@ func stockBench(ctx context.Context, bin string, n int, progress func(string, ..
 
 // stockBackends are the datastores: a standalone kine over SQLite, which
 // our server reaches as kube-apiserver does, through its etcd API (kine's
-// etcd passthrough), and etcd, reached directly by both.
+// etcd passthrough); ours on its embedded default against the stock server
+// on that standalone kine; and etcd, reached directly by both.
 func stockBackends(kine *edgecluster.KineBuild, bins *edgecluster.Binaries) []stockBackend {
-	return []stockBackend{
-		{
-			name: "kine/SQLite",
-			note: fmt.Sprintf("standalone kine %s (cgo, go-sqlite3 %s: the kine ours embeds) on a unix socket, our SQLite settings (%s, incremental auto-vacuum), a fresh one per server",
-				kine.Kine, kine.SQLite, sqliteDurability()),
-			start: func(ctx context.Context, progress func(string, ...any)) (*stockDatastore, error) {
-				dir, err := os.MkdirTemp("", "kubestellar-bench-kine-")
-				if err != nil {
-					return nil, err
+	standalone := fmt.Sprintf("standalone kine %s (cgo, go-sqlite3 %s: the kine ours embeds) on a unix socket, our SQLite settings (%s, incremental auto-vacuum)",
+		kine.Kine, kine.SQLite, sqliteDurability())
+	startKine := func(ctx context.Context, progress func(string, ...any)) (*stockDatastore, error) {
+		dir, err := os.MkdirTemp("", "kubestellar-bench-kine-")
+		if err != nil {
+			return nil, err
+		}
+		k, err := startStockKine(ctx, kine, dir)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		return &stockDatastore{
+			ours:  []string{"--datastore-endpoint", k.Endpoint},
+			stock: edgecluster.APIServerOptions{EtcdServers: []string{k.Endpoint}},
+			stop: func() {
+				if err := k.Stop(); err != nil {
+					progress("stock: kine: %v", err)
 				}
-				k, err := startStockKine(ctx, kine, dir)
-				if err != nil {
-					os.RemoveAll(dir)
-					return nil, err
-				}
-				return &stockDatastore{
-					ours:  []string{"--datastore-endpoint", k.Endpoint},
-					stock: edgecluster.APIServerOptions{EtcdServers: []string{k.Endpoint}},
-					stop: func() {
-						if err := k.Stop(); err != nil {
-							progress("stock: kine: %v", err)
-						}
-						os.RemoveAll(dir)
-					},
-				}, nil
+				os.RemoveAll(dir)
 			},
+		}, nil
+	}
+	return []stockBackend{
+		{name: "kine/SQLite", note: standalone + ", a fresh one per server", start: startKine},
+		{
+			name:  "embedded SQLite",
+			note:  "ours on its default datastore (`server start` without --datastore-endpoint: the kine it embeds, in process, on SQLite in its data directory); the stock server on a fresh " + standalone,
+			start: startKine, embedded: true,
 		},
 		{
 			name: "etcd",
@@ -218,12 +229,16 @@ func prepareSQLite(ctx context.Context, path string) error {
 func stockCompare(ctx context.Context, bin string, bins *edgecluster.Binaries, b stockBackend, n int, progress func(string, ...any)) ([2]stockFigures, error) {
 	var none [2]stockFigures
 	progress("stock: %s: our server on a fresh datastore, in space %s", b.name, stockSpace)
-	oursDS, err := b.start(ctx, progress)
-	if err != nil {
-		return none, err
+	var oursArgs []string
+	if !b.embedded {
+		oursDS, err := b.start(ctx, progress)
+		if err != nil {
+			return none, err
+		}
+		defer oursDS.stop()
+		oursArgs = oursDS.ours
 	}
-	defer oursDS.stop()
-	s, err := start(ctx, bin, "", oursDS.ours...)
+	s, err := start(ctx, bin, "", oursArgs...)
 	if err != nil {
 		return none, err
 	}

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubestellar/kubestellar/test/edgecluster"
 )
 
 // TestSideBySide runs the measurements against two fake clientsets: both
@@ -84,6 +86,22 @@ func TestStockRows(t *testing.T) {
 	rows := stockRows(b, 1000, [2]stockFigures{tests[1].ours, tests[1].stock})
 	require.Equal(t, "1100 / 1000 (1.10×)", rows[1].value)
 	require.Equal(t, "8.0 ms / 4.0 ms (2.00×)", rows[4].value)
+}
+
+// TestStockBackends checks the datastores of the side by side: ours on a
+// datastore it is given but for the embedded row, where it runs on its
+// default and the stock server on a standalone kine.
+func TestStockBackends(t *testing.T) {
+	backends := stockBackends(&edgecluster.KineBuild{Kine: "v0.0.0", SQLite: "v1.0.0"}, &edgecluster.Binaries{})
+	var names []string
+	for _, b := range backends {
+		names = append(names, b.name)
+		require.Equal(t, b.name == "embedded SQLite", b.embedded, b.name)
+		require.NotNil(t, b.start, b.name)
+	}
+	require.Equal(t, []string{"kine/SQLite", "embedded SQLite", "etcd"}, names)
+	require.Contains(t, backends[1].note, "ours on its default datastore")
+	require.Contains(t, backends[1].note, "standalone kine v0.0.0")
 }
 
 func TestGoalNote(t *testing.T) {
