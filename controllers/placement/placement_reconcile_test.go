@@ -629,7 +629,7 @@ func TestMailboxReconcileSequence(t *testing.T) {
 			wantRequeue: true,
 		},
 		{
-			name: "another space, or another resource, not found: an error",
+			name: "another space not found: an error",
 			setup: func(f *fakeMailbox) {
 				f.put(cmGVR, "wds1", configMap("default", "a", map[string]any{"a": "1"}))
 				f.put(cmGVR, "wds1", configMap("default", "b", map[string]any{"a": "1"}))
