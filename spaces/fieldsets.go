@@ -64,7 +64,7 @@ func (f *fieldSets) share(obj runtime.Object) {
 	entries := m.GetManagedFields() // a typed object's own slice
 	for i := range entries {
 		if set := entries[i].FieldsV1; set != nil {
-			entries[i].FieldsV1 = f.canonical("t"+string(set.Raw), set).(*metav1.FieldsV1)
+			entries[i].FieldsV1 = f.canonical("t"+set.GetRawString(), set).(*metav1.FieldsV1)
 		}
 	}
 }

@@ -101,7 +101,7 @@ func TestCacheSourceSharesTypedFieldSets(t *testing.T) {
 	cm := func(name, field string) corev1.ConfigMap {
 		c := *inSpace("wds1", "default", name, "10")
 		c.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:` + field + `":{}}}`)}}}
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:` + field + `":{}}}`)}}
 		return c
 	}
 	raw := &watchingStorage{w: watch.NewFakeWithChanSize(4, false)}
@@ -112,19 +112,19 @@ func TestCacheSourceSharesTypedFieldSets(t *testing.T) {
 	require.Len(t, list.Items, 3)
 	require.Same(t, list.Items[0].ManagedFields[0].FieldsV1, list.Items[1].ManagedFields[0].FieldsV1)
 	require.NotSame(t, list.Items[0].ManagedFields[0].FieldsV1, list.Items[2].ManagedFields[0].FieldsV1)
-	require.JSONEq(t, `{"f:data":{"f:y":{}}}`, string(list.Items[2].ManagedFields[0].FieldsV1.Raw))
+	require.JSONEq(t, `{"f:data":{"f:y":{}}}`, list.Items[2].ManagedFields[0].FieldsV1.GetRawString())
 }
 
 // The table keeps at most two generations of sets; a set seen in each
 // generation stays in it.
 func TestFieldSetsBounded(t *testing.T) {
 	var f fieldSets
-	kept := &metav1.FieldsV1{Raw: []byte(`{"f:kept":{}}`)}
+	kept := metav1.NewFieldsV1(`{"f:kept":{}}`)
 	require.Same(t, kept, f.canonical("tkept", kept))
 	for i := range 3 * fieldSetsKept {
 		f.canonical(fmt.Sprintf("t%d", i), &metav1.FieldsV1{})
 		if i%(fieldSetsKept/2) == 0 {
-			require.Same(t, kept, f.canonical("tkept", &metav1.FieldsV1{Raw: []byte(`{"f:kept":{}}`)}), "round %d", i)
+			require.Same(t, kept, f.canonical("tkept", metav1.NewFieldsV1(`{"f:kept":{}}`)), "round %d", i)
 		}
 		require.LessOrEqual(t, len(f.cur)+len(f.prev), 2*fieldSetsKept)
 	}
