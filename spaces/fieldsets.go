@@ -24,15 +24,23 @@ import (
 // What is shared is never written to: the watch cache's objects are read
 // only (the API server copies before it changes one), and the sets are
 // read by decoding them. The table is bounded: it keeps up to
-// fieldSetsKept sets in each of two generations, and a set not seen for
-// a generation is forgotten (objects keep theirs).
+// fieldSetsKept sets in each of two generations, a set not seen for a
+// generation is forgotten (objects keep theirs), and a set larger than
+// fieldSetMax as JSON is never kept: a tenant's objects with large,
+// distinct sets (a ConfigMap's thousand data keys) would otherwise keep
+// megabytes each alive in the table after the objects are gone.
 type fieldSets struct {
 	mu        sync.Mutex
 	cur, prev map[string]any
 }
 
-// fieldSetsKept bounds each generation of the table.
-const fieldSetsKept = 2048
+const (
+	// fieldSetsKept bounds each generation of the table.
+	fieldSetsKept = 2048
+	// fieldSetMax bounds a set the table keeps, as JSON: the sets of the
+	// fleet's objects are a few hundred bytes.
+	fieldSetMax = 1 << 10
+)
 
 // share makes obj's field sets those of the table where equal, and adds
 // those it does not have. obj must be the caller's alone: it is changed.
@@ -50,7 +58,7 @@ func (f *fieldSets) share(obj runtime.Object) {
 				continue
 			}
 			key, err := json.Marshal(set) // map keys in order: equal sets, equal keys
-			if err != nil {
+			if err != nil || len(key) > fieldSetMax {
 				continue
 			}
 			entry["fieldsV1"] = f.canonical("u"+string(key), set)
@@ -63,7 +71,7 @@ func (f *fieldSets) share(obj runtime.Object) {
 	}
 	entries := m.GetManagedFields() // a typed object's own slice
 	for i := range entries {
-		if set := entries[i].FieldsV1; set != nil {
+		if set := entries[i].FieldsV1; set != nil && len(set.GetRawBytes()) <= fieldSetMax {
 			entries[i].FieldsV1 = f.canonical("t"+set.GetRawString(), set).(*metav1.FieldsV1)
 		}
 	}

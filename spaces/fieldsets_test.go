@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -131,4 +132,31 @@ func TestFieldSetsBounded(t *testing.T) {
 	_, first := f.cur["t0"]
 	_, firstBefore := f.prev["t0"]
 	require.False(t, first || firstBefore, "a set not seen for a generation is forgotten")
+}
+
+// A large set is never kept: a tenant's objects cannot fill the table
+// with megabytes that outlive them. The small sets beside it still are.
+func TestFieldSetsLeaveLargeSetsAlone(t *testing.T) {
+	var f fieldSets
+	withSets := func() *unstructured.Unstructured {
+		data := map[string]any{}
+		for i := range 200 {
+			data[fmt.Sprintf("f:key-%04d", i)] = map[string]any{}
+		}
+		return &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "big", "managedFields": []any{
+			map[string]any{"manager": "kubectl", "fieldsV1": map[string]any{"f:data": data}},
+			map[string]any{"manager": "other", "fieldsV1": map[string]any{"f:metadata": map[string]any{"f:labels": map[string]any{}}}},
+		}}}}
+	}
+	one, two := withSets(), withSets()
+	f.share(one)
+	f.share(two)
+	require.Len(t, f.cur, 1, "only the small set is kept")
+	require.NotEqual(t, sets(t, one)[0], sets(t, two)[0], "the large sets are the objects' own")
+	require.Equal(t, sets(t, one)[1], sets(t, two)[1], "the small ones are shared")
+
+	raw := `{"f:data":{` + strings.Repeat(`"f:k":{},`, 200) + `"f:z":{}}}`
+	typed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{{FieldsV1: metav1.NewFieldsV1(raw)}}}}
+	f.share(typed)
+	require.Len(t, f.cur, 1, "nor a large typed set")
 }
