@@ -29,12 +29,13 @@ import (
 // default, on the SQLite database in its data directory through the kine
 // it embeds, against the stock server on a standalone kine/SQLite again:
 // what a user of ours gets against what kube-apiserver gets on the same
-// database engine (k3s's default). Each server gets a fresh datastore of its own, the same client code and
-// the same objects, a warm-up, and then the measurements, taken
-// alternately (ours, stock, then stock, ours) so that a change in the
-// machine's load falls on both. Our server is measured inside a space, as a tenant uses
-// it; each server's client is its administrator (system:masters, which
-// RBAC and API Priority and Fairness let through on both).
+// database engine (k3s's default). Each server gets a fresh datastore of
+// its own, the same client code and the same objects, a warm-up, and then
+// the measurements, taken alternately (ours, stock, then stock, ours) so
+// that a change in the machine's load falls on both. Our server is
+// measured inside a space, as a tenant uses it; each server's client is
+// its administrator (system:masters, which RBAC and API Priority and
+// Fairness let through on both).
 //
 // The goals are the issue's: ours ÷ stock creates/s ≥ 1.2 with 32
 // clients, and LIST latency ours ÷ stock ≤ 1.0.
