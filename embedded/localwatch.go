@@ -34,6 +34,17 @@ import (
 // its loopback identity's full rights. Custom resources, and Namespaces,
 // are not served here (false): use the API.
 func (w *storeWriter) ListerWatcher(gvr schema.GroupVersionResource, space, labelSelector string) (cache.ListerWatcher, bool) {
+	return w.ListerWatcherConverting(gvr, space, labelSelector, nil)
+}
+
+// ListerWatcherConverting is ListerWatcher, but each object is first
+// offered to convert (when set), and made unstructured only when convert
+// declines it: a cache that keeps a record of some objects makes it from
+// the typed object, without an unstructured one in between. Its lists are
+// then lists of objects (metainternalversion.List), each what convert made
+// or an unstructured object. convert must only read what it is given.
+func (w *storeWriter) ListerWatcherConverting(gvr schema.GroupVersionResource, space, labelSelector string,
+	convert func(runtime.Object, schema.GroupVersionKind) (runtime.Object, bool)) (cache.ListerWatcher, bool) {
 	store, ok := w.stores[gvr]
 	if !ok {
 		return nil, false
@@ -62,6 +73,9 @@ func (w *storeWriter) ListerWatcher(gvr schema.GroupVersionResource, space, labe
 			if err != nil {
 				return nil, err
 			}
+			if convert != nil {
+				return convertedList(list, gvk, convert)
+			}
 			return unstructuredList(list, gvk)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
@@ -82,11 +96,11 @@ func (w *storeWriter) ListerWatcher(gvr schema.GroupVersionResource, space, labe
 				if e.Type == watch.Error {
 					return e, true
 				}
-				u, err := toUnstructured(e.Object, gvk)
+				obj, err := convertOne(e.Object, gvk, convert)
 				if err != nil {
 					return watch.Event{Type: watch.Error, Object: &metav1.Status{Status: metav1.StatusFailure, Message: err.Error(), Reason: metav1.StatusReasonInternalError, Code: 500}}, true
 				}
-				e.Object = u
+				e.Object = obj
 				return e, true
 			}), nil
 		},
@@ -118,6 +132,45 @@ func toUnstructured(obj runtime.Object, gvk schema.GroupVersionKind) (*unstructu
 	u := &unstructured.Unstructured{Object: content}
 	u.SetGroupVersionKind(gvk)
 	return u, nil
+}
+
+// convertOne returns what convert makes of an object the registry
+// returned, or, when convert is nil or declines it, the object as
+// unstructured.
+func convertOne(obj runtime.Object, gvk schema.GroupVersionKind, convert func(runtime.Object, schema.GroupVersionKind) (runtime.Object, bool)) (runtime.Object, error) {
+	if convert != nil {
+		inner := obj
+		if co, ok := obj.(runtime.CacheableObject); ok {
+			inner = co.GetObject()
+		}
+		if out, ok := convert(inner, gvk); ok {
+			return out, nil
+		}
+	}
+	return toUnstructured(obj, gvk)
+}
+
+// convertedList converts the items of a list the registry returned, as
+// convertOne does.
+func convertedList(list runtime.Object, gvk schema.GroupVersionKind, convert func(runtime.Object, schema.GroupVersionKind) (runtime.Object, bool)) (*metainternalversion.List, error) {
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return nil, err
+	}
+	out := &metainternalversion.List{Items: make([]runtime.Object, 0, len(items))}
+	out.ResourceVersion, out.Continue = lm.GetResourceVersion(), lm.GetContinue()
+	for _, item := range items {
+		obj, err := convertOne(item, gvk, convert)
+		if err != nil {
+			return nil, err
+		}
+		out.Items = append(out.Items, obj)
+	}
+	return out, nil
 }
 
 // unstructuredList converts a list the registry returned.

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -218,6 +219,62 @@ func TestCopiesReadInProcessAsTheAPIWould(t *testing.T) {
 	_, err = lw.WatchWithContext(ctx, metav1.ListOptions{SendInitialEvents: &sendInitial, AllowWatchBookmarks: true,
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
 	require.True(t, apierrors.IsBadRequest(err), "a streaming list: %v", err)
+
+	// A cache that keeps records of some objects is offered each object
+	// typed first (the controllers' caches make their copies' records so);
+	// what it declines comes as before.
+	converting, ok := r.(interface {
+		ListerWatcherConverting(schema.GroupVersionResource, string, string,
+			func(runtime.Object, schema.GroupVersionKind) (runtime.Object, bool)) (cache.ListerWatcher, bool)
+	})
+	require.True(t, ok, "the server's reader offers typed objects (a %T)", r)
+	var offered []string
+	take := func(obj runtime.Object, gvk schema.GroupVersionKind) (runtime.Object, bool) {
+		cm, ok := obj.(*corev1.ConfigMap)
+		if !ok || gvk.Kind != "ConfigMap" {
+			return nil, false // and the list below shows it
+		}
+		offered = append(offered, cm.Annotations[spaces.Annotation]+"|"+cm.Namespace+"/"+cm.Name)
+		if cm.Name != "labelled" {
+			return nil, false
+		}
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "record of " + cm.Name}}, true
+	}
+	clw, ok := converting.ListerWatcherConverting(configMaps, "team", "", take)
+	require.True(t, ok)
+	listed, err = cache.ToListerWatcherWithContext(clw).ListWithContext(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	items, err := meta.ExtractList(listed)
+	require.NoError(t, err)
+	rv, err = meta.NewAccessor().ResourceVersion(listed)
+	require.NoError(t, err)
+	require.NotEmpty(t, rv)
+	got := map[string]string{}
+	for _, item := range items {
+		switch o := item.(type) {
+		case *metav1.PartialObjectMetadata:
+			got[o.Name] = "taken"
+		case *unstructured.Unstructured:
+			got[crossSpaceName(o)] = "unstructured"
+		default:
+			t.Fatalf("a list item %T", item)
+		}
+	}
+	require.Equal(t, map[string]string{"record of labelled": "taken", "team|apps/plain": "unstructured"}, got)
+	require.ElementsMatch(t, []string{"team|apps/labelled", "team|apps/plain"}, offered)
+	w, err = cache.ToListerWatcherWithContext(clw).WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: rv})
+	require.NoError(t, err)
+	defer w.Stop()
+	team := kube(t, s, "team").CoreV1().ConfigMaps("apps")
+	_, err = team.Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "labelled"}, Data: map[string]string{"a": "2"}}, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	select {
+	case ev := <-w.ResultChan():
+		require.Equal(t, watch.Modified, ev.Type)
+		require.Equal(t, "record of labelled", ev.Object.(*metav1.PartialObjectMetadata).Name, "a %T", ev.Object)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no event of the update")
+	}
 }
 
 // crossSpaceName is an object's space, namespace and name.

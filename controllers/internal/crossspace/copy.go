@@ -3,11 +3,13 @@ package crossspace
 import (
 	"encoding/binary"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"unique"
 
 	"github.com/google/uuid"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -82,6 +84,64 @@ func newCopy(u *unstructured.Unstructured) *Copy {
 	return c
 }
 
+// typedCopy makes the record of a copy from the typed object the server's
+// registry holds, of kind gvk: what newCopy makes of the same object
+// converted to unstructured, without converting the rest of it (a
+// ConfigMap's data, a Deployment's spec). Its status is the one part
+// converted. false when obj is not a Kubernetes object with a struct for
+// a status (the caller converts it whole).
+func typedCopy(obj runtime.Object, gvk schema.GroupVersionKind) (*Copy, bool) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, false
+	}
+	status, ok := typedStatus(obj)
+	if !ok {
+		return nil, false
+	}
+	c := &Copy{status: status}
+	c.setType(gvk.ToAPIVersionAndKind())
+	annotations := m.GetAnnotations()
+	c.setKey(annotations[spaces.Annotation], m.GetNamespace(), m.GetName())
+	c.SetUID(m.GetUID())
+	c.resourceVersion = strings.Clone(m.GetResourceVersion())
+	if ts := m.GetDeletionTimestamp(); ts != nil {
+		c.deletionTimestamp, _ = ts.ToUnstructured().(string)
+	}
+	c.generation = m.GetGeneration()
+	c.labels = encodeStringPairs(m.GetLabels(), "")
+	c.annotations = encodeStringPairs(annotations, spaces.Annotation)
+	return c, true
+}
+
+// typedStatus returns the status of a typed object (a pointer to a struct)
+// as the unstructured converter makes it: the field whose JSON name is
+// "status", converted, or nil when there is none. false when obj is not a
+// pointer to a struct, or its status not a struct.
+func typedStatus(obj runtime.Object) (any, bool) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil, false
+	}
+	v = v.Elem()
+	t := v.Type()
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "status" {
+			continue
+		}
+		f := v.Field(i)
+		if f.Kind() != reflect.Struct || !f.CanAddr() {
+			return nil, false
+		}
+		status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(f.Addr().Interface())
+		if err != nil {
+			return nil, false
+		}
+		return status, true
+	}
+	return nil, true
+}
+
 func (c *Copy) setType(apiVersion, kind string) {
 	c.typ = unique.Make(typeMeta{apiVersion, kind})
 }
@@ -113,23 +173,44 @@ func (c *Copy) CacheKey() string { return c.key }
 // (but skip), sorted, each key and value prefixed by its length, and
 // interns the result. The zero Handle stands for none.
 func encodePairs(m map[string]any, skip string) unique.Handle[string] {
-	keys := make([]string, 0, len(m))
-	for k, v := range m {
-		if _, ok := v.(string); ok && k != skip && isKubestellars(k) {
-			keys = append(keys, k)
+	return encodeKept(skip, func(keep func(k, v string)) {
+		for k, v := range m {
+			if s, ok := v.(string); ok {
+				keep(k, s)
+			}
 		}
-	}
-	if len(keys) == 0 {
+	})
+}
+
+// encodeStringPairs is encodePairs of a typed object's labels or
+// annotations.
+func encodeStringPairs(m map[string]string, skip string) unique.Handle[string] {
+	return encodeKept(skip, func(keep func(k, v string)) {
+		for k, v := range m {
+			keep(k, v)
+		}
+	})
+}
+
+// encodeKept encodes what each calls keep with, as encodePairs says.
+func encodeKept(skip string, each func(keep func(k, v string))) unique.Handle[string] {
+	type pair struct{ k, v string }
+	var pairs []pair
+	each(func(k, v string) {
+		if k != skip && isKubestellars(k) {
+			pairs = append(pairs, pair{k, v})
+		}
+	})
+	if len(pairs) == 0 {
 		return unique.Handle[string]{}
 	}
-	slices.Sort(keys)
+	slices.SortFunc(pairs, func(a, b pair) int { return strings.Compare(a.k, b.k) })
 	var b []byte
-	for _, k := range keys {
-		v := m[k].(string)
-		b = binary.AppendUvarint(b, uint64(len(k)))
-		b = append(b, k...)
-		b = binary.AppendUvarint(b, uint64(len(v)))
-		b = append(b, v...)
+	for _, p := range pairs {
+		b = binary.AppendUvarint(b, uint64(len(p.k)))
+		b = append(b, p.k...)
+		b = binary.AppendUvarint(b, uint64(len(p.v)))
+		b = append(b, p.v...)
 	}
 	return unique.Make(string(b))
 }

@@ -70,6 +70,15 @@ type LocalReader interface {
 	ListerWatcher(gvr schema.GroupVersionResource, space, labelSelector string) (cache.ListerWatcher, bool)
 }
 
+// convertingReader is a LocalReader that offers each object, typed, to a
+// cache's convert before making it unstructured (see
+// embedded.storeWriter.ListerWatcherConverting): a Copy record is then
+// made from the typed object, without an unstructured one in between.
+type convertingReader interface {
+	ListerWatcherConverting(gvr schema.GroupVersionResource, space, labelSelector string,
+		convert func(runtime.Object, schema.GroupVersionKind) (runtime.Object, bool)) (cache.ListerWatcher, bool)
+}
+
 // NewClients builds the clients from a root-space configuration.
 func NewClients(root *rest.Config) (*Clients, error) {
 	scheme, err := NewScheme()
@@ -254,13 +263,30 @@ func InSpace[T runtime.Object](inf *Informer, space string) []T {
 // Dynamic returns an informer over any resource, as unstructured objects.
 // A label selector, when set, limits it to matching objects.
 func (c *Clients) DynamicInformer(gvr schema.GroupVersionResource, labelSelector string, handler cache.ResourceEventHandler) *Informer {
-	return c.dynamicInformer(gvr, labelSelector, handler, nil)
+	return c.dynamicInformer(gvr, labelSelector, handler, nil, nil)
 }
 
-func (c *Clients) dynamicInformer(gvr schema.GroupVersionResource, labelSelector string, handler cache.ResourceEventHandler, transform cache.TransformFunc) *Informer {
+// dynamicInformer returns an informer over any resource, its objects
+// passed through transform (when set). typed, when set, is offered the
+// objects a LocalReader holds typed first (see convertingReader): it must
+// return what transform would make of the object as unstructured, or
+// decline it.
+func (c *Clients) dynamicInformer(gvr schema.GroupVersionResource, labelSelector string, handler cache.ResourceEventHandler,
+	transform cache.TransformFunc, typed func(runtime.Object, schema.GroupVersionKind) (runtime.Object, bool)) *Informer {
 	if c.Local != nil {
-		if lw, ok := c.Local.ListerWatcher(gvr, spaces.Wildcard, labelSelector); ok {
-			return newTransformingInformer(transformLists(lw, transform), &unstructured.Unstructured{}, handler, transform)
+		var lw cache.ListerWatcher
+		var ok bool
+		// The objects' type, which the informer's reflector checks each
+		// watch event against: none when typed may make some of them.
+		var objType runtime.Object = &unstructured.Unstructured{}
+		if cr, converts := c.Local.(convertingReader); converts && typed != nil {
+			lw, ok = cr.ListerWatcherConverting(gvr, spaces.Wildcard, labelSelector, typed)
+			objType = nil
+		} else {
+			lw, ok = c.Local.ListerWatcher(gvr, spaces.Wildcard, labelSelector)
+		}
+		if ok {
+			return newTransformingInformer(transformLists(lw, transform), objType, handler, transform)
 		}
 	}
 	wildcard := func(ctx context.Context) context.Context { return spaces.WithSpace(ctx, spaces.Wildcard) }

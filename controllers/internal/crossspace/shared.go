@@ -5,11 +5,14 @@ import (
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
 )
 
 // SharedDynamic is one cache per resource across all spaces, shared by the
@@ -83,6 +86,27 @@ func trimmer(isMailbox func(space string) bool) cache.TransformFunc {
 	}
 }
 
+// typedTrimmer is trimmer for the objects a LocalReader holds typed: a
+// copy in a mailbox becomes its Copy record, made from the typed object
+// (typedCopy), and anything else is declined (made unstructured, then
+// given to trimmer). nil when TrimCopies is unset.
+func typedTrimmer(isMailbox func(space string) bool) func(runtime.Object, schema.GroupVersionKind) (runtime.Object, bool) {
+	if isMailbox == nil {
+		return nil
+	}
+	return func(obj runtime.Object, gvk schema.GroupVersionKind) (runtime.Object, bool) {
+		m, err := meta.Accessor(obj)
+		if err != nil || m.GetLabels()[edgev2alpha1.PlacementCopyLabel] != "true" || !isMailbox(m.GetAnnotations()[spaces.Annotation]) {
+			return nil, false
+		}
+		c, ok := typedCopy(obj, gvk)
+		if !ok {
+			return nil, false
+		}
+		return c, true
+	}
+}
+
 // Start lets caches run from now on, until ctx is done.
 func (s *SharedDynamic) Start(ctx context.Context) {
 	s.mu.Lock()
@@ -126,7 +150,7 @@ func (s *SharedDynamic) For(gvr schema.GroupVersionResource) *Informer {
 				h.OnDelete(obj)
 			}
 		},
-	}, trimmer(s.isMailbox))
+	}, trimmer(s.isMailbox), typedTrimmer(s.isMailbox))
 	if len(s.indexers) > 0 {
 		indexers := cache.Indexers{}
 		for name, fn := range s.indexers {
