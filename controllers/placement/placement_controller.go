@@ -275,7 +275,7 @@ func (c *Controller) resourceEvents() cache.ResourceEventHandlerFuncs {
 			return
 		}
 		space := crossspace.SpaceOf(m)
-		if m.GetLabels()[ManagedLabel] != "true" {
+		if crossspace.Label(m, ManagedLabel) != "true" {
 			c.enqueueSpace(space)
 			return
 		}
@@ -300,7 +300,7 @@ func (c *Controller) resourceEvents() cache.ResourceEventHandlerFuncs {
 
 func isCopy(obj any) bool {
 	m, ok := metaOf(obj)
-	return ok && m.GetLabels()[ManagedLabel] == "true"
+	return ok && crossspace.Label(m, ManagedLabel) == "true"
 }
 
 // sourceChanged reports whether an update of a workload object changed

@@ -272,10 +272,10 @@ func (c *Controller) informerFor(gvr schema.GroupVersionResource) *crossspace.In
 // indexBySource indexes mailbox copies by the WDS object they copy.
 func indexBySource(obj any) ([]string, error) {
 	u, ok := obj.(*unstructured.Unstructured)
-	if !ok || u.GetLabels()[placement.ManagedLabel] != "true" {
+	if !ok || crossspace.Label(u, placement.ManagedLabel) != "true" {
 		return nil, nil
 	}
-	src := u.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation]
+	src := crossspace.Annotation(u, edgev2alpha1.SourceSpaceAnnotation)
 	if src == "" {
 		return nil, nil
 	}
@@ -291,12 +291,12 @@ func (c *Controller) onEvent(gvr schema.GroupVersionResource, obj, old any) {
 		return
 	}
 	wds := crossspace.SpaceOf(u)
-	if u.GetLabels()[placement.ManagedLabel] == "true" {
+	if crossspace.Label(u, placement.ManagedLabel) == "true" {
 		prev, _ := old.(*unstructured.Unstructured)
 		if !relevant(u) && (prev == nil || !relevant(prev)) {
 			return
 		}
-		wds = u.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation]
+		wds = crossspace.Annotation(u, edgev2alpha1.SourceSpaceAnnotation)
 		if wds == "" {
 			return
 		}
@@ -321,12 +321,12 @@ func (c *Controller) onCopyChange(gvr schema.GroupVersionResource, old, obj any)
 	ref := copyRef{gvr: gvr, space: crossspace.SpaceOf(u), namespace: u.GetNamespace(), name: u.GetName()}
 	var wds string
 	var problems []problem
-	if cur != nil && cur.GetLabels()[placement.ManagedLabel] == "true" {
+	if cur != nil && crossspace.Label(cur, placement.ManagedLabel) == "true" {
 		cp := placedCopy{gvr: gvr, mailbox: ref.space, obj: cur}
 		if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, ref.space); ok {
 			cp.syncTarget = st.Name
 		}
-		wds, problems = cur.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation], decodeProblems(cp)
+		wds, problems = crossspace.Annotation(cur, edgev2alpha1.SourceSpaceAnnotation), decodeProblems(cp)
 	}
 	for _, key := range c.copyProblems.set(ref, wds, problems) {
 		c.placementsQ.Add(key)
@@ -384,7 +384,6 @@ func relevant(u *unstructured.Unstructured) bool {
 	if status, ok := u.Object["status"].(map[string]any); ok && len(status) > 0 {
 		return true
 	}
-	annotations := u.GetAnnotations()
-	return annotations[edgev2alpha1.WantSingletonAnnotation] != "" || annotations[edgev2alpha1.StatusCollectorsAnnotation] != "" ||
-		annotations[edgev2alpha1.AssociatedStateAnnotation] != ""
+	return crossspace.Annotation(u, edgev2alpha1.WantSingletonAnnotation) != "" || crossspace.Annotation(u, edgev2alpha1.StatusCollectorsAnnotation) != "" ||
+		crossspace.Annotation(u, edgev2alpha1.AssociatedStateAnnotation) != ""
 }

@@ -164,7 +164,7 @@ func rowsOf(copies []placedCopy) []row {
 // associatedState decodes the associated-state annotation a syncer
 // writes (nil when absent).
 func associatedState(obj *unstructured.Unstructured) (map[string]any, error) {
-	a := obj.GetAnnotations()[edgev2alpha1.AssociatedStateAnnotation]
+	a := crossspace.Annotation(obj, edgev2alpha1.AssociatedStateAnnotation)
 	if a == "" {
 		return nil, nil
 	}
@@ -178,7 +178,7 @@ func associatedState(obj *unstructured.Unstructured) (map[string]any, error) {
 // statusCollectors decodes the status-collectors annotation the placement
 // translator writes: placement -> StatusCollector names.
 func statusCollectors(obj *unstructured.Unstructured) (map[string][]string, error) {
-	a := obj.GetAnnotations()[edgev2alpha1.StatusCollectorsAnnotation]
+	a := crossspace.Annotation(obj, edgev2alpha1.StatusCollectorsAnnotation)
 	if a == "" {
 		return nil, nil
 	}
@@ -192,7 +192,7 @@ func statusCollectors(obj *unstructured.Unstructured) (map[string][]string, erro
 // placementsOf lists the placements a copy's annotation names.
 func placementsOf(obj *unstructured.Unstructured) []string {
 	var out []string
-	for _, ep := range strings.Split(obj.GetAnnotations()[edgev2alpha1.PlacementsAnnotation], ",") {
+	for _, ep := range strings.Split(crossspace.Annotation(obj, edgev2alpha1.PlacementsAnnotation), ",") {
 		if ep != "" {
 			out = append(out, ep)
 		}
@@ -233,7 +233,7 @@ type singletonDecision struct {
 func decideSingleton(obj *unstructured.Unstructured, copies []placedCopy, rows []row) singletonDecision {
 	want := false
 	for _, cp := range copies {
-		want = want || cp.obj.GetAnnotations()[edgev2alpha1.WantSingletonAnnotation] == "true"
+		want = want || crossspace.Annotation(cp.obj, edgev2alpha1.WantSingletonAnnotation) == "true"
 	}
 	current, labelled := obj.GetLabels()[edgev2alpha1.ExecutingCountLabel]
 	if len(copies) == 0 && labelled {

@@ -161,17 +161,24 @@ type copyRecord struct {
 	associated *edgev2alpha1.AssociatedState
 }
 
+// annotation returns one annotation of an object, read where it is
+// (GetAnnotations copies them all into a new map at each call).
+func annotation(u *unstructured.Unstructured, key string) string {
+	v, _, _ := unstructured.NestedString(u.Object, "metadata", "annotations", key)
+	return v
+}
+
 // copyOf reads what the views show of a copy.
 func copyOf(u *unstructured.Unstructured) copyRecord {
-	ann := u.GetAnnotations()
-	r := copyRecord{wds: intern(ann[edgev2alpha1.SourceSpaceAnnotation]), syncError: strings.Clone(ann[edgev2alpha1.SyncErrorAnnotation])}
-	for p := range strings.SplitSeq(ann[edgev2alpha1.PlacementsAnnotation], ",") {
+	ann := func(key string) string { return annotation(u, key) }
+	r := copyRecord{wds: intern(ann(edgev2alpha1.SourceSpaceAnnotation)), syncError: strings.Clone(ann(edgev2alpha1.SyncErrorAnnotation))}
+	for p := range strings.SplitSeq(ann(edgev2alpha1.PlacementsAnnotation), ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			r.placements = append(r.placements, intern(p))
 		}
 	}
 	slices.Sort(r.placements)
-	if a := ann[edgev2alpha1.AssociatedStateAnnotation]; a != "" {
+	if a := ann(edgev2alpha1.AssociatedStateAnnotation); a != "" {
 		var st edgev2alpha1.AssociatedState
 		if json.Unmarshal([]byte(a), &st) == nil {
 			r.associated = &st
@@ -325,7 +332,7 @@ func (c *copyStore) seen(rv string) {
 }
 
 func (c *copyStore) key(u *unstructured.Unstructured) copyKey {
-	return copyKey{intern(u.GetAnnotations()[spaces.Annotation]), c.gr.Group, c.gr.Resource, intern(u.GetNamespace()), intern(u.GetName())}
+	return copyKey{intern(annotation(u, spaces.Annotation)), c.gr.Group, c.gr.Resource, intern(u.GetNamespace()), intern(u.GetName())}
 }
 
 // intern returns the copy of s that unique.Make keeps. The names, spaces

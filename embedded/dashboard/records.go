@@ -43,7 +43,7 @@ func newRecordStore(ctx context.Context, s *Store, set setFunc, del delFunc) *re
 }
 
 func keyOf(u *unstructured.Unstructured) recordKey {
-	space := u.GetAnnotations()[spaces.Annotation]
+	space := annotation(u, spaces.Annotation)
 	if space == "" {
 		space = spaces.Root
 	}

@@ -220,7 +220,7 @@ func (s *Store) apply(ctx context.Context, o any, deleted bool, set setFunc, del
 	if !ok {
 		return
 	}
-	space := u.GetAnnotations()[spaces.Annotation]
+	space := annotation(u, spaces.Annotation)
 	if space == "" {
 		space = spaces.Root
 	}

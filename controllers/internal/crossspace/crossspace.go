@@ -355,7 +355,27 @@ func SpaceOf(obj metav1.Object) string {
 	if s, ok := obj.(spaces.Spaced); ok {
 		return s.Space()
 	}
-	return obj.GetAnnotations()[spaces.Annotation]
+	return Annotation(obj, spaces.Annotation)
+}
+
+// Label returns one label of an object. An unstructured object's is read
+// where it is: GetLabels copies them all into a new map at each call, and
+// every event of a copy is read by several handlers and indexes.
+func Label(obj metav1.Object, key string) string {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		v, _, _ := unstructured.NestedString(u.Object, "metadata", "labels", key)
+		return v
+	}
+	return obj.GetLabels()[key]
+}
+
+// Annotation returns one annotation of an object, as Label a label.
+func Annotation(obj metav1.Object, key string) string {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		v, _, _ := unstructured.NestedString(u.Object, "metadata", "annotations", key)
+		return v
+	}
+	return obj.GetAnnotations()[key]
 }
 
 // WaitForSync waits until every informer has synced, or ctx is done.

@@ -79,7 +79,7 @@ func trimmer(isMailbox func(space string) bool) cache.TransformFunc {
 	}
 	return func(obj any) (any, error) {
 		u, ok := obj.(*unstructured.Unstructured)
-		if !ok || u.GetLabels()[edgev2alpha1.PlacementCopyLabel] != "true" || !isMailbox(SpaceOf(u)) {
+		if !ok || Label(u, edgev2alpha1.PlacementCopyLabel) != "true" || !isMailbox(SpaceOf(u)) {
 			return obj, nil
 		}
 		return newCopy(u), nil
