@@ -5,9 +5,11 @@ import (
 	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -80,10 +82,10 @@ type conflict struct {
 //
 // Every losing placement is returned with a problem naming the object, the
 // destination and the winner.
-func decide(claims []*claim, current *unstructured.Unstructured, where string) (*desiredCopy, []conflict) {
+func decide(claims []*claim, current metav1.Object, where string) (*desiredCopy, []conflict) {
 	owner := claims[0].wds
-	if current != nil && label(current, ManagedLabel) == "true" {
-		held := annotation(current, edgev2alpha1.SourceSpaceAnnotation)
+	if current != nil && crossspace.Label(current, ManagedLabel) == "true" {
+		held := crossspace.Annotation(current, edgev2alpha1.SourceSpaceAnnotation)
 		for _, cl := range claims {
 			if cl.wds == held {
 				owner = held
@@ -93,8 +95,8 @@ func decide(claims []*claim, current *unstructured.Unstructured, where string) (
 	}
 	var winner *claim
 	heldBy := ""
-	if current != nil && annotation(current, edgev2alpha1.SourceSpaceAnnotation) == owner {
-		heldBy = annotation(current, edgev2alpha1.SourcePlacementAnnotation)
+	if current != nil && crossspace.Annotation(current, edgev2alpha1.SourceSpaceAnnotation) == owner {
+		heldBy = crossspace.Annotation(current, edgev2alpha1.SourcePlacementAnnotation)
 	}
 	for _, cl := range claims {
 		if cl.wds == owner && !cl.failed && cl.ep.Name == heldBy {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/controllers/internal/epstatus"
 )
 
@@ -186,29 +187,37 @@ func TestDecide(t *testing.T) {
 				}
 				return claims
 			}
-			d, conflicts := decide(build(), tc.current, "SyncTarget inv1/edge1")
-			require.Equal(t, tc.keep, d.keep)
-			if !tc.keep {
-				require.Equal(t, tc.want, d.obj.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation]+"/"+d.sourcePlacement)
-				require.Equal(t, tc.wantData, d.obj.Object["data"].(map[string]any)["v"])
-				require.Equal(t, tc.placements, sortedKeys(d.placements))
-				require.Equal(t, tc.createOnly, d.createOnly)
+			// The current copy as the translator reads it: the shared
+			// cache's record of it (and the object, which it stands for).
+			currents := []metav1.Object{nil}
+			if tc.current != nil {
+				currents = []metav1.Object{tc.current, crossspace.Record(tc.current)}
 			}
-			var got []loss
-			for _, cf := range conflicts {
-				got = append(got, loss{cf.loser.String(), cf.problem.Reason})
-				require.Contains(t, cf.problem.Message, "configmap default/shared for SyncTarget inv1/edge1")
+			for _, current := range currents {
+				d, conflicts := decide(build(), current, "SyncTarget inv1/edge1")
+				require.Equal(t, tc.keep, d.keep)
 				if !tc.keep {
-					require.Contains(t, cf.problem.Message, "EdgePlacement "+tc.want)
+					require.Equal(t, tc.want, d.obj.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation]+"/"+d.sourcePlacement)
+					require.Equal(t, tc.wantData, d.obj.Object["data"].(map[string]any)["v"])
+					require.Equal(t, tc.placements, sortedKeys(d.placements))
+					require.Equal(t, tc.createOnly, d.createOnly)
 				}
-			}
-			require.Equal(t, tc.losers, got)
+				var got []loss
+				for _, cf := range conflicts {
+					got = append(got, loss{cf.loser.String(), cf.problem.Reason})
+					require.Contains(t, cf.problem.Message, "configmap default/shared for SyncTarget inv1/edge1")
+					if !tc.keep {
+						require.Contains(t, cf.problem.Message, "EdgePlacement "+tc.want)
+					}
+				}
+				require.Equal(t, tc.losers, got)
 
-			// The same state decides the same way, however often it is asked.
-			for range 5 {
-				again, againConflicts := decide(build(), tc.current, "SyncTarget inv1/edge1")
-				require.Equal(t, d.obj, again.obj)
-				require.Equal(t, conflicts, againConflicts)
+				// The same state decides the same way, however often it is asked.
+				for range 5 {
+					again, againConflicts := decide(build(), current, "SyncTarget inv1/edge1")
+					require.Equal(t, d.obj, again.obj)
+					require.Equal(t, conflicts, againConflicts)
+				}
 			}
 		})
 	}

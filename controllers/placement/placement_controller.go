@@ -195,6 +195,13 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 			}
 			return crossspace.InSpace[*unstructured.Unstructured](inf, space), true
 		},
+		records: func(gvr schema.GroupVersionResource, space string) ([]metav1.Object, bool) {
+			inf := c.informerFor(gvr)
+			if !inf.HasSynced() {
+				return nil, false
+			}
+			return crossspace.InSpaceRecords(inf, space), true
+		},
 		syncerConfig: func(mailbox string) (*edgev2alpha1.SyncerConfig, bool) {
 			return crossspace.Get[*edgev2alpha1.SyncerConfig](c.syncerConfigs, mailbox, "", edgev2alpha1.SyncerConfigName)
 		},

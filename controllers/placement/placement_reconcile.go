@@ -133,7 +133,12 @@ type mailboxReconciler struct {
 	resolve func(group *string, names []string) ([]resource, error)
 	// objects returns the objects of a resource in a space; false when the
 	// cache of the resource has not synced yet.
-	objects      func(gvr schema.GroupVersionResource, space string) ([]*unstructured.Unstructured, bool)
+	objects func(gvr schema.GroupVersionResource, space string) ([]*unstructured.Unstructured, bool)
+	// records returns the objects of a resource in a mailbox as the cache
+	// holds them (a copy as its crossspace.Copy record): the translator
+	// reads a few fields of each (crossspace.Label, Annotation, StatusOf)
+	// at every reconcile of the mailbox. false as for objects.
+	records      func(gvr schema.GroupVersionResource, space string) ([]metav1.Object, bool)
 	syncerConfig func(mailbox string) (*edgev2alpha1.SyncerConfig, bool)
 
 	// Writes, into the space the context names.
@@ -231,7 +236,7 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 // bound, the copies written, those no longer desired deleted, and its
 // SyncerConfig. It returns how many copies it wrote and deleted.
 func (r *mailboxReconciler) writeMailbox(mctx context.Context, mailbox string, sel *selection, cfg *edgev2alpha1.SyncerConfig, exists bool,
-	desired map[string]*desiredCopy, current map[string]*unstructured.Unstructured) (written, deleted int, err error) {
+	desired map[string]*desiredCopy, current map[string]metav1.Object) (written, deleted int, err error) {
 	crds := r.crdsFor(desired, sel.crdNames, sel.upsyncCRDs)
 	if err := r.bindCRDs(mctx, mailbox, crds); err != nil {
 		return 0, 0, err
@@ -572,7 +577,7 @@ func qualifiedName(obj metav1.Object) string {
 // contents returns what the mailbox holds now, by copy key: the objects of
 // every resource the placements select or its SyncerConfig names (which
 // the mailbox may still hold copies of); false when a cache has not synced.
-func (r *mailboxReconciler) contents(mailbox string, claims map[string][]*claim, cfg *edgev2alpha1.SyncerConfig) (map[string]*unstructured.Unstructured, bool) {
+func (r *mailboxReconciler) contents(mailbox string, claims map[string][]*claim, cfg *edgev2alpha1.SyncerConfig) (map[string]metav1.Object, bool) {
 	resources := map[schema.GroupVersionResource]bool{}
 	for _, cl := range claims {
 		resources[cl[0].res.GroupVersionResource] = true
@@ -583,9 +588,9 @@ func (r *mailboxReconciler) contents(mailbox string, claims map[string][]*claim,
 	for _, res := range cfg.Spec.Resources {
 		resources[schema.GroupVersionResource{Group: res.Group, Version: res.Version, Resource: res.Resource}] = true
 	}
-	current := map[string]*unstructured.Unstructured{}
+	current := map[string]metav1.Object{}
 	for gvr := range resources {
-		objs, ok := r.objects(gvr, mailbox)
+		objs, ok := r.records(gvr, mailbox)
 		if !ok {
 			return nil, false
 		}
@@ -598,7 +603,7 @@ func (r *mailboxReconciler) contents(mailbox string, claims map[string][]*claim,
 
 // decideAll makes one copy per key of what the placements claim (see
 // decide), and adds the conflicts to the losers' problems.
-func decideAll(sel *selection, current map[string]*unstructured.Unstructured, where string) map[string]*desiredCopy {
+func decideAll(sel *selection, current map[string]metav1.Object, where string) map[string]*desiredCopy {
 	desired := map[string]*desiredCopy{}
 	for _, k := range sortedKeys(sel.claims) {
 		d, conflicts := decide(sel.claims[k], current[k], where)
@@ -621,13 +626,18 @@ func addImpliedNamespaces(desired map[string]*desiredCopy) {
 		}
 		k := copyKey(namespaceResource.GroupVersionResource, "", ns)
 		if _, ok := desired[k]; !ok {
-			obj := &unstructured.Unstructured{}
-			obj.SetAPIVersion("v1")
-			obj.SetKind("Namespace")
-			obj.SetName(ns)
-			desired[k] = &desiredCopy{res: namespaceResource, obj: obj, implied: true}
+			desired[k] = &desiredCopy{res: namespaceResource, obj: namespaceObject(ns), implied: true}
 		}
 	}
+}
+
+// namespaceObject is a Namespace of that name, as a desired copy holds it.
+func namespaceObject(name string) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion("v1")
+	obj.SetKind("Namespace")
+	obj.SetName(name)
+	return obj
 }
 
 func isNamespaces(gvr schema.GroupVersionResource) bool {
@@ -636,7 +646,7 @@ func isNamespaces(gvr schema.GroupVersionResource) bool {
 
 // writeCopies writes the desired copies, namespaces first, and returns how
 // many it wrote, r.writers at a time (see inParallel).
-func (r *mailboxReconciler) writeCopies(ctx context.Context, desired map[string]*desiredCopy, current map[string]*unstructured.Unstructured) (int, error) {
+func (r *mailboxReconciler) writeCopies(ctx context.Context, desired map[string]*desiredCopy, current map[string]metav1.Object) (int, error) {
 	var written atomic.Int64
 	for _, namespaces := range []bool{true, false} {
 		var keys []string
@@ -714,11 +724,11 @@ func (r *mailboxReconciler) inParallel(ctx context.Context, keys []string, fn fu
 
 // write creates or updates one copy, unless it is unchanged (by content
 // hash), create-only and present, or to be kept as it is.
-func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current *unstructured.Unstructured) (bool, error) {
+func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current metav1.Object) (bool, error) {
 	if d.keep || (current != nil && (d.createOnly || d.implied)) {
 		return false, nil
 	}
-	if current != nil && label(current, edgev2alpha1.UpsyncedLabel) == "true" {
+	if current != nil && crossspace.Label(current, edgev2alpha1.UpsyncedLabel) == "true" {
 		// The edge made it (upsynced): a copy never replaces it.
 		klog.FromContext(ctx).V(2).Info("not writing a copy over an object its syncer upsynced",
 			"resource", d.res.GroupVersionResource.String(), "object", qualifiedName(current))
@@ -729,7 +739,7 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current *
 		// Most reconciles find most copies unchanged: known by the hash
 		// of what was written from this version, the copy is not made.
 		hashKey = d.hashKey()
-		if hash, ok := d.memo.hash(hashKey); ok && current != nil && annotation(current, ContentHashAnnotation) == hash {
+		if hash, ok := d.memo.hash(hashKey); ok && current != nil && crossspace.Annotation(current, ContentHashAnnotation) == hash {
 			return false, nil
 		}
 	}
@@ -754,7 +764,7 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current *
 	if d.memo != nil {
 		d.memo.setHash(hashKey, hash)
 	}
-	if current != nil && annotation(current, ContentHashAnnotation) == hash {
+	if current != nil && crossspace.Annotation(current, ContentHashAnnotation) == hash {
 		return false, nil
 	}
 	// The copy is exactly what the translator says, so it is created and
@@ -795,12 +805,12 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current *
 		current = live
 	}
 	for _, key := range []string{edgev2alpha1.AssociatedStateAnnotation, edgev2alpha1.SyncErrorAnnotation} {
-		if v, ok := current.GetAnnotations()[key]; ok {
+		if v := crossspace.Annotation(current, key); v != "" {
 			annotations[key] = v
 		}
 	}
 	obj.SetAnnotations(annotations)
-	if status, ok := current.Object["status"]; ok {
+	if status := crossspace.StatusOf(current); status != nil {
 		obj.Object["status"] = status
 	}
 	obj.SetResourceVersion(current.GetResourceVersion())
@@ -810,12 +820,12 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current *
 // prune deletes the translator's copies no longer desired, namespaces
 // last, r.writers at a time (see inParallel), and returns how many it
 // deleted.
-func (r *mailboxReconciler) prune(ctx context.Context, mailbox string, desired map[string]*desiredCopy, current map[string]*unstructured.Unstructured) (int, error) {
+func (r *mailboxReconciler) prune(ctx context.Context, mailbox string, desired map[string]*desiredCopy, current map[string]metav1.Object) (int, error) {
 	var deleted atomic.Int64
 	for _, namespaces := range []bool{false, true} {
 		var keys []string
 		for _, k := range sortedKeys(current) {
-			if _, want := desired[k]; !want && label(current[k], ManagedLabel) == "true" && isNamespaces(gvrOfKey(k)) == namespaces {
+			if _, want := desired[k]; !want && crossspace.Label(current[k], ManagedLabel) == "true" && isNamespaces(gvrOfKey(k)) == namespaces {
 				keys = append(keys, k)
 			}
 		}
@@ -842,7 +852,7 @@ func (r *mailboxReconciler) prune(ctx context.Context, mailbox string, desired m
 // being deleted takes no new copies. They stay as they are (and in the
 // SyncerConfig) until the period ends, when the mailbox is looked at
 // again and they go.
-func (r *mailboxReconciler) holdEmptyNamespaces(key, mailbox string, desired map[string]*desiredCopy, current map[string]*unstructured.Unstructured) {
+func (r *mailboxReconciler) holdEmptyNamespaces(key, mailbox string, desired map[string]*desiredCopy, current map[string]metav1.Object) {
 	if r.emptyNamespaces == nil {
 		return
 	}
@@ -855,11 +865,11 @@ func (r *mailboxReconciler) holdEmptyNamespaces(key, mailbox string, desired map
 			r.emptyNamespaces.forget(mailbox, obj.GetName())
 			continue
 		}
-		if label(obj, ManagedLabel) != "true" {
+		if crossspace.Label(obj, ManagedLabel) != "true" {
 			continue
 		}
 		if wait := r.emptyNamespaces.wait(mailbox, obj.GetName(), now); wait > 0 {
-			desired[k] = &desiredCopy{res: namespaceResource, obj: obj, keep: true}
+			desired[k] = &desiredCopy{res: namespaceResource, obj: namespaceObject(obj.GetName()), keep: true}
 			r.requeueAfter(key, wait)
 		}
 	}

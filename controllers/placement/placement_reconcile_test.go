@@ -22,6 +22,7 @@ import (
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -109,6 +110,15 @@ func (f *fakeMailbox) put(gvr schema.GroupVersionResource, space string, obj *un
 	f.rv++
 	obj.SetResourceVersion(fmt.Sprint(f.rv))
 	f.objects[gvr][spaces.Key(space, obj.GetNamespace(), obj.GetName())] = obj
+}
+
+// record is what the shared cache holds of an object: a copy in the
+// mailbox as its record, anything else as it is.
+func (f *fakeMailbox) record(obj *unstructured.Unstructured) metav1.Object {
+	if obj.GetLabels()[edgev2alpha1.PlacementCopyLabel] == "true" && crossspace.SpaceOf(obj) == f.mailbox() {
+		return crossspace.Record(obj)
+	}
+	return obj
 }
 
 func (f *fakeMailbox) get(gvr schema.GroupVersionResource, space, namespace, name string) *unstructured.Unstructured {
@@ -200,6 +210,18 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 			for k, obj := range f.objects[gvr] {
 				if strings.HasPrefix(k, space+"|") {
 					out = append(out, obj)
+				}
+			}
+			return out, true
+		},
+		records: func(gvr schema.GroupVersionResource, space string) ([]metav1.Object, bool) {
+			if f.notSynced[gvr] {
+				return nil, false
+			}
+			var out []metav1.Object
+			for k, obj := range f.objects[gvr] {
+				if strings.HasPrefix(k, space+"|") {
+					out = append(out, f.record(obj))
 				}
 			}
 			return out, true

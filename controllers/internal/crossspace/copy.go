@@ -65,6 +65,11 @@ var (
 	_ runtime.Object = &Copy{}
 )
 
+// Record returns the record the shared caches keep of a copy in a mailbox
+// (as TrimCopies makes it), for readers of the records (InSpaceRecords)
+// to be tested with.
+func Record(u *unstructured.Unstructured) *Copy { return newCopy(u) }
+
 // newCopy makes the record of a copy in a mailbox.
 func newCopy(u *unstructured.Unstructured) *Copy {
 	c := &Copy{status: u.Object["status"]}
@@ -448,7 +453,7 @@ func (c *Copy) GetLabels() map[string]string {
 }
 
 // SetLabels implements metav1.Object; it keeps kubestellar's labels only.
-func (c *Copy) SetLabels(labels map[string]string) { c.labels = encodePairs(anyMap(labels), "") }
+func (c *Copy) SetLabels(labels map[string]string) { c.labels = encodeStringPairs(labels, "") }
 
 // GetAnnotations implements metav1.Object: a new map at each call, as an
 // unstructured object's.
@@ -463,13 +468,31 @@ func (c *Copy) GetAnnotations() map[string]string {
 func (c *Copy) SetAnnotations(annotations map[string]string) {
 	_, namespace, name := c.names()
 	c.setKey(annotations[spaces.Annotation], namespace, name)
-	c.annotations = encodePairs(anyMap(annotations), spaces.Annotation)
+	c.annotations = encodeStringPairs(annotations, spaces.Annotation)
 }
 
-func anyMap(m map[string]string) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
+// label returns one of the record's labels, without a map of them all.
+func (c *Copy) label(key string) string { return lookupPair(c.labels, key) }
+
+// annotation returns one of the record's annotations (the space's too),
+// without a map of them all.
+func (c *Copy) annotation(key string) string {
+	if key == spaces.Annotation {
+		return c.Space()
 	}
-	return out
+	return lookupPair(c.annotations, key)
 }
+
+// lookupPair returns the value encodePairs encoded for key, or "".
+func lookupPair(h unique.Handle[string], key string) string {
+	var found string
+	eachPair(h, func(k, v string) {
+		if k == key {
+			found = v
+		}
+	})
+	return found
+}
+
+// Status returns the copy's status, which the caller must not change.
+func (c *Copy) Status() any { return c.status }

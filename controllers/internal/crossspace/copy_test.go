@@ -46,6 +46,7 @@ func TestSharedDynamicExpandsCopies(t *testing.T) {
 		u.SetResourceVersion("5")
 		if copyLabel {
 			u.SetLabels(map[string]string{edgev2alpha1.PlacementCopyLabel: "true"})
+			u.Object["status"] = map[string]any{"phase": "reported"}
 		}
 		u.SetAnnotations(map[string]string{spaces.Annotation: space, edgev2alpha1.SourceSpaceAnnotation: "wds"})
 		return u
@@ -131,6 +132,20 @@ func TestSharedDynamicExpandsCopies(t *testing.T) {
 	whole, ok := Get[*unstructured.Unstructured](inf, "wds", "ns", "a")
 	require.True(t, ok)
 	require.Contains(t, whole.Object, "data", "an object outside the mailboxes is cached whole")
+
+	// InSpaceRecords gives the records themselves, for readers of a few
+	// fields (Label, Annotation, StatusOf), which read them in place.
+	records := InSpaceRecords(inf, "mb")
+	require.Len(t, records, 1)
+	rec, ok := records[0].(*Copy)
+	require.True(t, ok, "a %T", records[0])
+	require.Equal(t, "true", Label(rec, edgev2alpha1.PlacementCopyLabel))
+	require.Equal(t, "wds", Annotation(rec, edgev2alpha1.SourceSpaceAnnotation))
+	require.Equal(t, map[string]any{"phase": "reported"}, StatusOf(rec))
+	require.Equal(t, map[string]any{"phase": "reported"}, StatusOf(got))
+	wdsRecords := InSpaceRecords(inf, "wds")
+	require.Len(t, wdsRecords, 1)
+	require.Same(t, whole, wdsRecords[0], "an object outside the mailboxes as it is cached")
 	mu.Lock()
 	defer mu.Unlock()
 	require.Empty(t, notExpanded, "what saw a record instead of an object")

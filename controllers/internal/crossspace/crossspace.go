@@ -361,21 +361,59 @@ func SpaceOf(obj metav1.Object) string {
 // Label returns one label of an object. An unstructured object's is read
 // where it is: GetLabels copies them all into a new map at each call, and
 // every event of a copy is read by several handlers and indexes.
+// So is a Copy record's, without expanding it.
 func Label(obj metav1.Object, key string) string {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		v, _, _ := unstructured.NestedString(u.Object, "metadata", "labels", key)
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		v, _, _ := unstructured.NestedString(o.Object, "metadata", "labels", key)
 		return v
+	case *Copy:
+		return o.label(key)
 	}
 	return obj.GetLabels()[key]
 }
 
 // Annotation returns one annotation of an object, as Label a label.
 func Annotation(obj metav1.Object, key string) string {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		v, _, _ := unstructured.NestedString(u.Object, "metadata", "annotations", key)
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		v, _, _ := unstructured.NestedString(o.Object, "metadata", "annotations", key)
 		return v
+	case *Copy:
+		return o.annotation(key)
 	}
 	return obj.GetAnnotations()[key]
+}
+
+// StatusOf returns the status of an unstructured object or a Copy record
+// (nil for anything else), which the caller must not change.
+func StatusOf(obj metav1.Object) any {
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		return o.Object["status"]
+	case *Copy:
+		return o.Status()
+	}
+	return nil
+}
+
+// InSpaceRecords returns the cached objects of a space as the cache holds
+// them: a copy as its Copy record, not expanded (see InSpace), anything
+// else as it is. For readers of a few fields of many copies (Label,
+// Annotation, StatusOf): the record is read in place.
+func InSpaceRecords(inf *Informer, space string) []metav1.Object {
+	indexer := inf.Indexer
+	if e, ok := indexer.(expanding); ok {
+		indexer = e.Indexer
+	}
+	objs, _ := indexer.ByIndex(BySpace, space)
+	out := make([]metav1.Object, 0, len(objs))
+	for _, obj := range objs {
+		if m, ok := obj.(metav1.Object); ok {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // WaitForSync waits until every informer has synced, or ctx is done.
