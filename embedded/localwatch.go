@@ -150,14 +150,24 @@ func convertOne(obj runtime.Object, gvk schema.GroupVersionKind, convert func(ru
 	return toUnstructured(obj, gvk)
 }
 
+// listParts returns the items of a list the registry returned, and its
+// metadata.
+func listParts(list runtime.Object) ([]runtime.Object, metav1.ListInterface, error) {
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, nil, err
+	}
+	lm, err := meta.ListAccessor(list)
+	if err != nil {
+		return nil, nil, err
+	}
+	return items, lm, nil
+}
+
 // convertedList converts the items of a list the registry returned, as
 // convertOne does.
 func convertedList(list runtime.Object, gvk schema.GroupVersionKind, convert func(runtime.Object, schema.GroupVersionKind) (runtime.Object, bool)) (*metainternalversion.List, error) {
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return nil, err
-	}
-	lm, err := meta.ListAccessor(list)
+	items, lm, err := listParts(list)
 	if err != nil {
 		return nil, err
 	}
@@ -175,11 +185,7 @@ func convertedList(list runtime.Object, gvk schema.GroupVersionKind, convert fun
 
 // unstructuredList converts a list the registry returned.
 func unstructuredList(list runtime.Object, gvk schema.GroupVersionKind) (*unstructured.UnstructuredList, error) {
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return nil, err
-	}
-	lm, err := meta.ListAccessor(list)
+	items, lm, err := listParts(list)
 	if err != nil {
 		return nil, err
 	}
