@@ -116,6 +116,30 @@ type Source struct {
 	// fields shares the managedFields' field sets of the objects the
 	// cache gets.
 	fields fieldSets
+	// resourcePrefix, when set (ByKey), is the key of the whole resource,
+	// whose lists and watches the datastore's client may narrow by key.
+	resourcePrefix string
+}
+
+// ByKey lets the datastore's client leave the mailboxes' objects out of
+// the cache's lists and watches of the whole resource, at resourcePrefix
+// (the key the cache lists and watches), by their keys, before anything
+// decodes them (WithKeptSpaces). A list or watch of one space (which the
+// cache's delegator may pass on) is not narrowed by key: the first segment
+// of its keys is a namespace, which may be named like a mailbox. Call it
+// before the cache starts.
+func (s *Source) ByKey(resourcePrefix string) *Source {
+	s.resourcePrefix = strings.TrimSuffix(resourcePrefix, "/")
+	return s
+}
+
+// narrowed returns ctx for a list or watch of key, with the spaces the
+// cache keeps when the datastore's client may choose them by key (ByKey).
+func (s *Source) narrowed(ctx context.Context, key string) context.Context {
+	if s.mailboxes || s.resourcePrefix == "" || strings.TrimSuffix(key, "/") != s.resourcePrefix {
+		return ctx
+	}
+	return WithKeptSpaces(ctx, s.keeps)
 }
 
 // Whole reports whether no object has ever been left out: a cache filled
@@ -143,15 +167,15 @@ func (s *Source) caches(space string) bool {
 }
 
 func (s *Source) inCache(obj runtime.Object) bool {
-	if space, ok := spaceOf(obj); ok && !s.caches(space) {
-		s.leftOut.Store(true)
-		return false
-	}
-	return true
+	space, ok := spaceOf(obj)
+	return !ok || s.keeps(space)
 }
 
+// GetList lists the datastore for the cache. As with Watch, the datastore's
+// client leaves the mailboxes' objects out where it can (ByKey), and what
+// still comes from a mailbox is dropped here.
 func (s *Source) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
-	if err := s.Interface.GetList(ctx, key, opts, listObj); err != nil {
+	if err := s.Interface.GetList(s.narrowed(ctx, key), key, opts, listObj); err != nil {
 		return err
 	}
 	items, err := meta.ExtractList(listObj)
@@ -171,8 +195,44 @@ func (s *Source) GetList(ctx context.Context, key string, opts storage.ListOptio
 	return meta.SetList(listObj, kept)
 }
 
+// keptSpacesKey is the context key of WithKeptSpaces.
+type keptSpacesKey struct{}
+
+// WithKeptSpaces returns a context whose lists and watches of the datastore
+// leave out the objects and events of the spaces keep refuses, read from
+// each key, before any of them is decoded. Only for a list or watch of a
+// whole resource: the space is the first segment of a key after the
+// list's or watch's prefix. The embedded datastore's in-process client
+// honours it (see embedded/storage); a left-out event that ends a batch
+// arrives as a progress notification at its revision, which the API
+// server's storage turns into a bookmark. Other clients ignore it, and
+// Source filters after decoding as well.
+func WithKeptSpaces(ctx context.Context, keep func(space string) bool) context.Context {
+	return context.WithValue(ctx, keptSpacesKey{}, keep)
+}
+
+// KeptSpaces returns what WithKeptSpaces put in ctx, or nil.
+func KeptSpaces(ctx context.Context) func(space string) bool {
+	keep, _ := ctx.Value(keptSpacesKey{}).(func(space string) bool)
+	return keep
+}
+
+// keeps reports whether the cache holds a space's objects, noting it when
+// it does not (see Whole).
+func (s *Source) keeps(space string) bool {
+	if s.caches(space) {
+		return true
+	}
+	s.leftOut.Store(true)
+	return false
+}
+
+// Watch watches the datastore for the cache. The mailboxes' events are left
+// out by the datastore's client where it can (ByKey): a fan-out's copies
+// are then never decoded for a cache that would drop them. What still
+// arrives from a mailbox is dropped here, as a bookmark.
 func (s *Source) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
-	w, err := s.Interface.Watch(ctx, key, opts)
+	w, err := s.Interface.Watch(s.narrowed(ctx, key), key, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -130,7 +130,7 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 func localClient(ctx context.Context, bridge *server.KVServerBridge) *clientv3.Client {
 	c := clientv3.NewCtxClient(ctx)
 	c.KV = clientv3.NewKVFromKVClient(adapter.KvServerToKvClient(bridge), c)
-	c.Watcher = clientv3.NewWatchFromWatchClient(queuedWatchClient{adapter.WatchServerToWatchClient(bridge)}, c)
+	c.Watcher = keptSpacesWatcher{clientv3.NewWatchFromWatchClient(queuedWatchClient{adapter.WatchServerToWatchClient(bridge)}, c)}
 	c.Lease = clientv3.NewLeaseFromLeaseClient(adapter.LeaseServerToLeaseClient(bridge), c, time.Second)
 	c.Maintenance = clientv3.NewMaintenanceFromMaintenanceClient(adapter.MaintenanceServerToMaintenanceClient(bridge), c)
 	c.Cluster = clientv3.NewClusterFromClusterClient(adapter.ClusterServerToClusterClient(bridge), c)
@@ -251,7 +251,7 @@ func (d *Datastore) rawStorage(config *storagebackend.ConfigForResource, newFunc
 		return spaces.CorrectEmptyLists(store), destroy, nil
 	}
 	client := &kubernetes.Client{Client: d.local}
-	client.Kubernetes = client
+	client.Kubernetes = keptSpacesKubernetes{client}
 	versioner := apiserverstorage.APIObjectVersioner{}
 	transformer := config.Transformer
 	if transformer == nil {

@@ -105,7 +105,7 @@ func decorator(rawStorage rawStorageFunc, caches *watchCaches, gr schema.GroupRe
 			// The cache sees the datastore without the mailboxes (and so
 			// the server turns off its periodic check against the whole
 			// datastore: see embedded/config.go).
-			source := spaces.CacheSource(s, newFunc)
+			source := spaces.CacheSource(s, newFunc).ByKey(resourcePrefix)
 			if gr == namespacesResource {
 				source = source.WithMailboxes()
 			}

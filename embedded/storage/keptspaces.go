@@ -1,0 +1,168 @@
+package storage
+
+import (
+	"bytes"
+	"context"
+
+	"github.com/kubestellar/kubestellar/spaces"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/kubernetes"
+)
+
+// keptSpacesWatcher is the in-process client's Watcher. A watch whose
+// context says which spaces it keeps (spaces.WithKeptSpaces: a watch cache
+// keeps every space but the mailboxes) gets the events of those spaces
+// alone, chosen by key before the API server's storage decodes anything.
+// Without it, the cache of ConfigMaps decoded every copy a fan-out wrote,
+// only to drop it.
+//
+// A left-out event that ends a response becomes a progress notification at
+// its revision, which the storage hands on as a bookmark: the cache's
+// revision moves past a mailbox's write at once, as when the cache dropped
+// the event itself, and a consistent list after it does not wait for the
+// datastore's next progress report.
+type keptSpacesWatcher struct{ clientv3.Watcher }
+
+func (w keptSpacesWatcher) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
+	in := w.Watcher.Watch(ctx, key, opts...)
+	keep := spaces.KeptSpaces(ctx)
+	if keep == nil {
+		return in
+	}
+	out := make(chan clientv3.WatchResponse)
+	go func() {
+		defer close(out)
+		prefix := []byte(key)
+		for resp := range in {
+			for _, r := range keptOnly(resp, prefix, keep) {
+				select {
+				case out <- r:
+				case <-ctx.Done():
+					// The etcd client stops sending once the context
+					// is done, and closes in.
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// keptOnly returns what a watch that keeps the spaces keep accepts of resp:
+// resp itself when every event is kept (or it has none: a progress
+// notification, the watch's creation, its end); else the events kept, if
+// any, then, if the last event was left out, a progress notification at
+// its revision.
+func keptOnly(resp clientv3.WatchResponse, prefix []byte, keep func(space string) bool) []clientv3.WatchResponse {
+	var kept []*clientv3.Event
+	for i, ev := range resp.Events {
+		if keptEvent(ev, prefix, keep) {
+			if kept != nil {
+				kept = append(kept, ev)
+			}
+			continue
+		}
+		if kept == nil {
+			kept = append(make([]*clientv3.Event, 0, len(resp.Events)), resp.Events[:i]...)
+		}
+	}
+	if kept == nil {
+		return []clientv3.WatchResponse{resp}
+	}
+	var out []clientv3.WatchResponse
+	if len(kept) > 0 {
+		r := resp
+		r.Events = kept
+		out = append(out, r)
+	}
+	if last := resp.Events[len(resp.Events)-1]; len(kept) == 0 || kept[len(kept)-1] != last {
+		progress := clientv3.WatchResponse{Header: resp.Header}
+		progress.Header.Revision = last.Kv.ModRevision
+		out = append(out, progress)
+	}
+	return out
+}
+
+// keptEvent reports whether keep keeps the space of ev's key (keptKey).
+func keptEvent(ev *clientv3.Event, prefix []byte, keep func(space string) bool) bool {
+	return ev.Kv == nil || keptKey(ev.Kv.Key, prefix, keep)
+}
+
+// keptKey reports whether keep keeps the space of key: its first segment
+// after prefix. A key that does not have that shape is kept.
+func keptKey(key, prefix []byte, keep func(space string) bool) bool {
+	rest, ok := bytes.CutPrefix(key, prefix)
+	if !ok {
+		return true
+	}
+	rest = bytes.TrimPrefix(rest, []byte("/"))
+	space, _, ok := bytes.Cut(rest, []byte("/"))
+	if !ok || len(space) == 0 {
+		return true
+	}
+	return keep(string(space))
+}
+
+// keptSpacesKubernetes is the in-process client's kubernetes.Interface,
+// which the API server's storage lists with. A list whose context says
+// which spaces it keeps (spaces.WithKeptSpaces) returns the keys of those
+// spaces alone, chosen before the storage decodes anything: after a
+// restart, the watch cache of ConfigMaps no longer decodes a fan-out's
+// every copy, only to drop it.
+//
+// Such a list reads the datastore a page at a time (keptPage keys, however
+// few the list asks for), all pages at the revision of the first, and
+// returns up to the list's limit of kept keys. Its Count is what the
+// storage needs to know whether to go on, not a count of the range (as
+// with WithoutRemainingCount): the keys returned, plus one when the range
+// may hold more past the last of them (a following page may then turn out
+// empty).
+type keptSpacesKubernetes struct{ kubernetes.Interface }
+
+// keptPage bounds the keys one read of a kept-spaces list takes from the
+// datastore: a mailbox's copies are read, if not decoded, and a list with
+// no limit would otherwise hold every value of the range at once.
+const keptPage = 1000
+
+func (k keptSpacesKubernetes) List(ctx context.Context, prefix string, opts kubernetes.ListOptions) (kubernetes.ListResponse, error) {
+	keep := spaces.KeptSpaces(ctx)
+	if keep == nil {
+		return k.Interface.List(ctx, prefix, opts)
+	}
+	limit := opts.Limit
+	page := opts
+	page.Limit = keptPage
+	p := []byte(prefix)
+	// Only whether more follows is needed of each read, not how much.
+	read := WithoutRemainingCount(ctx)
+	var out kubernetes.ListResponse
+	for {
+		resp, err := k.Interface.List(read, prefix, page)
+		if err != nil {
+			return kubernetes.ListResponse{}, err
+		}
+		if out.Revision == 0 {
+			out.Revision = resp.Revision
+			page.Revision = resp.Revision
+		}
+		more := int64(len(resp.Kvs)) < resp.Count
+		for i, kv := range resp.Kvs {
+			if !keptKey(kv.Key, p, keep) {
+				continue
+			}
+			out.Kvs = append(out.Kvs, kv)
+			if limit > 0 && int64(len(out.Kvs)) == limit {
+				out.Count = limit
+				if more || i < len(resp.Kvs)-1 {
+					out.Count++
+				}
+				return out, nil
+			}
+		}
+		if !more || len(resp.Kvs) == 0 {
+			out.Count = int64(len(out.Kvs))
+			return out, nil
+		}
+		page.Continue = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
