@@ -10,7 +10,10 @@ import (
 	"sync"
 	"unique"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -53,13 +56,33 @@ func slimLists(lw cache.ListerWatcher) cache.ListerWatcher {
 
 // slimCopy is what copyStore reads of a copy.
 func slimCopy(u *unstructured.Unstructured) unstructured.Unstructured {
+	return slim(u.GetAPIVersion(), u.GetKind(), u, u.GetAnnotations())
+}
+
+// slimTyped is slimCopy of a typed object, as the server's in-process
+// reader offers each copy before converting it (ReadInProcess): the
+// dashboard's record is read from the object's metadata, without an
+// unstructured conversion of all of it (a ConfigMap's data, a
+// Deployment's spec and status) in between. Only reads obj.
+func slimTyped(obj runtime.Object, gvk schema.GroupVersionKind) (runtime.Object, bool) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, false
+	}
+	apiVersion, kind := gvk.ToAPIVersionAndKind()
+	out := slim(apiVersion, kind, m, m.GetAnnotations())
+	return &out, true
+}
+
+// slim is what copyStore reads of a copy: its kind, name, namespace and
+// resource version, and the annotations it shows, of all (only read).
+func slim(apiVersion, kind string, m metav1.Object, all map[string]string) unstructured.Unstructured {
 	var out unstructured.Unstructured
-	out.SetAPIVersion(u.GetAPIVersion())
-	out.SetKind(u.GetKind())
-	out.SetName(u.GetName())
-	out.SetNamespace(u.GetNamespace())
-	out.SetResourceVersion(u.GetResourceVersion())
-	all := u.GetAnnotations()
+	out.SetAPIVersion(apiVersion)
+	out.SetKind(kind)
+	out.SetName(m.GetName())
+	out.SetNamespace(m.GetNamespace())
+	out.SetResourceVersion(m.GetResourceVersion())
 	kept := make(map[string]string, len(copyAnnotations))
 	for _, k := range copyAnnotations {
 		if v, ok := all[k]; ok {

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -322,6 +323,34 @@ func TestSlimLists(t *testing.T) {
 	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Same(t, watched, w)
+}
+
+// A copy the server's in-process reader offers typed makes the slim
+// object, and so the record and key, that its unstructured form makes.
+func TestSlimTyped(t *testing.T) {
+	for _, u := range []*unstructured.Unstructured{
+		mailboxCopy("mb1", "apps", "web", "wds1", "p1,p2", map[string]string{
+			edgev2alpha1.SyncErrorAnnotation:       "Invalid: no",
+			edgev2alpha1.AssociatedStateAnnotation: `{"podPhases":{"Running":2}}`}),
+		mailboxCopy("mb2", "", "cluster-wide", "wds2", "p3", nil),
+	} {
+		u.SetResourceVersion("41")
+		typed := &appsv1.Deployment{}
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed))
+		gvk := appsv1.SchemeGroupVersion.WithKind("Deployment")
+		before := typed.DeepCopy()
+		obj, ok := slimTyped(typed, gvk)
+		require.True(t, ok)
+		require.Equal(t, before, typed, "slimTyped only reads")
+		slim := obj.(*unstructured.Unstructured)
+		want := slimCopy(u)
+		require.Equal(t, &want, slim)
+		store := &copyStore{gr: schema.GroupResource{Group: "apps", Resource: "deployments"}}
+		require.Equal(t, copyOf(u), copyOf(slim))
+		require.Equal(t, store.key(u), store.key(slim))
+	}
+	_, ok := slimTyped(&metav1.Status{}, schema.GroupVersionKind{Version: "v1", Kind: "Status"})
+	require.False(t, ok, "an object without metadata is declined")
 }
 
 // TestStoredCopy: a key and record come back from the store's compact

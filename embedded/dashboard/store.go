@@ -67,6 +67,15 @@ type LocalReader interface {
 	ListerWatcher(gvr schema.GroupVersionResource, space, labelSelector string) (cache.ListerWatcher, bool)
 }
 
+// convertingReader is a LocalReader that offers each object, typed, to
+// convert before making it unstructured (the server's
+// ListerWatcherConverting): the dashboard then reads a copy's metadata
+// alone (slimTyped).
+type convertingReader interface {
+	ListerWatcherConverting(gvr schema.GroupVersionResource, space, labelSelector string,
+		convert func(runtime.Object, schema.GroupVersionKind) (runtime.Object, bool)) (cache.ListerWatcher, bool)
+}
+
 // ReadInProcess makes the store watch copies through r where r serves
 // their resource: with every object on every edge the copies are most of
 // the server's objects, and their events cost a watch through the API a
@@ -173,7 +182,14 @@ func (s *Store) run(ctx context.Context, dyn dynamic.Interface, tick time.Durati
 		selector := edgev2alpha1.PlacementCopyLabel + "=true"
 		var lw cache.ListerWatcher = s.listWatch(dyn, gvr, spaces.Wildcard, selector)
 		if s.local != nil {
-			if local, ok := s.local.ListerWatcher(gvr, spaces.Wildcard, selector); ok {
+			var local cache.ListerWatcher
+			var ok bool
+			if cr, converts := s.local.(convertingReader); converts {
+				local, ok = cr.ListerWatcherConverting(gvr, spaces.Wildcard, selector, slimTyped)
+			} else {
+				local, ok = s.local.ListerWatcher(gvr, spaces.Wildcard, selector)
+			}
+			if ok {
 				lw = local
 			}
 		}
