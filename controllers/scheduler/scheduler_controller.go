@@ -59,9 +59,7 @@ func New(clients *crossspace.Clients) *Controller {
 	}
 	c.locations = clients.Typed(&edgev2alpha1.LocationList{}, &edgev2alpha1.Location{}, everything)
 	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, everything)
-	if err := c.syncTargets.AddIndexers(cache.Indexers{byLabel: labelIndex}); err != nil {
-		panic(err) // only fails once objects are cached
-	}
+	crossspace.IndexSyncTargetsByLabel(c.syncTargets)
 	c.slices = clients.Typed(&edgev2alpha1.SinglePlacementSliceList{}, &edgev2alpha1.SinglePlacementSlice{}, crossspace.Enqueue(c.enqueuePlacement))
 	// Which inventory spaces a WDS may select, and which spaces are of
 	// which type (mailbox spaces come and go with SyncTargets: ignored).
@@ -138,38 +136,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	<-ctx.Done()
 }
 
-// byLabel indexes SyncTargets by space and each label: "space|key=value".
-const byLabel = "label"
-
-func labelIndex(obj any) ([]string, error) {
-	st, ok := obj.(*edgev2alpha1.SyncTarget)
-	if !ok {
-		return nil, nil
-	}
-	space := crossspace.SpaceOf(st)
-	keys := []string{space + "|"}
-	for k, v := range st.Labels {
-		keys = append(keys, space+"|"+k+"="+v)
-	}
-	return keys, nil
-}
-
-// candidates returns the SyncTargets of a space that may match a selector:
-// through the label index when it has matchLabels, else all of the space.
+// candidates returns the SyncTargets of a space that may match a selector
+// (crossspace.SyncTargetCandidates).
 func (c *Controller) candidates(space string, selector *metav1.LabelSelector) []*edgev2alpha1.SyncTarget {
-	key := space + "|"
-	if selector != nil {
-		for k, v := range selector.MatchLabels {
-			key = space + "|" + k + "=" + v
-			break
-		}
-	}
-	objs, _ := c.syncTargets.ByIndex(byLabel, key)
-	out := make([]*edgev2alpha1.SyncTarget, 0, len(objs))
-	for _, o := range objs {
-		out = append(out, o.(*edgev2alpha1.SyncTarget))
-	}
-	return out
+	return crossspace.SyncTargetCandidates(c.syncTargets, space, selector)
 }
 
 // schedulingChanged reports whether an update of a Location or SyncTarget

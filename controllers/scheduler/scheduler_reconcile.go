@@ -13,6 +13,7 @@ import (
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/controllers/internal/epstatus"
 	"github.com/kubestellar/kubestellar/spaces"
 )
@@ -192,7 +193,7 @@ func schedule(ep *edgev2alpha1.EdgePlacement, locations []Location, syncTargets 
 			continue
 		}
 		matchingLocations++
-		if !selectsSyncTargets(loc.Location) || loc.Spec.InstanceSelector == nil {
+		if !crossspace.SelectsSyncTargets(loc.Location) || loc.Spec.InstanceSelector == nil {
 			continue
 		}
 		instances, err := metav1.LabelSelectorAsSelector(loc.Spec.InstanceSelector)
@@ -224,9 +225,4 @@ func anyMatches(selectors []labels.Selector, set labels.Set) bool {
 		}
 	}
 	return false
-}
-
-func selectsSyncTargets(loc *edgev2alpha1.Location) bool {
-	r := loc.Spec.Resource
-	return r.Group == edgev2alpha1.GroupName && r.Resource == "synctargets"
 }

@@ -241,6 +241,28 @@ func TestPlacementTranslator(t *testing.T) {
 		}, "the update, with a key removed, to reach %s", mb)
 	}
 
+	// A Location's parameter changes: the copies of its SyncTarget's
+	// mailbox follow, the other mailbox's stay as they are.
+	loc1 := &edgev2alpha1.Location{}
+	require.NoError(t, c.Get(in("inv1"), client.ObjectKey{Name: "edge1"}, loc1))
+	loc1.Labels["region"] = "moved-region"
+	require.NoError(t, c.Update(in("inv1"), loc1))
+	eventually(t, 30*time.Second, func() (bool, error) {
+		got := &corev1.ConfigMap{}
+		err := c.Get(in(mb1), client.ObjectKey{Namespace: "common", Name: "settings"}, got)
+		return err == nil && got.Data["region"] == "moved-region", err
+	}, "edge1's Location's new region to reach its mailbox")
+	settings2 := &corev1.ConfigMap{}
+	require.NoError(t, c.Get(in(mb2), client.ObjectKey{Namespace: "common", Name: "settings"}, settings2))
+	require.Equal(t, "edge2-region", settings2.Data["region"])
+	loc1.Labels["region"] = "edge1-region"
+	require.NoError(t, c.Update(in("inv1"), loc1))
+	eventually(t, 30*time.Second, func() (bool, error) {
+		got := &corev1.ConfigMap{}
+		err := c.Get(in(mb1), client.ObjectKey{Namespace: "common", Name: "settings"}, got)
+		return err == nil && got.Data["region"] == "edge1-region", err
+	}, "edge1's Location's region back in its mailbox")
+
 	// Relabel the special Location: the special workload leaves edge2's mailbox.
 	loc := &edgev2alpha1.Location{}
 	require.NoError(t, c.Get(in("inv1"), client.ObjectKey{Name: "edge2"}, loc))

@@ -2,6 +2,7 @@ package crossspace
 
 import (
 	"context"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -240,4 +241,50 @@ func TestTransformLists(t *testing.T) {
 		require.Equal(t, map[string]string{spaces.Annotation: "mb"}, m.GetAnnotations())
 	}
 	require.Same(t, inner, transformLists(inner, nil), "no transform, no wrapper")
+}
+
+// A Location's SyncTargets are those of its space its instance selector
+// selects, read through the label index, which follows relabelling.
+func TestLocatedSyncTargets(t *testing.T) {
+	inf := &Informer{Indexer: cache.NewIndexer(spaces.KeyFunc, cache.Indexers{})}
+	IndexSyncTargetsByLabel(inf)
+	target := func(space, name string, labels map[string]string) *edgev2alpha1.SyncTarget {
+		return &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{spaces.Annotation: space}}}
+	}
+	edge1 := target("inv1", "edge1", map[string]string{"name": "edge1", "env": "prod"})
+	edge2 := target("inv1", "edge2", map[string]string{"name": "edge2", "env": "prod"})
+	elsewhere := target("inv2", "edge1", map[string]string{"name": "edge1", "env": "prod"})
+	for _, st := range []*edgev2alpha1.SyncTarget{edge1, edge2, elsewhere} {
+		require.NoError(t, inf.Add(st))
+	}
+	synctargets := edgev2alpha1.GroupVersionResource{Group: edgev2alpha1.GroupName, Version: "v2alpha1", Resource: "synctargets"}
+	location := func(resource edgev2alpha1.GroupVersionResource, selector *metav1.LabelSelector) *edgev2alpha1.Location {
+		return &edgev2alpha1.Location{ObjectMeta: metav1.ObjectMeta{Name: "loc", Annotations: map[string]string{spaces.Annotation: "inv1"}},
+			Spec: edgev2alpha1.LocationSpec{Resource: resource, InstanceSelector: selector}}
+	}
+	names := func(sts []*edgev2alpha1.SyncTarget) []string {
+		var out []string
+		for _, st := range sts {
+			out = append(out, SpaceOf(st)+"/"+st.Name)
+		}
+		sort.Strings(out)
+		return out
+	}
+
+	require.Equal(t, []string{"inv1/edge1"}, names(LocatedSyncTargets(inf, location(synctargets, &metav1.LabelSelector{MatchLabels: map[string]string{"name": "edge1"}}))))
+	require.Equal(t, []string{"inv1/edge1", "inv1/edge2"}, names(LocatedSyncTargets(inf, location(synctargets, &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}))))
+	require.Equal(t, []string{"inv1/edge2"}, names(LocatedSyncTargets(inf, location(synctargets, &metav1.LabelSelector{
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"edge1"}}}}))),
+		"a selector without matchLabels is matched against every SyncTarget of the space")
+	require.Equal(t, []string{"inv1/edge1", "inv1/edge2"}, names(LocatedSyncTargets(inf, location(synctargets, &metav1.LabelSelector{}))), "an empty selector selects all")
+	require.Empty(t, LocatedSyncTargets(inf, location(synctargets, nil)), "no selector selects none")
+	require.Empty(t, LocatedSyncTargets(inf, location(edgev2alpha1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"},
+		&metav1.LabelSelector{})), "a Location of other things selects no SyncTarget")
+	require.Empty(t, LocatedSyncTargets(inf, location(synctargets, &metav1.LabelSelector{
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "name", Operator: "Near", Values: []string{"edge1"}}}})), "an invalid selector selects none")
+
+	relabelled := edge2.DeepCopy()
+	relabelled.Labels["name"] = "edge1"
+	require.NoError(t, inf.Update(relabelled))
+	require.Equal(t, []string{"inv1/edge1", "inv1/edge2"}, names(LocatedSyncTargets(inf, location(synctargets, &metav1.LabelSelector{MatchLabels: map[string]string{"name": "edge1"}}))))
 }
