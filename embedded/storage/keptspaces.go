@@ -3,10 +3,10 @@ package storage
 import (
 	"bytes"
 	"context"
+	"strings"
 
 	"github.com/kubestellar/kubestellar/spaces"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/kubernetes"
 )
 
 // keptSpacesWatcher is the in-process client's Watcher. A watch whose
@@ -103,66 +103,88 @@ func keptKey(key, prefix []byte, keep func(space string) bool) bool {
 	return keep(string(space))
 }
 
-// keptSpacesKubernetes is the in-process client's kubernetes.Interface,
-// which the API server's storage lists with. A list whose context says
-// which spaces it keeps (spaces.WithKeptSpaces) returns the keys of those
-// spaces alone, chosen before the storage decodes anything: after a
-// restart, the watch cache of ConfigMaps no longer decodes a fan-out's
-// every copy, only to drop it.
+// keptSpacesKV is the in-process client's KV, which the API server's
+// storage reads ranges with: a list (through kubernetes.Client.List) and a
+// watch's initial list (the watch cache's reflector streams its list: a
+// watch that sends the objects first, read in the watch with KV.Get). A
+// range read whose context says which spaces it keeps
+// (spaces.WithKeptSpaces) returns the keys of those spaces alone, chosen
+// before the storage decodes anything: after a restart, the watch cache of
+// ConfigMaps no longer decodes a fan-out's every copy, only to drop it.
 //
-// Such a list reads the datastore a page at a time (keptPage keys, however
-// few the list asks for), all pages at the revision of the first, and
-// returns up to the list's limit of kept keys. Its Count is what the
-// storage needs to know whether to go on, not a count of the range (as
-// with WithoutRemainingCount): the keys returned, plus one when the range
-// may hold more past the last of them (a following page may then turn out
-// empty).
-type keptSpacesKubernetes struct{ kubernetes.Interface }
+// Such a read is a range of a prefix (its end is the prefix's), whose keys'
+// first segment after the prefix is their space; any other read is the
+// datastore's. It reads the datastore a page at a time (keptPage keys,
+// however few the caller asks for), all pages at the revision of the first,
+// and returns up to the caller's limit of kept keys. Its More and Count say
+// whether to go on, not how much is left (as with WithoutRemainingCount):
+// Count is the keys returned, plus one when the range may hold more past
+// the last of them (a following page may then turn out empty).
+type keptSpacesKV struct{ clientv3.KV }
 
-// keptPage bounds the keys one read of a kept-spaces list takes from the
-// datastore: a mailbox's copies are read, if not decoded, and a list with
+// keptPage bounds the keys one read of a kept-spaces range takes from the
+// datastore: a mailbox's copies are read, if not decoded, and a read with
 // no limit would otherwise hold every value of the range at once.
 const keptPage = 1000
 
-func (k keptSpacesKubernetes) List(ctx context.Context, prefix string, opts kubernetes.ListOptions) (kubernetes.ListResponse, error) {
+func (k keptSpacesKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	keep := spaces.KeptSpaces(ctx)
 	if keep == nil {
-		return k.Interface.List(ctx, prefix, opts)
+		return k.KV.Get(ctx, key, opts...)
 	}
-	limit := opts.Limit
-	page := opts
-	page.Limit = keptPage
+	op := clientv3.OpGet(key, opts...)
+	prefix, ok := prefixOfRange(op.RangeBytes())
+	if !ok || !strings.HasPrefix(key, prefix) || op.IsCountOnly() || op.IsKeysOnly() {
+		return k.KV.Get(ctx, key, opts...)
+	}
+	limit, rev, end := op.Limit(), op.Rev(), string(op.RangeBytes())
 	p := []byte(prefix)
 	// Only whether more follows is needed of each read, not how much.
 	read := WithoutRemainingCount(ctx)
-	var out kubernetes.ListResponse
-	for {
-		resp, err := k.Interface.List(read, prefix, page)
+	var out *clientv3.GetResponse
+	for start := key; ; {
+		resp, err := k.KV.Get(read, start, clientv3.WithRange(end), clientv3.WithLimit(keptPage), clientv3.WithRev(rev))
 		if err != nil {
-			return kubernetes.ListResponse{}, err
+			return nil, err
 		}
-		if out.Revision == 0 {
-			out.Revision = resp.Revision
-			page.Revision = resp.Revision
+		if out == nil {
+			out = &clientv3.GetResponse{Header: resp.Header}
+			if rev == 0 && resp.Header != nil {
+				rev = resp.Header.Revision
+			}
 		}
-		more := int64(len(resp.Kvs)) < resp.Count
 		for i, kv := range resp.Kvs {
 			if !keptKey(kv.Key, p, keep) {
 				continue
 			}
 			out.Kvs = append(out.Kvs, kv)
 			if limit > 0 && int64(len(out.Kvs)) == limit {
+				out.More = resp.More || i < len(resp.Kvs)-1
 				out.Count = limit
-				if more || i < len(resp.Kvs)-1 {
+				if out.More {
 					out.Count++
 				}
 				return out, nil
 			}
 		}
-		if !more || len(resp.Kvs) == 0 {
+		if !resp.More || len(resp.Kvs) == 0 {
 			out.Count = int64(len(out.Kvs))
 			return out, nil
 		}
-		page.Continue = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
+}
+
+// prefixOfRange returns the prefix whose range ends at end, as
+// clientv3.GetPrefixRangeEnd makes it, when end is such an end.
+func prefixOfRange(end []byte) (string, bool) {
+	if len(end) == 0 || end[len(end)-1] == 0 {
+		return "", false
+	}
+	prefix := append([]byte(nil), end...)
+	prefix[len(prefix)-1]--
+	if clientv3.GetPrefixRangeEnd(string(prefix)) != string(end) {
+		return "", false
+	}
+	return string(prefix), true
 }

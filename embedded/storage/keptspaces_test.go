@@ -6,20 +6,25 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/kubernetes"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
 	apiserverstorage "k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
+	"k8s.io/client-go/kubernetes/scheme"
 )
 
 func put(key string, rev int64) *clientv3.Event {
@@ -181,46 +186,64 @@ func TestCacheSourceNeverDecodesMailboxes(t *testing.T) {
 		t.Fatal("a space's watch left out its namespace named like a mailbox")
 	}
 
+	// A watch of the whole resource that starts with its current objects
+	// (as the cache's reflector streams its list) reads them narrowed.
+	w3, err := source.Watch(ctx, "/core/configmaps", apiserverstorage.ListOptions{ResourceVersion: "0", Recursive: true, Predicate: pred})
+	require.NoError(t, err)
+	defer w3.Stop()
+	var initial []string
+	for len(initial) < 3 {
+		select {
+		case ev := <-w3.ResultChan():
+			require.NotEqual(t, watch.Error, ev.Type, "the watch's initial list decoded a mailbox's value: %+v", ev.Object)
+			if ev.Type == watch.Added {
+				initial = append(initial, ev.Object.(*corev1.ConfigMap).Name)
+			}
+		case <-ctx.Done():
+			t.Fatalf("the watch's initial list ended early: %v", initial)
+		}
+	}
+	sort.Strings(initial)
+	require.Equal(t, []string{"cm", "first", "second"}, initial)
+
 	// The whole resource's list is narrowed; what it keeps is right.
 	list = &corev1.ConfigMapList{}
 	require.NoError(t, source.GetList(ctx, "/core/configmaps", apiserverstorage.ListOptions{Recursive: true, Predicate: apiserverstorage.Everything}, list))
 	require.Len(t, list.Items, 3)
 }
 
-// fakeRange is a kubernetes.Interface whose List serves keys from a
-// sorted slice, as etcd does, counting the keys from the page's start.
+// fakeRange is a KV whose Get serves keys from a sorted slice, as etcd
+// does a range read, counting the keys from the read's start.
 type fakeRange struct {
-	kubernetes.Interface
-	keys  []string
-	reads int
+	clientv3.KV
+	keys []string
 }
 
-func (f *fakeRange) List(_ context.Context, prefix string, opts kubernetes.ListOptions) (kubernetes.ListResponse, error) {
-	f.reads++
-	start := prefix
-	if opts.Continue != "" {
-		start = opts.Continue
-	}
-	var resp kubernetes.ListResponse
-	resp.Revision = 42
+func (f *fakeRange) Get(_ context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	op := clientv3.OpGet(key, opts...)
+	end := string(op.RangeBytes())
+	resp := &clientv3.GetResponse{Header: &etcdserverpb.ResponseHeader{Revision: 42}}
 	for _, k := range f.keys {
-		if k < start || !strings.HasPrefix(k, prefix) {
+		if k < key || (end != "" && k >= end) || (end == "" && k != key) {
 			continue
 		}
 		resp.Count++
-		if opts.Limit == 0 || int64(len(resp.Kvs)) < opts.Limit {
+		if op.Limit() == 0 || int64(len(resp.Kvs)) < op.Limit() {
 			resp.Kvs = append(resp.Kvs, &mvccpb.KeyValue{Key: []byte(k)})
 		}
 	}
+	resp.More = int64(len(resp.Kvs)) < resp.Count
 	return resp, nil
 }
 
-// A kept-spaces list pages as the API server's storage pages it: every
-// kept key once, in order, none of the others, whatever the limit and
-// however the left-out keys fall across the datastore's pages.
-func TestKeptSpacesListPages(t *testing.T) {
+// A kept-spaces range read pages as the API server's storage pages it,
+// whether it goes on by More (a watch's initial list) or by Count (a
+// list): every kept key once, in order, none of the others, whatever the
+// limit and however the left-out keys fall across the datastore's pages.
+func TestKeptSpacesRangePages(t *testing.T) {
 	mailbox := func(i int) string { return fmt.Sprintf("inv-mb-%08d-1f2a-4b5c-8d9e-0123456789ab", i) }
 	prefix := "/registry/core/configmaps/"
+	end := clientv3.GetPrefixRangeEnd(prefix)
 	var keys, want []string
 	for i := range 3 * keptPage {
 		keys = append(keys, prefix+mailbox(i)+"/default/copy")
@@ -232,42 +255,101 @@ func TestKeptSpacesListPages(t *testing.T) {
 			want = append(want, k)
 		}
 	}
-	keys = append(keys, prefix+"zz-mb-0b4c2d3e-1f2a-4b5c-8d9e-0123456789ab/default/last")
+	keys = append(keys, prefix+"zz-mb-0b4c2d3e-1f2a-4b5c-8d9e-0123456789ab/default/last", "/registry/core/configmaps0", "/registry/core/other")
 	sort.Strings(keys)
 	sort.Strings(want)
 	keep := func(space string) bool { return !spaces.IsMailboxName(space) }
 	ctx := spaces.WithKeptSpaces(context.Background(), keep)
+	k := keptSpacesKV{&fakeRange{keys: keys}}
 
 	for _, limit := range []int64{0, 1, 5, 7, 21, 22, 2 * keptPage} {
 		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
-			f := &fakeRange{keys: keys}
-			k := keptSpacesKubernetes{f}
 			var got []string
-			opts := kubernetes.ListOptions{Limit: limit}
+			start := prefix
 			for pages := 0; ; pages++ {
-				require.Less(t, pages, 100, "the list never ends")
-				resp, err := k.List(ctx, prefix, opts)
+				require.Less(t, pages, 100, "the range never ends")
+				resp, err := k.Get(ctx, start, clientv3.WithRange(end), clientv3.WithLimit(limit))
 				require.NoError(t, err)
-				require.EqualValues(t, 42, resp.Revision)
+				require.EqualValues(t, 42, resp.Header.Revision)
 				if limit > 0 {
 					require.LessOrEqual(t, int64(len(resp.Kvs)), limit)
 				}
+				require.Equal(t, resp.More, int64(len(resp.Kvs)) < resp.Count, "More and Count agree")
 				for _, kv := range resp.Kvs {
 					got = append(got, string(kv.Key))
 				}
-				if int64(len(resp.Kvs)) >= resp.Count {
+				if !resp.More {
 					break
 				}
 				require.NotEmpty(t, resp.Kvs, "more is said to follow an empty page")
-				opts.Continue = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+				start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 			}
 			require.Equal(t, want, got)
 		})
 	}
 
-	f := &fakeRange{keys: keys}
-	resp, err := keptSpacesKubernetes{f}.List(context.Background(), prefix, kubernetes.ListOptions{Limit: 5})
+	resp, err := k.Get(context.Background(), prefix, clientv3.WithRange(end), clientv3.WithLimit(5))
 	require.NoError(t, err)
-	require.Len(t, resp.Kvs, 5, "without kept spaces in its context, a list is the datastore's")
+	require.Len(t, resp.Kvs, 5, "without kept spaces in its context, a read is the datastore's")
 	require.Equal(t, keys[:5], []string{string(resp.Kvs[0].Key), string(resp.Kvs[1].Key), string(resp.Kvs[2].Key), string(resp.Kvs[3].Key), string(resp.Kvs[4].Key)})
+	one, err := k.Get(ctx, keys[0])
+	require.NoError(t, err)
+	require.Len(t, one.Kvs, 1, "a read of one key is the datastore's")
+}
+
+// countingStorage counts the lists and watches that reach a storage.
+type countingStorage struct {
+	apiserverstorage.Interface
+	lists, watches atomic.Int32
+}
+
+func (c *countingStorage) GetList(ctx context.Context, key string, opts apiserverstorage.ListOptions, listObj runtime.Object) error {
+	c.lists.Add(1)
+	return c.Interface.GetList(ctx, key, opts, listObj)
+}
+
+func (c *countingStorage) Watch(ctx context.Context, key string, opts apiserverstorage.ListOptions) (watch.Interface, error) {
+	c.watches.Add(1)
+	return c.Interface.Watch(ctx, key, opts)
+}
+
+// On the in-process datastore a resource's watch cache fills from a store
+// of its own (whose size estimates then see only what the cache keeps),
+// and the mailboxes are served from the resource's.
+func TestWatchCacheFillsFromItsOwnStore(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ds := startSQLiteIn(ctx, t, t.TempDir())
+	require.NotNil(t, ds.sourceStorage(), "the in-process datastore gives each cache a store of its own")
+	stores := map[string]*countingStorage{}
+	counting := func(name string) rawStorageFunc {
+		return func(config *storagebackend.ConfigForResource, newFunc, newListFunc func() runtime.Object, resourcePrefix string) (apiserverstorage.Interface, factory.DestroyFunc, error) {
+			s, destroy, err := ds.rawStorage(config, newFunc, newListFunc, resourcePrefix)
+			if err != nil {
+				return nil, nil, err
+			}
+			stores[name] = &countingStorage{Interface: s}
+			return stores[name], destroy, nil
+		}
+	}
+	codecs := serializer.NewCodecFactory(scheme.Scheme)
+	codec := codecs.CodecForVersions(codecs.LegacyCodec(corev1.SchemeGroupVersion), codecs.UniversalDeserializer(), corev1.SchemeGroupVersion, corev1.SchemeGroupVersion)
+	cfg := storagebackend.NewDefaultConfig(KeyPrefix, codec).ForResource(corev1.Resource("configmaps"))
+	const prefix = "/core/configmaps"
+	decorate := decorator(counting("resource"), counting("cache"), &ds.caches, corev1.Resource("configmaps"), true, true, nil)
+	store, destroy, err := decorate(cfg, prefix, func(obj runtime.Object) (string, error) { return apiserverstorage.NamespaceKeyFunc(prefix, obj) },
+		func() runtime.Object { return &corev1.ConfigMap{} }, func() runtime.Object { return &corev1.ConfigMapList{} },
+		apiserverstorage.DefaultNamespaceScopedAttr, nil, nil)
+	require.NoError(t, err)
+	t.Cleanup(destroy)
+
+	own, resource := stores["cache"], stores["resource"]
+	require.Eventually(t, func() bool { return own.watches.Load() > 0 }, 30*time.Second, 10*time.Millisecond,
+		"the cache watches its own store (its reflector's list is the watch's initial events)")
+	require.Zero(t, resource.lists.Load()+resource.watches.Load(), "the cache read the resource's store")
+
+	mailbox := "inv-mb-0b4c2d3e-1f2a-4b5c-8d9e-0123456789ab"
+	list := &corev1.ConfigMapList{}
+	require.NoError(t, store.GetList(spaces.WithSpace(ctx, mailbox), prefix+"/default", apiserverstorage.ListOptions{Recursive: true, Predicate: apiserverstorage.Everything}, list))
+	require.EqualValues(t, 1, resource.lists.Load(), "a mailbox's list is the resource store's")
 }

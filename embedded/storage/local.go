@@ -129,7 +129,7 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 // etcd API, through etcd's adapters from servers to clients.
 func localClient(ctx context.Context, bridge *server.KVServerBridge) *clientv3.Client {
 	c := clientv3.NewCtxClient(ctx)
-	c.KV = clientv3.NewKVFromKVClient(adapter.KvServerToKvClient(bridge), c)
+	c.KV = keptSpacesKV{clientv3.NewKVFromKVClient(adapter.KvServerToKvClient(bridge), c)}
 	c.Watcher = keptSpacesWatcher{clientv3.NewWatchFromWatchClient(queuedWatchClient{adapter.WatchServerToWatchClient(bridge)}, c)}
 	c.Lease = clientv3.NewLeaseFromLeaseClient(adapter.LeaseServerToLeaseClient(bridge), c, time.Second)
 	c.Maintenance = clientv3.NewMaintenanceFromMaintenanceClient(adapter.MaintenanceServerToMaintenanceClient(bridge), c)
@@ -251,7 +251,7 @@ func (d *Datastore) rawStorage(config *storagebackend.ConfigForResource, newFunc
 		return spaces.CorrectEmptyLists(store), destroy, nil
 	}
 	client := &kubernetes.Client{Client: d.local}
-	client.Kubernetes = keptSpacesKubernetes{client}
+	client.Kubernetes = client
 	versioner := apiserverstorage.APIObjectVersioner{}
 	transformer := config.Transformer
 	if transformer == nil {
@@ -265,6 +265,26 @@ func (d *Datastore) rawStorage(config *storagebackend.ConfigForResource, newFunc
 	}
 	var once sync.Once
 	return spaces.CorrectEmptyLists(store), func() { once.Do(store.Close) }, nil
+}
+
+// sourceStorage builds the storage a resource's watch cache fills from,
+// when kine runs here: a store of its own on the in-process client, beside
+// the resource's (rawStorage), or nil to share the resource's.
+//
+// The API server's storage estimates its objects' sizes (for the cost
+// estimates of API Priority and Fairness) from every key its lists and
+// watches see, until a cleanup each minute keeps those the cache holds. On
+// the resource's storage those are also the mailboxes' copies, which the
+// controllers' wildcard watches and lists, and each syncer's, read: 100,000
+// keys held between cleanups after a fan-out, a million after a restart
+// with 10,000 mailboxes. The cache's own store sees what the cache keeps,
+// its lists and watches being narrowed by key (spaces.Source.ByKey), and
+// the resource's store estimates nothing, as it is never asked.
+func (d *Datastore) sourceStorage() rawStorageFunc {
+	if d == nil || d.local == nil {
+		return nil
+	}
+	return d.rawStorage
 }
 
 // newSQLiteBackend is kine's SQLite backend for cfg.Endpoint (sqlite://),

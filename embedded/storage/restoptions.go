@@ -79,7 +79,7 @@ func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Obj
 	spaceScoped := g.SpaceScoped
 	return generic.RESTOptions{
 		StorageConfig:           cfg.ForResource(gr),
-		Decorator:               decorator(g.Datastore.rawStorage, &g.Datastore.caches, gr, spaceScoped, g.WatchCache && spaceScoped && !uncached[gr], g.Decorators[gr]),
+		Decorator:               decorator(g.Datastore.rawStorage, g.Datastore.sourceStorage(), &g.Datastore.caches, gr, spaceScoped, g.WatchCache && spaceScoped && !uncached[gr], g.Decorators[gr]),
 		EnableGarbageCollection: false,
 		DeleteCollectionWorkers: 4,
 		ResourcePrefix:          ResourcePrefix(gr),
@@ -91,8 +91,9 @@ func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Obj
 // SpaceScoped resource, partitioned by space and, with watchCache, with a
 // watch cache keyed by space (spaces.CacheKeyFunc) in front. CRDs are
 // stored once for all spaces, each space seeing those bound to it
-// (spaces.DecorateCRDs).
-func decorator(rawStorage rawStorageFunc, caches *watchCaches, gr schema.GroupResource, spaceScoped, watchCache bool, decorate func(apiserverstorage.Interface) apiserverstorage.Interface) generic.StorageDecorator {
+// (spaces.DecorateCRDs). A cache fills from a storage of its own when
+// sourceStorage is set, else from the resource's.
+func decorator(rawStorage, sourceStorage rawStorageFunc, caches *watchCaches, gr schema.GroupResource, spaceScoped, watchCache bool, decorate func(apiserverstorage.Interface) apiserverstorage.Interface) generic.StorageDecorator {
 	return func(config *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(runtime.Object) (string, error),
 		newFunc, newListFunc func() runtime.Object, getAttrs apiserverstorage.AttrFunc, triggers apiserverstorage.IndexerFuncs,
 		indexers *cache.Indexers) (apiserverstorage.Interface, factory.DestroyFunc, error) {
@@ -105,7 +106,16 @@ func decorator(rawStorage rawStorageFunc, caches *watchCaches, gr schema.GroupRe
 			// The cache sees the datastore without the mailboxes (and so
 			// the server turns off its periodic check against the whole
 			// datastore: see embedded/config.go).
-			source := spaces.CacheSource(s, newFunc).ByKey(resourcePrefix)
+			fill := s
+			if sourceStorage != nil {
+				own, destroyOwn, err := sourceStorage(config, newFunc, newListFunc, resourcePrefix)
+				if err != nil {
+					destroy()
+					return nil, nil, err
+				}
+				fill, destroy = own, chain(destroyOwn, destroy)
+			}
+			source := spaces.CacheSource(fill, newFunc).ByKey(resourcePrefix)
 			if gr == namespacesResource {
 				source = source.WithMailboxes()
 			}
@@ -149,5 +159,13 @@ func decorator(rawStorage rawStorageFunc, caches *watchCaches, gr schema.GroupRe
 			s = decorate(s)
 		}
 		return s, destroy, nil
+	}
+}
+
+// chain returns a destroy function that calls first, then second.
+func chain(first, second factory.DestroyFunc) factory.DestroyFunc {
+	return func() {
+		first()
+		second()
 	}
 }
