@@ -358,6 +358,12 @@ func sourceChanged(old, obj any) bool {
 // contentChanged reports whether an update of a copy changed more than its
 // status and bookkeeping metadata.
 func contentChanged(old, obj any) bool {
+	if a, ok := old.(*crossspace.Copy); ok {
+		if b, ok := obj.(*crossspace.Copy); ok {
+			return !a.SameBut(b, edgev2alpha1.AssociatedStateAnnotation)
+		}
+	}
+	old, obj = crossspace.Expand(old), crossspace.Expand(obj)
 	a, okA := old.(*unstructured.Unstructured)
 	b, okB := obj.(*unstructured.Unstructured)
 	if !okA || !okB {

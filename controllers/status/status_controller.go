@@ -271,37 +271,39 @@ func (c *Controller) informerFor(gvr schema.GroupVersionResource) *crossspace.In
 
 // indexBySource indexes mailbox copies by the WDS object they copy.
 func indexBySource(obj any) ([]string, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok || crossspace.Label(u, placement.ManagedLabel) != "true" {
+	m, ok := obj.(metav1.Object)
+	if !ok || crossspace.Label(m, placement.ManagedLabel) != "true" {
 		return nil, nil
 	}
-	src := crossspace.Annotation(u, edgev2alpha1.SourceSpaceAnnotation)
+	src := crossspace.Annotation(m, edgev2alpha1.SourceSpaceAnnotation)
 	if src == "" {
 		return nil, nil
 	}
-	return []string{sourceKey(src, u.GetNamespace(), u.GetName())}, nil
+	return []string{sourceKey(src, m.GetNamespace(), m.GetName())}, nil
 }
 
 // onEvent enqueues the WDS object an event concerns. A copy that carries
 // no reported status, no singleton request and no status collectors (nor
-// did before) cannot change anything this controller writes.
+// did before) cannot change anything this controller writes. The objects
+// are as the shared cache's handlers get them: a copy in a mailbox is its
+// record (crossspace.Copy).
 func (c *Controller) onEvent(gvr schema.GroupVersionResource, obj, old any) {
-	u, ok := obj.(*unstructured.Unstructured)
+	m, ok := obj.(metav1.Object)
 	if !ok {
 		return
 	}
-	wds := crossspace.SpaceOf(u)
-	if crossspace.Label(u, placement.ManagedLabel) == "true" {
-		prev, _ := old.(*unstructured.Unstructured)
-		if !relevant(u) && (prev == nil || !relevant(prev)) {
+	wds := crossspace.SpaceOf(m)
+	if crossspace.Label(m, placement.ManagedLabel) == "true" {
+		prev, _ := old.(metav1.Object)
+		if !relevant(m) && (prev == nil || !relevant(prev)) {
 			return
 		}
-		wds = crossspace.Annotation(u, edgev2alpha1.SourceSpaceAnnotation)
+		wds = crossspace.Annotation(m, edgev2alpha1.SourceSpaceAnnotation)
 		if wds == "" {
 			return
 		}
 	}
-	c.objects.Add(objectKey{wds: wds, gvr: gvr, namespace: u.GetNamespace(), name: u.GetName()})
+	c.objects.Add(objectKey{wds: wds, gvr: gvr, namespace: m.GetNamespace(), name: m.GetName()})
 }
 
 // onCopyChange records the decode problems of a copy (obj; nil when it
@@ -309,16 +311,16 @@ func (c *Controller) onEvent(gvr schema.GroupVersionResource, obj, old any) {
 // copy whose annotations decode, before and after, costs a lookup: the
 // placements' StatusReturned is not reconciled for every copy written.
 func (c *Controller) onCopyChange(gvr schema.GroupVersionResource, old, obj any) {
-	prev, _ := old.(*unstructured.Unstructured)
-	cur, _ := obj.(*unstructured.Unstructured)
-	u := cur
-	if u == nil {
-		u = prev
+	prev, _ := old.(metav1.Object)
+	cur, _ := obj.(metav1.Object)
+	m := cur
+	if m == nil {
+		m = prev
 	}
-	if u == nil {
+	if m == nil {
 		return
 	}
-	ref := copyRef{gvr: gvr, space: crossspace.SpaceOf(u), namespace: u.GetNamespace(), name: u.GetName()}
+	ref := copyRef{gvr: gvr, space: crossspace.SpaceOf(m), namespace: m.GetNamespace(), name: m.GetName()}
 	var wds string
 	var problems []problem
 	if cur != nil && crossspace.Label(cur, placement.ManagedLabel) == "true" {
@@ -380,10 +382,10 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 }
 
 // relevant reports whether a copy carries anything status return reads.
-func relevant(u *unstructured.Unstructured) bool {
-	if status, ok := u.Object["status"].(map[string]any); ok && len(status) > 0 {
+func relevant(m metav1.Object) bool {
+	if status, ok := crossspace.StatusOf(m).(map[string]any); ok && len(status) > 0 {
 		return true
 	}
-	return crossspace.Annotation(u, edgev2alpha1.WantSingletonAnnotation) != "" || crossspace.Annotation(u, edgev2alpha1.StatusCollectorsAnnotation) != "" ||
-		crossspace.Annotation(u, edgev2alpha1.AssociatedStateAnnotation) != ""
+	return crossspace.Annotation(m, edgev2alpha1.WantSingletonAnnotation) != "" || crossspace.Annotation(m, edgev2alpha1.StatusCollectorsAnnotation) != "" ||
+		crossspace.Annotation(m, edgev2alpha1.AssociatedStateAnnotation) != ""
 }

@@ -50,7 +50,9 @@ type placedCopy struct {
 	gvr        schema.GroupVersionResource
 	mailbox    string
 	syncTarget string
-	obj        *unstructured.Unstructured
+	// obj is the copy as the cache gives it: an unstructured object, or
+	// the record an event handler sees (crossspace.Copy).
+	obj metav1.Object
 }
 
 // problem is a failure to read or write back what the destinations of an
@@ -152,7 +154,7 @@ func rowsOf(copies []placedCopy) []row {
 	rows := make([]row, 0, len(copies))
 	for _, cp := range copies {
 		r := row{Inventory: cp.syncTarget}
-		if s, ok := cp.obj.Object["status"].(map[string]any); ok && len(s) > 0 {
+		if s, ok := crossspace.StatusOf(cp.obj).(map[string]any); ok && len(s) > 0 {
 			r.Status = s
 		}
 		r.Associated, _ = associatedState(cp.obj)
@@ -163,7 +165,7 @@ func rowsOf(copies []placedCopy) []row {
 
 // associatedState decodes the associated-state annotation a syncer
 // writes (nil when absent).
-func associatedState(obj *unstructured.Unstructured) (map[string]any, error) {
+func associatedState(obj metav1.Object) (map[string]any, error) {
 	a := crossspace.Annotation(obj, edgev2alpha1.AssociatedStateAnnotation)
 	if a == "" {
 		return nil, nil
@@ -177,7 +179,7 @@ func associatedState(obj *unstructured.Unstructured) (map[string]any, error) {
 
 // statusCollectors decodes the status-collectors annotation the placement
 // translator writes: placement -> StatusCollector names.
-func statusCollectors(obj *unstructured.Unstructured) (map[string][]string, error) {
+func statusCollectors(obj metav1.Object) (map[string][]string, error) {
 	a := crossspace.Annotation(obj, edgev2alpha1.StatusCollectorsAnnotation)
 	if a == "" {
 		return nil, nil
@@ -190,7 +192,7 @@ func statusCollectors(obj *unstructured.Unstructured) (map[string][]string, erro
 }
 
 // placementsOf lists the placements a copy's annotation names.
-func placementsOf(obj *unstructured.Unstructured) []string {
+func placementsOf(obj metav1.Object) []string {
 	var out []string
 	for _, ep := range strings.Split(crossspace.Annotation(obj, edgev2alpha1.PlacementsAnnotation), ",") {
 		if ep != "" {
@@ -414,17 +416,20 @@ func (r *reconciler) pruneCombined(ctx context.Context, key objectKey, keep map[
 // placements the copy names.
 func decodeProblems(cp placedCopy) []problem {
 	var out []problem
-	what := fmt.Sprintf("%s %s in the mailbox of SyncTarget %s", cp.gvr.GroupResource(), crossspace.Qualified(cp.obj), cp.syncTarget)
-	if cp.syncTarget == "" { // its SyncTarget not known (yet)
-		what = fmt.Sprintf("%s %s in mailbox %s", cp.gvr.GroupResource(), crossspace.Qualified(cp.obj), cp.mailbox)
+	// what is made only for a problem: this runs at every copy's event.
+	what := func() string {
+		if cp.syncTarget == "" { // its SyncTarget not known (yet)
+			return fmt.Sprintf("%s %s in mailbox %s", cp.gvr.GroupResource(), crossspace.Qualified(cp.obj), cp.mailbox)
+		}
+		return fmt.Sprintf("%s %s in the mailbox of SyncTarget %s", cp.gvr.GroupResource(), crossspace.Qualified(cp.obj), cp.syncTarget)
 	}
 	if _, err := associatedState(cp.obj); err != nil {
 		out = append(out, problem{placements: placementsOf(cp.obj), reason: reasonInvalidAssociatedState,
-			message: fmt.Sprintf("%s: annotation %s (written by the syncer) is not a JSON object: %v", what, edgev2alpha1.AssociatedStateAnnotation, err)})
+			message: fmt.Sprintf("%s: annotation %s (written by the syncer) is not a JSON object: %v", what(), edgev2alpha1.AssociatedStateAnnotation, err)})
 	}
 	if _, err := statusCollectors(cp.obj); err != nil {
 		out = append(out, problem{placements: placementsOf(cp.obj), reason: reasonInvalidStatusCollectors,
-			message: fmt.Sprintf("%s: annotation %s is not a JSON map of placement to StatusCollector names: %v", what, edgev2alpha1.StatusCollectorsAnnotation, err)})
+			message: fmt.Sprintf("%s: annotation %s is not a JSON map of placement to StatusCollector names: %v", what(), edgev2alpha1.StatusCollectorsAnnotation, err)})
 	}
 	return out
 }

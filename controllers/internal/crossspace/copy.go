@@ -34,9 +34,10 @@ import (
 // the cache keys it by: a copy's own memory is that key, its UID (16
 // bytes when a UUID) and resource version, and the record (136 bytes).
 //
-// The caches give the controllers a Copy as the unstructured object it
-// stands for (Expand): they read the same fields as before. A Copy is
-// read-only; its setters of what it does not keep do nothing.
+// The caches give their readers a Copy as the unstructured object it
+// stands for (Expand): they read the same fields as before. Their event
+// handlers and indexes get the record itself. A Copy is read-only; its
+// setters of what it does not keep do nothing.
 type Copy struct {
 	typ unique.Handle[typeMeta]
 	// key is the copy's key in the caches (spaces.Key: its space,
@@ -496,3 +497,30 @@ func lookupPair(h unique.Handle[string], key string) string {
 
 // Status returns the copy's status, which the caller must not change.
 func (c *Copy) Status() any { return c.status }
+
+// SameBut reports whether two records say the same but for their
+// resource versions, generations, statuses and one annotation (skip):
+// what comparing the objects they stand for without those says, without
+// making them.
+func (c *Copy) SameBut(o *Copy, skip string) bool {
+	if c.typ != o.typ || c.key != o.key || c.uid != o.uid || c.uidText != o.uidText ||
+		c.deletionTimestamp != o.deletionTimestamp || c.labels != o.labels {
+		return false
+	}
+	return c.annotations == o.annotations || pairsWithout(c.annotations, skip) == pairsWithout(o.annotations, skip)
+}
+
+// pairsWithout returns what encodePairs encoded, without the pair of key
+// skip: equal for equal sets of the other pairs, as they are sorted.
+func pairsWithout(h unique.Handle[string], skip string) string {
+	var b []byte
+	eachPair(h, func(k, v string) {
+		if k != skip {
+			b = binary.AppendUvarint(b, uint64(len(k)))
+			b = append(b, k...)
+			b = binary.AppendUvarint(b, uint64(len(v)))
+			b = append(b, v...)
+		}
+	})
+	return string(b)
+}

@@ -2,6 +2,7 @@ package crossspace
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -33,9 +34,10 @@ func (l localLW) ListerWatcher(schema.GroupVersionResource, string, string) (cac
 }
 
 // TestSharedDynamicExpandsCopies: a shared cache keeps the copies in
-// mailboxes as Copy records, and everything that reads it (its handlers,
-// the indexes controllers add, Get, InSpace, List, ByIndex) sees each as
-// the unstructured object it stands for.
+// mailboxes as Copy records; its readers (Get, InSpace, List, ByIndex)
+// see each as the unstructured object it stands for, and its handlers and
+// the indexes controllers add see the record itself (a metav1.Object that
+// Label, Annotation and StatusOf read), expanded for nobody.
 func TestSharedDynamicExpandsCopies(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -64,7 +66,7 @@ func TestSharedDynamicExpandsCopies(t *testing.T) {
 	shared.TrimCopies(func(space string) bool { return space == "mb" })
 
 	var mu sync.Mutex
-	var notExpanded []string
+	var notExpanded, notRecords []string
 	check := func(what string, obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
@@ -75,26 +77,46 @@ func TestSharedDynamicExpandsCopies(t *testing.T) {
 			notExpanded = append(notExpanded, what)
 		}
 	}
+	// checkRecord: what a handler or an index gets of a copy in the
+	// mailbox is its record; of anything else, the object.
+	checkRecord := func(what string, obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		m, ok := obj.(metav1.Object)
+		if !ok {
+			mu.Lock()
+			defer mu.Unlock()
+			notRecords = append(notRecords, fmt.Sprintf("%s: a %T", what, obj))
+			return
+		}
+		_, isRecord := obj.(*Copy)
+		if isRecord != (SpaceOf(m) == "mb") {
+			mu.Lock()
+			defer mu.Unlock()
+			notRecords = append(notRecords, fmt.Sprintf("%s: a %T in space %s", what, obj, SpaceOf(m)))
+		}
+	}
 	seen := map[string]int{}
 	shared.AddIndexers(cache.Indexers{"source": func(obj any) ([]string, error) {
-		check("index", obj)
-		u, ok := obj.(*unstructured.Unstructured)
+		m, ok := obj.(metav1.Object)
 		if !ok {
 			return nil, nil
 		}
-		return []string{u.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation]}, nil
+		checkRecord("index", obj)
+		return []string{Annotation(m, edgev2alpha1.SourceSpaceAnnotation)}, nil
 	}})
 	shared.AddHandler(func(schema.GroupVersionResource) cache.ResourceEventHandler {
 		return cache.ResourceEventHandlerFuncs{
-			AddFunc: func(obj any) { check("add", obj); mu.Lock(); seen["add"]++; mu.Unlock() },
+			AddFunc: func(obj any) { checkRecord("add", obj); mu.Lock(); seen["add"]++; mu.Unlock() },
 			UpdateFunc: func(old, obj any) {
-				check("update old", old)
-				check("update", obj)
+				checkRecord("update old", old)
+				checkRecord("update", obj)
 				mu.Lock()
 				seen["update"]++
 				mu.Unlock()
 			},
-			DeleteFunc: func(obj any) { check("delete", obj); mu.Lock(); seen["delete"]++; mu.Unlock() },
+			DeleteFunc: func(obj any) { checkRecord("delete", obj); mu.Lock(); seen["delete"]++; mu.Unlock() },
 		}
 	})
 	inf := shared.For(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})
@@ -149,4 +171,5 @@ func TestSharedDynamicExpandsCopies(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Empty(t, notExpanded, "what saw a record instead of an object")
+	require.Empty(t, notRecords, "what saw a copy in a mailbox other than as its record")
 }
