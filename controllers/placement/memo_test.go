@@ -224,3 +224,48 @@ func TestMemoSharedByConcurrentReconciles(t *testing.T) {
 		}
 	}
 }
+
+// TestRememberedHashWritesTheSameCopy: a mailbox whose copy's hash
+// another mailbox's reconcile remembered writes, with that hash, the very
+// copy a reconcile that hashes it itself writes; the remembered hash is
+// what it writes (not computed again).
+func TestRememberedHashWritesTheSameCopy(t *testing.T) {
+	first := newFake()
+	first.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+	// sharing is a mailbox of the same cache (the same WDS objects, so the
+	// same memo entries) as first; alone one with a memo of its own.
+	sharing, alone := newFake(), newFake()
+	sharing.memo = first.memo
+	for _, f := range []*fakeMailbox{sharing, alone} {
+		f.objects[cmGVR] = maps.Clone(first.objects[cmGVR])
+	}
+	for _, f := range []*fakeMailbox{first, sharing, alone} {
+		f.place("wds1", "p", 1, cmClause("cm"))
+	}
+	for _, f := range []*fakeMailbox{first, sharing, alone} {
+		calls, _, err := f.run(t)
+		require.NoError(t, err)
+		require.Contains(t, calls, "create configmaps default/cm")
+	}
+	want := alone.get(cmGVR, alone.mailbox(), "default", "cm")
+	require.NotEmpty(t, want.GetAnnotations()[ContentHashAnnotation])
+	require.Equal(t, want.Object, sharing.get(cmGVR, sharing.mailbox(), "default", "cm").Object)
+
+	e := first.memo.copyOf(first.get(cmGVR, "wds1", "default", "cm"), func() *unstructured.Unstructured {
+		t.Fatal("no memo entry for the object copied")
+		return nil
+	})
+	e.mu.Lock()
+	require.Len(t, e.hashes, 1)
+	for k := range e.hashes {
+		e.hashes[k] = "remembered"
+	}
+	e.mu.Unlock()
+	another := newFake()
+	another.memo = first.memo
+	another.objects[cmGVR] = maps.Clone(first.objects[cmGVR])
+	another.place("wds1", "p", 1, cmClause("cm"))
+	_, _, err := another.run(t)
+	require.NoError(t, err)
+	require.Equal(t, "remembered", another.get(cmGVR, another.mailbox(), "default", "cm").GetAnnotations()[ContentHashAnnotation])
+}

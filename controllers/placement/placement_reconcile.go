@@ -734,12 +734,16 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current m
 			"resource", d.res.GroupVersionResource.String(), "object", qualifiedName(current))
 		return false, nil
 	}
-	var hashKey string
+	var (
+		hashKey, hash string
+		known         bool
+	)
 	if d.memo != nil {
 		// Most reconciles find most copies unchanged: known by the hash
 		// of what was written from this version, the copy is not made.
 		hashKey = d.hashKey()
-		if hash, ok := d.memo.hash(hashKey); ok && current != nil && crossspace.Annotation(current, ContentHashAnnotation) == hash {
+		hash, known = d.memo.hash(hashKey)
+		if known && current != nil && crossspace.Annotation(current, ContentHashAnnotation) == hash {
 			return false, nil
 		}
 	}
@@ -753,16 +757,24 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current m
 		annotations[edgev2alpha1.CreateOnlyAnnotation] = "true"
 	}
 	d.annotate(annotations)
-	annotations[ContentHashAnnotation] = ""
-	obj.SetAnnotations(annotations)
-	hash, err := contentHash(obj)
-	if err != nil {
-		return false, err
-	}
-	annotations[ContentHashAnnotation] = hash
-	setMeta(obj, "annotations", ContentHashAnnotation, hash)
-	if d.memo != nil {
-		d.memo.setHash(hashKey, hash)
+	if known {
+		// The same object as the one hashed for another mailbox (what
+		// hashKey names is all write adds): its hash, without encoding
+		// it again.
+		annotations[ContentHashAnnotation] = hash
+		obj.SetAnnotations(annotations)
+	} else {
+		annotations[ContentHashAnnotation] = ""
+		obj.SetAnnotations(annotations)
+		var err error
+		if hash, err = contentHash(obj); err != nil {
+			return false, err
+		}
+		annotations[ContentHashAnnotation] = hash
+		setMeta(obj, "annotations", ContentHashAnnotation, hash)
+		if d.memo != nil {
+			d.memo.setHash(hashKey, hash)
+		}
 	}
 	if current != nil && crossspace.Annotation(current, ContentHashAnnotation) == hash {
 		return false, nil
