@@ -265,6 +265,9 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	core.OpenAPIConfig.Info.Title = "kubestellar"
 	core.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
 	core.OpenAPIV3Config.Info.Title = "kubestellar"
+	// Built when first asked for (embedded/openapi.go), not as the server
+	// starts.
+	core.SkipOpenAPIInstallation = true
 	core.AggregatedDiscoveryGroupManager = aggregated.NewResourceManager("apis")
 	// Every space shows the default ClusterRoles and ClusterRoleBindings
 	// (served from code) it does not replace.

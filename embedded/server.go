@@ -220,6 +220,9 @@ func (s *Server) Run(ctx context.Context) error {
 	defer s.cfg.Close()
 	defer s.tunnels.Close()
 	prepared := s.core.PrepareRun()
+	if err := installLazyOpenAPI(s.core, s.cfg.core.OpenAPIConfig, s.cfg.core.OpenAPIV3Config); err != nil {
+		return err
+	}
 	// The apiextensions server publishes CRD schemas into the OpenAPI
 	// documents of the server it belongs to; point it at the core server's,
 	// which are the ones clients see.
