@@ -28,7 +28,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -56,7 +55,6 @@ type Controller struct {
 	syncerConfigs *crossspace.Informer
 	locations     *crossspace.Informer
 	customizers   *crossspace.Informer
-	namespaces    *crossspace.Informer
 	crds          cache.SharedIndexInformer
 	resolver      *resolver
 	mailbox       *mailboxReconciler
@@ -137,11 +135,6 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources 
 			c.enqueueSpace(crossspace.SpaceOf(m))
 		}
 	}))
-	c.namespaces = clients.Typed(&corev1.NamespaceList{}, &corev1.Namespace{}, crossspace.Enqueue(func(obj any) {
-		if m, ok := obj.(*corev1.Namespace); ok {
-			c.enqueueSpace(crossspace.SpaceOf(m))
-		}
-	}))
 	_, _ = crds.AddEventHandler(crossspace.Enqueue(func(any) { c.enqueueAll() }))
 	c.mailbox = c.newMailboxReconciler()
 	return c
@@ -196,8 +189,14 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 		location: func(space, name string) (*edgev2alpha1.Location, bool) {
 			return crossspace.Get[*edgev2alpha1.Location](c.locations, space, "", name)
 		},
-		namespace: func(space, name string) (*corev1.Namespace, bool) {
-			return crossspace.Get[*corev1.Namespace](c.namespaces, space, "", name)
+		// A WDS's namespaces, for the placements' namespace selectors, from
+		// the shared cache of namespaces the mailboxes' copies are read
+		// from too (Run waits for it): a typed cache of its own held every
+		// namespace of every space again (at 10,000 SyncTargets, 50,000 of
+		// them), and its events reach the translator there as any workload
+		// object's do (resourceEvents).
+		namespace: func(space, name string) (metav1.Object, bool) {
+			return crossspace.Get[*unstructured.Unstructured](c.informerFor(namespaceResource.GroupVersionResource), space, "", name)
 		},
 		customizer: func(space, namespace, name string) (*edgev2alpha1.Customizer, bool) {
 			return crossspace.Get[*edgev2alpha1.Customizer](c.customizers, space, namespace, name)
@@ -395,9 +394,13 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer c.statuses.ShutDown()
 	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
 	ctx = klog.NewContext(ctx, logger)
-	all := []*crossspace.Informer{c.placements, c.slices, c.syncTargets, c.syncerConfigs, c.locations, c.customizers, c.namespaces}
+	all := []*crossspace.Informer{c.placements, c.slices, c.syncTargets, c.syncerConfigs, c.locations, c.customizers}
 	crossspace.Run(ctx, all...)
-	if !crossspace.WaitForSync(ctx, all...) || !cache.WaitForCacheSync(ctx.Done(), c.crds.HasSynced) {
+	// The shared cache of namespaces runs with the others of its kind
+	// (SharedDynamic.Start); asked for here, once every controller has
+	// added its handlers.
+	namespaces := c.informerFor(namespaceResource.GroupVersionResource)
+	if !crossspace.WaitForSync(ctx, append(all, namespaces)...) || !cache.WaitForCacheSync(ctx.Done(), c.crds.HasSynced) {
 		return
 	}
 	logger.Info("started controller")

@@ -126,7 +126,7 @@ type mailboxReconciler struct {
 	slicesFor  func(inventory, syncTarget string) []*edgev2alpha1.SinglePlacementSlice
 	placement  func(space, name string) (*edgev2alpha1.EdgePlacement, bool)
 	location   func(space, name string) (*edgev2alpha1.Location, bool)
-	namespace  func(space, name string) (*corev1.Namespace, bool)
+	namespace  func(space, name string) (metav1.Object, bool)
 	customizer func(space, namespace, name string) (*edgev2alpha1.Customizer, bool)
 	crds       func() []*apiextensionsv1.CustomResourceDefinition
 	// resolve maps a clause's group and resources to served resources.
@@ -426,7 +426,7 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 		if !ok {
 			return nil, false
 		}
-		return n.Labels, true
+		return n.GetLabels(), true
 	}
 	for i, raw := range p.ep.Spec.Downsync {
 		cl, err := parseClause(i, raw)

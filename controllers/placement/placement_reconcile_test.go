@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -175,12 +174,9 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 			l, ok := f.locations[spaces.Key(space, "", name)]
 			return l, ok
 		},
-		namespace: func(space, name string) (*corev1.Namespace, bool) {
+		namespace: func(space, name string) (metav1.Object, bool) {
 			obj := f.get(namespaceResource.GroupVersionResource, space, "", name)
-			if obj == nil {
-				return nil, false
-			}
-			return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: obj.GetLabels()}}, true
+			return obj, obj != nil
 		},
 		customizer: func(space, namespace, name string) (*edgev2alpha1.Customizer, bool) {
 			c, ok := f.customizers[spaces.Key(space, namespace, name)]
