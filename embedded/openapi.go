@@ -62,6 +62,10 @@ func installLazyOpenAPI(s *genericapiserver.GenericAPIServer, v2 *common.Config,
 		return err
 	}
 	s.StaticOpenAPISpec, s.OpenAPIVersionedService, s.OpenAPIV3VersionedService = o.static, o.v2Service, o.v3Service
+	// The definitions the v3 config holds (4 MB) were for the API groups'
+	// installs (server-side apply's type converter), done by now; the
+	// builds above make their own.
+	v3.Definitions = nil
 	return nil
 }
 
