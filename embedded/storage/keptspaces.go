@@ -21,12 +21,31 @@ import (
 // revision moves past a mailbox's write at once, as when the cache dropped
 // the event itself, and a consistent list after it does not wait for the
 // datastore's next progress report.
-type keptSpacesWatcher struct{ clientv3.Watcher }
+//
+// With progress set (kine on SQLite), a progress request asks the
+// datastore's watch demultiplexer for progress markers, which arrive in
+// order with each watch's events and become its progress notifications
+// the same way, and kine's own notifications, which may overtake events
+// (demuxLog.requestProgress), are dropped.
+type keptSpacesWatcher struct {
+	clientv3.Watcher
+	progress func()
+}
+
+// RequestProgress asks for a progress notification on every watch.
+func (w keptSpacesWatcher) RequestProgress(ctx context.Context) error {
+	if w.progress == nil {
+		return w.Watcher.RequestProgress(ctx)
+	}
+	w.progress()
+	return nil
+}
 
 func (w keptSpacesWatcher) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
 	in := w.Watcher.Watch(ctx, key, opts...)
 	keep := spaces.KeptSpaces(ctx)
-	if keep == nil {
+	marked := w.progress != nil
+	if keep == nil && !marked {
 		return in
 	}
 	out := make(chan clientv3.WatchResponse)
@@ -34,6 +53,9 @@ func (w keptSpacesWatcher) Watch(ctx context.Context, key string, opts ...client
 		defer close(out)
 		prefix := []byte(key)
 		for resp := range in {
+			if marked && resp.IsProgressNotify() {
+				continue // kine's, which may overtake events
+			}
 			for _, r := range keptOnly(resp, prefix, keep) {
 				select {
 				case out <- r:
@@ -48,11 +70,11 @@ func (w keptSpacesWatcher) Watch(ctx context.Context, key string, opts ...client
 	return out
 }
 
-// keptOnly returns what a watch that keeps the spaces keep accepts of resp:
-// resp itself when every event is kept (or it has none: a progress
-// notification, the watch's creation, its end); else the events kept, if
-// any, then, if the last event was left out, a progress notification at
-// its revision.
+// keptOnly returns what a watch that keeps the spaces keep (every space,
+// when nil) accepts of resp: resp itself when every event is kept (or it
+// has none: a progress notification, the watch's creation, its end); else
+// the events kept, if any, then, if the last event was left out, a
+// progress notification at its revision. Progress markers are left out.
 func keptOnly(resp clientv3.WatchResponse, prefix []byte, keep func(space string) bool) []clientv3.WatchResponse {
 	var kept []*clientv3.Event
 	for i, ev := range resp.Events {
@@ -83,9 +105,16 @@ func keptOnly(resp clientv3.WatchResponse, prefix []byte, keep func(space string
 	return out
 }
 
-// keptEvent reports whether keep keeps the space of ev's key (keptKey).
+// keptEvent reports whether keep keeps the space of ev's key (keptKey);
+// a progress marker is never kept.
 func keptEvent(ev *clientv3.Event, prefix []byte, keep func(space string) bool) bool {
-	return ev.Kv == nil || keptKey(ev.Kv.Key, prefix, keep)
+	if ev.Kv == nil {
+		return true
+	}
+	if isProgressMarker(ev.Kv.Key) {
+		return false
+	}
+	return keep == nil || keptKey(ev.Kv.Key, prefix, keep)
 }
 
 // keptKey reports whether keep keeps the space of key: its first segment

@@ -84,6 +84,15 @@ func TestKeptOnlyLeavesOutSpacesByKey(t *testing.T) {
 			require.Equal(t, tc.want, describe(keptOnly(resp, prefix, keep)))
 		})
 	}
+	// Progress markers are never kept, with or without spaces to keep:
+	// one that ends a response is a progress notification at its revision.
+	for _, k := range []func(string) bool{keep, nil} {
+		resp := header(9)
+		resp.Events = []*clientv3.Event{put("/registry/core/configmaps/wds1/default/a", 5), put(progressMarkerKey, 6)}
+		require.Equal(t, "[/registry/core/configmaps/wds1/default/a@5] progress@6", describe(keptOnly(resp, prefix, k)))
+		resp.Events = []*clientv3.Event{put(progressMarkerKey, 6), put("/registry/core/configmaps/wds1/default/a", 7)}
+		require.Equal(t, "[/registry/core/configmaps/wds1/default/a@7]", describe(keptOnly(resp, prefix, k)))
+	}
 	created := header(3)
 	created.Created = true
 	require.Equal(t, []clientv3.WatchResponse{created}, keptOnly(created, prefix, keep), "a watch's creation passes")

@@ -62,8 +62,12 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 		}
 	}()
 	var backend server.Backend
+	// demux is SQLite's watch demultiplexer, which tells the in-process
+	// client's watches of their progress in order with their events; on
+	// the other backends kine's own progress notifications are passed on.
+	var demux *demuxLog
 	if strings.HasPrefix(cfg.Endpoint, "sqlite://") {
-		backend, _, err = newSQLiteBackend(backendCtx, wg, cfg)
+		backend, _, demux, err = newSQLiteBackend(backendCtx, wg, cfg)
 	} else {
 		_, backend, err = drivers.New(backendCtx, wg, cfg)
 	}
@@ -77,7 +81,7 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 	if err := backend.Start(backendCtx); err != nil {
 		return nil, fmt.Errorf("starting kine: %w", err)
 	}
-	bridge := server.New(uncountedPages{backend}, "unix", notifyInterval, emulatedETCDVersion)
+	bridge := server.New(markedWatches{uncountedPages{backend}}, "unix", notifyInterval, emulatedETCDVersion)
 
 	srv := grpc.NewServer(
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second}),
@@ -96,7 +100,11 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 		lis.Close()
 		return nil, err
 	}
-	local := localClient(backendCtx, bridge)
+	var progress func()
+	if demux != nil {
+		progress = demux.requestProgress
+	}
+	local := localClient(backendCtx, bridge, progress)
 	// etcd_request_duration_seconds and the rest, as for kube-apiserver's
 	// clients.
 	local.KV = etcd3.NewETCDLatencyTracker(local.KV)
@@ -126,11 +134,14 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 }
 
 // localClient is an etcd client whose calls are function calls into kine's
-// etcd API, through etcd's adapters from servers to clients.
-func localClient(ctx context.Context, bridge *server.KVServerBridge) *clientv3.Client {
+// etcd API, through etcd's adapters from servers to clients. progress,
+// when set, asks for progress markers (demuxLog.requestProgress), which
+// its watches get instead of kine's progress notifications.
+func localClient(ctx context.Context, bridge *server.KVServerBridge, progress func()) *clientv3.Client {
 	c := clientv3.NewCtxClient(ctx)
 	c.KV = keptSpacesKV{clientv3.NewKVFromKVClient(adapter.KvServerToKvClient(bridge), c)}
-	c.Watcher = keptSpacesWatcher{clientv3.NewWatchFromWatchClient(queuedWatchClient{adapter.WatchServerToWatchClient(bridge)}, c)}
+	c.Watcher = keptSpacesWatcher{Watcher: clientv3.NewWatchFromWatchClient(queuedWatchClient{adapter.WatchServerToWatchClient(bridge)}, c),
+		progress: progress}
 	c.Lease = clientv3.NewLeaseFromLeaseClient(adapter.LeaseServerToLeaseClient(bridge), c, time.Second)
 	c.Maintenance = clientv3.NewMaintenanceFromMaintenanceClient(adapter.MaintenanceServerToMaintenanceClient(bridge), c)
 	c.Cluster = clientv3.NewClusterFromClusterClient(adapter.ClusterServerToClusterClient(bridge), c)
@@ -148,7 +159,7 @@ func localClient(ctx context.Context, bridge *server.KVServerBridge) *clientv3.C
 type queuedWatchClient struct{ etcdserverpb.WatchClient }
 
 func (c queuedWatchClient) Watch(ctx context.Context, opts ...grpc.CallOption) (etcdserverpb.Watch_WatchClient, error) {
-	stream, err := c.WatchClient.Watch(ctx, opts...)
+	stream, err := c.WatchClient.Watch(withProgressMarkers(ctx), opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -303,17 +314,18 @@ func (d *Datastore) sourceStorage() rawStorageFunc {
 // copies this took about a tenth off the server's CPU per copy. The
 // inserts that queue are committed together, and a range is read a page
 // at a time (sqliteDialect).
-func newSQLiteBackend(ctx context.Context, wg *sync.WaitGroup, cfg *drivers.Config) (server.Backend, *sqliteDialect, error) {
+func newSQLiteBackend(ctx context.Context, wg *sync.WaitGroup, cfg *drivers.Config) (server.Backend, *sqliteDialect, *demuxLog, error) {
 	cfg.Scheme, cfg.DataSourceName = util.SchemeAndAddress(cfg.Endpoint)
 	// NewVariant opens and prepares the database; its backend, not yet
 	// started, is left unused for one built as kine builds it, but with
 	// its watches demultiplexed (demuxLog).
 	_, dialect, err := sqlite.NewVariant(ctx, wg, "sqlite3", cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	dialect.LockWrites = true
 	ours := newSQLiteDialect(ctx, wg, dialect)
 	log := sqllog.New(ours, cfg.CompactInterval, cfg.CompactIntervalJitter, cfg.CompactTimeout, cfg.CompactMinRetain, cfg.CompactBatchSize, cfg.PollBatchSize)
-	return logstructured.New(newDemuxLog(ctx, log)), ours, nil
+	demux := newDemuxLog(ctx, log)
+	return logstructured.New(demux), ours, demux, nil
 }

@@ -218,7 +218,7 @@ func sqliteBackendIn(tb testing.TB, dir string) (context.Context, server.Backend
 	require.NoError(tb, os.MkdirAll(filepath.Join(dir, "db"), 0o700))
 	endpoint := DefaultEndpoint(dir)
 	require.NoError(tb, prepareSQLite(ctx, sqlitePath(endpoint)))
-	backend, inserts, err := newSQLiteBackend(ctx, wg, &drivers.Config{Endpoint: endpoint, PollBatchSize: 500, CompactBatchSize: 1000})
+	backend, inserts, _, err := newSQLiteBackend(ctx, wg, &drivers.Config{Endpoint: endpoint, PollBatchSize: 500, CompactBatchSize: 1000})
 	if err != nil {
 		stop()
 	}

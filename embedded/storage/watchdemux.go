@@ -2,8 +2,11 @@ package storage
 
 import (
 	"context"
+	"math"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/k3s-io/kine/pkg/logstructured"
 	"github.com/k3s-io/kine/pkg/server"
@@ -30,10 +33,28 @@ const watchBuffer = 100
 // counted 94 s of goroutines runnable and not running, 93 % of it these
 // wake-ups; with one goroutine that wakes only the watches a batch
 // concerns, 10 s.
+//
+// It also tells the in-process client's watches of their progress, in
+// order with their events (progressMarker): kine's own progress
+// notifications can overtake events.
 type demuxLog struct {
 	logstructured.Log
 	// ctx is the backend's: the subscription lasts as long as it does.
 	ctx context.Context
+	// progress asks dispatch for progress markers (requestProgress); one
+	// request stands for any number made meanwhile.
+	progress chan struct{}
+	// markEvery is how often dispatch sends the markers unasked (kine
+	// sends its periodic notifications every notifyInterval, but only to
+	// the watches that ask for them, which the demultiplexer cannot tell
+	// apart: the watch caches' consistent reads ask when they need one).
+	markEvery time.Duration
+	// markGap is the least time between two rounds of markers: a round
+	// goes to every watch (a fleet's syncers each hold a few), and the
+	// watch caches ask every 100 ms while a consistent read waits, one
+	// cache after another. A request within markGap of the last round is
+	// answered markGap after it, as kine answers every 100 ms.
+	markGap time.Duration
 
 	mu sync.Mutex
 	// subscribed is set while dispatch is receiving the subscription.
@@ -47,10 +68,63 @@ type demuxLog struct {
 type rangeWatch struct {
 	key, end string
 	events   chan server.Events
+	// marked: the watch is the in-process client's (withProgressMarkers),
+	// which turns progress markers into progress notifications.
+	marked bool
 }
 
 func newDemuxLog(ctx context.Context, log logstructured.Log) *demuxLog {
-	return &demuxLog{Log: log, ctx: ctx, watches: newWatchIndex()}
+	return &demuxLog{Log: log, ctx: ctx, watches: newWatchIndex(), progress: make(chan struct{}, 1),
+		markEvery: time.Minute, markGap: 100 * time.Millisecond}
+}
+
+// progressMarkerKey is the key of a progress marker: an event that no
+// write makes (every key kine stores starts with "/"; this one with a
+// NUL), at the revision up to which its watch has been handed every
+// event of its range.
+const progressMarkerKey = "\x00kubestellar/progress"
+
+// isProgressMarker reports whether an event is a progress marker.
+func isProgressMarker(key []byte) bool { return string(key) == progressMarkerKey }
+
+// progressMarkersKey marks a context whose watches get progress markers.
+type progressMarkersKey struct{}
+
+// withProgressMarkers marks the context of the in-process client's watch
+// stream: the demultiplexer sends its watches progress markers
+// (demuxLog), which keptSpacesWatcher turns into progress notifications.
+// kine's server hands a stream's context to the watches made on it, and
+// etcd's adapter hands the client's to the server.
+func withProgressMarkers(ctx context.Context) context.Context {
+	return context.WithValue(ctx, progressMarkersKey{}, true)
+}
+
+func progressMarkers(ctx context.Context) bool {
+	marked, _ := ctx.Value(progressMarkersKey{}).(bool)
+	return marked
+}
+
+// requestProgress asks for a progress marker to every marked watch, at
+// the revision of the last batch handed to the watches. It never waits.
+//
+// kine answers an etcd progress request with one progress notification
+// to every watch of the stream, sent by a goroutine of its own once each
+// watch's goroutine is idle. An idle goroutine may still have events on
+// their way to it (kine polls, broadcasts, and filters in goroutines of
+// its own, and so does this demultiplexer), so the notification could
+// arrive before events at or below its revision. The API server's watch
+// cache takes a notification at face value: it moves to that revision,
+// serves a consistent list at it, and a client that lists then and watches
+// from there never sees the late event (make bench once saw one Space of
+// a thousand stay not Ready in a client's view for minutes;
+// TestProgressNeverOvertakesEvents catches it in seconds). A marker goes
+// down the same channel as the watch's events, after every event up to
+// its revision, so it cannot overtake them.
+func (l *demuxLog) requestProgress() {
+	select {
+	case l.progress <- struct{}{}:
+	default:
+	}
 }
 
 // Watch returns the batches of events in [key, end) (or of key alone, or
@@ -58,7 +132,7 @@ func newDemuxLog(ctx context.Context, log logstructured.Log) *demuxLog {
 // channel is closed when the watch ends: when ctx is done, when the watch
 // falls watchBuffer batches behind, or when the subscription ends.
 func (l *demuxLog) Watch(ctx context.Context, key, end string) <-chan server.Events {
-	w := &rangeWatch{key: key, end: end, events: make(chan server.Events, watchBuffer)}
+	w := &rangeWatch{key: key, end: end, events: make(chan server.Events, watchBuffer), marked: progressMarkers(ctx)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.subscribed {
@@ -89,8 +163,50 @@ func (l *demuxLog) Watch(ctx context.Context, key, end string) <-chan server.Eve
 // it touches, without ever waiting for one: a watch whose buffer is full
 // is ended, as kine's broadcaster ends a slow subscriber, so that it
 // cannot hold up the others.
+//
+// Between batches it sends progress markers when asked (requestProgress)
+// and every markEvery, at the revision of the last event handed on: every
+// event up to it is in the watches' channels before the marker.
 func (l *demuxLog) dispatch(in <-chan server.Events) {
-	for batch := range in {
+	var handed int64 // the revision of the last event handed on
+	tick := time.NewTicker(l.markEvery)
+	defer tick.Stop()
+	var marked time.Time       // the last round of markers
+	var later <-chan time.Time // a request waiting for markGap to pass
+	mark := func(now time.Time) {
+		l.mark(handed)
+		marked, later = now, nil
+	}
+	for {
+		var batch server.Events
+		select {
+		case b, ok := <-in:
+			if !ok {
+				l.ended()
+				return
+			}
+			batch = b
+		case <-l.progress:
+			if wait := l.markGap - time.Since(marked); wait > 0 {
+				if later == nil {
+					later = time.After(wait)
+				}
+				continue
+			}
+			mark(time.Now())
+			continue
+		case now := <-later:
+			mark(now)
+			continue
+		case now := <-tick.C:
+			mark(now)
+			continue
+		}
+		for _, e := range batch {
+			if e != nil && e.KV != nil {
+				handed = max(handed, e.KV.ModRevision)
+			}
+		}
 		l.mu.Lock()
 		if len(batch) == 1 {
 			// The usual batch: handed on as it is, shared, as kine
@@ -110,10 +226,38 @@ func (l *demuxLog) dispatch(in <-chan server.Events) {
 		}
 		l.mu.Unlock()
 	}
-	// The subscription ended: the backend is stopping, or this goroutine
-	// itself fell behind kine's poll. Every watch ends, and the next one
-	// subscribes again; the watches' clients start again from the
-	// revision they had reached, so that nothing is lost.
+}
+
+// mark sends every marked watch a progress marker at revision rev (none
+// before the first event: a watch's start revision is its own). A watch
+// whose buffer is full gets none: it has events on their way, and the
+// next request marks it.
+func (l *demuxLog) mark(rev int64) {
+	if rev == 0 {
+		return
+	}
+	// The revision is in CreateRevision: kine's LogStructured drops a
+	// watch's events at or below the revision of its first read, and a
+	// marker must pass; markedWatches puts it in ModRevision.
+	marker := server.Events{{KV: &server.KeyValue{Key: progressMarkerKey, ModRevision: math.MaxInt64, CreateRevision: rev}}}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range l.watches.all() {
+		if !w.marked {
+			continue
+		}
+		select {
+		case w.events <- marker:
+		default:
+		}
+	}
+}
+
+// ended ends every watch once the subscription ended: the backend is
+// stopping, or dispatch itself fell behind kine's poll. The next watch
+// subscribes again; the watches' clients start again from the revision
+// they had reached, so that nothing is lost.
+func (l *demuxLog) ended() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	all := l.watches.all()
@@ -238,4 +382,49 @@ func (x watchIndex) all() []*rangeWatch {
 		out = append(out, w)
 	}
 	return out
+}
+
+// markedWatches is the backend kine's server watches through. On a watch
+// of the in-process client (withProgressMarkers) it gives each progress
+// marker its revision: the demultiplexer's (everything up to it has been
+// handed to the watch), or the watch's last event's when that is later
+// (the watch's first read can reach past the demultiplexer), so that a
+// progress notification never goes back.
+type markedWatches struct{ server.Backend }
+
+func (b markedWatches) Watch(ctx context.Context, key, end string, revision int64) server.WatchResult {
+	wr := b.Backend.Watch(ctx, key, end, revision)
+	if !progressMarkers(ctx) || wr.Events == nil {
+		return wr
+	}
+	in := wr.Events
+	out := make(chan []*server.Event, watchBuffer)
+	go func() {
+		// kine's watcher reads its channel until it is closed, as it read
+		// the backend's.
+		defer close(out)
+		var last int64 // the revision of the watch's last event
+		for batch := range in {
+			cloned := false
+			for i, e := range batch {
+				if e == nil || e.KV == nil {
+					continue
+				}
+				if e.KV.Key != progressMarkerKey {
+					last = max(last, e.KV.ModRevision)
+					continue
+				}
+				if !cloned {
+					// The batch and the marker are shared with other
+					// watches.
+					batch, cloned = slices.Clone(batch), true
+				}
+				rev := max(e.KV.CreateRevision, last)
+				batch[i] = &server.Event{KV: &server.KeyValue{Key: progressMarkerKey, ModRevision: rev, CreateRevision: rev}}
+			}
+			out <- batch
+		}
+	}()
+	wr.Events = out
+	return wr
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -311,4 +312,133 @@ func BenchmarkWatchDelivery(b *testing.B) {
 			})
 		}
 	}
+}
+
+// sendRevs hands the subscription one batch of events at the revisions
+// given, all under key.
+func (f *fakeLog) sendRevs(key string, revs ...int64) {
+	f.mu.Lock()
+	c := f.subs[len(f.subs)-1]
+	f.mu.Unlock()
+	events := server.Events{}
+	for _, rev := range revs {
+		events = append(events, &server.Event{KV: &server.KeyValue{Key: fmt.Sprintf("%s%d", key, rev), ModRevision: rev}})
+	}
+	c <- events
+}
+
+// describeBatch renders a batch as "key@rev" words, a marker as
+// "marker@revision it stands for".
+func describeBatch(events server.Events) string {
+	var out []string
+	for _, e := range events {
+		if e.KV.Key == progressMarkerKey {
+			rev := e.KV.CreateRevision
+			if e.KV.ModRevision != math.MaxInt64 {
+				rev = e.KV.ModRevision
+			}
+			out = append(out, fmt.Sprintf("marker@%d", rev))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s@%d", e.KV.Key, e.KV.ModRevision))
+	}
+	return strings.Join(out, " ")
+}
+
+func receiveBatch(t *testing.T, c <-chan server.Events) string {
+	t.Helper()
+	select {
+	case events, ok := <-c:
+		require.True(t, ok, "the watch ended")
+		return describeBatch(events)
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing within 10s")
+		return ""
+	}
+}
+
+func nothing(t *testing.T, c <-chan server.Events) {
+	t.Helper()
+	select {
+	case events := <-c:
+		t.Fatalf("unexpected %s", describeBatch(events))
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// The in-process client's watches get a progress marker when asked, after
+// every event handed on before the request, at the revision of the last
+// of them, whatever range it was in; other watches get none.
+func TestDemuxMarksProgressInOrder(t *testing.T) {
+	ctx := t.Context()
+	inner := &fakeLog{}
+	l := newDemuxLog(ctx, inner)
+	l.markEvery = time.Hour
+	marked := l.Watch(withProgressMarkers(ctx), "/a/", clientv3.GetPrefixRangeEnd("/a/"))
+	plain := l.Watch(ctx, "/a/", clientv3.GetPrefixRangeEnd("/a/"))
+
+	l.requestProgress()
+	nothing(t, marked) // no event handed on yet: no revision to tell
+
+	inner.sendRevs("/a/", 5)
+	inner.sendRevs("/b/", 6)
+	l.requestProgress()
+	require.Equal(t, "/a/5@5", receiveBatch(t, marked))
+	require.Equal(t, "marker@6", receiveBatch(t, marked), "the marker is at the last revision handed on, in any range")
+	require.Equal(t, "/a/5@5", receiveBatch(t, plain))
+	nothing(t, plain)
+
+	// Requests within markGap of the last round are answered together,
+	// once the gap has passed.
+	l.markGap = time.Hour // taken from here on
+	inner.sendRevs("/a/", 8)
+	require.Equal(t, "/a/8@8", receiveBatch(t, marked))
+	l.requestProgress()
+	l.requestProgress()
+	nothing(t, marked)
+
+	// Unasked, every markEvery.
+	inner2 := &fakeLog{}
+	l2 := newDemuxLog(ctx, inner2)
+	l2.markEvery = 10 * time.Millisecond
+	periodic := l2.Watch(withProgressMarkers(ctx), "/a/", clientv3.GetPrefixRangeEnd("/a/"))
+	inner2.sendRevs("/a/", 7)
+	require.Equal(t, "/a/7@7", receiveBatch(t, periodic))
+	require.Equal(t, "marker@7", receiveBatch(t, periodic))
+}
+
+// markedWatches gives a marker the revision it stands for, or the watch's
+// last event's when that is later, and passes other watches as they are.
+func TestMarkedWatchesGiveMarkersTheirRevision(t *testing.T) {
+	ctx := t.Context()
+	in := make(chan []*server.Event, 10)
+	b := markedWatches{fakeWatchBackend{events: in}}
+	wr := b.Watch(withProgressMarkers(ctx), "/a/", "", 1)
+	marker := func(rev int64) *server.Event {
+		return &server.Event{KV: &server.KeyValue{Key: progressMarkerKey, ModRevision: math.MaxInt64, CreateRevision: rev}}
+	}
+	shared := server.Events{marker(4)}
+	in <- server.Events{{KV: &server.KeyValue{Key: "/a/x", ModRevision: 7}}}
+	in <- shared
+	in <- server.Events{{KV: &server.KeyValue{Key: "/a/y", ModRevision: 8}}, marker(9)}
+	close(in)
+	var got []string
+	for batch := range wr.Events {
+		got = append(got, describeBatch(batch))
+	}
+	require.Equal(t, []string{"/a/x@7", "marker@7", "/a/y@8 marker@9"}, got, "a marker never goes back behind the watch's events")
+	require.Equal(t, int64(math.MaxInt64), shared[0].KV.ModRevision, "the shared marker is not changed")
+
+	plainIn := make(chan []*server.Event)
+	plain := markedWatches{fakeWatchBackend{events: plainIn}}.Watch(ctx, "/a/", "", 1)
+	require.Equal(t, (<-chan []*server.Event)(plainIn), plain.Events, "an unmarked watch is the backend's")
+}
+
+type fakeWatchBackend struct {
+	server.Backend
+	events chan []*server.Event
+}
+
+func (f fakeWatchBackend) Watch(context.Context, string, string, int64) server.WatchResult {
+	return server.WatchResult{Events: f.events}
 }
