@@ -2,6 +2,7 @@ package embedded
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
@@ -161,8 +163,8 @@ func writeTunnelCondition(ctx context.Context, clients *spaceClients, cached fun
 			return cached(inv, st)
 		},
 		get: func() (*unstructured.Unstructured, error) { return rc.Get(ctx, st, metav1.GetOptions{}) },
-		updateStatus: func(u *unstructured.Unstructured) error {
-			_, err := rc.UpdateStatus(ctx, u, metav1.UpdateOptions{FieldManager: "kubestellar-tunnel"})
+		patchStatus: func(patch []byte) error {
+			_, err := rc.Patch(ctx, st, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubestellar-tunnel"}, "status")
 			return err
 		},
 	}
@@ -176,10 +178,30 @@ func writeTunnelCondition(ctx context.Context, clients *spaceClients, cached fun
 // tunnelConditionWriter is writeTunnelCondition's logic over one
 // SyncTarget's reads and writes.
 type tunnelConditionWriter struct {
-	// cached returns the cache's copy, not to be changed.
-	cached       func() (*unstructured.Unstructured, bool)
-	get          func() (*unstructured.Unstructured, error)
-	updateStatus func(*unstructured.Unstructured) error
+	// cached returns the cache's copy, not to be changed: the SyncTarget's
+	// identity and the status fields the write reads and sets
+	// (auth.CachedSyncTargetFields), no more.
+	cached func() (*unstructured.Unstructured, bool)
+	get    func() (*unstructured.Unstructured, error)
+	// patchStatus sends a JSON merge patch (tunnelStatusPatch) to the
+	// status subresource.
+	patchStatus func(patch []byte) error
+}
+
+// tunnelStatusPatch is what the tunnel writes of a SyncTarget: its
+// conditions and tunnel server, at the resourceVersion they were decided
+// on, so that a write decided on a stale copy is refused (a conflict)
+// rather than applied; the rest of the status, which the syncer writes, is
+// left as it is.
+type tunnelStatusPatch struct {
+	Metadata struct {
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+	Status struct {
+		Conditions []metav1.Condition `json:"conditions"`
+		// TunnelServer nil (null) removes the field.
+		TunnelServer *string `json:"tunnelServer"`
+	} `json:"status"`
 }
 
 func (w tunnelConditionWriter) write(self string, started time.Time, connected bool) error {
@@ -210,12 +232,17 @@ func (w tunnelConditionWriter) write(self string, started time.Time, connected b
 		if !changed && obj.Status.TunnelServer == server {
 			return false, nil
 		}
-		obj.Status.TunnelServer = server
-		out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		var patch tunnelStatusPatch
+		patch.Metadata.ResourceVersion = obj.ResourceVersion
+		patch.Status.Conditions = obj.Status.Conditions
+		if server != "" {
+			patch.Status.TunnelServer = &server
+		}
+		data, err := json.Marshal(patch)
 		if err != nil {
 			return false, err
 		}
-		return true, w.updateStatus(&unstructured.Unstructured{Object: out})
+		return true, w.patchStatus(data)
 	}
 	first := true
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {

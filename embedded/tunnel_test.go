@@ -1,11 +1,13 @@
 package embedded
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/embedded/auth"
+	"github.com/kubestellar/kubestellar/spaces"
 )
 
 const selfURL = "https://server-a:6443"
@@ -50,13 +54,27 @@ func (f *fakeSyncTarget) writer() tunnelConditionWriter {
 			f.gets++
 			return f.server.DeepCopy(), nil
 		},
-		updateStatus: func(u *unstructured.Unstructured) error {
+		patchStatus: func(patch []byte) error {
+			// As the API server applies a JSON merge patch: a
+			// resourceVersion in it must be the object's.
 			f.updates++
-			if u.GetResourceVersion() != f.server.GetResourceVersion() {
+			var p struct {
+				Metadata struct {
+					ResourceVersion string `json:"resourceVersion"`
+				} `json:"metadata"`
+			}
+			require.NoError(f.t, json.Unmarshal(patch, &p))
+			if p.Metadata.ResourceVersion != f.server.GetResourceVersion() {
 				return apierrors.NewConflict(schema.GroupResource{Group: "edge.kubestellar.io", Resource: "synctargets"}, "edge1", errors.New("stale"))
 			}
-			f.server = u.DeepCopy()
-			f.server.SetResourceVersion(u.GetResourceVersion() + "+")
+			current, err := json.Marshal(f.server.Object)
+			require.NoError(f.t, err)
+			merged, err := jsonpatch.MergePatch(current, patch)
+			require.NoError(f.t, err)
+			server := &unstructured.Unstructured{}
+			require.NoError(f.t, json.Unmarshal(merged, &server.Object))
+			server.SetResourceVersion(p.Metadata.ResourceVersion + "+")
+			f.server = server
 			return nil
 		},
 	}
@@ -109,6 +127,37 @@ func TestTunnelConditionWriterCache(t *testing.T) {
 		cond, server := f.connected()
 		require.Equal(t, "True/TunnelOpen", cond)
 		require.Equal(t, "https://server-b:6443", server)
+	})
+	t.Run("the cache holds only what the write reads: the rest of the status stands", func(t *testing.T) {
+		f := &fakeSyncTarget{t: t, server: syncTargetWith(t, "5", true, selfURL)}
+		require.NoError(t, unstructured.SetNestedField(f.server.Object, "v1.2.3", "status", "syncerVersion"))
+		require.NoError(t, unstructured.SetNestedField(f.server.Object, "2026-11-28T10:00:00Z", "status", "lastSyncerHeartbeatTime"))
+		require.NoError(t, unstructured.SetNestedField(f.server.Object, "edge", "spec", "cell"))
+		slim, err := spaces.KeepOnly(auth.CachedSyncTargetFields...)(f.server.DeepCopy())
+		require.NoError(t, err)
+		f.cache = slim.(*unstructured.Unstructured)
+		_, found, _ := unstructured.NestedFieldNoCopy(f.cache.Object, "status", "syncerVersion")
+		require.False(t, found, "the cache keeps only the fields the write reads")
+		require.NoError(t, f.writer().write(selfURL, time.Now(), false))
+		require.Equal(t, [2]int{0, 1}, [2]int{f.gets, f.updates}, "one write from the cache's copy")
+		cond, server := f.connected()
+		require.Equal(t, "False/TunnelClosed", cond)
+		require.Empty(t, server)
+		_, found, _ = unstructured.NestedFieldNoCopy(f.server.Object, "status", "tunnelServer")
+		require.False(t, found, "a closed tunnel's server is removed")
+		v, _, _ := unstructured.NestedString(f.server.Object, "status", "syncerVersion")
+		beat, _, _ := unstructured.NestedString(f.server.Object, "status", "lastSyncerHeartbeatTime")
+		cell, _, _ := unstructured.NestedString(f.server.Object, "spec", "cell")
+		require.Equal(t, []string{"v1.2.3", "2026-11-28T10:00:00Z", "edge"}, []string{v, beat, cell})
+
+		// And open again, through another server.
+		f.cache = f.server.DeepCopy()
+		require.NoError(t, f.writer().write("https://server-b:6443", time.Now(), true))
+		cond, server = f.connected()
+		require.Equal(t, "True/TunnelOpen", cond)
+		require.Equal(t, "https://server-b:6443", server)
+		v, _, _ = unstructured.NestedString(f.server.Object, "status", "syncerVersion")
+		require.Equal(t, "v1.2.3", v)
 	})
 	t.Run("the cache's copy is not changed", func(t *testing.T) {
 		f := &fakeSyncTarget{t: t, server: syncTargetWith(t, "5", true, selfURL)}

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 )
@@ -221,4 +222,64 @@ func dropManagedFields(obj any) (any, error) {
 		accessor.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// KeepOnly returns a cache.TransformFunc for a cache of unstructured
+// objects whose readers read a few fields: of each object it keeps its
+// identity (apiVersion, kind, name, namespace, UID, resourceVersion,
+// generation, deletionTimestamp and its space annotation, which KeyFunc
+// reads) and the fields at the paths given, and drops the rest. A custom
+// resource decoded from JSON is a tree of maps, several kilobytes each
+// even for a small object; a cache of every SyncTarget or Space of a
+// fleet that reads a name, a UID and a phase need not hold them whole.
+// Objects that are not unstructured pass as they are.
+func KeepOnly(paths ...[]string) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		kept := map[string]any{}
+		for _, k := range []string{"apiVersion", "kind"} {
+			if v, ok := u.Object[k]; ok {
+				kept[k] = v
+			}
+		}
+		md := map[string]any{}
+		if src, ok := u.Object["metadata"].(map[string]any); ok {
+			for _, k := range []string{"name", "namespace", "uid", "resourceVersion", "generation", "deletionTimestamp"} {
+				if v, ok := src[k]; ok {
+					md[k] = v
+				}
+			}
+			if ann, ok := src["annotations"].(map[string]any); ok {
+				if space, ok := ann[Annotation]; ok {
+					md["annotations"] = map[string]any{Annotation: space}
+				}
+			}
+		}
+		kept["metadata"] = md
+		for _, path := range paths {
+			if v, found, err := unstructured.NestedFieldNoCopy(u.Object, path...); err == nil && found {
+				setNoCopy(kept, v, path)
+			}
+		}
+		return &unstructured.Unstructured{Object: kept}, nil
+	}
+}
+
+// setNoCopy sets obj's field at path to v, making the maps on the way:
+// the object the value comes from is the decoder's and is dropped, so
+// nothing else holds v.
+func setNoCopy(obj map[string]any, v any, path []string) {
+	m := obj
+	for _, k := range path[:len(path)-1] {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = v
 }

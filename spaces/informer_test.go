@@ -2,6 +2,7 @@ package spaces
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
@@ -253,4 +255,38 @@ func TestInformerNoResync(t *testing.T) {
 			t.Fatalf("unexpected %v", e)
 		}
 	}
+}
+
+// TestKeepOnly: the cache keeps an object's identity and the fields named,
+// and KeyFunc still keys it by space.
+func TestKeepOnly(t *testing.T) {
+	var in map[string]any
+	require.NoError(t, json.Unmarshal([]byte(`{
+		"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncTarget",
+		"metadata": {"name": "edge1", "uid": "u1", "resourceVersion": "7", "generation": 2,
+			"labels": {"env": "prod"}, "annotations": {"kubestellar.io/space": "inv", "note": "x"},
+			"finalizers": ["f"], "deletionTimestamp": "2026-11-28T10:00:00Z"},
+		"spec": {"cell": "a"},
+		"status": {"mailboxSpace": "mb", "syncerVersion": "v1", "conditions": [{"type": "Ready", "status": "True"}]}
+	}`), &in))
+	got, err := KeepOnly([]string{"status", "mailboxSpace"}, []string{"status", "conditions"}, []string{"spec", "absent"})(&unstructured.Unstructured{Object: in})
+	require.NoError(t, err)
+	u := got.(*unstructured.Unstructured)
+	var want map[string]any
+	require.NoError(t, json.Unmarshal([]byte(`{
+		"apiVersion": "edge.kubestellar.io/v2alpha1", "kind": "SyncTarget",
+		"metadata": {"name": "edge1", "uid": "u1", "resourceVersion": "7", "generation": 2,
+			"annotations": {"kubestellar.io/space": "inv"}, "deletionTimestamp": "2026-11-28T10:00:00Z"},
+		"status": {"mailboxSpace": "mb", "conditions": [{"type": "Ready", "status": "True"}]}
+	}`), &want))
+	require.Equal(t, want, u.Object)
+	key, err := KeyFunc(u)
+	require.NoError(t, err)
+	require.Equal(t, "inv|edge1", key)
+
+	// Typed objects pass as they are.
+	ns := namespaceIn("inv", "ns1")
+	same, err := KeepOnly([]string{"spec"})(ns)
+	require.NoError(t, err)
+	require.Same(t, ns, same)
 }

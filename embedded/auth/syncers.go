@@ -79,7 +79,11 @@ func (s *Syncers) Start(ctx context.Context, loopback *rest.Config) error {
 			return dyn.Resource(SyncTargetsGVR).Watch(wildcard(ctx), opts)
 		},
 	}
-	indexer, controller := spaces.NewInformer(lw, &unstructured.Unstructured{}, 0, s.Requests.SyncTargetHandler())
+	// Of each SyncTarget the cache keeps what its readers read: the UID
+	// and mailbox (tokens), the tunnel's condition and server (the tunnel's
+	// first guess before it patches them).
+	indexer, controller := spaces.NewInformerWithOptions(lw, &unstructured.Unstructured{}, s.Requests.SyncTargetHandler(),
+		spaces.InformerOptions{Transform: spaces.KeepOnly(CachedSyncTargetFields...)})
 	go controller.RunWithContext(ctx)
 	go s.Requests.Run(ctx)
 
@@ -93,9 +97,15 @@ func (s *Syncers) Start(ctx context.Context, loopback *rest.Config) error {
 	return nil
 }
 
+// CachedSyncTargetFields are the fields of a SyncTarget, besides its
+// identity, that SyncTargetCache keeps (spaces.KeepOnly).
+var CachedSyncTargetFields = [][]string{
+	{"status", "mailboxSpace"}, {"status", "tunnelServer"}, {"status", "conditions"},
+}
+
 // SyncTargetCache answers SyncTargetLookup from a cache of SyncTargets of
-// every space (unstructured, keyed by spaces.KeyFunc); until it is set,
-// no SyncTarget is found.
+// every space (unstructured, keyed by spaces.KeyFunc, holding
+// CachedSyncTargetFields); until it is set, no SyncTarget is found.
 type SyncTargetCache struct {
 	indexer atomic.Pointer[indexerBox]
 }
@@ -108,7 +118,8 @@ var _ SyncTargetLookup = &SyncTargetCache{}
 func (c *SyncTargetCache) Set(indexer cache.Indexer) { c.indexer.Store(&indexerBox{indexer}) }
 
 // Get returns a cached SyncTarget, if any: the cache's own object, to be
-// copied before any change.
+// copied before any change, with its identity and CachedSyncTargetFields
+// only.
 func (c *SyncTargetCache) Get(inventorySpace, name string) (*unstructured.Unstructured, bool) {
 	return c.get(inventorySpace, name)
 }
