@@ -69,10 +69,16 @@ func keys(events server.Events) string {
 
 func receive(t *testing.T, c <-chan server.Events) string {
 	t.Helper()
+	return receiveAs(t, c, keys)
+}
+
+// receiveAs returns the next batch of a watch as describe renders it.
+func receiveAs(t *testing.T, c <-chan server.Events, describe func(server.Events) string) string {
+	t.Helper()
 	select {
 	case events, ok := <-c:
 		require.True(t, ok, "the watch ended")
-		return keys(events)
+		return describe(events)
 	case <-time.After(10 * time.Second):
 		t.Fatal("no events within 10s")
 		return ""
@@ -347,14 +353,7 @@ func describeBatch(events server.Events) string {
 
 func receiveBatch(t *testing.T, c <-chan server.Events) string {
 	t.Helper()
-	select {
-	case events, ok := <-c:
-		require.True(t, ok, "the watch ended")
-		return describeBatch(events)
-	case <-time.After(10 * time.Second):
-		t.Fatal("nothing within 10s")
-		return ""
-	}
+	return receiveAs(t, c, describeBatch)
 }
 
 func nothing(t *testing.T, c <-chan server.Events) {
