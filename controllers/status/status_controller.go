@@ -54,6 +54,11 @@ type objectKey struct {
 	name      string
 }
 
+// bySource indexes mailbox copies by the WDS object they copy.
+const bySource = "source"
+
+func sourceKey(wds, namespace, name string) string { return wds + "|" + namespace + "/" + name }
+
 // Controller returns reported state to the WDS.
 type Controller struct {
 	clients       *crossspace.Clients
@@ -99,6 +104,7 @@ func New(clients *crossspace.Clients, resources *crossspace.SharedDynamic) (*Con
 		copyProblems:  newProblemIndex[copyRef](),
 		resources:     resources,
 	}
+	resources.AddIndexers(cache.Indexers{bySource: indexBySource})
 	resources.AddHandler(func(gvr schema.GroupVersionResource) cache.ResourceEventHandler {
 		return cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) {
@@ -158,10 +164,7 @@ func (c *Controller) newReconciler() *reconciler {
 			return obj, ok, true
 		},
 		copiesOf: func(key objectKey) []placedCopy {
-			mailboxes := c.syncTargets.ListIndexFuncValues(crossspace.ByMailbox)
-			raw := c.informerFor(key.gvr).InSpaces(mailboxes, key.namespace, key.name, func(m metav1.Object) bool {
-				return isCopyOf(m, key.wds)
-			})
+			raw, _ := c.informerFor(key.gvr).ByIndex(bySource, sourceKey(key.wds, key.namespace, key.name))
 			return c.placedCopies(key.gvr, raw)
 		},
 		combinedIn: func(wds string) []*edgev2alpha1.CombinedStatus {
@@ -266,15 +269,17 @@ func (c *Controller) informerFor(gvr schema.GroupVersionResource) *crossspace.In
 	return c.resources.For(gvr)
 }
 
-// isCopyOf says whether a cached object (a copy's record in a mailbox) is
-// the placement translator's copy of an object of the WDS given; its
-// namespace and name are the WDS object's. The copies of an object are
-// looked up in each mailbox (Informer.InSpaces) rather than indexed: an
-// index by source held an entry per copy, 100 bytes each with its set, a
-// million of them for 100 objects on 10,000 SyncTargets.
-func isCopyOf(m metav1.Object, wds string) bool {
-	return crossspace.Label(m, placement.ManagedLabel) == "true" &&
-		crossspace.Annotation(m, edgev2alpha1.SourceSpaceAnnotation) == wds
+// indexBySource indexes mailbox copies by the WDS object they copy.
+func indexBySource(obj any) ([]string, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok || crossspace.Label(m, placement.ManagedLabel) != "true" {
+		return nil, nil
+	}
+	src := crossspace.Annotation(m, edgev2alpha1.SourceSpaceAnnotation)
+	if src == "" {
+		return nil, nil
+	}
+	return []string{sourceKey(src, m.GetNamespace(), m.GetName())}, nil
 }
 
 // onEvent enqueues the WDS object an event concerns. A copy that carries

@@ -151,18 +151,6 @@ func TestSharedDynamicExpandsCopies(t *testing.T) {
 	for _, obj := range append(bySource, inf.List()...) {
 		check("read", obj)
 	}
-	// InSpaces looks one name up in several spaces: keep sees what the
-	// cache holds (a record in the mailbox), the caller the object.
-	var kept []string
-	found := inf.InSpaces([]string{"absent", "mb", "wds"}, "ns", "a", func(m metav1.Object) bool {
-		_, isCopy := m.(*Copy)
-		kept = append(kept, fmt.Sprintf("%s:%v", SpaceOf(m), isCopy))
-		return SpaceOf(m) == "mb"
-	})
-	require.Equal(t, []string{"mb:true", "wds:false"}, kept)
-	require.Len(t, found, 1)
-	check("read", found[0])
-	require.Equal(t, "mb", SpaceOf(found[0].(*unstructured.Unstructured)))
 	whole, ok := Get[*unstructured.Unstructured](inf, "wds", "ns", "a")
 	require.True(t, ok)
 	require.Contains(t, whole.Object, "data", "an object outside the mailboxes is cached whole")

@@ -248,31 +248,6 @@ func newTransformingInformer(lw cache.ListerWatcher, obj runtime.Object, handler
 	return &Informer{Indexer: indexer, Controller: controller}
 }
 
-// InSpaces returns, of the objects cached as namespace/name in each of
-// the spaces given, those keep accepts, as readers see them (Expand). keep
-// sees what the cache holds, as handlers and indexes do: a mailbox copy's
-// record (Copy), which is expanded only when kept. It is what an index of
-// every cached object would answer, without the index: a mailbox copy has
-// its WDS object's namespace and name, and the SyncTargets' cache knows
-// the mailboxes, so the copies of one object are a lookup per mailbox.
-func (i *Informer) InSpaces(spaceNames []string, namespace, name string, keep func(metav1.Object) bool) []any {
-	raw := i.Indexer
-	if e, ok := raw.(expanding); ok {
-		raw = e.Indexer
-	}
-	var out []any
-	for _, space := range spaceNames {
-		item, ok, err := raw.GetByKey(spaces.Key(space, namespace, name))
-		if err != nil || !ok {
-			continue
-		}
-		if m, ok := item.(metav1.Object); ok && keep(m) {
-			out = append(out, Expand(item))
-		}
-	}
-	return out
-}
-
 // InSpace returns the cached objects of one space.
 func InSpace[T runtime.Object](inf *Informer, space string) []T {
 	objs, _ := inf.ByIndex(BySpace, space)
