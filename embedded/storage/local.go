@@ -81,7 +81,11 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 	if err := backend.Start(backendCtx); err != nil {
 		return nil, fmt.Errorf("starting kine: %w", err)
 	}
-	bridge := server.New(markedWatches{uncountedPages{backend}}, "unix", notifyInterval, emulatedETCDVersion)
+	var served server.Backend = uncountedPages{backend}
+	if demux != nil {
+		served = markedWatches{served}
+	}
+	bridge := server.New(served, "unix", notifyInterval, emulatedETCDVersion)
 
 	srv := grpc.NewServer(
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second}),
@@ -140,8 +144,8 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 func localClient(ctx context.Context, bridge *server.KVServerBridge, progress func()) *clientv3.Client {
 	c := clientv3.NewCtxClient(ctx)
 	c.KV = keptSpacesKV{clientv3.NewKVFromKVClient(adapter.KvServerToKvClient(bridge), c)}
-	c.Watcher = keptSpacesWatcher{Watcher: clientv3.NewWatchFromWatchClient(queuedWatchClient{adapter.WatchServerToWatchClient(bridge)}, c),
-		progress: progress}
+	watches := queuedWatchClient{WatchClient: adapter.WatchServerToWatchClient(bridge), marked: progress != nil}
+	c.Watcher = keptSpacesWatcher{Watcher: clientv3.NewWatchFromWatchClient(watches, c), progress: progress}
 	c.Lease = clientv3.NewLeaseFromLeaseClient(adapter.LeaseServerToLeaseClient(bridge), c, time.Second)
 	c.Maintenance = clientv3.NewMaintenanceFromMaintenanceClient(adapter.MaintenanceServerToMaintenanceClient(bridge), c)
 	c.Cluster = clientv3.NewClusterFromClusterClient(adapter.ClusterServerToClusterClient(bridge), c)
@@ -156,10 +160,19 @@ func localClient(ctx context.Context, bridge *server.KVServerBridge, progress fu
 // answer to one request before it reads the next. The queue holds a few
 // small requests per watch; the responses, as over gRPC, are buffered by
 // the etcd client.
-type queuedWatchClient struct{ etcdserverpb.WatchClient }
+//
+// With marked set, its streams' watches get progress markers
+// (withProgressMarkers).
+type queuedWatchClient struct {
+	etcdserverpb.WatchClient
+	marked bool
+}
 
 func (c queuedWatchClient) Watch(ctx context.Context, opts ...grpc.CallOption) (etcdserverpb.Watch_WatchClient, error) {
-	stream, err := c.WatchClient.Watch(withProgressMarkers(ctx), opts...)
+	if c.marked {
+		ctx = withProgressMarkers(ctx)
+	}
+	stream, err := c.WatchClient.Watch(ctx, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -387,14 +387,19 @@ func TestDemuxMarksProgressInOrder(t *testing.T) {
 	require.Equal(t, "/a/5@5", receiveBatch(t, plain))
 	nothing(t, plain)
 
-	// Requests within markGap of the last round are answered together,
-	// once the gap has passed.
-	l.markGap = time.Hour // taken from here on
-	inner.sendRevs("/a/", 8)
-	require.Equal(t, "/a/8@8", receiveBatch(t, marked))
-	l.requestProgress()
-	l.requestProgress()
-	nothing(t, marked)
+	// Requests within markGap of the last round wait for the gap to pass
+	// (above, the second request waited 100 ms; here the gap is an hour).
+	inner3 := &fakeLog{}
+	l3 := newDemuxLog(ctx, inner3)
+	l3.markGap = time.Hour
+	gapped := l3.Watch(withProgressMarkers(ctx), "/a/", clientv3.GetPrefixRangeEnd("/a/"))
+	inner3.sendRevs("/a/", 8)
+	require.Equal(t, "/a/8@8", receiveBatch(t, gapped))
+	l3.requestProgress()
+	require.Equal(t, "marker@8", receiveBatch(t, gapped), "the first round goes at once")
+	l3.requestProgress()
+	l3.requestProgress()
+	nothing(t, gapped)
 
 	// Unasked, every markEvery.
 	inner2 := &fakeLog{}
