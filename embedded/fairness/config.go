@@ -41,12 +41,13 @@ func PriorityLevels() []*flowcontrolv1.PriorityLevelConfiguration {
 	syncers := limited(Syncers, 40, 64, 6, 50)
 	syncers.Spec.Limited.LendablePercent = ptr.To[int32](25)
 	// Tenants: a third of the seats (2 of the 6 on 2 cores), neither lent
-	// nor borrowed, so that a noisy tenant executes no more at once than
-	// that (each one more makes every other tenant's request wait longer
-	// inside the datastore, where nothing is fair) and the rest wait in
-	// APF's queues, fairly. A hand of 2 queues of 128 per flow: a flood
-	// fills 2 queues, and a quiet flow's shorter queue is almost never
-	// one of them.
+	// nor borrowed, of which one flow (a user in a space) holds all but
+	// one (reserve.go): a noisy tenant executes no more at once than that
+	// (each one more makes every other tenant's request wait longer
+	// inside the datastore and for the cores, where nothing is fair), and
+	// another tenant's request finds a seat free. A hand of 2 queues of
+	// 128 per flow: floods fill 2 queues each, and a quiet flow's shorter
+	// queue is almost never one of them.
 	tenants := limited(Tenants, 30, 128, 2, 50)
 	tenants.Spec.Limited.LendablePercent = ptr.To[int32](0)
 	tenants.Spec.Limited.BorrowingLimitPercent = ptr.To[int32](0)

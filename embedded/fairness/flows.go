@@ -28,7 +28,10 @@ func New(factory informers.SharedInformerFactory, client flowcontrolclient.Flowc
 	return &spaceFlows{
 		Interface:   utilflowcontrol.New(factory, client, serverConcurrencyLimit),
 		flowSchemas: factory.Flowcontrol().V1().FlowSchemas().Lister(),
+		levels:      factory.Flowcontrol().V1().PriorityLevelConfigurations().Lister(),
+		serverSeats: serverConcurrencyLimit,
 		spaceOf:     spaceOf,
+		reserve:     newReserve(),
 	}
 }
 
@@ -39,11 +42,15 @@ func New(factory informers.SharedInformerFactory, client flowcontrolclient.Flowc
 // wait behind one request at most, as kcp tells them apart by logical
 // cluster. A user that a flow schema names (a User subject, or a
 // ServiceAccount subject of its namespace) keeps its name, so that the
-// schema still matches it; a schema may also name "SPACE/NAME".
+// schema still matches it; a schema may also name "SPACE/NAME". A flow
+// of the tenants' level never holds all its seats (reserve.go).
 type spaceFlows struct {
 	utilflowcontrol.Interface
 	flowSchemas flowcontrollisters.FlowSchemaLister
+	levels      flowcontrollisters.PriorityLevelConfigurationLister
+	serverSeats int
 	spaceOf     func(context.Context) string
+	reserve     *reserve
 }
 
 func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestDigest,
@@ -52,7 +59,29 @@ func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestD
 	if space := s.spaceOf(ctx); space != "" && digest.User != nil && !s.named(digest.User.GetName()) {
 		digest.User = QualifiedUser(space, digest.User)
 	}
-	s.Interface.Handle(ctx, digest, noteFn, workEstimator, queueNoteFn, execFn)
+	if digest.User == nil || digest.RequestInfo == nil || digest.RequestInfo.Verb == "watch" {
+		// A watch holds its seat only while it starts.
+		s.Interface.Handle(ctx, digest, noteFn, workEstimator, queueNoteFn, execFn)
+		return
+	}
+	name := digest.User.GetName()
+	if c, ok := s.reserve.classified(name); ok {
+		if limit, maxWaiting, ok := gated(s.levels, s.serverSeats, c.pl); ok {
+			release, ok := s.reserve.acquire(ctx, c.pl.Name+"/"+name, limit, maxWaiting)
+			if !ok {
+				// Refused as APF refuses: the caller answers 429 for
+				// the classification noted.
+				noteFn(c.fs, c.pl, name)
+				return
+			}
+			defer release()
+		}
+	}
+	learn := func(fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration, distinguisher string) {
+		s.reserve.learn(name, fs, pl)
+		noteFn(fs, pl, distinguisher)
+	}
+	s.Interface.Handle(ctx, digest, learn, workEstimator, queueNoteFn, execFn)
 }
 
 // QualifiedUser is u as APF sees it in a space: named SPACE/NAME, with

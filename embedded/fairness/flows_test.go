@@ -44,7 +44,7 @@ func TestFlowsAreToldApartBySpace(t *testing.T) {
 		require.NoError(t, indexer.Add(fs))
 	}
 	inner := &recorder{}
-	flows := &spaceFlows{Interface: inner, flowSchemas: flowcontrollisters.NewFlowSchemaLister(indexer),
+	flows := &spaceFlows{Interface: inner, flowSchemas: flowcontrollisters.NewFlowSchemaLister(indexer), reserve: newReserve(),
 		spaceOf: func(ctx context.Context) string { s, _ := ctx.Value(spaceKey{}).(string); return s }}
 
 	for _, c := range []struct {
