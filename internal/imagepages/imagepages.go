@@ -11,12 +11,26 @@
 // never uses them again.
 //
 // Release unmaps those pages from the process. They are clean, file-backed
-// pages: the kernel keeps them in the page cache (shared with a server on
-// the same machine, and reclaimable like any cache), and a page the
-// process uses again is mapped back on its next access by a minor fault,
-// without I/O while it is cached. Only read-only mappings of the
-// executable that hold no private (written) pages are released: never the
-// data segment, and never RELRO pages that the dynamic loader wrote.
+// pages, and a page the process uses again is mapped back on its next
+// access. Only read-only mappings of the executable that hold no private
+// (written) pages are released: never the data segment, and never RELRO
+// pages that the dynamic loader wrote.
+//
+// Unmapping alone is not enough on kernels that cache files in large
+// folios (Linux 6.x on ext4, xfs, btrfs): the readahead that served the
+// start-up faults cached the executable in folios of up to 2 MiB, and a
+// fault maps the folio it lands in whole, so that a process touching one
+// function maps the megabyte around it (measured: 129 one-byte touches 1
+// MiB apart map 100 MiB). So Release, asked to read on demand, also
+// marks the mappings as read at random (MADV_RANDOM: a fault reads its
+// own page, no readahead) and asks the kernel to drop the executable's
+// cached pages that no process maps (POSIX_FADV_DONTNEED). The pages the
+// process uses again are then read back one by one (the same 129 touches
+// map 516 KiB), and it maps what it uses. Pages another process maps (a
+// server run from the same file on the same machine) stay cached, and
+// this process maps them as they are. The price is a read from disk, of
+// one page, the first time each page is used again: done once a process
+// is through its start, that is what its steady work uses.
 package imagepages
 
 import (
@@ -29,6 +43,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // mapping is one line of /proc/self/smaps with the fields Release needs.
@@ -49,9 +65,11 @@ type Released struct {
 }
 
 // Release unmaps the resident pages of the running executable's read-only
-// mappings (code, read-only data) from this process. It is safe at any
-// time: a page needed again is faulted back in.
-func Release() (Released, error) {
+// mappings (code, read-only data) from this process; with onDemand, it
+// also marks those mappings as read at random and drops the executable's
+// pages that no process maps from the page cache. It is safe at any time:
+// a page needed again is read back in.
+func Release(onDemand bool) (Released, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return Released{}, err
@@ -70,15 +88,41 @@ func Release() (Released, error) {
 	}
 	var out Released
 	for _, m := range releasable(maps, exe) {
+		if onDemand {
+			if err := madvise(m, unix.MADV_RANDOM); err != nil {
+				return out, err
+			}
+		}
+		if m.rss == 0 {
+			continue
+		}
 		// MADV_DONTNEED on a private file mapping drops this process's page
 		// table entries; the pages stay in the page cache.
-		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, uintptr(m.start), uintptr(m.end-m.start), syscall.MADV_DONTNEED); errno != 0 {
-			return out, fmt.Errorf("madvise %x-%x %s: %w", m.start, m.end, m.path, errno)
+		if err := madvise(m, unix.MADV_DONTNEED); err != nil {
+			return out, err
 		}
 		out.Mappings++
 		out.Bytes += m.rss
 	}
+	if !onDemand {
+		return out, nil
+	}
+	f, err = os.Open(exe)
+	if err != nil {
+		return out, err
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		return out, fmt.Errorf("dropping %s from the page cache: %w", exe, err)
+	}
 	return out, nil
+}
+
+func madvise(m mapping, advice int) error {
+	if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, uintptr(m.start), uintptr(m.end-m.start), uintptr(advice)); errno != 0 {
+		return fmt.Errorf("madvise %x-%x %s: %w", m.start, m.end, m.path, errno)
+	}
+	return nil
 }
 
 // releasable picks the mappings of exe that are read-only (r-xp, r--p) and
@@ -86,7 +130,7 @@ func Release() (Released, error) {
 func releasable(maps []mapping, exe string) []mapping {
 	var out []mapping
 	for _, m := range maps {
-		if m.path != exe || (m.perms != "r-xp" && m.perms != "r--p") || m.anonymous != 0 || m.rss == 0 {
+		if m.path != exe || (m.perms != "r-xp" && m.perms != "r--p") || m.anonymous != 0 {
 			continue
 		}
 		out = append(out, m)

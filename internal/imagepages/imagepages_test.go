@@ -1,12 +1,17 @@
 package imagepages
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 const sample = `00400000-00403000 r--p 00000000 fe:00 9979764                            /opt/ks/kubestellar
@@ -91,7 +96,7 @@ func residentImage(t *testing.T) uint64 {
 func TestRelease(t *testing.T) {
 	before := residentImage(t)
 	require.NotZero(t, before)
-	r, err := Release()
+	r, err := Release(false)
 	require.NoError(t, err)
 	require.NotZero(t, r.Mappings)
 	require.GreaterOrEqual(t, r.Bytes, before/2, "released %+v of %d resident bytes", r, before)
@@ -99,4 +104,99 @@ func TestRelease(t *testing.T) {
 	require.Less(t, after, before, "resident bytes of the executable's read-only mappings, before and after")
 	t.Logf("resident read-only pages of the test binary: %d KiB before, %d KiB after (released %d KiB in %d mappings)",
 		before/1024, after/1024, r.Bytes/1024, r.Mappings)
+}
+
+// childEnv makes this test binary, run again, the child of
+// TestReleasedPagesComeBackOneByOne.
+const childEnv = "IMAGEPAGES_TEST_CHILD"
+
+// TestReleasedPagesComeBackOneByOne runs copies of this test binary, as
+// a syncer runs from a binary it shares with nobody, started with its
+// file out of the page cache (as after a boot): once one has released its
+// pages to be read on demand, touching a byte per 64 KiB of its code and
+// read-only data maps about half of what it maps after releasing them
+// only, where each touch maps the large folio around it that the
+// start-up's readahead cached (on this machine's kernel; where files are
+// cached a page at a time, there is nothing to gain, and the test says
+// so). The running test's own code (the runtime, the testing package) is
+// mapped as it was at the release either way, and counts in both.
+func TestReleasedPagesComeBackOneByOne(t *testing.T) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		releasedChild(t, mode == "on-demand")
+		return
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	data, err := os.ReadFile(exe)
+	require.NoError(t, err)
+	// Not in /tmp, which may be a tmpfs (nothing to drop there): beside
+	// the package, on the disk the tests run from.
+	dir, err := os.MkdirTemp(".", ".imagepages-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	perTouch := map[string]float64{}
+	for _, mode := range []string{"unmap-only", "on-demand"} {
+		cp := filepath.Join(dir, mode+".test")
+		require.NoError(t, os.WriteFile(cp, data, 0o755))
+		f, err := os.Open(cp)
+		require.NoError(t, err)
+		require.NoError(t, f.Sync())
+		require.NoError(t, unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED))
+		require.NoError(t, f.Close())
+
+		cmd := exec.Command(cp, "-test.run=^TestReleasedPagesComeBackOneByOne$", "-test.v")
+		cmd.Env = append(os.Environ(), childEnv+"="+mode)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		m := regexp.MustCompile(`touched (\d+) pages 64 KiB apart: (\d+) KiB more resident`).FindSubmatch(out)
+		require.NotNil(t, m, "%s", out)
+		touches, _ := strconv.Atoi(string(m[1]))
+		grew, _ := strconv.Atoi(string(m[2]))
+		require.Greater(t, touches, 16, "the test binary has code and data enough to touch")
+		perTouch[mode] = float64(grew) / float64(touches)
+		t.Logf("%s: %d touches mapped %d KiB (%.1f KiB a touch)", mode, touches, grew, perTouch[mode])
+	}
+	if perTouch["unmap-only"] <= 8 {
+		t.Skipf("this kernel maps %.1f KiB a touch anyway: no large folios to avoid", perTouch["unmap-only"])
+	}
+	require.Less(t, perTouch["on-demand"], 0.75*perTouch["unmap-only"], "read on demand, a touch maps about its page, not its neighbours'")
+}
+
+// releasedChild releases its pages (to be read on demand or not), then
+// touches a byte per 64 KiB of its read-only mappings through
+// /proc/self/mem (which faults them in as an access would) and says how
+// much more of them is resident.
+func releasedChild(t *testing.T, onDemand bool) {
+	_, err := Release(onDemand)
+	require.NoError(t, err)
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	exe, err = filepath.EvalSymlinks(exe)
+	require.NoError(t, err)
+	mem, err := os.Open("/proc/self/mem")
+	require.NoError(t, err)
+	defer mem.Close()
+	readMaps := func() []mapping {
+		f, err := os.Open("/proc/self/smaps")
+		require.NoError(t, err)
+		defer f.Close()
+		maps, err := parseSmaps(f)
+		require.NoError(t, err)
+		return releasable(maps, exe)
+	}
+	// The code that measures maps its own pages back first.
+	residentImage(t)
+	readMaps()
+	before := residentImage(t)
+	touches := 0
+	b := make([]byte, 1)
+	for _, m := range readMaps() {
+		for addr := m.start; addr < m.end; addr += 64 << 10 {
+			_, err := mem.ReadAt(b, int64(addr))
+			require.NoError(t, err)
+			touches++
+		}
+	}
+	after := residentImage(t)
+	fmt.Printf("touched %d pages 64 KiB apart: %d KiB more resident\n", touches, (after-before)/1024)
 }

@@ -67,8 +67,9 @@ func runE(ctx context.Context, o *syncer.Options, getenv func(string) string, st
 	notifier := sdnotify.Take()
 	// The binary's pages that the server's package inits touched, and the
 	// syncer's own start-up, are given back: now, and again once the
-	// first sync is through (see internal/imagepages).
-	releasePages(ctx, "start")
+	// first sync is through, from when they are read from disk as they
+	// are used, a page at a time (see internal/imagepages).
+	releasePages(ctx, "start", false)
 	// The syncer is an agent beside the edge's workloads, idle most of
 	// the time: a heap that grows to 1.5 times what is live rather than
 	// twice costs little CPU (make bench: RssAnon 30 -> 24 MiB at rest
@@ -80,7 +81,7 @@ func runE(ctx context.Context, o *syncer.Options, getenv func(string) string, st
 		if err := notifier.Notify(sdnotify.Ready(status)...); err != nil {
 			klog.FromContext(ctx).Error(err, "cannot tell systemd the syncer is ready")
 		}
-		releasePages(ctx, "first sync")
+		releasePages(ctx, "first sync", true)
 	}
 	go func() {
 		<-ctx.Done()
@@ -90,10 +91,10 @@ func runE(ctx context.Context, o *syncer.Options, getenv func(string) string, st
 }
 
 // releasePages gives back the executable's pages the syncer no longer
-// uses; a failure costs only memory.
-func releasePages(ctx context.Context, when string) {
+// uses (onDemand: see imagepages.Release); a failure costs only memory.
+func releasePages(ctx context.Context, when string, onDemand bool) {
 	logger := klog.FromContext(ctx)
-	r, err := imagepages.Release()
+	r, err := imagepages.Release(onDemand)
 	if err != nil {
 		logger.Error(err, "cannot release the executable's unused pages", "after", when)
 		return
