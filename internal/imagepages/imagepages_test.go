@@ -70,9 +70,8 @@ func TestParseSmapsRefusesGarbage(t *testing.T) {
 	require.ErrorContains(t, err, "Rss: many kB")
 }
 
-// residentImage is the resident size of this test binary's read-only
-// mappings.
-func residentImage(t *testing.T) uint64 {
+// imageMappings are this test binary's read-only mappings, as now.
+func imageMappings(t *testing.T) []mapping {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
@@ -83,8 +82,15 @@ func residentImage(t *testing.T) uint64 {
 	defer f.Close()
 	maps, err := parseSmaps(f)
 	require.NoError(t, err)
+	return releasable(maps, exe)
+}
+
+// residentImage is the resident size of this test binary's read-only
+// mappings.
+func residentImage(t *testing.T) uint64 {
+	t.Helper()
 	var sum uint64
-	for _, m := range releasable(maps, exe) {
+	for _, m := range imageMappings(t) {
 		sum += m.rss
 	}
 	return sum
@@ -169,28 +175,16 @@ func TestReleasedPagesComeBackOneByOne(t *testing.T) {
 func releasedChild(t *testing.T, onDemand bool) {
 	_, err := Release(onDemand)
 	require.NoError(t, err)
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	exe, err = filepath.EvalSymlinks(exe)
-	require.NoError(t, err)
 	mem, err := os.Open("/proc/self/mem")
 	require.NoError(t, err)
 	defer mem.Close()
-	readMaps := func() []mapping {
-		f, err := os.Open("/proc/self/smaps")
-		require.NoError(t, err)
-		defer f.Close()
-		maps, err := parseSmaps(f)
-		require.NoError(t, err)
-		return releasable(maps, exe)
-	}
 	// The code that measures maps its own pages back first.
 	residentImage(t)
-	readMaps()
+	maps := imageMappings(t)
 	before := residentImage(t)
 	touches := 0
 	b := make([]byte, 1)
-	for _, m := range readMaps() {
+	for _, m := range maps {
 		for addr := m.start; addr < m.end; addr += 64 << 10 {
 			_, err := mem.ReadAt(b, int64(addr))
 			require.NoError(t, err)
