@@ -45,9 +45,9 @@ func PriorityLevels() []*flowcontrolv1.PriorityLevelConfiguration {
 	// one (reserve.go): a noisy tenant executes no more at once than that
 	// (each one more makes every other tenant's request wait longer
 	// inside the datastore and for the cores, where nothing is fair), and
-	// another tenant's request finds a seat free. A hand of 2 queues of
-	// 128 per flow: floods fill 2 queues each, and a quiet flow's shorter
-	// queue is almost never one of them.
+	// another tenant's request finds a seat free. A hand of 2 of 128
+	// queues (of 50 requests) per flow: floods fill 2 queues each, and a
+	// quiet flow's shorter queue is almost never one of them.
 	tenants := limited(Tenants, 30, 128, 2, 50)
 	tenants.Spec.Limited.LendablePercent = ptr.To[int32](0)
 	tenants.Spec.Limited.BorrowingLimitPercent = ptr.To[int32](0)

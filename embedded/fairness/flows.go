@@ -59,29 +59,40 @@ func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestD
 	if space := s.spaceOf(ctx); space != "" && digest.User != nil && !s.named(digest.User.GetName()) {
 		digest.User = QualifiedUser(space, digest.User)
 	}
-	if digest.User == nil || digest.RequestInfo == nil || digest.RequestInfo.Verb == "watch" {
-		// A watch holds its seat only while it starts.
+	if digest.User == nil || digest.RequestInfo == nil || !digest.RequestInfo.IsResourceRequest {
+		// Health checks and discovery of versions: what flow schema they
+		// match says nothing about the user's other requests.
 		s.Interface.Handle(ctx, digest, noteFn, workEstimator, queueNoteFn, execFn)
 		return
 	}
 	name := digest.User.GetName()
-	if c, ok := s.reserve.classified(name); ok {
-		if limit, maxWaiting, ok := gated(s.levels, s.serverSeats, c.pl); ok {
-			release, ok := s.reserve.acquire(ctx, c.pl.Name+"/"+name, limit, maxWaiting)
-			if !ok {
-				// Refused as APF refuses: the caller answers 429 for
-				// the classification noted.
-				noteFn(c.fs, c.pl, name)
-				return
-			}
-			defer release()
-		}
-	}
 	learn := func(fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration, distinguisher string) {
 		s.reserve.learn(name, fs, pl)
 		noteFn(fs, pl, distinguisher)
 	}
-	s.Interface.Handle(ctx, digest, learn, workEstimator, queueNoteFn, execFn)
+	c, known := s.reserve.classified(name)
+	var g *gate
+	if known {
+		if g, known = gated(s.levels, s.serverSeats, c.pl); !known {
+			// Another level's: not counted.
+			s.Interface.Handle(ctx, digest, learn, workEstimator, queueNoteFn, execFn)
+			return
+		}
+	}
+	t, refused, ok := s.reserve.acquire(ctx, name, g, c)
+	if !ok {
+		// Refused as APF refuses: the caller answers 429 for the
+		// classification noted.
+		noteFn(refused.fs, refused.pl, name)
+		return
+	}
+	defer t.release()
+	estimate := func() fcrequest.WorkEstimate {
+		w := workEstimator()
+		t.hold(int(w.MaxSeats()), w.AdditionalLatency)
+		return w
+	}
+	s.Interface.Handle(ctx, digest, learn, estimate, queueNoteFn, execFn)
 }
 
 // QualifiedUser is u as APF sees it in a space: named SPACE/NAME, with

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"time"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -13,27 +14,38 @@ import (
 // A flow of the tenants' priority level never holds every seat of it:
 // one is kept for the other flows. APF's fair queuing shares seats out
 // as they free, so a quiet space's request that comes while a flood
-// holds every seat waits for one of the flood's requests to end (about a
-// millisecond on 2 cores, the most of a quiet create's wait) however fair
+// holds every seat waits for one of the flood's requests to end (on 2
+// cores about as long as the quiet request itself takes) however fair
 // the queues are. With a seat kept, it starts at once, and a lone flood
-// still runs on all seats but one. The flood's requests beyond that wait
-// in line before APF, in their order, under the same deadline as in APF's
-// queues, and at most as many as APF's queues would hold for the flow;
-// more are refused with 429 as APF refuses them.
+// still runs on all seats but one.
 //
-// reserve counts each gated flow's requests in APF (queued or running)
-// and lets each flow have at most its limit there.
+// reserve counts the seats each user's resource requests hold or may
+// hold in APF (queued or running: one a request, or as many as APF's
+// work estimate says, until the estimate's added latency after it ends),
+// and lets a flow of the tenants' level have at most its limit there.
+// Its further requests wait in line before APF, in their order, under the
+// deadline they would have in APF's queues, at most as many as those
+// queues would hold for the flow and for the whole level; more are
+// refused (429) as APF refuses them.
+//
+// Which level a user's requests go to is learned from APF's own
+// classification of their resource requests (non-resource requests,
+// such as health checks, may go elsewhere and are neither counted nor
+// learned from). A user's requests are counted from the first, so that a
+// first burst, before APF has classified one of them, counts against the
+// limit once it is known.
 type reserve struct {
 	mu    sync.Mutex
 	flows map[string]*gatedFlow
-	// seen remembers each user's classification (its flow schema and
-	// priority level), learned from APF, at most maxSeen of them: a
-	// flow's first request goes straight to APF.
+	// seen is each user's classification, at most maxSeen of them.
 	seen map[string]classification
+	// waiting is every flow's requests in line; maxWaiting bounds it
+	// (the level's queues' capacity).
+	waiting, maxWaiting int
 }
 
-// maxSeen bounds reserve.seen: past it, what was learned is forgotten
-// and learned again.
+// maxSeen bounds reserve.seen: past it, one entry is forgotten for each
+// new one.
 const maxSeen = 10000
 
 type classification struct {
@@ -41,32 +53,46 @@ type classification struct {
 	pl *flowcontrolv1.PriorityLevelConfiguration
 }
 
-// gatedFlow is one flow's requests in APF and those waiting for a turn,
-// in order.
+// gatedFlow is one user's requests in APF and those waiting for a turn.
 type gatedFlow struct {
-	inAPF   int
-	limit   int
-	waiting []chan struct{}
+	// seats is what its requests in APF hold or may hold.
+	seats int
+	// limit and maxWaiting bound seats and len(waiting); c is the
+	// classification they were set for (what a refusal notes).
+	limit, maxWaiting int
+	c                 classification
+	waiting           []chan struct{}
+}
+
+// gate is how a priority level's flows are held: the most seats of a
+// flow, its longest line, and the longest line of all the level's flows.
+type gate struct {
+	limit, maxWaiting, levelWaiting int
 }
 
 func newReserve() *reserve {
 	return &reserve{flows: map[string]*gatedFlow{}, seen: map[string]classification{}}
 }
 
-// learn remembers what APF classified a user's request as.
+// learn remembers what APF classified a user's resource request as.
 func (r *reserve) learn(user string, fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c, ok := r.seen[user]; ok && c.fs == fs && c.pl == pl {
-		return
-	}
-	if len(r.seen) >= maxSeen {
-		clear(r.seen)
+	if c, ok := r.seen[user]; ok {
+		if c.fs == fs && c.pl == pl {
+			return
+		}
+	} else if len(r.seen) >= maxSeen {
+		for other := range r.seen { // a random entry
+			delete(r.seen, other)
+			break
+		}
 	}
 	r.seen[user] = classification{fs: fs, pl: pl}
 }
 
-// classified returns what APF last classified a user's request as.
+// classified returns what APF last classified a user's resource request
+// as.
 func (r *reserve) classified(user string) (classification, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -74,87 +100,132 @@ func (r *reserve) classified(user string) (classification, bool) {
 	return c, ok
 }
 
-// acquire waits until the flow has fewer than limit requests in APF, at
-// most maxWaiting requests in line before it, and returns the function
-// that gives its turn back; false if the line is full or ctx ends first.
-func (r *reserve) acquire(ctx context.Context, flow string, limit, maxWaiting int) (func(), bool) {
+// turn is one request's place in its flow's count.
+type turn struct {
+	r      *reserve
+	flow   string
+	seats  int
+	linger time.Duration
+}
+
+// acquire counts a request of a flow, once the flow holds fewer seats
+// than its limit and nothing waits before it. g, when not nil, sets the
+// flow's limit (for classification c); a flow nothing has set a limit for
+// is not held. acquire returns false if the line is full or ctx ends
+// first, with the classification to note for the refusal.
+func (r *reserve) acquire(ctx context.Context, flow string, g *gate, c classification) (*turn, classification, bool) {
 	r.mu.Lock()
 	f := r.flows[flow]
 	if f == nil {
-		f = &gatedFlow{}
+		f = &gatedFlow{limit: math.MaxInt}
 		r.flows[flow] = f
 	}
-	f.limit = limit
-	if f.inAPF < limit && len(f.waiting) == 0 {
-		f.inAPF++
-		r.mu.Unlock()
-		return func() { r.release(flow) }, true
+	if g != nil {
+		f.limit, f.maxWaiting, f.c = g.limit, g.maxWaiting, c
+		r.maxWaiting = g.levelWaiting
+		r.admitLocked(f) // a higher limit lets in those waiting
 	}
-	if len(f.waiting) >= maxWaiting {
+	t := &turn{r: r, flow: flow, seats: 1}
+	if f.seats < f.limit && len(f.waiting) == 0 {
+		f.seats++
+		r.mu.Unlock()
+		return t, f.c, true
+	}
+	if len(f.waiting) >= f.maxWaiting || r.waiting >= r.maxWaiting {
+		refused := f.c
 		r.dropIfIdle(flow, f)
 		r.mu.Unlock()
-		return nil, false
+		return nil, refused, false
 	}
-	turn := make(chan struct{})
-	f.waiting = append(f.waiting, turn)
+	ready := make(chan struct{})
+	f.waiting = append(f.waiting, ready)
+	r.waiting++
 	r.mu.Unlock()
 	select {
-	case <-turn:
-		return func() { r.release(flow) }, true
+	case <-ready:
+		return t, f.c, true
 	case <-ctx.Done():
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		for i, w := range f.waiting {
-			if w == turn {
+			if w == ready {
 				f.waiting = append(f.waiting[:i], f.waiting[i+1:]...)
+				r.waiting--
 				r.dropIfIdle(flow, f)
-				return nil, false
+				return nil, f.c, false
 			}
 		}
-		// The turn came as ctx ended: pass it on.
-		r.releaseLocked(flow, f)
-		return nil, false
+		// Its turn came as ctx ended: pass it on.
+		t.endLocked(f)
+		return nil, f.c, false
 	}
 }
 
-func (r *reserve) release(flow string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.releaseLocked(flow, r.flows[flow])
+// hold sets the seats the request holds in APF (its work estimate's
+// most) and how long after it ends APF keeps them.
+func (t *turn) hold(seats int, linger time.Duration) {
+	t.r.mu.Lock()
+	defer t.r.mu.Unlock()
+	t.r.flows[t.flow].seats += seats - t.seats
+	t.seats, t.linger = seats, linger
 }
 
-// releaseLocked ends one of the flow's requests in APF and lets in the
-// first in line, as many as the limit allows.
-func (r *reserve) releaseLocked(flow string, f *gatedFlow) {
-	f.inAPF--
-	for f.inAPF < f.limit && len(f.waiting) > 0 {
+// release gives the request's seats back once APF has (after the
+// estimate's added latency, if any).
+func (t *turn) release() {
+	end := func() {
+		t.r.mu.Lock()
+		defer t.r.mu.Unlock()
+		t.endLocked(t.r.flows[t.flow])
+	}
+	if t.linger > 0 {
+		time.AfterFunc(t.linger, end)
+		return
+	}
+	end()
+}
+
+func (t *turn) endLocked(f *gatedFlow) {
+	f.seats -= t.seats
+	t.r.admitLocked(f)
+	t.r.dropIfIdle(t.flow, f)
+}
+
+// admitLocked lets in the first in line, as many as the limit allows.
+func (r *reserve) admitLocked(f *gatedFlow) {
+	for f.seats < f.limit && len(f.waiting) > 0 {
 		close(f.waiting[0])
 		f.waiting = f.waiting[1:]
-		f.inAPF++
+		r.waiting--
+		f.seats++
 	}
-	r.dropIfIdle(flow, f)
 }
 
 func (r *reserve) dropIfIdle(flow string, f *gatedFlow) {
-	if f.inAPF == 0 && len(f.waiting) == 0 {
+	if f.seats == 0 && len(f.waiting) == 0 {
 		delete(r.flows, flow)
 	}
 }
 
-// gated returns the limit and line length of a priority level's flows:
-// the tenants' level only, when it has more than one seat (a level's
-// nominal concurrency limit, as APF computes it from the server's seats
-// and every level's shares; the tenants' level neither lends nor, unless
-// an admin changes it, borrows). A flow may hold all seats but one, and
-// have in line what APF would queue for it (its hand of queues, each of
-// the level's queue length).
-func gated(levels flowcontrollisters.PriorityLevelConfigurationLister, serverSeats int, pl *flowcontrolv1.PriorityLevelConfiguration) (limit, maxWaiting int, ok bool) {
+// gated returns how a priority level's flows are held: the tenants' level
+// only, when it has more than one seat. Its seats are its nominal
+// concurrency limit as APF computes it, from the server's seats and the
+// shares of every level in the configuration (the tenants' level neither
+// lends nor, unless an admin changes it, borrows; APF's own sum may
+// differ while a deleted level drains). A flow may hold all seats but
+// one, and have in line what APF would queue for it (its hand of queues,
+// each of the level's queue length); the level, what all its queues hold.
+func gated(levels flowcontrollisters.PriorityLevelConfigurationLister, serverSeats int, pl *flowcontrolv1.PriorityLevelConfiguration) (*gate, bool) {
 	if pl.Name != Tenants || pl.Spec.Limited == nil || pl.Spec.Limited.NominalConcurrencyShares == nil {
-		return 0, 0, false
+		return nil, false
+	}
+	q := pl.Spec.Limited.LimitResponse.Queuing
+	if pl.Spec.Limited.LimitResponse.Type != flowcontrolv1.LimitResponseTypeQueue || q == nil {
+		return nil, false
 	}
 	all, err := levels.List(labels.Everything())
 	if err != nil {
-		return 0, 0, false
+		return nil, false
 	}
 	var sum float64
 	for _, l := range all {
@@ -166,15 +237,15 @@ func gated(levels flowcontrollisters.PriorityLevelConfigurationLister, serverSea
 		}
 	}
 	if sum == 0 {
-		return 0, 0, false
+		return nil, false
 	}
 	seats := int(math.Ceil(float64(serverSeats) * float64(*pl.Spec.Limited.NominalConcurrencyShares) / sum))
 	if seats < 2 {
-		return 0, 0, false
+		return nil, false
 	}
-	maxWaiting = 1
-	if q := pl.Spec.Limited.LimitResponse.Queuing; q != nil {
-		maxWaiting = max(1, int(q.HandSize)*int(q.QueueLengthLimit))
-	}
-	return seats - 1, maxWaiting, true
+	return &gate{
+		limit:        seats - 1,
+		maxWaiting:   max(1, int(q.HandSize)*int(q.QueueLengthLimit)),
+		levelWaiting: max(1, int(q.Queues)*int(q.QueueLengthLimit)),
+	}, true
 }

@@ -23,10 +23,12 @@ import (
 
 // TestAFloodLeavesASeat runs Kubernetes' APF controller with the
 // server's configuration on 6 seats (2 cores): a tenant's flood of
-// requests that do not end holds all but one of the tenants' 2 seats,
-// and another space's request runs at once beside it, where without the
-// reserve it would wait for one of the flood's to end. Then the flood
-// drains, never more than 1 at once.
+// requests that do not end (creates and watches) holds all but one of
+// the tenants' 2 seats, and another space's request runs at once beside
+// it, where without the reserve it would wait for one of the flood's to
+// end. Then the flood drains, never more than 1 at once. A health check
+// classified elsewhere does not open the gate, and a flow's first burst,
+// before APF has classified one of its requests, is counted.
 func TestAFloodLeavesASeat(t *testing.T) {
 	var objects []runtime.Object
 	for _, pl := range PriorityLevels() {
@@ -43,12 +45,17 @@ func TestAFloodLeavesASeat(t *testing.T) {
 	factory.Start(ctx.Done())
 	go func() { _ = flows.Run(ctx.Done()) }()
 
-	// handle sends one create by name in space through APF; it returns
-	// the priority level it was classified in, and whether it ran.
-	handle := func(ctx context.Context, space, name string, exec func()) (level string, ran bool) {
+	// handle sends one request by name in space through APF: a create of
+	// a ConfigMap, a watch of them, or a health check; it returns the
+	// priority level it was classified in, and whether it ran.
+	handle := func(ctx context.Context, space, name, verb string, exec func()) (level string, ran bool) {
 		ctx = context.WithValue(ctx, spaceKey{}, space)
 		u := &user.DefaultInfo{Name: name, Groups: []string{user.AllAuthenticated}}
-		flows.Handle(ctx, utilflowcontrol.RequestDigest{RequestInfo: &request.RequestInfo{Verb: "create", Resource: "configmaps", Namespace: "default"}, User: u},
+		info := &request.RequestInfo{IsResourceRequest: true, Verb: verb, Resource: "configmaps", Namespace: "default"}
+		if verb == "probe" {
+			info = &request.RequestInfo{Verb: "get", Path: "/livez"}
+		}
+		flows.Handle(ctx, utilflowcontrol.RequestDigest{RequestInfo: info, User: u},
 			func(_ *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration, _ string) {
 				level = pl.Name
 			},
@@ -59,34 +66,36 @@ func TestAFloodLeavesASeat(t *testing.T) {
 	// APF has the configuration once it classifies a tenant as one; that
 	// request also tells the reserve alice's level.
 	require.Eventually(t, func() bool {
-		level, ran := handle(ctx, "team-a", "alice", func() {})
+		level, ran := handle(ctx, "team-a", "alice", "create", func() {})
 		return ran && level == Tenants
 	}, 30*time.Second, 20*time.Millisecond, "APF classifies tenants")
+	// Her health check is exempt (Kubernetes' probes schema): it tells
+	// nothing of her other requests.
+	level, ran := handle(ctx, "team-a", "alice", "probe", func() {})
+	require.True(t, ran)
+	require.Equal(t, "exempt", level)
 
 	r := flows.(*spaceFlows).reserve
-	waiting := func(flow string) int {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if f := r.flows[flow]; f != nil {
-			return len(f.waiting)
-		}
-		return 0
-	}
+	waiting := func(flow string) int { return inLine(r, flow) }
 	// The flood: what runs, and a full line (its hand of 2 queues of 50).
 	const held, line = 1, 100
 	const flood = held + line
-	var running, most, ran atomic.Int32
+	var running, most, done atomic.Int32
 	hold := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range flood {
+		verb := "create"
+		if i%2 == 1 {
+			verb = "watch" // a watch holds its seat while it starts
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, ran := handle(ctx, "team-a", "alice", func() {
+			_, ran := handle(ctx, "team-a", "alice", verb, func() {
 				n := running.Add(1)
 				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 				}
-				ran.Add(1)
+				done.Add(1)
 				<-hold
 				running.Add(-1)
 			})
@@ -97,13 +106,13 @@ func TestAFloodLeavesASeat(t *testing.T) {
 		// One after another: one runs, the rest wait in line.
 		require.Eventually(t, func() bool { return running.Load() == int32(min(i+1, held)) }, 10*time.Second, time.Millisecond,
 			"the flood runs on all the tenants' seats but one")
-		require.Eventually(t, func() bool { return waiting(Tenants+"/team-a/alice") == max(0, i+1-held) }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return waiting("team-a/alice") == max(0, i+1-held) }, 10*time.Second, time.Millisecond)
 	}
 	require.Equal(t, int32(held), running.Load(), "the flood holds all the tenants' seats but one")
 
 	quiet := make(chan bool, 1)
 	go func() {
-		_, ran := handle(ctx, "team-b", "bob", func() {})
+		_, ran := handle(ctx, "team-b", "bob", "create", func() {})
 		quiet <- ran
 	}()
 	select {
@@ -116,58 +125,162 @@ func TestAFloodLeavesASeat(t *testing.T) {
 
 	// One more is refused, as APF refuses a request whose queues are
 	// full, with its classification noted for the 429's headers.
-	level, ranToo := handle(ctx, "team-a", "alice", func() {})
+	level, ranToo := handle(ctx, "team-a", "alice", "create", func() {})
 	require.False(t, ranToo, "the flood's line is full")
 	require.Equal(t, Tenants, level)
 
 	close(hold)
 	wg.Wait()
 	require.Equal(t, int32(held), most.Load(), "the flood never ran more at once")
-	require.Equal(t, int32(flood), ran.Load(), "every one of the flood's requests ran")
+	require.Equal(t, int32(flood), done.Load(), "every one of the flood's requests ran")
+
+	// carol's first request comes before APF has classified any of
+	// hers: it goes to APF, and it counts. Her next one, once she is
+	// known, waits until she holds less than her limit.
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		handle(ctx, "team-c", "carol", "create", func() { started <- struct{}{}; <-release })
+	}()
+	<-started
+	second := make(chan bool, 1)
+	go func() {
+		_, ran := handle(ctx, "team-c", "carol", "create", func() {})
+		second <- ran
+	}()
+	require.Eventually(t, func() bool { return waiting("team-c/carol") == 1 }, 10*time.Second, time.Millisecond,
+		"her first request counts against her limit once it is known")
+	close(release)
+	require.True(t, <-second)
+	wg.Wait()
+
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	require.Empty(t, r.flows, "an idle flow is forgotten")
+	require.Zero(t, r.waiting)
+}
+
+// inLine is how many of a flow's requests wait in line.
+func inLine(r *reserve, flow string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f := r.flows[flow]; f != nil {
+		return len(f.waiting)
+	}
+	return 0
 }
 
 func TestReserveLine(t *testing.T) {
 	r := newReserve()
 	ctx := context.Background()
-	first, ok := r.acquire(ctx, "f", 1, 2)
+	g := &gate{limit: 1, maxWaiting: 2, levelWaiting: 3}
+	first, _, ok := r.acquire(ctx, "f", g, classification{})
 	require.True(t, ok)
 
 	// Two wait in line; a third is refused, as APF refuses a full queue.
 	got := make(chan int, 2)
-	var releases [2]func()
+	var turns [2]*turn
 	for i := range 2 {
 		go func() {
-			release, ok := r.acquire(ctx, "f", 1, 2)
+			t, _, ok := r.acquire(ctx, "f", g, classification{})
 			if ok {
-				releases[i] = release
+				turns[i] = t
 				got <- i
 			}
 		}()
-		require.Eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.flows["f"].waiting) == i+1 }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return inLine(r, "f") == i+1 }, 5*time.Second, time.Millisecond)
 	}
-	_, ok = r.acquire(ctx, "f", 1, 2)
+	_, _, ok = r.acquire(ctx, "f", g, classification{})
 	require.False(t, ok, "the line is full")
 
-	// One whose context ends leaves the line; another flow is not held up.
-	gone, goneCancel := context.WithCancel(ctx)
-	other, ok := r.acquire(gone, "g", 1, 2)
+	// Another flow has its own limit, and a line of its own, but the
+	// level's lines together hold 3.
+	other, _, ok := r.acquire(ctx, "g", g, classification{})
 	require.True(t, ok, "another flow has its own limit")
-	other()
+	gone, goneCancel := context.WithCancel(ctx)
+	go func() { _, _, _ = r.acquire(gone, "g", g, classification{}) }()
+	require.Eventually(t, func() bool { return inLine(r, "g") == 1 }, 5*time.Second, time.Millisecond)
+	_, _, ok = r.acquire(ctx, "g", g, classification{})
+	require.False(t, ok, "the level's lines are full")
+	// One whose context ends leaves the line.
 	goneCancel()
-	_, ok = r.acquire(gone, "f", 1, 3)
-	require.False(t, ok, "a request whose context ended gets no turn")
+	require.Eventually(t, func() bool { return inLine(r, "g") == 0 }, 5*time.Second, time.Millisecond)
+	other.release()
 
-	first()
+	first.release()
 	require.Equal(t, 0, <-got, "the first in line goes first")
-	releases[0]()
+	turns[0].release()
 	require.Equal(t, 1, <-got)
-	releases[1]()
+	turns[1].release()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	require.Empty(t, r.flows)
+	require.Zero(t, r.waiting)
+}
+
+// TestReserveTurnAsContextEnds: a turn that comes as the waiter's
+// context ends is taken or passed on, never lost.
+func TestReserveTurnAsContextEnds(t *testing.T) {
+	g := &gate{limit: 1, maxWaiting: 5, levelWaiting: 5}
+	for range 200 {
+		r := newReserve()
+		first, _, ok := r.acquire(context.Background(), "f", g, classification{})
+		require.True(t, ok)
+		ctx, cancel := context.WithCancel(context.Background())
+		result := make(chan *turn)
+		go func() {
+			t, _, _ := r.acquire(ctx, "f", g, classification{})
+			result <- t
+		}()
+		require.Eventually(t, func() bool { return inLine(r, "f") == 1 }, 5*time.Second, time.Millisecond)
+		r.mu.Lock()
+		first.endLocked(r.flows["f"]) // the turn comes...
+		cancel()                      // ...as the context ends
+		r.mu.Unlock()
+		if t := <-result; t != nil {
+			t.release()
+		}
+		r.mu.Lock()
+		require.Empty(t, r.flows, "no seat is left counted")
+		require.Zero(t, r.waiting)
+		r.mu.Unlock()
+	}
+}
+
+// TestReserveSeats: a request counts the seats APF's estimate gives it,
+// until the estimate's added latency after it ends; a higher limit lets
+// those waiting in at once.
+func TestReserveSeats(t *testing.T) {
+	r := newReserve()
+	ctx := context.Background()
+	g := &gate{limit: 2, maxWaiting: 5, levelWaiting: 5}
+	wide, _, ok := r.acquire(ctx, "f", g, classification{})
+	require.True(t, ok)
+	wide.hold(2, time.Minute)
+	next := make(chan *turn, 1)
+	go func() {
+		t, _, _ := r.acquire(ctx, "f", g, classification{})
+		next <- t
+	}()
+	require.Eventually(t, func() bool { return inLine(r, "f") == 1 }, 5*time.Second, time.Millisecond,
+		"a request of 2 seats fills a limit of 2")
+	wide.release()
+	r.mu.Lock()
+	require.Equal(t, 2, r.flows["f"].seats, "its seats stay counted for the added latency")
+	r.mu.Unlock()
+
+	// The limit goes up (an admin's new shares): the one in line goes in.
+	more, _, ok := r.acquire(ctx, "f", &gate{limit: 4, maxWaiting: 5, levelWaiting: 5}, classification{})
+	require.True(t, ok)
+	n := <-next
+	require.NotNil(t, n)
+	more.release()
+	n.release()
+	r.mu.Lock()
+	require.Equal(t, 2, r.flows["f"].seats, "the wide request's seats, still lingering")
+	r.mu.Unlock()
 }
 
 func TestGatedOnlyTheTenantsLevel(t *testing.T) {
@@ -181,23 +294,30 @@ func TestGatedOnlyTheTenantsLevel(t *testing.T) {
 	for _, c := range []struct {
 		seats, limit int
 	}{{6, 1}, {12, 3}, {24, 7}, {2, 0}} {
-		limit, waiting, ok := gated(lister, c.seats, levels[Tenants])
+		g, ok := gated(lister, c.seats, levels[Tenants])
 		require.Equal(t, c.limit > 0, ok, "%d seats", c.seats)
-		require.Equal(t, c.limit, limit, "%d seats: all the tenants' but one", c.seats)
 		if ok {
-			require.Equal(t, 2*50, waiting, "what the flow's hand of queues holds")
+			require.Equal(t, gate{limit: c.limit, maxWaiting: 2 * 50, levelWaiting: 128 * 50}, *g,
+				"%d seats: all the tenants' but one; a line of what the flow's hand of queues holds, and the level's", c.seats)
 		}
 	}
-	_, _, ok := gated(lister, 6, levels[Syncers])
+	_, ok := gated(lister, 6, levels[Syncers])
 	require.False(t, ok, "syncers are not gated")
-	_, _, ok = gated(lister, 6, levels["exempt"])
+	_, ok = gated(lister, 6, levels["exempt"])
 	require.False(t, ok)
 
-	// An admin's change of shares changes the seats.
+	// An admin's change of shares changes the seats; exempt levels'
+	// shares count, as APF counts them.
 	more := levels[Tenants].DeepCopy()
 	more.Spec.Limited.NominalConcurrencyShares = ptr.To[int32](100)
 	require.NoError(t, indexer.Update(more))
-	limit, _, ok := gated(lister, 6, more)
+	g, ok := gated(lister, 6, more)
 	require.True(t, ok)
-	require.Equal(t, 3, limit, "ceil(6 × 100 / 165) - 1")
+	require.Equal(t, 3, g.limit, "ceil(6 × 100 / 165) - 1")
+	exempt := levels["exempt"].DeepCopy()
+	exempt.Spec.Exempt.NominalConcurrencyShares = ptr.To[int32](35)
+	require.NoError(t, indexer.Update(exempt))
+	g, ok = gated(lister, 6, more)
+	require.True(t, ok)
+	require.Equal(t, 2, g.limit, "ceil(6 × 100 / 200) - 1")
 }
