@@ -13,6 +13,7 @@ import (
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
 	"github.com/kubestellar/kubestellar/embedded"
 	"github.com/kubestellar/kubestellar/embedded/storage"
+	"github.com/kubestellar/kubestellar/internal/imagepages"
 	"github.com/kubestellar/kubestellar/internal/sdnotify"
 )
 
@@ -69,6 +70,16 @@ func runE(cmd *cobra.Command, o *options, getenv func(string) string, _ iostream
 	srv.OnReady(func() {
 		if err := notifier.Notify(sdnotify.Ready("serving " + cfg.BaseURL())...); err != nil {
 			klog.FromContext(ctx).Error(err, "cannot tell systemd the server is ready")
+		}
+		// The binary's pages the start touched are given back, and those
+		// the server uses from now on are read a page at a time rather
+		// than in the large folios the start's readahead cached (see
+		// internal/imagepages): the server maps what it uses.
+		logger := klog.FromContext(ctx)
+		if r, err := imagepages.Release(true); err != nil {
+			logger.Error(err, "cannot release the executable's unused pages")
+		} else {
+			logger.V(2).Info("released the executable's pages", "mappings", r.Mappings, "bytes", r.Bytes)
 		}
 	})
 	go func() {
