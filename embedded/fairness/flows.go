@@ -3,6 +3,7 @@ package fairness
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
@@ -12,10 +13,12 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
 	fq "k8s.io/apiserver/pkg/util/flowcontrol/fairqueuing"
+	fcmetrics "k8s.io/apiserver/pkg/util/flowcontrol/metrics"
 	fcrequest "k8s.io/apiserver/pkg/util/flowcontrol/request"
 	"k8s.io/client-go/informers"
 	flowcontrolclient "k8s.io/client-go/kubernetes/typed/flowcontrol/v1"
 	flowcontrollisters "k8s.io/client-go/listers/flowcontrol/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/registry/flowcontrol/ensurer"
 )
@@ -25,14 +28,26 @@ import (
 // the caller starts), with flows told apart by space. spaceOf says which
 // space a request's context is in ("" for none).
 func New(factory informers.SharedInformerFactory, client flowcontrolclient.FlowcontrolV1Interface, serverConcurrencyLimit int, spaceOf func(context.Context) string) utilflowcontrol.Interface {
-	return &spaceFlows{
+	levels := factory.Flowcontrol().V1().PriorityLevelConfigurations()
+	s := &spaceFlows{
 		Interface:   utilflowcontrol.New(factory, client, serverConcurrencyLimit),
 		flowSchemas: factory.Flowcontrol().V1().FlowSchemas().Lister(),
-		levels:      factory.Flowcontrol().V1().PriorityLevelConfigurations().Lister(),
+		levels:      levels.Lister(),
 		serverSeats: serverConcurrencyLimit,
 		spaceOf:     spaceOf,
 		reserve:     newReserve(),
 	}
+	changed := func() { s.levelsChanged.Add(1) }
+	if _, err := levels.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { changed() },
+		UpdateFunc: func(any, any) { changed() },
+		DeleteFunc: func(any) { changed() },
+	}); err == nil {
+		// (Only a stopped informer refuses: then it is computed every
+		// time.)
+		s.cacheGate = true
+	}
+	return s
 }
 
 // spaceFlows hands APF each request with its user qualified by its space:
@@ -51,6 +66,11 @@ type spaceFlows struct {
 	serverSeats int
 	spaceOf     func(context.Context) string
 	reserve     *reserve
+	// tenantsGate is gate's answer while levelsChanged, counted by the
+	// priority levels' informer, stays the same.
+	tenantsGate   atomic.Pointer[cachedGate]
+	levelsChanged atomic.Uint64
+	cacheGate     bool
 }
 
 func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestDigest,
@@ -59,40 +79,92 @@ func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestD
 	if space := s.spaceOf(ctx); space != "" && digest.User != nil && !s.named(digest.User.GetName()) {
 		digest.User = QualifiedUser(space, digest.User)
 	}
-	if digest.User == nil || digest.RequestInfo == nil || !digest.RequestInfo.IsResourceRequest {
-		// Health checks and discovery of versions: what flow schema they
-		// match says nothing about the user's other requests.
+	if digest.User == nil || digest.RequestInfo == nil {
 		s.Interface.Handle(ctx, digest, noteFn, workEstimator, queueNoteFn, execFn)
 		return
 	}
 	name := digest.User.GetName()
-	learn := func(fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration, distinguisher string) {
-		s.reserve.learn(name, fs, pl)
-		noteFn(fs, pl, distinguisher)
-	}
+	resource := digest.RequestInfo.IsResourceRequest
 	c, known := s.reserve.classified(name)
 	var g *gate
 	if known {
-		if g, known = gated(s.levels, s.serverSeats, c.pl); !known {
+		if g, known = s.gate(c.pl); !known {
 			// Another level's: not counted.
-			s.Interface.Handle(ctx, digest, learn, workEstimator, queueNoteFn, execFn)
+			note := noteFn
+			if resource {
+				note = func(fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration, distinguisher string) {
+					s.reserve.learn(name, fs, pl, true)
+					noteFn(fs, pl, distinguisher)
+				}
+			}
+			s.Interface.Handle(ctx, digest, note, workEstimator, queueNoteFn, execFn)
 			return
 		}
 	}
 	t, refused, ok := s.reserve.acquire(ctx, name, g, c)
 	if !ok {
 		// Refused as APF refuses: the caller answers 429 for the
-		// classification noted.
+		// classification noted, and APF's metric counts it.
+		reason := "queue-full"
+		if ctx.Err() != nil {
+			reason = "time-out"
+		}
+		if refused.fs != nil && refused.pl != nil {
+			fcmetrics.AddReject(ctx, refused.pl.Name, refused.fs.Name, reason)
+		}
 		noteFn(refused.fs, refused.pl, name)
 		return
 	}
 	defer t.release()
+	note := func(fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration, distinguisher string) {
+		// A user's level is learned from her resource requests. A health
+		// check or discovery of versions may go elsewhere (Kubernetes'
+		// probes schema exempts them): what it matched says nothing of
+		// her other requests, unless nothing else has said yet and it
+		// went to a level held.
+		_, held := s.gate(pl)
+		switch {
+		case resource:
+			s.reserve.learn(name, fs, pl, true)
+		case held:
+			s.reserve.learn(name, fs, pl, false)
+		}
+		if !held {
+			// Not in a level held: it holds no seat there.
+			t.release()
+		}
+		noteFn(fs, pl, distinguisher)
+	}
 	estimate := func() fcrequest.WorkEstimate {
 		w := workEstimator()
 		t.hold(int(w.MaxSeats()), w.AdditionalLatency)
 		return w
 	}
-	s.Interface.Handle(ctx, digest, learn, estimate, queueNoteFn, execFn)
+	s.Interface.Handle(ctx, digest, note, estimate, queueNoteFn, execFn)
+}
+
+// gate is gated for the tenants' level as the configuration is now; it
+// is computed again after any change to the priority levels.
+func (s *spaceFlows) gate(pl *flowcontrolv1.PriorityLevelConfiguration) (*gate, bool) {
+	if pl == nil || pl.Name != Tenants {
+		return nil, false
+	}
+	generation := s.levelsChanged.Load()
+	if c := s.tenantsGate.Load(); s.cacheGate && c != nil && c.generation == generation {
+		return c.gate, c.ok
+	}
+	c := &cachedGate{generation: generation}
+	if current, err := s.levels.Get(Tenants); err == nil {
+		c.gate, c.ok = gated(s.levels, s.serverSeats, current)
+	}
+	s.tenantsGate.Store(c)
+	return c.gate, c.ok
+}
+
+type cachedGate struct {
+	generation uint64
+	gate       *gate
+	ok         bool
 }
 
 // QualifiedUser is u as APF sees it in a space: named SPACE/NAME, with

@@ -29,11 +29,13 @@ import (
 // refused (429) as APF refuses them.
 //
 // Which level a user's requests go to is learned from APF's own
-// classification of their resource requests (non-resource requests,
-// such as health checks, may go elsewhere and are neither counted nor
-// learned from). A user's requests are counted from the first, so that a
-// first burst, before APF has classified one of them, counts against the
-// limit once it is known.
+// classification of their resource requests, or, until she makes one,
+// of a request naming no resource (an OpenAPI document) that went to the
+// tenants' level. Health checks go elsewhere (exempt): nothing is learned
+// from them, and a request that APF puts in another level stops counting
+// once classified. A user's requests are counted from the first, so that
+// a first burst, before APF has classified one of them, counts against
+// the limit once it is known.
 type reserve struct {
 	mu    sync.Mutex
 	flows map[string]*gatedFlow
@@ -74,12 +76,13 @@ func newReserve() *reserve {
 	return &reserve{flows: map[string]*gatedFlow{}, seen: map[string]classification{}}
 }
 
-// learn remembers what APF classified a user's resource request as.
-func (r *reserve) learn(user string, fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration) {
+// learn remembers what APF classified a user's request as: over what it
+// knew of her if overwrite, else only if it knew nothing.
+func (r *reserve) learn(user string, fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration, overwrite bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c, ok := r.seen[user]; ok {
-		if c.fs == fs && c.pl == pl {
+		if !overwrite || c.fs == fs && c.pl == pl {
 			return
 		}
 	} else if len(r.seen) >= maxSeen {
@@ -106,6 +109,8 @@ type turn struct {
 	flow   string
 	seats  int
 	linger time.Duration
+	// ended is set once its seats are given back.
+	ended bool
 }
 
 // acquire counts a request of a flow, once the flow holds fewer seats
@@ -166,26 +171,35 @@ func (r *reserve) acquire(ctx context.Context, flow string, g *gate, c classific
 func (t *turn) hold(seats int, linger time.Duration) {
 	t.r.mu.Lock()
 	defer t.r.mu.Unlock()
+	if t.ended {
+		return
+	}
 	t.r.flows[t.flow].seats += seats - t.seats
 	t.seats, t.linger = seats, linger
 }
 
 // release gives the request's seats back once APF has (after the
-// estimate's added latency, if any).
+// estimate's added latency, if any); a turn released is released once.
 func (t *turn) release() {
 	end := func() {
 		t.r.mu.Lock()
 		defer t.r.mu.Unlock()
-		t.endLocked(t.r.flows[t.flow])
+		if !t.ended {
+			t.endLocked(t.r.flows[t.flow])
+		}
 	}
-	if t.linger > 0 {
-		time.AfterFunc(t.linger, end)
+	t.r.mu.Lock()
+	linger := t.linger
+	t.r.mu.Unlock()
+	if linger > 0 {
+		time.AfterFunc(linger, end)
 		return
 	}
 	end()
 }
 
 func (t *turn) endLocked(f *gatedFlow) {
+	t.ended = true
 	f.seats -= t.seats
 	t.r.admitLocked(f)
 	t.r.dropIfIdle(t.flow, f)

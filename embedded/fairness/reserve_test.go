@@ -9,15 +9,18 @@ import (
 
 	"github.com/stretchr/testify/require"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
+	fcmetrics "k8s.io/apiserver/pkg/util/flowcontrol/metrics"
 	fcrequest "k8s.io/apiserver/pkg/util/flowcontrol/request"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	flowcontrollisters "k8s.io/client-go/listers/flowcontrol/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/ptr"
 )
 
@@ -30,48 +33,17 @@ import (
 // classified elsewhere does not open the gate, and a flow's first burst,
 // before APF has classified one of its requests, is counted.
 func TestAFloodLeavesASeat(t *testing.T) {
-	var objects []runtime.Object
-	for _, pl := range PriorityLevels() {
-		objects = append(objects, pl)
-	}
-	for _, fs := range FlowSchemas() {
-		objects = append(objects, fs)
-	}
-	client := fake.NewSimpleClientset(objects...)
-	factory := informers.NewSharedInformerFactory(client, 0)
-	flows := New(factory, client.FlowcontrolV1(), 6, func(ctx context.Context) string { s, _ := ctx.Value(spaceKey{}).(string); return s })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	factory.Start(ctx.Done())
-	go func() { _ = flows.Run(ctx.Done()) }()
-
-	// handle sends one request by name in space through APF: a create of
-	// a ConfigMap, a watch of them, or a health check; it returns the
-	// priority level it was classified in, and whether it ran.
-	handle := func(ctx context.Context, space, name, verb string, exec func()) (level string, ran bool) {
-		ctx = context.WithValue(ctx, spaceKey{}, space)
-		u := &user.DefaultInfo{Name: name, Groups: []string{user.AllAuthenticated}}
-		info := &request.RequestInfo{IsResourceRequest: true, Verb: verb, Resource: "configmaps", Namespace: "default"}
-		if verb == "probe" {
-			info = &request.RequestInfo{Verb: "get", Path: "/livez"}
-		}
-		flows.Handle(ctx, utilflowcontrol.RequestDigest{RequestInfo: info, User: u},
-			func(_ *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration, _ string) {
-				level = pl.Name
-			},
-			func() fcrequest.WorkEstimate { return fcrequest.WorkEstimate{InitialSeats: 1} }, nil,
-			func() { ran = true; exec() })
-		return level, ran
-	}
-	// APF has the configuration once it classifies a tenant as one; that
-	// request also tells the reserve alice's level.
-	require.Eventually(t, func() bool {
-		level, ran := handle(ctx, "team-a", "alice", "create", func() {})
-		return ran && level == Tenants
-	}, 30*time.Second, 20*time.Millisecond, "APF classifies tenants")
+	fcmetrics.Register()
+	flows, handle := serverAPF(ctx, t)
+	// A request of hers tells the reserve alice's level.
+	level, ran := handle(ctx, "team-a", "alice", "create", func() {})
+	require.True(t, ran)
+	require.Equal(t, Tenants, level)
 	// Her health check is exempt (Kubernetes' probes schema): it tells
 	// nothing of her other requests.
-	level, ran := handle(ctx, "team-a", "alice", "probe", func() {})
+	level, ran = handle(ctx, "team-a", "alice", "probe", func() {})
 	require.True(t, ran)
 	require.Equal(t, "exempt", level)
 
@@ -125,9 +97,31 @@ func TestAFloodLeavesASeat(t *testing.T) {
 
 	// One more is refused, as APF refuses a request whose queues are
 	// full, with its classification noted for the 429's headers.
+	rejected := func() float64 {
+		families, err := legacyregistry.DefaultGatherer.Gather()
+		require.NoError(t, err)
+		var n float64
+		for _, f := range families {
+			if f.GetName() != "apiserver_flowcontrol_rejected_requests_total" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["priority_level"] == Tenants && labels["reason"] == "queue-full" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+		return n
+	}
+	before := rejected()
 	level, ranToo := handle(ctx, "team-a", "alice", "create", func() {})
 	require.False(t, ranToo, "the flood's line is full")
 	require.Equal(t, Tenants, level)
+	require.Equal(t, before+1, rejected(), "APF's metric counts the refusal")
 
 	close(hold)
 	wg.Wait()
@@ -162,6 +156,86 @@ func TestAFloodLeavesASeat(t *testing.T) {
 	require.Zero(t, r.waiting)
 }
 
+// TestANonResourceFloodLeavesASeat: a tenant's requests that name no
+// resource (OpenAPI documents, discovery) count as her others do. dave,
+// who never asked for a resource, floods /openapi/v3: he holds all the
+// tenants' seats but one, and another space's create runs at once
+// beside him. A health check, which APF exempts, holds no tenant seat
+// while it runs.
+func TestANonResourceFloodLeavesASeat(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	flows, handle := serverAPF(ctx, t)
+	r := flows.(*spaceFlows).reserve
+
+	const held, line = 1, 5
+	var running, most atomic.Int32
+	hold := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range held + line {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			level, ran := handle(ctx, "team-d", "dave", "openapi", func() {
+				n := running.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				<-hold
+				running.Add(-1)
+			})
+			if !ran || level != Tenants {
+				t.Errorf("dave's request %d: ran %v, in %q", i, ran, level)
+			}
+		}()
+		require.Eventually(t, func() bool {
+			return running.Load() == int32(min(i+1, held)) && inLine(r, "team-d/dave") == max(0, i+1-held)
+		}, 10*time.Second, time.Millisecond, "the flood of /openapi/v3 runs on all the tenants' seats but one")
+	}
+	quiet := make(chan bool, 1)
+	go func() {
+		_, ran := handle(ctx, "team-b", "bob", "create", func() {})
+		quiet <- ran
+	}()
+	select {
+	case ran := <-quiet:
+		require.True(t, ran, "bob's request runs")
+	case <-time.After(10 * time.Second):
+		t.Fatal("bob's request in another space waited for dave's flood of /openapi/v3")
+	}
+	close(hold)
+	wg.Wait()
+	require.Equal(t, int32(held), most.Load(), "the flood never ran more at once")
+
+	// erin, a known tenant, holds a health check open: exempt, it holds
+	// none of her seats, and her create runs beside it.
+	level, ran := handle(ctx, "team-e", "erin", "create", func() {})
+	require.True(t, ran)
+	require.Equal(t, Tenants, level)
+	probing, probed := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(probed)
+		handle(ctx, "team-e", "erin", "probe", func() { close(probing); <-hold })
+	}()
+	<-probing
+	created := make(chan bool, 1)
+	go func() {
+		_, ran := handle(ctx, "team-e", "erin", "create", func() {})
+		created <- ran
+	}()
+	select {
+	case ran := <-created:
+		require.True(t, ran)
+	case <-time.After(10 * time.Second):
+		t.Fatal("erin's create waited for her health check")
+	}
+	<-probed
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	require.Empty(t, r.flows, "an idle flow is forgotten")
+	require.Zero(t, r.waiting)
+}
+
 // inLine is how many of a flow's requests wait in line.
 func inLine(r *reserve, flow string) int {
 	r.mu.Lock()
@@ -170,6 +244,51 @@ func inLine(r *reserve, flow string) int {
 		return len(f.waiting)
 	}
 	return 0
+}
+
+// serverAPF runs Kubernetes' APF controller with the server's
+// configuration on 6 seats (2 cores), on a fake clientset's informers,
+// until ctx ends. handle sends one request through it, by name in space:
+// a create of a ConfigMap, a watch of them, a health check ("probe") or a
+// GET of /openapi/v3 ("openapi"); it returns the priority level the
+// request was classified in, and whether it ran.
+func serverAPF(ctx context.Context, t *testing.T) (utilflowcontrol.Interface, func(ctx context.Context, space, name, verb string, exec func()) (string, bool)) {
+	var objects []runtime.Object
+	for _, pl := range PriorityLevels() {
+		objects = append(objects, pl)
+	}
+	for _, fs := range FlowSchemas() {
+		objects = append(objects, fs)
+	}
+	client := fake.NewSimpleClientset(objects...)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	flows := New(factory, client.FlowcontrolV1(), 6, func(ctx context.Context) string { s, _ := ctx.Value(spaceKey{}).(string); return s })
+	factory.Start(ctx.Done())
+	go func() { _ = flows.Run(ctx.Done()) }()
+	handle := func(ctx context.Context, space, name, verb string, exec func()) (level string, ran bool) {
+		ctx = context.WithValue(ctx, spaceKey{}, space)
+		u := &user.DefaultInfo{Name: name, Groups: []string{user.AllAuthenticated}}
+		info := &request.RequestInfo{IsResourceRequest: true, Verb: verb, Resource: "configmaps", Namespace: "default"}
+		switch verb {
+		case "probe":
+			info = &request.RequestInfo{Verb: "get", Path: "/livez"}
+		case "openapi":
+			info = &request.RequestInfo{Verb: "get", Path: "/openapi/v3"}
+		}
+		flows.Handle(ctx, utilflowcontrol.RequestDigest{RequestInfo: info, User: u},
+			func(_ *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration, _ string) {
+				level = pl.Name
+			},
+			func() fcrequest.WorkEstimate { return fcrequest.WorkEstimate{InitialSeats: 1} }, nil,
+			func() { ran = true; exec() })
+		return level, ran
+	}
+	// APF has the configuration once it classifies a tenant as one.
+	require.Eventually(t, func() bool {
+		level, ran := handle(ctx, "ready", "nobody", "create", func() {})
+		return ran && level == Tenants
+	}, 30*time.Second, 20*time.Millisecond, "APF classifies tenants")
+	return flows, handle
 }
 
 func TestReserveLine(t *testing.T) {
@@ -320,4 +439,36 @@ func TestGatedOnlyTheTenantsLevel(t *testing.T) {
 	g, ok = gated(lister, 6, more)
 	require.True(t, ok)
 	require.Equal(t, 2, g.limit, "ceil(6 × 100 / 200) - 1")
+}
+
+// TestGateFollowsTheConfiguration: the tenants' gate, computed once, is
+// computed again when an admin changes the priority levels.
+func TestGateFollowsTheConfiguration(t *testing.T) {
+	var objects []runtime.Object
+	for _, pl := range PriorityLevels() {
+		objects = append(objects, pl)
+	}
+	client := fake.NewSimpleClientset(objects...)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	s := New(factory, client.FlowcontrolV1(), 6, func(context.Context) string { return "" }).(*spaceFlows)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	tenants, err := s.levels.Get(Tenants)
+	require.NoError(t, err)
+	g, ok := s.gate(tenants)
+	require.True(t, ok)
+	require.Equal(t, 1, g.limit)
+
+	more := tenants.DeepCopy()
+	more.Spec.Limited.NominalConcurrencyShares = ptr.To[int32](100)
+	_, err = client.FlowcontrolV1().PriorityLevelConfigurations().Update(ctx, more, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		g, ok := s.gate(tenants)
+		return ok && g.limit == 3
+	}, 10*time.Second, 10*time.Millisecond, "ceil(6 × 100 / 165) - 1 after the change")
+	_, ok = s.gate(PriorityLevels()[0])
+	require.Equal(t, PriorityLevels()[0].Name == Tenants, ok, "only the tenants' level is held")
 }
