@@ -3,6 +3,8 @@ package fairness
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -28,25 +30,24 @@ import (
 // the caller starts), with flows told apart by space. spaceOf says which
 // space a request's context is in ("" for none).
 func New(factory informers.SharedInformerFactory, client flowcontrolclient.FlowcontrolV1Interface, serverConcurrencyLimit int, spaceOf func(context.Context) string) utilflowcontrol.Interface {
-	levels := factory.Flowcontrol().V1().PriorityLevelConfigurations()
+	levels, schemas := factory.Flowcontrol().V1().PriorityLevelConfigurations(), factory.Flowcontrol().V1().FlowSchemas()
 	s := &spaceFlows{
 		Interface:   utilflowcontrol.New(factory, client, serverConcurrencyLimit),
-		flowSchemas: factory.Flowcontrol().V1().FlowSchemas().Lister(),
+		flowSchemas: schemas.Lister(),
 		levels:      levels.Lister(),
 		serverSeats: serverConcurrencyLimit,
 		spaceOf:     spaceOf,
 		reserve:     newReserve(),
 	}
-	changed := func() { s.levelsChanged.Add(1) }
-	if _, err := levels.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { changed() },
-		UpdateFunc: func(any, any) { changed() },
-		DeleteFunc: func(any) { changed() },
-	}); err == nil {
-		// (Only a stopped informer refuses: then it is computed every
-		// time.)
-		s.cacheGate = true
+	changed := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.configChanged.Add(1) },
+		UpdateFunc: func(any, any) { s.configChanged.Add(1) },
+		DeleteFunc: func(any) { s.configChanged.Add(1) },
 	}
+	_, levelsErr := levels.Informer().AddEventHandler(changed)
+	_, schemasErr := schemas.Informer().AddEventHandler(changed)
+	// (Only a stopped informer refuses: then it is computed every time.)
+	s.cache = levelsErr == nil && schemasErr == nil
 	return s
 }
 
@@ -66,11 +67,11 @@ type spaceFlows struct {
 	serverSeats int
 	spaceOf     func(context.Context) string
 	reserve     *reserve
-	// tenantsGate is gate's answer while levelsChanged, counted by the
-	// priority levels' informer, stays the same.
-	tenantsGate   atomic.Pointer[cachedGate]
-	levelsChanged atomic.Uint64
-	cacheGate     bool
+	// cached is config's answer while configChanged, counted by the
+	// informers of priority levels and flow schemas, stays the same.
+	cached        atomic.Pointer[reserveConfig]
+	configChanged atomic.Uint64
+	cache         bool
 }
 
 func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestDigest,
@@ -85,21 +86,28 @@ func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestD
 	}
 	name := digest.User.GetName()
 	resource := digest.RequestInfo.IsResourceRequest
+	cfg := s.config()
+	if !resource && cfg.passes(digest.RequestInfo.Verb, digest.RequestInfo.Path) {
+		// A health check, which a flow schema matched before the
+		// tenants' puts in another level for every authenticated user
+		// (Kubernetes' probes schema exempts them): neither counted nor
+		// held, nor learned from.
+		s.Interface.Handle(ctx, digest, noteFn, workEstimator, queueNoteFn, execFn)
+		return
+	}
 	c, known := s.reserve.classified(name)
 	var g *gate
 	if known {
-		if g, known = s.gate(c.pl); !known {
-			// Another level's: not counted.
-			note := noteFn
-			if resource {
-				note = func(fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration, distinguisher string) {
-					s.reserve.learn(name, fs, pl, true)
-					noteFn(fs, pl, distinguisher)
-				}
-			}
-			s.Interface.Handle(ctx, digest, note, workEstimator, queueNoteFn, execFn)
-			return
+		g, _ = s.gate(c.pl)
+	}
+	if known && g == nil && resource {
+		// Another level's: not counted.
+		note := func(fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration, distinguisher string) {
+			s.reserve.learn(name, fs, pl)
+			noteFn(fs, pl, distinguisher)
 		}
+		s.Interface.Handle(ctx, digest, note, workEstimator, queueNoteFn, execFn)
+		return
 	}
 	t, refused, ok := s.reserve.acquire(ctx, name, g, c)
 	if !ok {
@@ -117,17 +125,13 @@ func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestD
 	}
 	defer t.release()
 	note := func(fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration, distinguisher string) {
-		// A user's level is learned from her resource requests. A health
-		// check or discovery of versions may go elsewhere (Kubernetes'
-		// probes schema exempts them): what it matched says nothing of
-		// her other requests, unless nothing else has said yet and it
-		// went to a level held.
+		// A user's level is learned from her resource requests, and from
+		// a request naming no resource (an OpenAPI document, discovery)
+		// that went to the level held: the others may go elsewhere for
+		// reasons of their own, which say nothing of her other requests.
 		_, held := s.gate(pl)
-		switch {
-		case resource:
-			s.reserve.learn(name, fs, pl, true)
-		case held:
-			s.reserve.learn(name, fs, pl, false)
+		if resource || held {
+			s.reserve.learn(name, fs, pl)
 		}
 		if !held {
 			// Not in a level held: it holds no seat there.
@@ -143,28 +147,110 @@ func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestD
 	s.Interface.Handle(ctx, digest, note, estimate, queueNoteFn, execFn)
 }
 
-// gate is gated for the tenants' level as the configuration is now; it
-// is computed again after any change to the priority levels.
+// gate is gated for the tenants' level as the configuration is now.
 func (s *spaceFlows) gate(pl *flowcontrolv1.PriorityLevelConfiguration) (*gate, bool) {
 	if pl == nil || pl.Name != Tenants {
 		return nil, false
 	}
-	generation := s.levelsChanged.Load()
-	if c := s.tenantsGate.Load(); s.cacheGate && c != nil && c.generation == generation {
-		return c.gate, c.ok
-	}
-	c := &cachedGate{generation: generation}
-	if current, err := s.levels.Get(Tenants); err == nil {
-		c.gate, c.ok = gated(s.levels, s.serverSeats, current)
-	}
-	s.tenantsGate.Store(c)
+	c := s.config()
 	return c.gate, c.ok
 }
 
-type cachedGate struct {
+// config is what the reserve reads of the configuration, computed again
+// after any change to the priority levels or flow schemas.
+func (s *spaceFlows) config() *reserveConfig {
+	generation := s.configChanged.Load()
+	if c := s.cached.Load(); s.cache && c != nil && c.generation == generation {
+		return c
+	}
+	c := &reserveConfig{generation: generation}
+	if current, err := s.levels.Get(Tenants); err == nil {
+		c.gate, c.ok = gated(s.levels, s.serverSeats, current)
+	}
+	if schemas, err := s.flowSchemas.List(labels.Everything()); err == nil {
+		c.passed = passedRules(schemas)
+	}
+	s.cached.Store(c)
+	return c
+}
+
+type reserveConfig struct {
 	generation uint64
-	gate       *gate
-	ok         bool
+	// gate and ok are gated's for the tenants' level.
+	gate *gate
+	ok   bool
+	// passed are the rules of requests naming no resource that a flow
+	// schema matched before the tenants' puts in another level for every
+	// authenticated user.
+	passed []flowcontrolv1.NonResourcePolicyRule
+}
+
+// passedRules returns the rules for requests naming no resource of the
+// flow schemas that match every authenticated user before the tenants'
+// schema does (a lower matching precedence, or the same and a name
+// before it: APF's order), in a level other than the tenants'. With
+// Kubernetes' suggested configuration: the probes schema's GETs of
+// /healthz, /livez and /readyz, which it exempts.
+func passedRules(schemas []*flowcontrolv1.FlowSchema) []flowcontrolv1.NonResourcePolicyRule {
+	var tenants *flowcontrolv1.FlowSchema
+	for _, fs := range schemas {
+		if fs.Name == Tenants {
+			tenants = fs
+		}
+	}
+	if tenants == nil {
+		return nil
+	}
+	before := func(fs *flowcontrolv1.FlowSchema) bool {
+		if fs.Spec.MatchingPrecedence != tenants.Spec.MatchingPrecedence {
+			return fs.Spec.MatchingPrecedence < tenants.Spec.MatchingPrecedence
+		}
+		return fs.Name < tenants.Name
+	}
+	var passed []flowcontrolv1.NonResourcePolicyRule
+	for _, fs := range schemas {
+		if fs.Name == Tenants || fs.Spec.PriorityLevelConfiguration.Name == Tenants || !before(fs) {
+			continue
+		}
+		for _, rule := range fs.Spec.Rules {
+			if matchesEveryone(rule.Subjects) {
+				passed = append(passed, rule.NonResourceRules...)
+			}
+		}
+	}
+	return passed
+}
+
+// matchesEveryone reports whether subjects match every authenticated
+// user.
+func matchesEveryone(subjects []flowcontrolv1.Subject) bool {
+	for _, subject := range subjects {
+		switch {
+		case subject.Group != nil && (subject.Group.Name == user.AllAuthenticated || subject.Group.Name == flowcontrolv1.NameAll):
+			return true
+		case subject.User != nil && subject.User.Name == flowcontrolv1.NameAll:
+			return true
+		}
+	}
+	return false
+}
+
+// passes reports whether a request naming no resource, of verb to path,
+// is one a passed rule matches, as APF matches them: a verb named or
+// "*"; a URL named, "*", or "PREFIX/*" for PREFIX/ and below.
+func (c *reserveConfig) passes(verb, path string) bool {
+	for _, rule := range c.passed {
+		if !slices.Contains(rule.Verbs, verb) && !slices.Contains(rule.Verbs, flowcontrolv1.VerbAll) {
+			continue
+		}
+		for _, u := range rule.NonResourceURLs {
+			if u == path || u == flowcontrolv1.NonResourceAll ||
+				strings.HasSuffix(u, "/*") && strings.HasPrefix(path, strings.TrimSuffix(u, "*")) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // QualifiedUser is u as APF sees it in a space: named SPACE/NAME, with

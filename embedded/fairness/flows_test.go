@@ -45,6 +45,7 @@ func TestFlowsAreToldApartBySpace(t *testing.T) {
 	}
 	inner := &recorder{}
 	flows := &spaceFlows{Interface: inner, flowSchemas: flowcontrollisters.NewFlowSchemaLister(indexer), reserve: newReserve(),
+		levels:  flowcontrollisters.NewPriorityLevelConfigurationLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
 		spaceOf: func(ctx context.Context) string { s, _ := ctx.Value(spaceKey{}).(string); return s }}
 
 	for _, c := range []struct {

@@ -19,8 +19,7 @@ import (
 // the queues are. With a seat kept, it starts at once, and a lone flood
 // still runs on all seats but one.
 //
-// reserve counts the seats each user's resource requests hold or may
-// hold in APF (queued or running: one a request, or as many as APF's
+// reserve counts the seats each user's requests hold or may hold in APF (queued or running: one a request, or as many as APF's
 // work estimate says, until the estimate's added latency after it ends),
 // and lets a flow of the tenants' level have at most its limit there.
 // Its further requests wait in line before APF, in their order, under the
@@ -29,13 +28,15 @@ import (
 // refused (429) as APF refuses them.
 //
 // Which level a user's requests go to is learned from APF's own
-// classification of their resource requests, or, until she makes one,
-// of a request naming no resource (an OpenAPI document) that went to the
-// tenants' level. Health checks go elsewhere (exempt): nothing is learned
-// from them, and a request that APF puts in another level stops counting
-// once classified. A user's requests are counted from the first, so that
-// a first burst, before APF has classified one of them, counts against
-// the limit once it is known.
+// classification of her resource requests, and of her requests naming no
+// resource (an OpenAPI document, discovery) that went to the tenants'
+// level. Health checks that a flow schema before the tenants' puts in
+// another level for every authenticated user (Kubernetes' probes schema
+// exempts them) pass straight to APF, neither counted nor learned from;
+// any other request that APF puts in another level stops counting once
+// classified. A user's requests are counted from the first, so that a
+// first burst, before APF has classified one of them, counts against the
+// limit once it is known.
 type reserve struct {
 	mu    sync.Mutex
 	flows map[string]*gatedFlow
@@ -76,13 +77,12 @@ func newReserve() *reserve {
 	return &reserve{flows: map[string]*gatedFlow{}, seen: map[string]classification{}}
 }
 
-// learn remembers what APF classified a user's request as: over what it
-// knew of her if overwrite, else only if it knew nothing.
-func (r *reserve) learn(user string, fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration, overwrite bool) {
+// learn remembers what APF classified a user's request as.
+func (r *reserve) learn(user string, fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c, ok := r.seen[user]; ok {
-		if !overwrite || c.fs == fs && c.pl == pl {
+		if c.fs == fs && c.pl == pl {
 			return
 		}
 	} else if len(r.seen) >= maxSeen {
@@ -94,8 +94,7 @@ func (r *reserve) learn(user string, fs *flowcontrolv1.FlowSchema, pl *flowcontr
 	r.seen[user] = classification{fs: fs, pl: pl}
 }
 
-// classified returns what APF last classified a user's resource request
-// as.
+// classified returns what the reserve last learned of a user's level.
 func (r *reserve) classified(user string) (classification, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

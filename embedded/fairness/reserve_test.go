@@ -149,60 +149,150 @@ func TestAFloodLeavesASeat(t *testing.T) {
 // resource (OpenAPI documents, discovery) count as her others do. dave,
 // who never asked for a resource, floods /openapi/v3: he holds all the
 // tenants' seats but one, and another space's create runs at once
-// beside him. A health check, which APF exempts, holds no tenant seat
-// while it runs.
+// beside him. So does frank, whom the reserve knew in another level. A
+// health check, which APF exempts, neither waits behind its user's
+// requests nor holds a seat of hers.
 func TestANonResourceFloodLeavesASeat(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	flows, handle := serverAPF(ctx, t)
 	r := flows.(*spaceFlows).reserve
 
-	const held, line = 1, 5
-	var running, most atomic.Int32
-	hold := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range held + line {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			level, ran := handle(ctx, "team-d", "dave", "openapi", func() {
-				enter(&running, &most)
-				<-hold
-				running.Add(-1)
-			})
-			if !ran || level != Tenants {
-				t.Errorf("dave's request %d: ran %v, in %q", i, ran, level)
-			}
-		}()
-		require.Eventually(t, func() bool {
-			return running.Load() == int32(min(i+1, held)) && inLine(r, "team-d/dave") == max(0, i+1-held)
-		}, 10*time.Second, time.Millisecond, "the flood of /openapi/v3 runs on all the tenants' seats but one")
+	flood := func(space, name string) {
+		const held, line = 1, 5
+		var running, most atomic.Int32
+		hold := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range held + line {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				level, ran := handle(ctx, space, name, "openapi", func() {
+					enter(&running, &most)
+					<-hold
+					running.Add(-1)
+				})
+				if !ran || level != Tenants {
+					t.Errorf("%s's request %d: ran %v, in %q", name, i, ran, level)
+				}
+			}()
+			require.Eventually(t, func() bool {
+				return running.Load() == int32(min(i+1, held)) && inLine(r, space+"/"+name) == max(0, i+1-held)
+			}, 10*time.Second, time.Millisecond, "%s's flood of /openapi/v3 runs on all the tenants' seats but one", name)
+		}
+		runsSoon(t, func() bool { _, ran := handle(ctx, "team-b", "bob", "create", func() {}); return ran },
+			"bob's request in another space runs, without waiting for the flood of /openapi/v3")
+		close(hold)
+		wg.Wait()
+		require.Equal(t, int32(held), most.Load(), "the flood never ran more at once")
 	}
-	runsSoon(t, func() bool { _, ran := handle(ctx, "team-b", "bob", "create", func() {}); return ran },
-		"bob's request in another space runs, without waiting for dave's flood of /openapi/v3")
-	close(hold)
-	wg.Wait()
-	require.Equal(t, int32(held), most.Load(), "the flood never ran more at once")
+	flood("team-d", "dave")
 
-	// erin, a known tenant, holds a health check open: exempt, it holds
-	// none of her seats, and her create runs beside it.
+	// frank is known in another level (as a user whose request came
+	// before APF had its configuration, in catch-all): his requests
+	// naming no resource still count, and correct what is known of him.
+	levels := map[string]*flowcontrolv1.PriorityLevelConfiguration{}
+	for _, pl := range PriorityLevels() {
+		levels[pl.Name] = pl
+	}
+	r.learn("team-f/frank", nil, levels["catch-all"])
+	flood("team-f", "frank")
+
+	// A request that APF puts in a level not held (here, of a user APF
+	// exempts) stops counting once classified, while it runs.
+	admin := &user.DefaultInfo{Name: "root", Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}}
+	running, done, stop := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		flows.Handle(context.WithValue(ctx, spaceKey{}, "team-g"), utilflowcontrol.RequestDigest{
+			RequestInfo: &request.RequestInfo{Verb: "get", Path: "/openapi/v3"}, User: admin},
+			func(*flowcontrolv1.FlowSchema, *flowcontrolv1.PriorityLevelConfiguration, string) {},
+			func() fcrequest.WorkEstimate { return fcrequest.WorkEstimate{InitialSeats: 1} }, nil,
+			func() { close(running); <-stop })
+	}()
+	<-running
+	r.mu.Lock()
+	_, counted := r.flows["team-g/root"]
+	r.mu.Unlock()
+	require.False(t, counted, "an exempt request holds no seat")
+	close(stop)
+	<-done
+
+	// erin, a known tenant, holds her one seat with a create: her health
+	// check runs at once beside it, exempt, and holds no seat of hers
+	// while it is open: her next create runs beside it.
 	level, ran := handle(ctx, "team-e", "erin", "create", func() {})
 	require.True(t, ran)
 	require.Equal(t, Tenants, level)
-	probing, probed := make(chan struct{}), make(chan struct{})
+	creating, created, busy := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(created)
+		handle(ctx, "team-e", "erin", "create", func() { close(creating); <-busy })
+	}()
+	<-creating
+	probing, probed, open := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var probeLevel string
 	go func() {
 		defer close(probed)
-		handle(ctx, "team-e", "erin", "probe", func() { close(probing); <-hold })
+		probeLevel, _ = handle(ctx, "team-e", "erin", "probe", func() { close(probing); <-open })
 	}()
-	<-probing
+	select {
+	case <-probing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("erin's health check waited behind her create")
+	}
+	close(busy)
+	<-created
 	runsSoon(t, func() bool { _, ran := handle(ctx, "team-e", "erin", "create", func() {}); return ran },
-		"erin's create runs, without waiting for her health check")
+		"erin's create runs beside her open health check")
+	close(open)
 	<-probed
+	require.Equal(t, "exempt", probeLevel)
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	require.Empty(t, r.flows, "an idle flow is forgotten")
 	require.Zero(t, r.waiting)
+}
+
+// TestPassedRules: the health checks that a flow schema before the
+// tenants' exempts for every authenticated user pass straight to APF;
+// nothing else does.
+func TestPassedRules(t *testing.T) {
+	c := reserveConfig{passed: passedRules(FlowSchemas())}
+	for _, path := range []string{"/livez", "/readyz", "/healthz"} {
+		require.True(t, c.passes("get", path), path)
+		require.False(t, c.passes("post", path), "POST %s", path)
+	}
+	for _, path := range []string{"/openapi/v3", "/openapi/v2", "/version", "/api", "/apis", "/livez/etcd", "/metrics"} {
+		require.False(t, c.passes("get", path), path)
+	}
+
+	// An admin's schema for everyone, before the tenants', with a
+	// prefix; one after it; one for a group of its own.
+	schema := func(name string, precedence int32, level string, subject flowcontrolv1.Subject) *flowcontrolv1.FlowSchema {
+		fs := everything(name, precedence, level, "nobody")
+		fs.Spec.Rules = []flowcontrolv1.PolicyRulesWithSubjects{{
+			Subjects: []flowcontrolv1.Subject{subject},
+			NonResourceRules: []flowcontrolv1.NonResourcePolicyRule{{
+				Verbs: []string{flowcontrolv1.VerbAll}, NonResourceURLs: []string{"/debug/*", "/" + name},
+			}},
+		}}
+		return fs
+	}
+	everyone := flowcontrolv1.Subject{Kind: flowcontrolv1.SubjectKindGroup, Group: &flowcontrolv1.GroupSubject{Name: user.AllAuthenticated}}
+	some := flowcontrolv1.Subject{Kind: flowcontrolv1.SubjectKindGroup, Group: &flowcontrolv1.GroupSubject{Name: "ops"}}
+	c = reserveConfig{passed: passedRules(append(FlowSchemas(),
+		schema("early", 500, "workload-low", everyone),
+		schema("late", 9000, "workload-low", everyone),
+		schema("ops", 500, "workload-low", some),
+		schema("tenants-too", 500, Tenants, everyone)))}
+	require.True(t, c.passes("get", "/debug/pprof"))
+	require.True(t, c.passes("post", "/early"))
+	require.False(t, c.passes("get", "/debugger"), "/debug/* is /debug/ and below")
+	require.False(t, c.passes("get", "/late"), "after the tenants' schema")
+	require.False(t, c.passes("get", "/ops"), "not every user")
+	require.False(t, c.passes("get", "/tenants-too"), "the tenants' level")
 }
 
 // runsSoon sends one request and fails unless it runs within 10 s.
@@ -458,6 +548,18 @@ func TestGateFollowsTheConfiguration(t *testing.T) {
 		g, ok := s.gate(tenants)
 		return ok && g.limit == 3
 	}, 10*time.Second, 10*time.Millisecond, "ceil(6 × 100 / 165) - 1 after the change")
-	_, ok = s.gate(PriorityLevels()[0])
-	require.Equal(t, PriorityLevels()[0].Name == Tenants, ok, "only the tenants' level is held")
+	for _, pl := range PriorityLevels() {
+		_, ok = s.gate(pl)
+		require.Equal(t, pl.Name == Tenants, ok, "only the tenants' level is held: %s", pl.Name)
+	}
+
+	// A flow schema's change too: the tenants' schema, then one before
+	// it that exempts a path for everyone.
+	require.False(t, s.config().passes("get", "/livez"), "no flow schema yet")
+	for _, fs := range FlowSchemas() {
+		_, err = client.FlowcontrolV1().FlowSchemas().Create(ctx, fs, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return s.config().passes("get", "/livez") }, 10*time.Second, 10*time.Millisecond,
+		"Kubernetes' probes schema exempts /livez")
 }
