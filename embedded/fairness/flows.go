@@ -11,6 +11,7 @@ import (
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/apis/flowcontrol/bootstrap"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
 	utilflowcontrol "k8s.io/apiserver/pkg/util/flowcontrol"
@@ -88,14 +89,21 @@ func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestD
 	resource := digest.RequestInfo.IsResourceRequest
 	cfg := s.config()
 	if !resource && cfg.passes(digest.RequestInfo.Verb, digest.RequestInfo.Path) {
-		// A health check, which a flow schema matched before the
-		// tenants' puts in another level for every authenticated user
-		// (Kubernetes' probes schema exempts them): neither counted nor
-		// held, nor learned from.
+		// A health check, which a flow schema matched before any that
+		// sends requests to the tenants' level puts in another level for
+		// every authenticated user (Kubernetes' probes schema exempts
+		// them): neither counted nor held, nor learned from.
 		s.Interface.Handle(ctx, digest, noteFn, workEstimator, queueNoteFn, execFn)
 		return
 	}
-	c, known := s.reserve.classified(name)
+	// What a user's resource requests and her requests naming no
+	// resource are classified as is learned apart: an admin's schema may
+	// send them to different levels.
+	learned := name
+	if !resource {
+		learned = name + nonResourceKey
+	}
+	c, known := s.reserve.classified(learned)
 	var g *gate
 	if known {
 		g, _ = s.gate(c.pl)
@@ -103,7 +111,7 @@ func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestD
 	if known && g == nil && resource {
 		// Another level's: not counted.
 		note := func(fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration, distinguisher string) {
-			s.reserve.learn(name, fs, pl)
+			s.reserve.learn(learned, fs, pl)
 			noteFn(fs, pl, distinguisher)
 		}
 		s.Interface.Handle(ctx, digest, note, workEstimator, queueNoteFn, execFn)
@@ -125,14 +133,8 @@ func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestD
 	}
 	defer t.release()
 	note := func(fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration, distinguisher string) {
-		// A user's level is learned from her resource requests, and from
-		// a request naming no resource (an OpenAPI document, discovery)
-		// that went to the level held: the others may go elsewhere for
-		// reasons of their own, which say nothing of her other requests.
+		s.reserve.learn(learned, fs, pl)
 		_, held := s.gate(pl)
-		if resource || held {
-			s.reserve.learn(name, fs, pl)
-		}
 		if !held {
 			// Not in a level held: it holds no seat there.
 			t.release()
@@ -167,8 +169,10 @@ func (s *spaceFlows) config() *reserveConfig {
 	if current, err := s.levels.Get(Tenants); err == nil {
 		c.gate, c.ok = gated(s.levels, s.serverSeats, current)
 	}
-	if schemas, err := s.flowSchemas.List(labels.Everything()); err == nil {
-		c.passed = passedRules(schemas)
+	schemas, schemasErr := s.flowSchemas.List(labels.Everything())
+	levels, levelsErr := s.levels.List(labels.Everything())
+	if schemasErr == nil && levelsErr == nil {
+		c.passed = passedRules(schemas, levels)
 	}
 	s.cached.Store(c)
 	return c
@@ -180,36 +184,46 @@ type reserveConfig struct {
 	gate *gate
 	ok   bool
 	// passed are the rules of requests naming no resource that a flow
-	// schema matched before the tenants' puts in another level for every
-	// authenticated user.
+	// schema matched before any of the tenants' level puts in another
+	// level for every authenticated user (passedRules).
 	passed []flowcontrolv1.NonResourcePolicyRule
 }
 
 // passedRules returns the rules for requests naming no resource of the
-// flow schemas that match every authenticated user before the tenants'
-// schema does (a lower matching precedence, or the same and a name
-// before it: APF's order), in a level other than the tenants'. With
-// Kubernetes' suggested configuration: the probes schema's GETs of
-// /healthz, /livez and /readyz, which it exempts.
-func passedRules(schemas []*flowcontrolv1.FlowSchema) []flowcontrolv1.NonResourcePolicyRule {
-	var tenants *flowcontrolv1.FlowSchema
+// flow schemas that match every authenticated user, in a level other than
+// the tenants', before any schema of the tenants' level in APF's order (a
+// lower matching precedence, or the same and a name before it). As APF, it
+// skips a schema whose level does not exist (but for the mandatory ones,
+// which APF keeps whatever the configuration says). With Kubernetes'
+// suggested configuration: the probes schema's GETs of /healthz, /livez
+// and /readyz, which it exempts.
+func passedRules(schemas []*flowcontrolv1.FlowSchema, levels []*flowcontrolv1.PriorityLevelConfiguration) []flowcontrolv1.NonResourcePolicyRule {
+	exists := map[string]bool{}
+	for _, pl := range levels {
+		exists[pl.Name] = true
+	}
+	for _, pl := range bootstrap.MandatoryPriorityLevelConfigurations {
+		exists[pl.Name] = true
+	}
+	before := func(a, b *flowcontrolv1.FlowSchema) bool {
+		if a.Spec.MatchingPrecedence != b.Spec.MatchingPrecedence {
+			return a.Spec.MatchingPrecedence < b.Spec.MatchingPrecedence
+		}
+		return a.Name < b.Name
+	}
+	var first *flowcontrolv1.FlowSchema // the tenants' level's first
 	for _, fs := range schemas {
-		if fs.Name == Tenants {
-			tenants = fs
+		if fs.Spec.PriorityLevelConfiguration.Name == Tenants && exists[Tenants] && (first == nil || before(fs, first)) {
+			first = fs
 		}
 	}
-	if tenants == nil {
+	if first == nil {
 		return nil
-	}
-	before := func(fs *flowcontrolv1.FlowSchema) bool {
-		if fs.Spec.MatchingPrecedence != tenants.Spec.MatchingPrecedence {
-			return fs.Spec.MatchingPrecedence < tenants.Spec.MatchingPrecedence
-		}
-		return fs.Name < tenants.Name
 	}
 	var passed []flowcontrolv1.NonResourcePolicyRule
 	for _, fs := range schemas {
-		if fs.Name == Tenants || fs.Spec.PriorityLevelConfiguration.Name == Tenants || !before(fs) {
+		level := fs.Spec.PriorityLevelConfiguration.Name
+		if level == Tenants || !exists[level] || !before(fs, first) {
 			continue
 		}
 		for _, rule := range fs.Spec.Rules {
@@ -236,16 +250,20 @@ func matchesEveryone(subjects []flowcontrolv1.Subject) bool {
 }
 
 // passes reports whether a request naming no resource, of verb to path,
-// is one a passed rule matches, as APF matches them: a verb named or
-// "*"; a URL named, "*", or "PREFIX/*" for PREFIX/ and below.
+// is one a passed rule matches, as APF matches them: a verb named or "*";
+// a URL "*", named, or below one named ("/livez" covers "/livez/etcd";
+// "/debug/*" covers "/debug/" and below).
 func (c *reserveConfig) passes(verb, path string) bool {
 	for _, rule := range c.passed {
 		if !slices.Contains(rule.Verbs, verb) && !slices.Contains(rule.Verbs, flowcontrolv1.VerbAll) {
 			continue
 		}
 		for _, u := range rule.NonResourceURLs {
-			if u == path || u == flowcontrolv1.NonResourceAll ||
-				strings.HasSuffix(u, "/*") && strings.HasPrefix(path, strings.TrimSuffix(u, "*")) {
+			prefix := strings.TrimSuffix(u, "*")
+			if !strings.HasSuffix(prefix, "/") {
+				prefix += "/"
+			}
+			if u == flowcontrolv1.NonResourceAll || u == path || strings.HasPrefix(path, prefix) {
 				return true
 			}
 		}

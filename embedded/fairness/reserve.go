@@ -19,24 +19,24 @@ import (
 // the queues are. With a seat kept, it starts at once, and a lone flood
 // still runs on all seats but one.
 //
-// reserve counts the seats each user's requests hold or may hold in APF (queued or running: one a request, or as many as APF's
-// work estimate says, until the estimate's added latency after it ends),
-// and lets a flow of the tenants' level have at most its limit there.
+// reserve counts the seats each user's requests hold or may hold in APF
+// (queued or running: one a request, or as many as APF's work estimate
+// says, until the estimate's added latency after it ends), and lets a
+// flow of the tenants' level have at most its limit there.
 // Its further requests wait in line before APF, in their order, under the
 // deadline they would have in APF's queues, at most as many as those
 // queues would hold for the flow and for the whole level; more are
 // refused (429) as APF refuses them.
 //
 // Which level a user's requests go to is learned from APF's own
-// classification of her resource requests, and of her requests naming no
-// resource (an OpenAPI document, discovery) that went to the tenants'
-// level. Health checks that a flow schema before the tenants' puts in
-// another level for every authenticated user (Kubernetes' probes schema
-// exempts them) pass straight to APF, neither counted nor learned from;
-// any other request that APF puts in another level stops counting once
-// classified. A user's requests are counted from the first, so that a
-// first burst, before APF has classified one of them, counts against the
-// limit once it is known.
+// classification of them, her resource requests apart from those naming
+// no resource (an OpenAPI document, discovery). Health checks that a flow
+// schema before any of the tenants' level puts in another level for every
+// authenticated user (Kubernetes' probes schema exempts them) pass
+// straight to APF, neither counted nor learned from; any other request
+// that APF puts in another level stops counting once classified. A user's
+// requests are counted from the first, so that a first burst, before APF
+// has classified one of them, counts against the limit once it is known.
 type reserve struct {
 	mu    sync.Mutex
 	flows map[string]*gatedFlow
@@ -46,6 +46,11 @@ type reserve struct {
 	// (the level's queues' capacity).
 	waiting, maxWaiting int
 }
+
+// nonResourceKey ends the key under which reserve.seen keeps what a
+// user's requests naming no resource were classified as ("\x00" is in no
+// user's name that APF sees: SPACE/NAME).
+const nonResourceKey = "\x00non-resource"
 
 // maxSeen bounds reserve.seen: past it, one entry is forgotten for each
 // new one.

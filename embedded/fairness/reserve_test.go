@@ -2,6 +2,7 @@ package fairness
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -210,7 +211,7 @@ func TestANonResourceFloodLeavesASeat(t *testing.T) {
 			func() fcrequest.WorkEstimate { return fcrequest.WorkEstimate{InitialSeats: 1} }, nil,
 			func() { close(running); <-stop })
 	}()
-	<-running
+	waitFor(t, running, "the exempt request runs")
 	r.mu.Lock()
 	_, counted := r.flows["team-g/root"]
 	r.mu.Unlock()
@@ -229,18 +230,16 @@ func TestANonResourceFloodLeavesASeat(t *testing.T) {
 		defer close(created)
 		handle(ctx, "team-e", "erin", "create", func() { close(creating); <-busy })
 	}()
-	<-creating
+	waitFor(t, creating, "erin's create runs")
 	probing, probed, open := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	var probeLevel string
 	go func() {
 		defer close(probed)
 		probeLevel, _ = handle(ctx, "team-e", "erin", "probe", func() { close(probing); <-open })
 	}()
-	select {
-	case <-probing:
-	case <-time.After(10 * time.Second):
-		t.Fatal("erin's health check waited behind her create")
-	}
+	waitFor(t, probing, "erin's health check runs, without waiting behind her create")
+	runsSoon(t, func() bool { _, ran := handle(ctx, "team-e", "erin", "probe /livez/etcd", func() {}); return ran },
+		"erin's check of /livez/etcd runs, without waiting behind her create")
 	close(busy)
 	<-created
 	runsSoon(t, func() bool { _, ran := handle(ctx, "team-e", "erin", "create", func() {}); return ran },
@@ -255,27 +254,28 @@ func TestANonResourceFloodLeavesASeat(t *testing.T) {
 	require.Zero(t, r.waiting)
 }
 
-// TestPassedRules: the health checks that a flow schema before the
-// tenants' exempts for every authenticated user pass straight to APF;
-// nothing else does.
+// TestPassedRules: the health checks that a flow schema before any of
+// the tenants' level exempts for every authenticated user pass straight
+// to APF, with what APF's rules cover below them; nothing else does.
 func TestPassedRules(t *testing.T) {
-	c := reserveConfig{passed: passedRules(FlowSchemas())}
-	for _, path := range []string{"/livez", "/readyz", "/healthz"} {
+	c := reserveConfig{passed: passedRules(FlowSchemas(), PriorityLevels())}
+	for _, path := range []string{"/livez", "/readyz", "/healthz", "/livez/etcd", "/readyz/ping", "/healthz/"} {
 		require.True(t, c.passes("get", path), path)
 		require.False(t, c.passes("post", path), "POST %s", path)
 	}
-	for _, path := range []string{"/openapi/v3", "/openapi/v2", "/version", "/api", "/apis", "/livez/etcd", "/metrics"} {
+	for _, path := range []string{"/openapi/v3", "/openapi/v2", "/version", "/api", "/apis", "/livezz", "/metrics"} {
 		require.False(t, c.passes("get", path), path)
 	}
 
-	// An admin's schema for everyone, before the tenants', with a
-	// prefix; one after it; one for a group of its own.
+	// An admin's schemas for everyone before the tenants', with a
+	// prefix; one after it; one for a group of its own; one in the
+	// tenants' level; one whose level does not exist (APF skips it).
 	schema := func(name string, precedence int32, level string, subject flowcontrolv1.Subject) *flowcontrolv1.FlowSchema {
 		fs := everything(name, precedence, level, "nobody")
 		fs.Spec.Rules = []flowcontrolv1.PolicyRulesWithSubjects{{
 			Subjects: []flowcontrolv1.Subject{subject},
 			NonResourceRules: []flowcontrolv1.NonResourcePolicyRule{{
-				Verbs: []string{flowcontrolv1.VerbAll}, NonResourceURLs: []string{"/debug/*", "/" + name},
+				Verbs: []string{flowcontrolv1.VerbAll}, NonResourceURLs: []string{"/" + name + "/*", "/" + name + "-exact"},
 			}},
 		}}
 		return fs
@@ -283,16 +283,24 @@ func TestPassedRules(t *testing.T) {
 	everyone := flowcontrolv1.Subject{Kind: flowcontrolv1.SubjectKindGroup, Group: &flowcontrolv1.GroupSubject{Name: user.AllAuthenticated}}
 	some := flowcontrolv1.Subject{Kind: flowcontrolv1.SubjectKindGroup, Group: &flowcontrolv1.GroupSubject{Name: "ops"}}
 	c = reserveConfig{passed: passedRules(append(FlowSchemas(),
-		schema("early", 500, "workload-low", everyone),
-		schema("late", 9000, "workload-low", everyone),
-		schema("ops", 500, "workload-low", some),
-		schema("tenants-too", 500, Tenants, everyone)))}
-	require.True(t, c.passes("get", "/debug/pprof"))
-	require.True(t, c.passes("post", "/early"))
-	require.False(t, c.passes("get", "/debugger"), "/debug/* is /debug/ and below")
-	require.False(t, c.passes("get", "/late"), "after the tenants' schema")
-	require.False(t, c.passes("get", "/ops"), "not every user")
-	require.False(t, c.passes("get", "/tenants-too"), "the tenants' level")
+		schema("early", 500, "global-default", everyone),
+		schema("late", 9000, "global-default", everyone),
+		schema("ops", 500, "global-default", some),
+		schema("tenants-too", 500, Tenants, everyone),
+		schema("dangling", 500, "workload-low", everyone)), PriorityLevels())}
+	require.True(t, c.passes("get", "/early/pprof"))
+	require.True(t, c.passes("post", "/early-exact"))
+	require.False(t, c.passes("get", "/earlyish"), "/early/* is /early/ and below")
+	require.False(t, c.passes("get", "/late/x"), "after the tenants' schema")
+	require.False(t, c.passes("get", "/ops/x"), "not every user")
+	require.False(t, c.passes("get", "/tenants-too/x"), "the tenants' level")
+	require.False(t, c.passes("get", "/dangling/x"), "a level that does not exist")
+
+	// A schema of the tenants' level before the probes schema: nothing
+	// passes, for APF would send the probes there first.
+	first := schema("first", 1, Tenants, everyone)
+	c = reserveConfig{passed: passedRules(append(FlowSchemas(), first), PriorityLevels())}
+	require.False(t, c.passes("get", "/livez"))
 }
 
 // runsSoon sends one request and fails unless it runs within 10 s.
@@ -303,6 +311,16 @@ func runsSoon(t *testing.T, send func() (ran bool), what string) {
 	select {
 	case ran := <-done:
 		require.True(t, ran, what)
+	case <-time.After(10 * time.Second):
+		t.Fatal(what)
+	}
+}
+
+// waitFor fails unless ch closes within 10 s.
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
 	case <-time.After(10 * time.Second):
 		t.Fatal(what)
 	}
@@ -328,7 +346,8 @@ func inLine(r *reserve, flow string) int {
 // serverAPF runs Kubernetes' APF controller with the server's
 // configuration on 6 seats (2 cores), on a fake clientset's informers,
 // until ctx ends. handle sends one request through it, by name in space:
-// a create of a ConfigMap, a watch of them, a health check ("probe") or a
+// a create of a ConfigMap, a watch of them, a health check ("probe", or
+// "probe PATH") or a
 // GET of /openapi/v3 ("openapi"); it returns the priority level the
 // request was classified in, and whether it ran.
 func serverAPF(ctx context.Context, t *testing.T) (utilflowcontrol.Interface, func(ctx context.Context, space, name, verb string, exec func()) (string, bool)) {
@@ -348,10 +367,12 @@ func serverAPF(ctx context.Context, t *testing.T) (utilflowcontrol.Interface, fu
 		ctx = context.WithValue(ctx, spaceKey{}, space)
 		u := &user.DefaultInfo{Name: name, Groups: []string{user.AllAuthenticated}}
 		info := &request.RequestInfo{IsResourceRequest: true, Verb: verb, Resource: "configmaps", Namespace: "default"}
-		switch verb {
-		case "probe":
+		switch {
+		case verb == "probe":
 			info = &request.RequestInfo{Verb: "get", Path: "/livez"}
-		case "openapi":
+		case strings.HasPrefix(verb, "probe "):
+			info = &request.RequestInfo{Verb: "get", Path: strings.TrimPrefix(verb, "probe ")}
+		case verb == "openapi":
 			info = &request.RequestInfo{Verb: "get", Path: "/openapi/v3"}
 		}
 		flows.Handle(ctx, utilflowcontrol.RequestDigest{RequestInfo: info, User: u},
