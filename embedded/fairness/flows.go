@@ -99,10 +99,7 @@ func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestD
 	// What a user's resource requests and her requests naming no
 	// resource are classified as is learned apart: an admin's schema may
 	// send them to different levels.
-	learned := name
-	if !resource {
-		learned = name + nonResourceKey
-	}
+	learned := learnedKey{user: name, nonResource: !resource}
 	c, known := s.reserve.classified(learned)
 	var g *gate
 	if known {

@@ -41,16 +41,18 @@ type reserve struct {
 	mu    sync.Mutex
 	flows map[string]*gatedFlow
 	// seen is each user's classification, at most maxSeen of them.
-	seen map[string]classification
+	seen map[learnedKey]classification
 	// waiting is every flow's requests in line; maxWaiting bounds it
 	// (the level's queues' capacity).
 	waiting, maxWaiting int
 }
 
-// nonResourceKey ends the key under which reserve.seen keeps what a
-// user's requests naming no resource were classified as ("\x00" is in no
-// user's name that APF sees: SPACE/NAME).
-const nonResourceKey = "\x00non-resource"
+// learnedKey is what reserve.seen keeps a classification under: a
+// user's resource requests, or her requests naming no resource.
+type learnedKey struct {
+	user        string
+	nonResource bool
+}
 
 // maxSeen bounds reserve.seen: past it, one entry is forgotten for each
 // new one.
@@ -79,11 +81,11 @@ type gate struct {
 }
 
 func newReserve() *reserve {
-	return &reserve{flows: map[string]*gatedFlow{}, seen: map[string]classification{}}
+	return &reserve{flows: map[string]*gatedFlow{}, seen: map[learnedKey]classification{}}
 }
 
 // learn remembers what APF classified a user's request as.
-func (r *reserve) learn(user string, fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration) {
+func (r *reserve) learn(user learnedKey, fs *flowcontrolv1.FlowSchema, pl *flowcontrolv1.PriorityLevelConfiguration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c, ok := r.seen[user]; ok {
@@ -100,7 +102,7 @@ func (r *reserve) learn(user string, fs *flowcontrolv1.FlowSchema, pl *flowcontr
 }
 
 // classified returns what the reserve last learned of a user's level.
-func (r *reserve) classified(user string) (classification, bool) {
+func (r *reserve) classified(user learnedKey) (classification, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c, ok := r.seen[user]

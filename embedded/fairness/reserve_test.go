@@ -150,7 +150,8 @@ func TestAFloodLeavesASeat(t *testing.T) {
 // resource (OpenAPI documents, discovery) count as her others do. dave,
 // who never asked for a resource, floods /openapi/v3: he holds all the
 // tenants' seats but one, and another space's create runs at once
-// beside him. So does frank, whom the reserve knew in another level. A
+// beside him. So does frank, whose resource requests the reserve knew in
+// another level. A
 // health check, which APF exempts, neither waits behind its user's
 // requests nor holds a seat of hers.
 func TestANonResourceFloodLeavesASeat(t *testing.T) {
@@ -189,14 +190,15 @@ func TestANonResourceFloodLeavesASeat(t *testing.T) {
 	}
 	flood("team-d", "dave")
 
-	// frank is known in another level (as a user whose request came
-	// before APF had its configuration, in catch-all): his requests
-	// naming no resource still count, and correct what is known of him.
+	// frank's resource requests are known in another level (as for a
+	// user whose request came before APF had its configuration, in
+	// catch-all): his requests naming no resource, learned apart, still
+	// count.
 	levels := map[string]*flowcontrolv1.PriorityLevelConfiguration{}
 	for _, pl := range PriorityLevels() {
 		levels[pl.Name] = pl
 	}
-	r.learn("team-f/frank", nil, levels["catch-all"])
+	r.learn(learnedKey{user: "team-f/frank"}, nil, levels["catch-all"])
 	flood("team-f", "frank")
 
 	// A request that APF puts in a level not held (here, of a user APF
