@@ -78,7 +78,8 @@ type spaceFlows struct {
 func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestDigest,
 	noteFn func(*flowcontrolv1.FlowSchema, *flowcontrolv1.PriorityLevelConfiguration, string),
 	workEstimator func() fcrequest.WorkEstimate, queueNoteFn fq.QueueNoteFn, execFn func()) {
-	if space := s.spaceOf(ctx); space != "" && digest.User != nil && !s.named(digest.User.GetName()) {
+	cfg := s.config()
+	if space := s.spaceOf(ctx); space != "" && digest.User != nil && !cfg.names(digest.User.GetName()) {
 		digest.User = QualifiedUser(space, digest.User)
 	}
 	if digest.User == nil || digest.RequestInfo == nil {
@@ -87,7 +88,6 @@ func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestD
 	}
 	name := digest.User.GetName()
 	resource := digest.RequestInfo.IsResourceRequest
-	cfg := s.config()
 	if !resource && cfg.passes(digest.RequestInfo.Verb, digest.RequestInfo.Path) {
 		// A health check, which a flow schema matched before any that
 		// sends requests to the tenants' level puts in another level for
@@ -171,6 +171,9 @@ func (s *spaceFlows) config() *reserveConfig {
 	if schemasErr == nil && levelsErr == nil {
 		c.passed = passedRules(schemas, levels)
 	}
+	if schemasErr == nil {
+		c.users, c.serviceAccounts = subjectsNamed(schemas)
+	}
 	s.cached.Store(c)
 	return c
 }
@@ -184,6 +187,10 @@ type reserveConfig struct {
 	// schema matched before any of the tenants' level puts in another
 	// level for every authenticated user (passedRules).
 	passed []flowcontrolv1.NonResourcePolicyRule
+	// users and serviceAccounts are the subjects the flow schemas name
+	// (subjectsNamed).
+	users           map[string]bool
+	serviceAccounts map[string]map[string]bool
 }
 
 // passedRules returns the rules for requests naming no resource of the
@@ -274,32 +281,38 @@ func QualifiedUser(space string, u user.Info) user.Info {
 	return &user.DefaultInfo{Name: space + "/" + u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: u.GetExtra()}
 }
 
-// named reports whether a flow schema names the user: a User subject of
-// that name, or a ServiceAccount subject that the user is.
-func (s *spaceFlows) named(name string) bool {
-	schemas, err := s.flowSchemas.List(labels.Everything())
-	if err != nil {
-		return false
-	}
-	saNamespace, saName, saErr := serviceaccount.SplitUsername(name)
+// subjectsNamed returns the users the flow schemas name (User subjects),
+// and the service accounts, by namespace (ServiceAccount subjects; "*" for
+// every one of a namespace).
+func subjectsNamed(schemas []*flowcontrolv1.FlowSchema) (map[string]bool, map[string]map[string]bool) {
+	users, serviceAccounts := map[string]bool{}, map[string]map[string]bool{}
 	for _, fs := range schemas {
 		for _, rule := range fs.Spec.Rules {
 			for _, subject := range rule.Subjects {
 				switch {
 				case subject.User != nil:
-					if subject.User.Name == name {
-						return true
-					}
+					users[subject.User.Name] = true
 				case subject.ServiceAccount != nil:
-					if saErr == nil && subject.ServiceAccount.Namespace == saNamespace &&
-						(subject.ServiceAccount.Name == flowcontrolv1.NameAll || subject.ServiceAccount.Name == saName) {
-						return true
+					ns := subject.ServiceAccount.Namespace
+					if serviceAccounts[ns] == nil {
+						serviceAccounts[ns] = map[string]bool{}
 					}
+					serviceAccounts[ns][subject.ServiceAccount.Name] = true
 				}
 			}
 		}
 	}
-	return false
+	return users, serviceAccounts
+}
+
+// names reports whether a flow schema names the user: a User subject of
+// that name, or a ServiceAccount subject that the user is.
+func (c *reserveConfig) names(name string) bool {
+	if c.users[name] {
+		return true
+	}
+	namespace, sa, err := serviceaccount.SplitUsername(name)
+	return err == nil && (c.serviceAccounts[namespace][flowcontrolv1.NameAll] || c.serviceAccounts[namespace][sa])
 }
 
 // Ensure keeps the configuration in the root space as PriorityLevels and

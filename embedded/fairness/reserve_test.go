@@ -586,3 +586,43 @@ func TestGateFollowsTheConfiguration(t *testing.T) {
 	require.Eventually(t, func() bool { return s.config().passes("get", "/livez") }, 10*time.Second, 10*time.Millisecond,
 		"Kubernetes' probes schema exempts /livez")
 }
+
+func TestNamedUsersFollowTheConfiguration(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	s := New(factory, client.FlowcontrolV1(), 6, func(ctx context.Context) string { sp, _ := ctx.Value(spaceKey{}).(string); return sp }).(*spaceFlows)
+	inner := &recorder{}
+	s.Interface = inner
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	seenAs := func(name string) string {
+		inner.got = utilflowcontrol.RequestDigest{}
+		s.Handle(context.WithValue(ctx, spaceKey{}, "team-a"), utilflowcontrol.RequestDigest{
+			RequestInfo: &request.RequestInfo{Verb: "get", IsResourceRequest: true}, User: &user.DefaultInfo{Name: name},
+		}, func(*flowcontrolv1.FlowSchema, *flowcontrolv1.PriorityLevelConfiguration, string) {}, func() fcrequest.WorkEstimate {
+			return fcrequest.WorkEstimate{InitialSeats: 1}
+		}, nil, func() {})
+		return inner.got.User.GetName()
+	}
+	require.Equal(t, "team-a/bob", seenAs("bob"))
+	require.Equal(t, "team-a/system:serviceaccount:ci:builder", seenAs("system:serviceaccount:ci:builder"))
+
+	// An admin's schema naming bob, and every service account of ci: the
+	// names are kept from then on, so that the schema matches them.
+	named := everything("named", 100, "slow", "nobody")
+	named.Spec.Rules[0].Subjects = []flowcontrolv1.Subject{
+		{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: "bob"}},
+		{Kind: flowcontrolv1.SubjectKindServiceAccount, ServiceAccount: &flowcontrolv1.ServiceAccountSubject{Namespace: "ci", Name: flowcontrolv1.NameAll}},
+	}
+	_, err := client.FlowcontrolV1().FlowSchemas().Create(ctx, named, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return seenAs("bob") == "bob" }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, "system:serviceaccount:ci:builder", seenAs("system:serviceaccount:ci:builder"))
+	require.Equal(t, "team-a/alice", seenAs("alice"))
+
+	// And qualified again once the schema is gone.
+	require.NoError(t, client.FlowcontrolV1().FlowSchemas().Delete(ctx, "named", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool { return seenAs("bob") == "team-a/bob" }, 10*time.Second, 10*time.Millisecond)
+}
