@@ -124,7 +124,7 @@ func forwardBench(ctx context.Context, bin string, o tunnelOptions, progress fun
 	if err != nil {
 		return nil, err
 	}
-	directCPU, viaCPU := perGET(cpuBefore, cpuBetween, len(directRun.latencies)), perGET(cpuBetween, cpuAfter, len(viaRun.latencies))
+	directCPU, viaCPU := perOp(cpuBefore, cpuBetween, len(directRun.latencies)), perOp(cpuBetween, cpuAfter, len(viaRun.latencies))
 	if edge.syncer.exited() {
 		return nil, errors.New("the syncer exited")
 	}
@@ -168,18 +168,18 @@ func (p forwardProcs) cpu() (map[string]time.Duration, error) {
 	return out, nil
 }
 
-// cpuPerGET is each group's CPU time per GET.
-type cpuPerGET map[string]time.Duration
+// cpuPerOp is each group's CPU time per operation (a GET, an object).
+type cpuPerOp map[string]time.Duration
 
-func perGET(before, after map[string]time.Duration, gets int) cpuPerGET {
-	out := cpuPerGET{}
+func perOp(before, after map[string]time.Duration, n int) cpuPerOp {
+	out := cpuPerOp{}
 	for group := range after {
-		out[group] = (after[group] - before[group]) / time.Duration(max(gets, 1))
+		out[group] = (after[group] - before[group]) / time.Duration(max(n, 1))
 	}
 	return out
 }
 
-func (c cpuPerGET) total() time.Duration {
+func (c cpuPerOp) total() time.Duration {
 	var sum time.Duration
 	for _, d := range c {
 		sum += d

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -258,6 +259,15 @@ func syncerBench(ctx context.Context, bin string, s *server, o syncerOptions, pr
 		}
 		defer mbWatch.Stop()
 		mbArrivals := collect(mbWatch, configMapAdded)
+		// Every process's CPU over the burst, from the first create to the
+		// last copy at the edge: on one machine, what bounds the rate the
+		// pipeline can keep up with.
+		procs := forwardProcs{"edge cluster": cluster.PIDs(), "server": {"server": s.cmd.Process.Pid},
+			"syncer": {"syncer": syncer.cmd.Process.Pid}, "bench": {"bench": os.Getpid()}}
+		cpuBefore, err := procs.cpu()
+		if err != nil {
+			return nil, err
+		}
 		progress("syncer: creating %d more ConfigMaps in the WDS at %g/s", o.burstObjects, o.burstRate)
 		var mu sync.Mutex
 		burstSent := make(map[string]time.Time, o.burstObjects)
@@ -278,10 +288,15 @@ func syncerBench(ctx context.Context, bin string, s *server, o syncerOptions, pr
 		if err != nil {
 			return nil, err
 		}
+		cpuAfter, err := procs.cpu()
+		if err != nil {
+			return nil, err
+		}
 		center, err := mbArrivals.wait(ctx, burstSent, syncer, progress, "ConfigMaps of the burst in the mailbox")
 		if err != nil {
 			return nil, err
 		}
+		cpu := perOp(cpuBefore, cpuAfter, o.burstObjects)
 		what := fmt.Sprintf("syncer: WDS create → edge ADDED at %g creates/s", o.burstRate)
 		burst = []row{
 			{what + " p50", ms(percentile(lat, 50)), fmt.Sprintf("%d ConfigMaps created in %s (%.0f/s achieved; up to %d creates in flight), one edge cluster",
@@ -290,6 +305,11 @@ func syncerBench(ctx context.Context, bin string, s *server, o syncerOptions, pr
 			{what + " max", ms(percentile(lat, 100)), ""},
 			{fmt.Sprintf("syncer: of which WDS create → mailbox copy at %g creates/s, p50 / p99", o.burstRate),
 				ms(percentile(center, 50)) + " / " + ms(percentile(center, 99)), "the center's part: the placement translator"},
+			{"syncer: CPU per object of the burst: server / syncer / edge cluster / bench",
+				fmt.Sprintf("%s / %s / %s / %s", msCPU(cpu["server"]), msCPU(cpu["syncer"]), msCPU(cpu["edge cluster"]), msCPU(cpu["bench"])),
+				"utime+stime of each process from the first create to the last copy at the edge ÷ objects (the bench: its creates and watches)"},
+			{"syncer: CPU per object of the burst, every process", msCPU(cpu.total()),
+				fmt.Sprintf("on %d cores shared by them all, at most %.0f objects/s end to end", runtime.NumCPU(), float64(runtime.NumCPU())/cpu.total().Seconds())},
 		}
 	}
 
