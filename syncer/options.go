@@ -42,7 +42,9 @@ type Options struct {
 	DataDir string
 	// HeartbeatInterval is how often the SyncTarget's status is refreshed.
 	HeartbeatInterval time.Duration
-	// Workers is the number of objects kept in step in parallel.
+	// Workers is the number of objects kept in step in parallel. Each
+	// apply waits on the edge's datastore (etcd commits before it
+	// answers): with more in flight the edge cluster stays busy.
 	Workers int
 	// EdgeQPS and EdgeBurst bound the syncer's requests to its edge
 	// cluster's API (a token bucket in the client; a negative EdgeQPS
@@ -74,7 +76,7 @@ func DefaultDataDir(syncTarget string) string {
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{HeartbeatInterval: 10 * time.Second, Workers: 4, EdgeQPS: 500, EdgeBurst: 1000}
+	return &Options{HeartbeatInterval: 10 * time.Second, Workers: 16, EdgeQPS: 500, EdgeBurst: 1000}
 }
 
 // AddFlags binds the options to flags.
