@@ -308,8 +308,7 @@ func syncerBench(ctx context.Context, bin string, s *server, o syncerOptions, pr
 			{"syncer: CPU per object of the burst: server / syncer / edge cluster / bench",
 				fmt.Sprintf("%s / %s / %s / %s", msCPU(cpu["server"]), msCPU(cpu["syncer"]), msCPU(cpu["edge cluster"]), msCPU(cpu["bench"])),
 				"utime+stime of each process from the first create to the last copy at the edge ÷ objects (the bench: its creates and watches)"},
-			{"syncer: CPU per object of the burst, every process", msCPU(cpu.total()),
-				fmt.Sprintf("on %d cores shared by them all, at most %.0f objects/s end to end", runtime.NumCPU(), float64(runtime.NumCPU())/cpu.total().Seconds())},
+			{"syncer: CPU per object of the burst, every process", msCPU(cpu.total()), allowedRate(cpu.total())},
 		}
 	}
 
@@ -544,6 +543,15 @@ func paced(ctx context.Context, n int, rate float64, fn func(i int) error) (time
 		}
 	}
 	return time.Since(began), nil
+}
+
+// allowedRate is the rate that perObject, the CPU time of every process per
+// object, allows on this machine's cores, which they all share.
+func allowedRate(perObject time.Duration) string {
+	if perObject <= 0 {
+		return "no CPU time counted"
+	}
+	return fmt.Sprintf("on %d cores shared by them all, at most %.0f objects/s end to end", runtime.NumCPU(), float64(runtime.NumCPU())/perObject.Seconds())
 }
 
 // burstInFlight bounds the creates pacedConcurrent has waiting on the
