@@ -100,7 +100,7 @@ func forwardBench(ctx context.Context, bin string, o tunnelOptions, progress fun
 	}
 	// Every process runs on the same cores: where their CPU goes per GET
 	// says what bounds each path.
-	procs := forwardProcs{"edge cluster": edge.cluster.PIDs(), "server": {"server": s.cmd.Process.Pid},
+	procs := procGroups{"edge cluster": edge.cluster.PIDs(), "server": {"server": s.cmd.Process.Pid},
 		"syncer": {"syncer": edge.syncer.cmd.Process.Pid}, "client": {"bench": os.Getpid()}}
 	progress("%d GETs directly to the edge cluster, %d workers", o.requests, o.workers)
 	cpuBefore, err := procs.cpu()
@@ -150,11 +150,12 @@ func forwardBench(ctx context.Context, bin string, o tunnelOptions, progress fun
 	}, nil
 }
 
-// forwardProcs are the processes of the forwarding comparison, by group.
-type forwardProcs map[string]map[string]int
+// procGroups are the processes a section measures, by group (the
+// forwarding comparison's, the syncer burst's).
+type procGroups map[string]map[string]int
 
 // cpu reads each group's CPU time so far (utime+stime of its processes).
-func (p forwardProcs) cpu() (map[string]time.Duration, error) {
+func (p procGroups) cpu() (map[string]time.Duration, error) {
 	out := map[string]time.Duration{}
 	for group, pids := range p {
 		for name, pid := range pids {

@@ -262,7 +262,7 @@ func syncerBench(ctx context.Context, bin string, s *server, o syncerOptions, pr
 		// Every process's CPU over the burst, from the first create to the
 		// last copy at the edge: on one machine, what bounds the rate the
 		// pipeline can keep up with.
-		procs := forwardProcs{"edge cluster": cluster.PIDs(), "server": {"server": s.cmd.Process.Pid},
+		procs := procGroups{"edge cluster": cluster.PIDs(), "server": {"server": s.cmd.Process.Pid},
 			"syncer": {"syncer": syncer.cmd.Process.Pid}, "bench": {"bench": os.Getpid()}}
 		cpuBefore, err := procs.cpu()
 		if err != nil {
