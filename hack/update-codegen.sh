@@ -30,6 +30,7 @@ openapi_pkgs=(
   k8s.io/api/discovery/v1
   k8s.io/api/storage/v1
   k8s.io/api/scheduling/v1
+  k8s.io/api/scheduling/v1alpha3
   k8s.io/api/node/v1
   k8s.io/api/admissionregistration/v1
   k8s.io/api/flowcontrol/v1

@@ -209,6 +209,19 @@ func (az Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (au
 	return authorizer.DecisionDeny, fmt.Sprintf("user %q has no access to space %q", name, spaces.SpaceOrRoot(ctx)), nil
 }
 
+// ConditionsAwareAuthorize implements authorizer.Authorizer: its decisions
+// carry no conditions, so it answers as Authorize does (a wrapper must not
+// let the wrapped authorizer's answer through unchanged).
+func (az Authorizer) ConditionsAwareAuthorize(ctx context.Context, attrs authorizer.Attributes) authorizer.ConditionsAwareDecision {
+	return authorizer.ConditionsAwareDecisionFromParts(az.Authorize(ctx, attrs))
+}
+
+// EvaluateConditions implements authorizer.Authorizer: no decision of its
+// has conditions to evaluate.
+func (Authorizer) EvaluateConditions(context.Context, authorizer.ConditionsAwareDecision, authorizer.ConditionsData) (authorizer.Decision, string, error) {
+	return authorizer.DecisionDeny, "", authorizer.ErrorConditionEvaluationNotSupported
+}
+
 // RulesFor implements authorizer.RuleResolver, for kubectl auth can-i --list.
 // The rules of a syncer depend on the space in ctx.
 func (az Authorizer) RulesFor(ctx context.Context, u user.Info, namespace string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {

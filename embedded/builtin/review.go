@@ -433,6 +433,19 @@ func (s SelfReviews) Authorize(ctx context.Context, a authorizer.Attributes) (au
 	return s.AuthorizerWithRules.Authorize(ctx, a)
 }
 
+// ConditionsAwareAuthorize implements authorizer.Authorizer: its decisions
+// carry no conditions, so it answers as Authorize does (a wrapper must not
+// let the wrapped authorizer's answer through unchanged).
+func (s SelfReviews) ConditionsAwareAuthorize(ctx context.Context, attrs authorizer.Attributes) authorizer.ConditionsAwareDecision {
+	return authorizer.ConditionsAwareDecisionFromParts(s.Authorize(ctx, attrs))
+}
+
+// EvaluateConditions implements authorizer.Authorizer: no decision of its
+// has conditions to evaluate.
+func (SelfReviews) EvaluateConditions(context.Context, authorizer.ConditionsAwareDecision, authorizer.ConditionsData) (authorizer.Decision, string, error) {
+	return authorizer.DecisionDeny, "", authorizer.ErrorConditionEvaluationNotSupported
+}
+
 // RulesFor implements authorizer.RuleResolver: the wrapped authorizer's
 // rules and the right to ask.
 func (s SelfReviews) RulesFor(ctx context.Context, u user.Info, namespace string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {

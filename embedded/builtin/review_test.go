@@ -39,6 +39,19 @@ func (s *stubAuthz) Authorize(ctx context.Context, a authorizer.Attributes) (aut
 	return authorizer.DecisionDeny, "no access to space " + space, s.err
 }
 
+// ConditionsAwareAuthorize implements authorizer.Authorizer: its decisions
+// carry no conditions, so it answers as Authorize does (a wrapper must not
+// let the wrapped authorizer's answer through unchanged).
+func (s *stubAuthz) ConditionsAwareAuthorize(ctx context.Context, attrs authorizer.Attributes) authorizer.ConditionsAwareDecision {
+	return authorizer.ConditionsAwareDecisionFromParts(s.Authorize(ctx, attrs))
+}
+
+// EvaluateConditions implements authorizer.Authorizer: no decision of its
+// has conditions to evaluate.
+func (*stubAuthz) EvaluateConditions(context.Context, authorizer.ConditionsAwareDecision, authorizer.ConditionsData) (authorizer.Decision, string, error) {
+	return authorizer.DecisionDeny, "", authorizer.ErrorConditionEvaluationNotSupported
+}
+
 func (s *stubAuthz) RulesFor(ctx context.Context, u user.Info, namespace string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
 	space := spaces.SpaceOrRoot(ctx)
 	if u.GetName() != "alice" || space != "team-a" {

@@ -37,10 +37,10 @@ func (s *strategy) statusStrategy() *strategy {
 	return &c
 }
 
-func (s *strategy) NamespaceScoped() bool          { return s.kind.Namespaced }
-func (s *strategy) AllowCreateOnUpdate() bool      { return false }
-func (s *strategy) AllowUnconditionalUpdate() bool { return true }
-func (s *strategy) Canonicalize(runtime.Object)    {}
+func (s *strategy) NamespaceScoped() bool                         { return s.kind.Namespaced }
+func (s *strategy) AllowCreateOnUpdate(context.Context) bool      { return false }
+func (s *strategy) AllowUnconditionalUpdate(context.Context) bool { return true }
+func (s *strategy) Canonicalize(runtime.Object)                   {}
 
 func (s *strategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
 func (s *strategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {

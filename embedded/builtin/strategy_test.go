@@ -465,7 +465,7 @@ func TestStrategyScope(t *testing.T) {
 	for _, k := range Kinds() {
 		s := newStrategy(runtime.NewScheme(), k)
 		require.Equal(t, k.Namespaced, s.NamespaceScoped(), k.Kind)
-		require.False(t, s.AllowCreateOnUpdate(), k.Kind)
-		require.True(t, s.AllowUnconditionalUpdate(), k.Kind)
+		require.False(t, s.AllowCreateOnUpdate(context.Background()), k.Kind)
+		require.True(t, s.AllowUnconditionalUpdate(context.Background()), k.Kind)
 	}
 }

@@ -38,6 +38,19 @@ func (a spaceAuthorizer) Authorize(ctx context.Context, attrs authorizer.Attribu
 	return authorizer.DecisionDeny, "no", nil
 }
 
+// ConditionsAwareAuthorize implements authorizer.Authorizer: its decisions
+// carry no conditions, so it answers as Authorize does (a wrapper must not
+// let the wrapped authorizer's answer through unchanged).
+func (a spaceAuthorizer) ConditionsAwareAuthorize(ctx context.Context, attrs authorizer.Attributes) authorizer.ConditionsAwareDecision {
+	return authorizer.ConditionsAwareDecisionFromParts(a.Authorize(ctx, attrs))
+}
+
+// EvaluateConditions implements authorizer.Authorizer: no decision of its
+// has conditions to evaluate.
+func (spaceAuthorizer) EvaluateConditions(context.Context, authorizer.ConditionsAwareDecision, authorizer.ConditionsData) (authorizer.Decision, string, error) {
+	return authorizer.DecisionDeny, "", authorizer.ErrorConditionEvaluationNotSupported
+}
+
 func testHandler(t *testing.T) (*Handler, *Store) {
 	t.Helper()
 	store := NewStore()

@@ -118,6 +118,19 @@ func (a *Authorizer) Authorize(ctx context.Context, attrs authorizer.Attributes)
 	return authorizer.DecisionDeny, reason, err
 }
 
+// ConditionsAwareAuthorize implements authorizer.Authorizer: its decisions
+// carry no conditions, so it answers as Authorize does (a wrapper must not
+// let the wrapped authorizer's answer through unchanged).
+func (a *Authorizer) ConditionsAwareAuthorize(ctx context.Context, attrs authorizer.Attributes) authorizer.ConditionsAwareDecision {
+	return authorizer.ConditionsAwareDecisionFromParts(a.Authorize(ctx, attrs))
+}
+
+// EvaluateConditions implements authorizer.Authorizer: no decision of its
+// has conditions to evaluate.
+func (*Authorizer) EvaluateConditions(context.Context, authorizer.ConditionsAwareDecision, authorizer.ConditionsData) (authorizer.Decision, string, error) {
+	return authorizer.DecisionDeny, "", authorizer.ErrorConditionEvaluationNotSupported
+}
+
 // RulesFor implements authorizer.RuleResolver (kubectl auth can-i --list).
 func (a *Authorizer) RulesFor(ctx context.Context, u user.Info, namespace string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
 	if reason := a.admitted(spaces.SpaceOrRoot(ctx), u); reason != "" {

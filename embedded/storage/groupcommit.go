@@ -2,6 +2,7 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -61,19 +62,19 @@ type sqliteDialect struct {
 
 // insertReq is one writer's insert and, once done is closed, its result.
 type insertReq struct {
-	ctx                              context.Context
-	key                              string
-	create, delete                   bool
-	createRevision, previousRevision int64
-	ttl                              int64
-	value                            []byte
+	ctx              context.Context
+	key              string
+	create, delete   bool
+	previousRevision int64
+	ttl              int64
+	value            []byte
 
 	id   int64
 	err  error
 	done chan struct{}
 }
 
-// args are the arguments of kine's InsertLastInsertIDSQL, as
+// args are the arguments of kine's InsertSQL, as
 // kinegeneric.Generic.Insert passes them.
 func (r *insertReq) args() []any {
 	cVal, dVal := 0, 0
@@ -83,7 +84,7 @@ func (r *insertReq) args() []any {
 	if r.delete {
 		dVal = 1
 	}
-	return []any{r.key, cVal, dVal, r.createRevision, r.previousRevision, r.ttl, r.value, r.previousRevision}
+	return []any{r.previousRevision, r.key, cVal, dVal, r.previousRevision, r.ttl, r.value, r.key, r.previousRevision}
 }
 
 // alone makes the insert as kine makes it, unless its writer has given up.
@@ -91,7 +92,7 @@ func (r *insertReq) alone(g *kinegeneric.Generic) (int64, error) {
 	if err := r.ctx.Err(); err != nil {
 		return 0, err
 	}
-	return g.Insert(r.ctx, r.key, r.create, r.delete, r.createRevision, r.previousRevision, r.ttl, r.value)
+	return g.Insert(r.ctx, r.key, r.create, r.delete, r.previousRevision, r.ttl, r.value)
 }
 
 // newSQLiteDialect wraps g, and runs its committer until ctx ends.
@@ -102,8 +103,8 @@ func newSQLiteDialect(ctx context.Context, wg *sync.WaitGroup, g *kinegeneric.Ge
 }
 
 // Insert implements server.Dialect.
-func (d *sqliteDialect) Insert(ctx context.Context, key string, create, delete bool, createRevision, previousRevision int64, ttl int64, value []byte) (int64, error) {
-	r := &insertReq{ctx: ctx, key: key, create: create, delete: delete, createRevision: createRevision,
+func (d *sqliteDialect) Insert(ctx context.Context, key string, create, delete bool, previousRevision int64, ttl int64, value []byte) (int64, error) {
+	r := &insertReq{ctx: ctx, key: key, create: create, delete: delete,
 		previousRevision: previousRevision, ttl: ttl, value: value, done: make(chan struct{})}
 	select {
 	case d.inserts <- r:
@@ -188,7 +189,7 @@ func safely(ctx context.Context, fn func() error) (err error) {
 // is that insert's error alone.
 func (d *sqliteDialect) together(ctx context.Context, batch []*insertReq) (err error) {
 	start := time.Now()
-	sqlText := d.g.InsertLastInsertIDSQL
+	sqlText := d.g.InsertSQL
 	defer func() { metrics.ObserveSQL(start, d.errCode(err), 0, sqlText.Fill(nil)) }()
 	tx, err := d.g.DB.BeginTx(ctx, nil)
 	if err != nil {
@@ -210,7 +211,13 @@ func (d *sqliteDialect) together(ctx context.Context, batch []*insertReq) (err e
 			continue // its writer has given up: not made
 		}
 		res, err := stmt.ExecContext(ctx, r.args()...)
+		var rows int64
 		if err == nil {
+			rows, err = res.RowsAffected()
+		}
+		if err == nil && rows > 0 {
+			// None: the key's latest revision was not the one expected (kine's
+			// compare-and-insert), answered as kine answers it, with 0.
 			r.id, err = res.LastInsertId()
 		}
 		if err != nil {
@@ -248,4 +255,123 @@ func (d *sqliteDialect) errCode(err error) string {
 // groupsCommitted returns how many transactions held more than one insert.
 func (d *sqliteDialect) groupsCommitted() int64 {
 	return d.groups.Load()
+}
+
+// BeginTx implements server.Dialect. kine writes each row through a
+// transaction of its own (begin, insert, commit): a transaction whose first
+// statement is an insert takes part in the group commit instead, and its
+// insert returns once the group's transaction has committed, so that its
+// Commit has nothing left to do. A transaction that starts with anything
+// else (kine's compaction) is SQLite's, as kine makes it.
+func (d *sqliteDialect) BeginTx(ctx context.Context, opts *sql.TxOptions) (server.Transaction, error) {
+	return &groupTx{d: d, ctx: ctx, opts: opts}, nil
+}
+
+// groupTx is a transaction of sqliteDialect (BeginTx).
+type groupTx struct {
+	d    *sqliteDialect
+	ctx  context.Context
+	opts *sql.TxOptions
+	// grouped: the first statement was an insert, made in the group.
+	grouped bool
+	// tx is SQLite's transaction, once a statement other than a first
+	// insert came.
+	tx server.Transaction
+}
+
+// real returns SQLite's transaction, begun on first use. A transaction
+// whose insert was grouped has already committed: it takes no more
+// statements.
+func (t *groupTx) real() (server.Transaction, error) {
+	if t.grouped {
+		return nil, errors.New("a transaction whose insert was committed with others takes no more statements")
+	}
+	if t.tx == nil {
+		tx, err := t.d.Dialect.BeginTx(t.ctx, t.opts)
+		if err != nil {
+			return nil, err
+		}
+		t.tx = tx
+	}
+	return t.tx, nil
+}
+
+func (t *groupTx) Insert(ctx context.Context, key string, created, deleted bool, previousRevision int64, ttl int64, value []byte) (int64, error) {
+	if t.tx == nil && !t.grouped {
+		t.grouped = true
+		return t.d.Insert(ctx, key, created, deleted, previousRevision, ttl, value)
+	}
+	tx, err := t.real()
+	if err != nil {
+		return 0, err
+	}
+	return tx.Insert(ctx, key, created, deleted, previousRevision, ttl, value)
+}
+
+func (t *groupTx) Commit() error {
+	if t.tx == nil {
+		return nil // grouped (committed), or empty
+	}
+	return t.tx.Commit()
+}
+
+func (t *groupTx) MustCommit() {
+	if t.tx != nil {
+		t.tx.MustCommit()
+	}
+}
+
+// Rollback ends SQLite's transaction. A grouped insert is not undone: kine
+// rolls back only after an insert failed, and a failed insert was not made.
+func (t *groupTx) Rollback() error {
+	if t.tx == nil {
+		return nil
+	}
+	return t.tx.Rollback()
+}
+
+func (t *groupTx) MustRollback() {
+	if t.tx != nil {
+		t.tx.MustRollback()
+	}
+}
+
+func (t *groupTx) GetCompactRevision(ctx context.Context) (int64, error) {
+	tx, err := t.real()
+	if err != nil {
+		return 0, err
+	}
+	return tx.GetCompactRevision(ctx)
+}
+
+func (t *groupTx) SetCompactRevision(ctx context.Context, revision int64) error {
+	tx, err := t.real()
+	if err != nil {
+		return err
+	}
+	return tx.SetCompactRevision(ctx, revision)
+}
+
+func (t *groupTx) Compact(ctx context.Context, from, to int64) (int64, error) {
+	tx, err := t.real()
+	if err != nil {
+		return 0, err
+	}
+	return tx.Compact(ctx, from, to)
+}
+
+func (t *groupTx) DeleteRevision(ctx context.Context, revision int64) error {
+	tx, err := t.real()
+	if err != nil {
+		return err
+	}
+	return tx.DeleteRevision(ctx, revision)
+}
+
+func (t *groupTx) CurrentRevision(ctx context.Context) (int64, error) {
+	tx, err := t.real()
+	if err != nil {
+		return 0, err
+	}
+	return tx.CurrentRevision(ctx)
 }

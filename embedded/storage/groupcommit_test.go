@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/k3s-io/kine/pkg/drivers"
 	"github.com/k3s-io/kine/pkg/logstructured"
 	"github.com/k3s-io/kine/pkg/logstructured/sqllog"
 	"github.com/k3s-io/kine/pkg/server"
@@ -53,11 +55,14 @@ func TestGroupCommit(t *testing.T) {
 	for w := range writers {
 		writing.Go(func() {
 			<-start
-			// Every writer races to insert one key first, past kine's
-			// check that it does not exist: the table's unique index
-			// refuses all but one, in whatever transaction they land.
-			rev, err := inserts.Insert(ctx, "/registry/test/shared", true, false, 0, 0, 0, value("shared", fmt.Sprint(w)))
+			// Every writer races to insert one key first: kine's
+			// compare-and-insert (the key's newest revision must be the
+			// one expected, none) refuses all but one with revision 0, in
+			// whatever transaction they land.
+			rev, err := inserts.Insert(ctx, "/registry/test/shared", true, false, 0, 0, value("shared", fmt.Sprint(w)))
 			switch {
+			case err == nil && rev == 0:
+				// refused
 			case err == nil:
 				record(rev, "shared create", nil)
 				mu.Lock()
@@ -212,7 +217,7 @@ func BenchmarkConcurrentCreates(b *testing.B) {
 // newBackendAlone is a kine backend on the same database whose inserts are
 // kine's own, one at a time.
 func newBackendAlone(inserts *sqliteDialect) server.Backend {
-	return logstructured.New(sqllog.New(inserts.g, 0, 0, 0, 0, 1000, 500))
+	return logstructured.New(sqllog.New(inserts.g, &sync.WaitGroup{}, &drivers.Config{CompactBatchSize: 1000, PollBatchSize: 500, PollInterval: time.Second}))
 }
 
 // newBatch is n creates of keys prefix0, prefix1 and on.

@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"github.com/kubestellar/kubestellar/spaces"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 )
 
 // keptSpacesWatcher is the in-process client's Watcher. A watch whose
@@ -98,8 +100,14 @@ func keptOnly(resp clientv3.WatchResponse, prefix []byte, keep func(space string
 		out = append(out, r)
 	}
 	if last := resp.Events[len(resp.Events)-1]; len(kept) == 0 || kept[len(kept)-1] != last {
-		progress := clientv3.WatchResponse{Header: resp.Header}
-		progress.Header.Revision = last.Kv.ModRevision
+		// A header of its own: the response's is a pointer, shared with
+		// the events kept.
+		header := &etcdserverpb.ResponseHeader{}
+		if resp.Header != nil {
+			header = proto.Clone(resp.Header).(*etcdserverpb.ResponseHeader)
+		}
+		header.Revision = last.Kv.ModRevision
+		progress := clientv3.WatchResponse{Header: header}
 		out = append(out, progress)
 	}
 	return out

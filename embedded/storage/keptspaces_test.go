@@ -58,7 +58,7 @@ func TestKeptOnlyLeavesOutSpacesByKey(t *testing.T) {
 	keep := func(space string) bool { return !spaces.IsMailboxName(space) }
 	prefix := []byte("/registry/core/configmaps/")
 	header := func(rev int64) clientv3.WatchResponse {
-		r := clientv3.WatchResponse{}
+		r := clientv3.WatchResponse{Header: &etcdserverpb.ResponseHeader{}}
 		r.Header.Revision = rev
 		return r
 	}

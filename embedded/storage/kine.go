@@ -135,6 +135,7 @@ func Start(ctx context.Context, cfg Config) (*Datastore, error) {
 		CompactMinRetain: minRetain,
 		CompactBatchSize: 1000,
 		PollBatchSize:    500,
+		PollInterval:     time.Second,
 	})
 	if err != nil {
 		cancel()

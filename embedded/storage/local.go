@@ -62,12 +62,17 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 		}
 	}()
 	var backend server.Backend
-	// demux is SQLite's watch demultiplexer, which tells the in-process
-	// client's watches of their progress in order with their events; on
-	// the other backends kine's own progress notifications are passed on.
-	var demux *demuxLog
+	// On SQLite the in-process client's watches are served by our own
+	// watch server over the demultiplexer (watchServer); on the other
+	// backends by kine's.
+	var watches *watchServer
 	if strings.HasPrefix(cfg.Endpoint, "sqlite://") {
-		backend, _, demux, err = newSQLiteBackend(backendCtx, wg, cfg)
+		var log logstructured.Log
+		var demux *demuxLog
+		backend, _, log, demux, err = newSQLiteBackend(backendCtx, wg, cfg)
+		if err == nil {
+			watches = newWatchServer(demux, log)
+		}
 	} else {
 		_, backend, err = drivers.New(backendCtx, wg, cfg)
 	}
@@ -82,9 +87,6 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 		return nil, fmt.Errorf("starting kine: %w", err)
 	}
 	var served server.Backend = uncountedPages{backend}
-	if demux != nil {
-		served = markedWatches{served}
-	}
 	bridge := server.New(served, "unix", notifyInterval, emulatedETCDVersion)
 
 	srv := grpc.NewServer(
@@ -104,11 +106,12 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 		lis.Close()
 		return nil, err
 	}
+	var watchAPI etcdserverpb.WatchServer = bridge
 	var progress func()
-	if demux != nil {
-		progress = demux.requestProgress
+	if watches != nil {
+		watchAPI, progress = watches, watches.demux.requestProgress
 	}
-	local := localClient(backendCtx, bridge, progress)
+	local := localClient(backendCtx, bridge, watchAPI, progress)
 	// etcd_request_duration_seconds and the rest, as for kube-apiserver's
 	// clients.
 	local.KV = etcd3.NewETCDLatencyTracker(local.KV)
@@ -141,10 +144,10 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 // etcd API, through etcd's adapters from servers to clients. progress,
 // when set, asks for progress markers (demuxLog.requestProgress), which
 // its watches get instead of kine's progress notifications.
-func localClient(ctx context.Context, bridge *server.KVServerBridge, progress func()) *clientv3.Client {
+func localClient(ctx context.Context, bridge *server.KVServerBridge, watchAPI etcdserverpb.WatchServer, progress func()) *clientv3.Client {
 	c := clientv3.NewCtxClient(ctx)
 	c.KV = keptSpacesKV{clientv3.NewKVFromKVClient(adapter.KvServerToKvClient(bridge), c)}
-	watches := queuedWatchClient{WatchClient: adapter.WatchServerToWatchClient(bridge), marked: progress != nil}
+	watches := queuedWatchClient{WatchClient: adapter.WatchServerToWatchClient(watchAPI), marked: progress != nil}
 	c.Watcher = keptSpacesWatcher{Watcher: clientv3.NewWatchFromWatchClient(watches, c), progress: progress}
 	c.Lease = clientv3.NewLeaseFromLeaseClient(adapter.LeaseServerToLeaseClient(bridge), c, time.Second)
 	c.Maintenance = clientv3.NewMaintenanceFromMaintenanceClient(adapter.MaintenanceServerToMaintenanceClient(bridge), c)
@@ -327,18 +330,17 @@ func (d *Datastore) sourceStorage() rawStorageFunc {
 // copies this took about a tenth off the server's CPU per copy. The
 // inserts that queue are committed together, and a range is read a page
 // at a time (sqliteDialect).
-func newSQLiteBackend(ctx context.Context, wg *sync.WaitGroup, cfg *drivers.Config) (server.Backend, *sqliteDialect, *demuxLog, error) {
+func newSQLiteBackend(ctx context.Context, wg *sync.WaitGroup, cfg *drivers.Config) (server.Backend, *sqliteDialect, logstructured.Log, *demuxLog, error) {
 	cfg.Scheme, cfg.DataSourceName = util.SchemeAndAddress(cfg.Endpoint)
 	// NewVariant opens and prepares the database; its backend, not yet
-	// started, is left unused for one built as kine builds it, but with
-	// its watches demultiplexed (demuxLog).
+	// started, is left unused for one built as kine builds it, on our
+	// dialect.
 	_, dialect, err := sqlite.NewVariant(ctx, wg, "sqlite3", cfg)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	dialect.LockWrites = true
 	ours := newSQLiteDialect(ctx, wg, dialect)
-	log := sqllog.New(ours, cfg.CompactInterval, cfg.CompactIntervalJitter, cfg.CompactTimeout, cfg.CompactMinRetain, cfg.CompactBatchSize, cfg.PollBatchSize)
-	demux := newDemuxLog(ctx, log)
-	return logstructured.New(demux), ours, demux, nil
+	log := sqllog.New(ours, wg, cfg)
+	return logstructured.New(log), ours, log, newDemuxLog(ctx, log), nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/k3s-io/kine/pkg/drivers"
+	"github.com/k3s-io/kine/pkg/logstructured"
 	"github.com/k3s-io/kine/pkg/server"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -209,6 +210,23 @@ func sqliteBackend(tb testing.TB) (context.Context, server.Backend, *sqliteDiale
 // sqliteBackendIn is sqliteBackend on the data directory dir, and the
 // function that stops it (once it returns, the database is closed).
 func sqliteBackendIn(tb testing.TB, dir string) (context.Context, server.Backend, *sqliteDialect, func()) {
+	b := sqliteParts(tb, dir)
+	return b.ctx, b.backend, b.dialect, b.stop
+}
+
+// sqliteBackendParts is kine's SQLite backend as the server builds it
+// (newSQLiteBackend), not yet started, with the parts behind it.
+type sqliteBackendParts struct {
+	ctx     context.Context
+	backend server.Backend
+	dialect *sqliteDialect
+	log     logstructured.Log
+	demux   *demuxLog
+	// stop stops the backend; once it returns, the database is closed.
+	stop func()
+}
+
+func sqliteParts(tb testing.TB, dir string) sqliteBackendParts {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	wg := &sync.WaitGroup{}
 	stop := func() {
@@ -218,10 +236,11 @@ func sqliteBackendIn(tb testing.TB, dir string) (context.Context, server.Backend
 	require.NoError(tb, os.MkdirAll(filepath.Join(dir, "db"), 0o700))
 	endpoint := DefaultEndpoint(dir)
 	require.NoError(tb, prepareSQLite(ctx, sqlitePath(endpoint)))
-	backend, inserts, _, err := newSQLiteBackend(ctx, wg, &drivers.Config{Endpoint: endpoint, PollBatchSize: 500, CompactBatchSize: 1000})
+	backend, dialect, log, demux, err := newSQLiteBackend(ctx, wg, &drivers.Config{Endpoint: endpoint, PollBatchSize: 500, CompactBatchSize: 1000, PollInterval: time.Second,
+		CompactTimeout: 5 * time.Second})
 	if err != nil {
 		stop()
 	}
 	require.NoError(tb, err)
-	return ctx, backend, inserts, stop
+	return sqliteBackendParts{ctx: ctx, backend: backend, dialect: dialect, log: log, demux: demux, stop: stop}
 }

@@ -24,26 +24,33 @@ import (
 // limit. They return what kine's return, row for row, in the same order
 // (TestSQLiteListsAgreeWithKine).
 const (
+	// As kine's lists (generic.ListFmt): the current and compact revisions
+	// on every row, and one row of NULLs when the range is empty.
 	sqliteListFmt = `
-		SELECT current_rev, compact_rev, %s
-		FROM (%s) AS current, (%s) AS compact, kine AS kv
-		WHERE kv.name >= ? AND kv.name < ? %s
-		AND kv.id = (SELECT MAX(mkv.id) FROM kine AS mkv WHERE mkv.name = kv.name %s)
-		AND (kv.deleted = 0 OR ?)
-		ORDER BY kv.name ASC`
+		WITH
+		page AS (SELECT %s FROM kine AS kv
+			WHERE kv.name >= ? AND kv.name < ? %s
+			AND kv.id = (SELECT MAX(mkv.id) FROM kine AS mkv WHERE mkv.name = kv.name %s)
+			AND (kv.deleted = 0 OR ?)
+			ORDER BY kv.name ASC %%s),
+		ckv AS (SELECT * FROM (%s) AS current_rev, (%s) AS compact_rev),
+		fkv AS (SELECT * FROM page UNION ALL SELECT %s WHERE NOT EXISTS (SELECT * FROM page))
+		SELECT * FROM ckv, fkv ORDER BY name ASC`
 	sqliteAtRevision = "AND kv.id <= ?"
 	sqliteNewestAt   = "AND mkv.id <= ?"
 )
 
 var (
-	sqliteListCurrentSQL     = sqliteList("ListCurrent", kinegeneric.Columns, "", "")
-	sqliteListCurrentValSQL  = sqliteList("ListCurrentVal", kinegeneric.WithVal, "", "")
-	sqliteListRevisionSQL    = sqliteList("GetRevisionAfter", kinegeneric.Columns, sqliteAtRevision, sqliteNewestAt)
-	sqliteListRevisionValSQL = sqliteList("GetRevisionAfterVal", kinegeneric.WithVal, sqliteAtRevision, sqliteNewestAt)
+	sqliteListCurrentSQL     = sqliteList(kinegeneric.Columns, "", "")
+	sqliteListCurrentValSQL  = sqliteList(kinegeneric.WithVal, "", "")
+	sqliteListRevisionSQL    = sqliteList(kinegeneric.Columns, sqliteAtRevision, sqliteNewestAt)
+	sqliteListRevisionValSQL = sqliteList(kinegeneric.WithVal, sqliteAtRevision, sqliteNewestAt)
 )
 
-func sqliteList(name, columns, atRevision, newestAt string) *query.Named {
-	return query.New(fmt.Sprintf(sqliteListFmt, columns, kinegeneric.CurrentRevSQL, kinegeneric.CompactRevSQL, atRevision, newestAt), "?", false, name)
+// sqliteList is a range query; its text keeps a %s for the page's limit
+// (query).
+func sqliteList(columns, atRevision, newestAt string) string {
+	return fmt.Sprintf(sqliteListFmt, columns, atRevision, newestAt, kinegeneric.CurrentRevSQL, kinegeneric.CompactRevSQL, kinegeneric.Nulls(columns))
 }
 
 // ListCurrent implements server.Dialect: a range (end set) as above, a key
@@ -52,11 +59,11 @@ func (d *sqliteDialect) ListCurrent(ctx context.Context, key, end string, limit 
 	if end == "" {
 		return d.Dialect.ListCurrent(ctx, key, end, limit, includeDeleted, keysOnly)
 	}
-	q := sqliteListCurrentValSQL
+	q, name := sqliteListCurrentValSQL, "ListCurrentVal"
 	if keysOnly {
-		q = sqliteListCurrentSQL
+		q, name = sqliteListCurrentSQL, "ListCurrent"
 	}
-	return d.query(ctx, q, limit, key, end, includeDeleted)
+	return d.query(ctx, q, name, limit, key, end, includeDeleted)
 }
 
 // List implements server.Dialect: a range (end set) at a revision as
@@ -65,19 +72,21 @@ func (d *sqliteDialect) List(ctx context.Context, key, end string, limit, revisi
 	if end == "" {
 		return d.Dialect.List(ctx, key, end, limit, revision, includeDeleted, keysOnly)
 	}
-	q := sqliteListRevisionValSQL
+	q, name := sqliteListRevisionValSQL, "GetRevisionAfterVal"
 	if keysOnly {
-		q = sqliteListRevisionSQL
+		q, name = sqliteListRevisionSQL, "GetRevisionAfter"
 	}
-	return d.query(ctx, q, limit, key, end, revision, revision, includeDeleted)
+	return d.query(ctx, q, name, limit, key, end, revision, revision, includeDeleted)
 }
 
 // query runs a range query, limited when limit is positive, with kine's
 // SQL metrics.
-func (d *sqliteDialect) query(ctx context.Context, q *query.Named, limit int64, args ...any) (rows *sql.Rows, err error) {
+func (d *sqliteDialect) query(ctx context.Context, text string, name string, limit int64, args ...any) (rows *sql.Rows, err error) {
+	page := ""
 	if limit > 0 {
-		q = q.Appendf("LIMIT %d", limit)
+		page = fmt.Sprintf("LIMIT %d", limit)
 	}
+	q := query.New(fmt.Sprintf(text, page), "?", false, name)
 	start := time.Now()
 	defer func() { metrics.ObserveSQL(start, d.errCode(err), 0, q.Fill(args)) }()
 	return d.g.DB.QueryContext(ctx, q.Query, args...)

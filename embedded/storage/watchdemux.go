@@ -2,8 +2,6 @@ package storage
 
 import (
 	"context"
-	"math"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -67,7 +65,7 @@ type demuxLog struct {
 
 type rangeWatch struct {
 	key, end string
-	events   chan server.Events
+	events   chan []*server.Event
 	// marked: the watch is the in-process client's (withProgressMarkers),
 	// which turns progress markers into progress notifications.
 	marked bool
@@ -76,32 +74,6 @@ type rangeWatch struct {
 func newDemuxLog(ctx context.Context, log logstructured.Log) *demuxLog {
 	return &demuxLog{Log: log, ctx: ctx, watches: newWatchIndex(), progress: make(chan struct{}, 1),
 		markEvery: time.Minute, markGap: 100 * time.Millisecond}
-}
-
-// progressMarkerKey is the key of a progress marker: an event that no
-// write makes (every key kine stores starts with "/"; this one with a
-// NUL), at the revision up to which its watch has been handed every
-// event of its range.
-const progressMarkerKey = "\x00kubestellar/progress"
-
-// isProgressMarker reports whether an event is a progress marker.
-func isProgressMarker(key []byte) bool { return string(key) == progressMarkerKey }
-
-// progressMarkersKey marks a context whose watches get progress markers.
-type progressMarkersKey struct{}
-
-// withProgressMarkers marks the context of the in-process client's watch
-// stream: the demultiplexer sends its watches progress markers
-// (demuxLog), which keptSpacesWatcher turns into progress notifications.
-// kine's server hands a stream's context to the watches made on it, and
-// etcd's adapter hands the client's to the server.
-func withProgressMarkers(ctx context.Context) context.Context {
-	return context.WithValue(ctx, progressMarkersKey{}, true)
-}
-
-func progressMarkers(ctx context.Context) bool {
-	marked, _ := ctx.Value(progressMarkersKey{}).(bool)
-	return marked
 }
 
 // requestProgress asks for a progress marker to every marked watch, at
@@ -131,15 +103,15 @@ func (l *demuxLog) requestProgress() {
 // of every key for ""; kine's ranges) from now until ctx is done. The
 // channel is closed when the watch ends: when ctx is done, when the watch
 // falls watchBuffer batches behind, or when the subscription ends.
-func (l *demuxLog) Watch(ctx context.Context, key, end string) <-chan server.Events {
-	w := &rangeWatch{key: key, end: end, events: make(chan server.Events, watchBuffer), marked: progressMarkers(ctx)}
+func (l *demuxLog) Watch(ctx context.Context, key, end string) <-chan []*server.Event {
+	w := &rangeWatch{key: key, end: end, events: make(chan []*server.Event, watchBuffer), marked: progressMarkers(ctx)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.subscribed {
 		// Subscribed here, before Watch returns, so that the caller sees
 		// every event from now on (kine's LogStructured watches first and
 		// then reads what came before, dropping what it sees twice).
-		in := l.Log.Watch(l.ctx, "", "")
+		in := l.Log.Watch(l.ctx)
 		if in == nil {
 			// kine could not subscribe (the database did not answer):
 			// the watch ends at once, and its client tries again.
@@ -167,7 +139,7 @@ func (l *demuxLog) Watch(ctx context.Context, key, end string) <-chan server.Eve
 // Between batches it sends progress markers when asked (requestProgress)
 // and every markEvery, at the revision of the last event handed on: every
 // event up to it is in the watches' channels before the marker.
-func (l *demuxLog) dispatch(in <-chan server.Events) {
+func (l *demuxLog) dispatch(in <-chan server.EventBatch) {
 	var handed int64 // the revision of the last event handed on
 	tick := time.NewTicker(l.markEvery)
 	defer tick.Stop()
@@ -178,14 +150,17 @@ func (l *demuxLog) dispatch(in <-chan server.Events) {
 		marked, later = now, nil
 	}
 	for {
-		var batch server.Events
+		var batch []*server.Event
 		select {
 		case b, ok := <-in:
 			if !ok {
 				l.ended()
 				return
 			}
-			batch = b
+			batch = b.Events
+			// Every event up to the poll's revision is in this batch or
+			// was in one before (fill records are not sent).
+			handed = max(handed, b.CurrentRev)
 		case <-l.progress:
 			if wait := l.markGap - time.Since(marked); wait > 0 {
 				if later == nil {
@@ -213,7 +188,7 @@ func (l *demuxLog) dispatch(in <-chan server.Events) {
 			// shares it between its subscribers.
 			l.watches.matching(batch[0], func(w *rangeWatch) { l.send(w, batch) })
 		} else {
-			parts := map[*rangeWatch]server.Events{}
+			parts := map[*rangeWatch][]*server.Event{}
 			for _, e := range batch {
 				l.watches.matching(e, func(w *rangeWatch) { parts[w] = append(parts[w], e) })
 			}
@@ -228,18 +203,13 @@ func (l *demuxLog) dispatch(in <-chan server.Events) {
 	}
 }
 
-// mark sends every marked watch a progress marker at revision rev (none
-// before the first event: a watch's start revision is its own). A watch
+// mark sends every marked watch a progress marker at revision rev (0
+// before the first batch: the watch server then reports the revision its
+// watch has reached by itself, its first read's). A watch
 // whose buffer is full gets none: it has events on their way, and the
 // next request marks it.
 func (l *demuxLog) mark(rev int64) {
-	if rev == 0 {
-		return
-	}
-	// The revision is in CreateRevision: kine's LogStructured drops a
-	// watch's events at or below the revision of its first read, and a
-	// marker must pass; markedWatches puts it in ModRevision.
-	marker := server.Events{{KV: &server.KeyValue{Key: progressMarkerKey, ModRevision: math.MaxInt64, CreateRevision: rev}}}
+	marker := []*server.Event{{KV: &server.KeyValue{Key: progressMarkerKey, ModRevision: rev, CreateRevision: rev}}}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, w := range l.watches.all() {
@@ -272,7 +242,7 @@ func (l *demuxLog) ended() {
 
 // send hands a watch its events, or ends it if it is watchBuffer batches
 // behind. l.mu is held.
-func (l *demuxLog) send(w *rangeWatch, events server.Events) {
+func (l *demuxLog) send(w *rangeWatch, events []*server.Event) {
 	select {
 	case w.events <- events:
 	default:
@@ -382,49 +352,4 @@ func (x watchIndex) all() []*rangeWatch {
 		out = append(out, w)
 	}
 	return out
-}
-
-// markedWatches is the backend kine's server watches through. On a watch
-// of the in-process client (withProgressMarkers) it gives each progress
-// marker its revision: the demultiplexer's (everything up to it has been
-// handed to the watch), or the watch's last event's when that is later
-// (the watch's first read can reach past the demultiplexer), so that a
-// progress notification never goes back.
-type markedWatches struct{ server.Backend }
-
-func (b markedWatches) Watch(ctx context.Context, key, end string, revision int64) server.WatchResult {
-	wr := b.Backend.Watch(ctx, key, end, revision)
-	if !progressMarkers(ctx) || wr.Events == nil {
-		return wr
-	}
-	in := wr.Events
-	out := make(chan []*server.Event, watchBuffer)
-	go func() {
-		// kine's watcher reads its channel until it is closed, as it read
-		// the backend's.
-		defer close(out)
-		var last int64 // the revision of the watch's last event
-		for batch := range in {
-			cloned := false
-			for i, e := range batch {
-				if e == nil || e.KV == nil {
-					continue
-				}
-				if e.KV.Key != progressMarkerKey {
-					last = max(last, e.KV.ModRevision)
-					continue
-				}
-				if !cloned {
-					// The batch and the marker are shared with other
-					// watches.
-					batch, cloned = slices.Clone(batch), true
-				}
-				rev := max(e.KV.CreateRevision, last)
-				batch[i] = &server.Event{KV: &server.KeyValue{Key: progressMarkerKey, ModRevision: rev, CreateRevision: rev}}
-			}
-			out <- batch
-		}
-	}()
-	wr.Events = out
-	return wr
 }

@@ -1,20 +1,15 @@
 package storage
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"math"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/k3s-io/kine/pkg/logstructured"
-	"github.com/k3s-io/kine/pkg/logstructured/sqllog"
 	"github.com/k3s-io/kine/pkg/server"
-	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -23,23 +18,33 @@ import (
 type fakeLog struct {
 	logstructured.Log
 	mu   sync.Mutex
-	subs []chan server.Events
+	subs []chan server.EventBatch
 	// refuse makes Watch fail as kine's does, with a nil channel.
 	refuse bool
+	// current is the revision CurrentRevision reports.
+	current int64
 }
 
-func (f *fakeLog) Watch(ctx context.Context, key, end string) <-chan server.Events {
+func (f *fakeLog) Watch(ctx context.Context) <-chan server.EventBatch {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.refuse {
 		return nil
 	}
-	if key != "" || end != "" {
-		panic(fmt.Sprintf("the shared subscription asked for [%q, %q), not every key", key, end))
-	}
-	c := make(chan server.Events)
+	c := make(chan server.EventBatch)
 	f.subs = append(f.subs, c)
 	return c
+}
+
+func (f *fakeLog) CurrentRevision(context.Context) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.current, nil
+}
+
+// After finds nothing: every event the test makes comes live.
+func (f *fakeLog) After(context.Context, string, string, int64, int64) (server.EventBatch, error) {
+	return server.EventBatch{CurrentRev: f.current}, nil
 }
 
 func (f *fakeLog) subscriptions() int {
@@ -52,14 +57,14 @@ func (f *fakeLog) send(batch ...string) {
 	f.mu.Lock()
 	c := f.subs[len(f.subs)-1]
 	f.mu.Unlock()
-	events := server.Events{}
+	var events []*server.Event
 	for _, key := range batch {
 		events = append(events, &server.Event{KV: &server.KeyValue{Key: key}})
 	}
-	c <- events
+	c <- server.EventBatch{Events: events}
 }
 
-func keys(events server.Events) string {
+func keys(events []*server.Event) string {
 	var out []string
 	for _, e := range events {
 		out = append(out, e.KV.Key)
@@ -67,13 +72,13 @@ func keys(events server.Events) string {
 	return strings.Join(out, " ")
 }
 
-func receive(t *testing.T, c <-chan server.Events) string {
+func receive(t *testing.T, c <-chan []*server.Event) string {
 	t.Helper()
 	return receiveAs(t, c, keys)
 }
 
 // receiveAs returns the next batch of a watch as describe renders it.
-func receiveAs(t *testing.T, c <-chan server.Events, describe func(server.Events) string) string {
+func receiveAs(t *testing.T, c <-chan []*server.Event, describe func([]*server.Event) string) string {
 	t.Helper()
 	select {
 	case events, ok := <-c:
@@ -85,7 +90,7 @@ func receiveAs(t *testing.T, c <-chan server.Events, describe func(server.Events
 	}
 }
 
-func ended(t *testing.T, c <-chan server.Events) {
+func ended(t *testing.T, c <-chan []*server.Event) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
@@ -222,128 +227,26 @@ func TestDemuxSubscribesAgain(t *testing.T) {
 	ended(t, refused.Watch(ctx, "", ""))
 }
 
-// With kine's SQLite backend as the server builds it, many watches make
-// one subscription to kine's log (one goroutine of kine's per subscriber,
-// not per watch), and each sees its own keys' events from its revision on.
-func TestWatchesShareOneSubscription(t *testing.T) {
-	ctx, backend, _ := sqliteBackend(t)
-	require.NoError(t, backend.Start(ctx))
-
-	const resources, each = 40, 20
-	rev, err := backend.Create(ctx, "/registry/r00/before", []byte("v"), 0)
-	require.NoError(t, err)
-	watches := make([]server.WatchResult, resources)
-	for r := range resources {
-		prefix := fmt.Sprintf("/registry/r%02d/", r)
-		watches[r] = backend.Watch(ctx, prefix, fmt.Sprintf("/registry/r%02d0", r), rev)
-	}
-	var stacks bytes.Buffer
-	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&stacks, 2))
-	require.Equal(t, 1, strings.Count(stacks.String(), "sqllog.(*SQLLog).Watch.func1"), "kine's goroutines per subscriber")
-
-	for i := range each {
-		for r := range resources {
-			_, err := backend.Create(ctx, fmt.Sprintf("/registry/r%02d/k%02d", r, i), []byte("v"), 0)
-			require.NoError(t, err)
-		}
-	}
-	for r, w := range watches {
-		var got []string
-		for len(got) < each+btoi(r == 0) {
-			select {
-			case events := <-w.Events:
-				for _, e := range events {
-					got = append(got, strings.TrimPrefix(e.KV.Key, fmt.Sprintf("/registry/r%02d/", r)))
-				}
-			case <-ctx.Done():
-				t.Fatalf("watch %d: %d events of %d", r, len(got), each)
-			}
-		}
-		want := []string{}
-		if r == 0 {
-			want = append(want, "before")
-		}
-		for i := range each {
-			want = append(want, fmt.Sprintf("k%02d", i))
-		}
-		require.Equal(t, want, got, "watch %d", r)
-	}
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// BenchmarkWatchDelivery times a create and its arrival at a watch of its
-// key's range while other watches (of other spaces' ranges, as a fleet's
-// syncers watch their mailboxes) wait, with kine's SQLite backend as kine
-// builds it (every watch a subscriber woken by every write) and as the
-// server builds it (demuxLog):
-//
-//	go test -run '^$' -bench BenchmarkWatchDelivery ./embedded/storage
-func BenchmarkWatchDelivery(b *testing.B) {
-	logrus.SetLevel(logrus.WarnLevel)
-	for _, others := range []int{100, 2000, 10000} {
-		for _, shared := range []bool{false, true} {
-			name := "kine"
-			if shared {
-				name = "one-subscription"
-			}
-			b.Run(fmt.Sprintf("watches=%d/%s", others, name), func(b *testing.B) {
-				ctx, backend, dialect := sqliteBackend(b)
-				if !shared {
-					backend = logstructured.New(sqllog.New(dialect, 0, 0, 0, 0, 1000, 500))
-				}
-				require.NoError(b, backend.Start(ctx))
-				for i := range others {
-					prefix := fmt.Sprintf("/registry/core/configmaps/mailbox-%05d/", i)
-					backend.Watch(ctx, prefix, prefix[:len(prefix)-1]+"0", 0)
-				}
-				target := backend.Watch(ctx, "/registry/core/configmaps/wds/", "/registry/core/configmaps/wds0", 0)
-				b.ResetTimer()
-				for i := range b.N {
-					key := fmt.Sprintf("/registry/core/configmaps/wds/default/cm-%d", i)
-					if _, err := backend.Create(ctx, key, []byte("v"), 0); err != nil {
-						b.Fatal(err)
-					}
-					for arrived := false; !arrived; {
-						for _, e := range <-target.Events {
-							arrived = arrived || e.KV.Key == key
-						}
-					}
-				}
-			})
-		}
-	}
-}
-
 // sendRevs hands the subscription one batch of events at the revisions
 // given, all under key.
 func (f *fakeLog) sendRevs(key string, revs ...int64) {
 	f.mu.Lock()
 	c := f.subs[len(f.subs)-1]
 	f.mu.Unlock()
-	events := server.Events{}
+	var events []*server.Event
 	for _, rev := range revs {
 		events = append(events, &server.Event{KV: &server.KeyValue{Key: fmt.Sprintf("%s%d", key, rev), ModRevision: rev}})
 	}
-	c <- events
+	c <- server.EventBatch{Events: events, CurrentRev: revs[len(revs)-1]}
 }
 
 // describeBatch renders a batch as "key@rev" words, a marker as
 // "marker@revision it stands for".
-func describeBatch(events server.Events) string {
+func describeBatch(events []*server.Event) string {
 	var out []string
 	for _, e := range events {
 		if e.KV.Key == progressMarkerKey {
-			rev := e.KV.CreateRevision
-			if e.KV.ModRevision != math.MaxInt64 {
-				rev = e.KV.ModRevision
-			}
-			out = append(out, fmt.Sprintf("marker@%d", rev))
+			out = append(out, fmt.Sprintf("marker@%d", e.KV.ModRevision))
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s@%d", e.KV.Key, e.KV.ModRevision))
@@ -351,12 +254,12 @@ func describeBatch(events server.Events) string {
 	return strings.Join(out, " ")
 }
 
-func receiveBatch(t *testing.T, c <-chan server.Events) string {
+func receiveBatch(t *testing.T, c <-chan []*server.Event) string {
 	t.Helper()
 	return receiveAs(t, c, describeBatch)
 }
 
-func nothing(t *testing.T, c <-chan server.Events) {
+func nothing(t *testing.T, c <-chan []*server.Event) {
 	t.Helper()
 	select {
 	case events := <-c:
@@ -377,7 +280,9 @@ func TestDemuxMarksProgressInOrder(t *testing.T) {
 	plain := l.Watch(ctx, "/a/", clientv3.GetPrefixRangeEnd("/a/"))
 
 	l.requestProgress()
-	nothing(t, marked) // no event handed on yet: no revision to tell
+	// No event handed on yet: the marker stands for nothing, and the watch
+	// server reports its own watch's first read instead.
+	require.Equal(t, "marker@0", receiveBatch(t, marked))
 
 	inner.sendRevs("/a/", 5)
 	inner.sendRevs("/b/", 6)
@@ -409,40 +314,4 @@ func TestDemuxMarksProgressInOrder(t *testing.T) {
 	inner2.sendRevs("/a/", 7)
 	require.Equal(t, "/a/7@7", receiveBatch(t, periodic))
 	require.Equal(t, "marker@7", receiveBatch(t, periodic))
-}
-
-// markedWatches gives a marker the revision it stands for, or the watch's
-// last event's when that is later, and passes other watches as they are.
-func TestMarkedWatchesGiveMarkersTheirRevision(t *testing.T) {
-	ctx := t.Context()
-	in := make(chan []*server.Event, 10)
-	b := markedWatches{fakeWatchBackend{events: in}}
-	wr := b.Watch(withProgressMarkers(ctx), "/a/", "", 1)
-	marker := func(rev int64) *server.Event {
-		return &server.Event{KV: &server.KeyValue{Key: progressMarkerKey, ModRevision: math.MaxInt64, CreateRevision: rev}}
-	}
-	shared := server.Events{marker(4)}
-	in <- server.Events{{KV: &server.KeyValue{Key: "/a/x", ModRevision: 7}}}
-	in <- shared
-	in <- server.Events{{KV: &server.KeyValue{Key: "/a/y", ModRevision: 8}}, marker(9)}
-	close(in)
-	var got []string
-	for batch := range wr.Events {
-		got = append(got, describeBatch(batch))
-	}
-	require.Equal(t, []string{"/a/x@7", "marker@7", "/a/y@8 marker@9"}, got, "a marker never goes back behind the watch's events")
-	require.Equal(t, int64(math.MaxInt64), shared[0].KV.ModRevision, "the shared marker is not changed")
-
-	plainIn := make(chan []*server.Event)
-	plain := markedWatches{fakeWatchBackend{events: plainIn}}.Watch(ctx, "/a/", "", 1)
-	require.Equal(t, (<-chan []*server.Event)(plainIn), plain.Events, "an unmarked watch is the backend's")
-}
-
-type fakeWatchBackend struct {
-	server.Backend
-	events chan []*server.Event
-}
-
-func (f fakeWatchBackend) Watch(context.Context, string, string, int64) server.WatchResult {
-	return server.WatchResult{Events: f.events}
 }

@@ -1,0 +1,29 @@
+package storage
+
+import "context"
+
+// progressMarkerKey is the key of a progress marker: an event that no
+// write makes (every key kine stores starts with "/"; this one with a
+// NUL), at the revision up to which its watch has been handed every
+// event of its range.
+const progressMarkerKey = "\x00kubestellar/progress"
+
+// isProgressMarker reports whether an event is a progress marker.
+func isProgressMarker(key []byte) bool { return string(key) == progressMarkerKey }
+
+// progressMarkersKey marks a context whose watches get progress markers.
+type progressMarkersKey struct{}
+
+// withProgressMarkers marks the context of the in-process client's watch
+// stream: the demultiplexer sends its watches progress markers
+// (demuxLog), which keptSpacesWatcher turns into progress notifications.
+// kine's server hands a stream's context to the watches made on it, and
+// etcd's adapter hands the client's to the server.
+func withProgressMarkers(ctx context.Context) context.Context {
+	return context.WithValue(ctx, progressMarkersKey{}, true)
+}
+
+func progressMarkers(ctx context.Context) bool {
+	marked, _ := ctx.Value(progressMarkersKey{}).(bool)
+	return marked
+}
