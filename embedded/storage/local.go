@@ -340,6 +340,7 @@ func newSQLiteBackend(ctx context.Context, wg *sync.WaitGroup, cfg *drivers.Conf
 		return nil, nil, nil, nil, err
 	}
 	dialect.LockWrites = true
+	withScalarRevisions(dialect)
 	ours := newSQLiteDialect(ctx, wg, dialect)
 	log := sqllog.New(ours, wg, cfg)
 	return logstructured.New(log), ours, log, newDemuxLog(ctx, log), nil

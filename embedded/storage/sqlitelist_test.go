@@ -1,10 +1,16 @@
 package storage
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
+
+	"github.com/k3s-io/kine/pkg/drivers"
+	"github.com/k3s-io/kine/pkg/drivers/sqlite"
+	"github.com/k3s-io/kine/pkg/util"
 
 	"github.com/sirupsen/logrus"
 	"github.com/stretchr/testify/require"
@@ -14,9 +20,30 @@ import (
 // row for row and in the same order, what kine's query returns, over keys
 // created, updated, deleted and created again, at the current revision and
 // at past ones, with and without deletions, values and a limit.
+//
+// The same for every query whose revisions are read as scalars
+// (scalarRevisions): kine's own dialect on the same database answers the
+// same rows, for single keys and the watches' reads of what came after a
+// revision too.
 func TestSQLiteListsAgreeWithKine(t *testing.T) {
-	ctx, backend, dialect := sqliteBackend(t)
+	dir := t.TempDir()
+	b := sqliteParts(t, dir)
+	t.Cleanup(b.stop)
+	ctx, backend, dialect := b.ctx, b.backend, b.dialect
 	require.NoError(t, backend.Start(ctx))
+	// kine's dialect as kine builds it, its queries not rewritten.
+	var kineWG sync.WaitGroup
+	kineCtx, stopKine := context.WithCancel(ctx)
+	defer func() { stopKine(); kineWG.Wait() }()
+	cfg := &drivers.Config{Endpoint: DefaultEndpoint(dir)}
+	cfg.Scheme, cfg.DataSourceName = util.SchemeAndAddress(cfg.Endpoint)
+	_, kine, err := sqlite.NewVariant(kineCtx, &kineWG, "sqlite3", cfg)
+	require.NoError(t, err)
+	kineQueries, ours := revisionJoins(kine), revisionJoins(dialect.g)
+	for i := range kineQueries {
+		require.Contains(t, (*kineQueries[i]).Query, "FROM ckv, fkv", (*kineQueries[i]).Name)
+		require.NotContains(t, (*ours[i]).Query, "ckv", "the server's %s is rewritten", (*ours[i]).Name)
+	}
 
 	rnd := rand.New(rand.NewPCG(1, 2))
 	revs := map[string]int64{} // live keys' revisions
@@ -82,12 +109,12 @@ func TestSQLiteListsAgreeWithKine(t *testing.T) {
 			for _, includeDeleted := range []bool{false, true} {
 				for _, keysOnly := range []bool{false, true} {
 					name := fmt.Sprintf("%s limit %d deleted %v keysOnly %v", r[0], limit, includeDeleted, keysOnly)
-					want := rowsOf(dialect.g.ListCurrent(ctx, r[0], r[1], limit, includeDeleted, keysOnly))
+					want := rowsOf(kine.ListCurrent(ctx, r[0], r[1], limit, includeDeleted, keysOnly))
 					got := rowsOf(dialect.ListCurrent(ctx, r[0], r[1], limit, includeDeleted, keysOnly))
 					require.Equal(t, want, got, "current: "+name)
 					compared += len(want)
 					for _, rev := range revisions {
-						want := rowsOf(dialect.g.List(ctx, r[0], r[1], limit, rev, includeDeleted, keysOnly))
+						want := rowsOf(kine.List(ctx, r[0], r[1], limit, rev, includeDeleted, keysOnly))
 						got := rowsOf(dialect.List(ctx, r[0], r[1], limit, rev, includeDeleted, keysOnly))
 						require.Equal(t, want, got, fmt.Sprintf("at %d: %s", rev, name))
 						compared += len(want)
@@ -100,11 +127,53 @@ func TestSQLiteListsAgreeWithKine(t *testing.T) {
 
 	// A single key is read as kine reads it.
 	for key := range revs {
-		want := rowsOf(dialect.g.ListCurrent(ctx, key, "", 0, false, false))
+		want := rowsOf(kine.ListCurrent(ctx, key, "", 0, false, false))
 		got := rowsOf(dialect.ListCurrent(ctx, key, "", 0, false, false))
 		require.Equal(t, want, got, key)
 		require.Len(t, got, 1, key)
 		break
+	}
+
+	// Single keys, current and at a revision, live, deleted and missing.
+	keys := []string{"/registry/things/space-0/000", "/registry/things/missing"}
+	for key := range revs {
+		keys = append(keys, key)
+		if len(keys) == 6 {
+			break
+		}
+	}
+	for _, key := range keys {
+		for _, includeDeleted := range []bool{false, true} {
+			for _, keysOnly := range []bool{false, true} {
+				name := fmt.Sprintf("%s deleted %v keysOnly %v", key, includeDeleted, keysOnly)
+				want := rowsOf(kine.ListCurrent(ctx, key, "", 0, includeDeleted, keysOnly))
+				require.Equal(t, want, rowsOf(dialect.ListCurrent(ctx, key, "", 0, includeDeleted, keysOnly)), name)
+				for _, rev := range revisions {
+					want := rowsOf(kine.List(ctx, key, "", 0, rev, includeDeleted, keysOnly))
+					require.Equal(t, want, rowsOf(dialect.List(ctx, key, "", 0, rev, includeDeleted, keysOnly)), fmt.Sprintf("at %d: %s", rev, name))
+				}
+			}
+		}
+	}
+	// What came after a revision: everything, a range, a key; and the
+	// poll's prepared statement.
+	for _, r := range append(ranges, [2]string{"", ""}, [2]string{keys[2], ""}) {
+		for _, rev := range append(revisions, 0, history[len(history)-1]+5) {
+			for _, limit := range []int64{0, 7} {
+				want := rowsOf(kine.After(ctx, r[0], r[1], rev, limit))
+				require.Equal(t, want, rowsOf(dialect.After(ctx, r[0], r[1], rev, limit)), "after %d: [%q, %q) limit %d", rev, r[0], r[1], limit)
+			}
+		}
+	}
+	for _, rev := range []int64{0, history[300], history[len(history)-1]} {
+		kineStmt, err := kine.PrepareAfter(ctx, 500)
+		require.NoError(t, err)
+		ourStmt, err := dialect.PrepareAfter(ctx, 500)
+		require.NoError(t, err)
+		want := rowsOf(kine.QueryAfter(ctx, kineStmt, rev))
+		require.Equal(t, want, rowsOf(dialect.QueryAfter(ctx, ourStmt, rev)), "poll after %d", rev)
+		require.NoError(t, kineStmt.Close())
+		require.NoError(t, ourStmt.Close())
 	}
 
 	// Through kine's backend: a paged read of everything finds every live
