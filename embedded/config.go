@@ -58,7 +58,7 @@ import (
 )
 
 // KubernetesVersion is the Kubernetes API version the server emulates.
-const KubernetesVersion = "1.36"
+const KubernetesVersion = "1.37"
 
 // Config is everything the server is built from. NewConfig has side
 // effects on the data directory (certificates, tokens) and starts the
