@@ -26,7 +26,7 @@ type inProcess struct {
 
 // startInProcess starts a SQLite backend in a fresh directory and the
 // in-process client on it: its watches served by our watch server, or with
-// kineWatches by kine's own (as the socket's clients are), for comparison.
+// kineWatches by kine's own, as on the other datastores.
 func startInProcess(tb testing.TB, kineWatches bool) inProcess {
 	tb.Helper()
 	b := sqliteParts(tb, tb.TempDir())
