@@ -67,11 +67,10 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 	// backends by kine's.
 	var watches *watchServer
 	if strings.HasPrefix(cfg.Endpoint, "sqlite://") {
-		var log logstructured.Log
 		var demux *demuxLog
-		backend, _, log, demux, err = newSQLiteBackend(backendCtx, wg, cfg)
+		backend, _, demux, err = newSQLiteBackend(backendCtx, wg, cfg)
 		if err == nil {
-			watches = newWatchServer(demux, log)
+			watches = newWatchServer(demux)
 		}
 	} else {
 		_, backend, err = drivers.New(backendCtx, wg, cfg)
@@ -330,18 +329,18 @@ func (d *Datastore) sourceStorage() rawStorageFunc {
 // copies this took about a tenth off the server's CPU per copy. The
 // inserts that queue are committed together, and a range is read a page
 // at a time (sqliteDialect).
-func newSQLiteBackend(ctx context.Context, wg *sync.WaitGroup, cfg *drivers.Config) (server.Backend, *sqliteDialect, logstructured.Log, *demuxLog, error) {
+func newSQLiteBackend(ctx context.Context, wg *sync.WaitGroup, cfg *drivers.Config) (server.Backend, *sqliteDialect, *demuxLog, error) {
 	cfg.Scheme, cfg.DataSourceName = util.SchemeAndAddress(cfg.Endpoint)
 	// NewVariant opens and prepares the database; its backend, not yet
 	// started, is left unused for one built as kine builds it, on our
 	// dialect.
 	_, dialect, err := sqlite.NewVariant(ctx, wg, "sqlite3", cfg)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, err
 	}
 	dialect.LockWrites = true
 	withScalarRevisions(dialect)
 	ours := newSQLiteDialect(ctx, wg, dialect)
 	log := sqllog.New(ours, wg, cfg)
-	return logstructured.New(log), ours, log, newDemuxLog(ctx, log), nil
+	return logstructured.New(log), ours, newDemuxLog(ctx, log), nil
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/k3s-io/kine/pkg/drivers"
-	"github.com/k3s-io/kine/pkg/logstructured"
 	"github.com/k3s-io/kine/pkg/server"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -220,7 +219,6 @@ type sqliteBackendParts struct {
 	ctx     context.Context
 	backend server.Backend
 	dialect *sqliteDialect
-	log     logstructured.Log
 	demux   *demuxLog
 	// stop stops the backend; once it returns, the database is closed.
 	stop func()
@@ -236,11 +234,11 @@ func sqliteParts(tb testing.TB, dir string) sqliteBackendParts {
 	require.NoError(tb, os.MkdirAll(filepath.Join(dir, "db"), 0o700))
 	endpoint := DefaultEndpoint(dir)
 	require.NoError(tb, prepareSQLite(ctx, sqlitePath(endpoint)))
-	backend, dialect, log, demux, err := newSQLiteBackend(ctx, wg, &drivers.Config{Endpoint: endpoint, PollBatchSize: 500, CompactBatchSize: 1000, PollInterval: time.Second,
+	backend, dialect, demux, err := newSQLiteBackend(ctx, wg, &drivers.Config{Endpoint: endpoint, PollBatchSize: 500, CompactBatchSize: 1000, PollInterval: time.Second,
 		CompactTimeout: 5 * time.Second})
 	if err != nil {
 		stop()
 	}
 	require.NoError(tb, err)
-	return sqliteBackendParts{ctx: ctx, backend: backend, dialect: dialect, log: log, demux: demux, stop: stop}
+	return sqliteBackendParts{ctx: ctx, backend: backend, dialect: dialect, demux: demux, stop: stop}
 }

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/k3s-io/kine/pkg/logstructured"
 	"github.com/k3s-io/kine/pkg/server"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -29,15 +28,15 @@ import (
 type watchServer struct {
 	etcdserverpb.UnimplementedWatchServer
 
+	// demux is also kine's log, which the watches' first reads read.
 	demux *demuxLog
-	log   logstructured.Log
 	ids   atomic.Int64
 }
 
 var _ etcdserverpb.WatchServer = (*watchServer)(nil)
 
-func newWatchServer(demux *demuxLog, log logstructured.Log) *watchServer {
-	return &watchServer{demux: demux, log: log}
+func newWatchServer(demux *demuxLog) *watchServer {
+	return &watchServer{demux: demux}
 }
 
 // Watch serves one watch stream until the client ends it.
@@ -119,15 +118,15 @@ func (st *watchStream) create(r *etcdserverpb.WatchCreateRequest) {
 	var current int64
 	var err error
 	if r.StartRevision == 0 {
-		current, err = st.server.log.CurrentRevision(wctx)
+		current, err = st.server.demux.CurrentRevision(wctx)
 	} else {
 		var batch server.EventBatch
-		batch, err = st.server.log.After(wctx, key, end, r.StartRevision-1, 0)
+		batch, err = st.server.demux.After(wctx, key, end, r.StartRevision-1, 0)
 		initial, current = batch.Events, batch.CurrentRev
 	}
 	header := &etcdserverpb.ResponseHeader{Revision: current}
 	if errors.Is(err, server.ErrCompacted) {
-		compact, _ := st.server.log.CompactRevision(wctx)
+		compact, _ := st.server.demux.CompactRevision(wctx)
 		_ = st.send(&etcdserverpb.WatchResponse{Header: header, WatchId: id, Created: true})
 		st.finish(id, &etcdserverpb.WatchResponse{Header: header, WatchId: id, Canceled: true,
 			CompactRevision: compact, CancelReason: server.ErrCompacted.Error()})

@@ -36,7 +36,7 @@ func startInProcess(tb testing.TB, kineWatches bool) inProcess {
 	if kineWatches {
 		client = localClient(b.ctx, bridge, bridge, nil)
 	} else {
-		client = localClient(b.ctx, bridge, newWatchServer(b.demux, b.log), b.demux.requestProgress)
+		client = localClient(b.ctx, bridge, newWatchServer(b.demux), b.demux.requestProgress)
 	}
 	tb.Cleanup(func() {
 		_ = client.Close()
@@ -185,9 +185,9 @@ func TestWatchServerAnswersCompaction(t *testing.T) {
 	for i := range 6 {
 		revs = append(revs, p.put(t, fmt.Sprintf("/c/k%d", i), "v"))
 	}
-	_, err := p.log.Compact(ctx, revs[3])
+	_, err := p.demux.Compact(ctx, revs[3])
 	require.NoError(t, err)
-	compacted, err := p.log.CompactRevision(ctx)
+	compacted, err := p.demux.CompactRevision(ctx)
 	require.NoError(t, err)
 	require.Equal(t, revs[3], compacted)
 
@@ -218,7 +218,7 @@ func TestWatchServerEndsWatchesWithTheirSubscription(t *testing.T) {
 	inner := &fakeLog{current: 20}
 	demux := newDemuxLog(ctx, inner)
 	demux.markGap = 0
-	watcher := clientv3.NewWatchFromWatchClient(queuedWatchClient{WatchClient: adapter.WatchServerToWatchClient(newWatchServer(demux, inner)), marked: true},
+	watcher := clientv3.NewWatchFromWatchClient(queuedWatchClient{WatchClient: adapter.WatchServerToWatchClient(newWatchServer(demux)), marked: true},
 		clientv3.NewCtxClient(ctx))
 	defer watcher.Close()
 	w := watcher.Watch(ctx, "/a/", clientv3.WithPrefix())
