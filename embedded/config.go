@@ -278,7 +278,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		}}
 	core.BuildHandlerChainFunc = func(apiHandler http.Handler, gc *genericapiserver.Config) http.Handler {
 		// Inside a space, the CRDs of other spaces are not there.
-		inner := spaces.WithSpaceAdmission(spaces.WithCRDBindings(apiHandler, c.crds), c.spaces)
+		inner := spaces.WithSpaceAdmission(spaces.WithCRDBindings(withResponseCompression(apiHandler), c.crds), c.spaces)
 		// After authentication: a syncer's requests end with its token.
 		inner = auth.WithSyncerRequests(inner, c.syncers.Requests)
 		// A syncer's rate and open requests are bounded (429 beyond).

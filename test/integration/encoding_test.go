@@ -2,10 +2,15 @@ package integration
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
 
@@ -80,6 +88,97 @@ func TestBuiltinKindsStoredAsProtobuf(t *testing.T) {
 	defer db.Close()
 	_, value = latestRow(t, db, key)
 	require.True(t, bytes.HasPrefix(value, protobufMagic), "an update stores the object as protobuf, got %q", truncate(value))
+}
+
+// TestLargeResponsesCompressed checks what a client that accepts gzip gets
+// from the server: a list above 128 KiB compressed (by the server's own
+// compressor, embedded/compression.go), a single object and a watch not,
+// and every byte decodes to what an uncompressed request gets.
+func TestLargeResponsesCompressed(t *testing.T) {
+	s := harness.StartInProcess(t, "")
+	ctx := context.Background()
+	createSpace(t, s, "big")
+	cfg := s.RESTConfig(t, "big")
+	cfg.QPS, cfg.Burst = 1000, 2000
+	c, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	const n = 300
+	for i := range n {
+		_, err := c.CoreV1().ConfigMaps("default").Create(ctx, configMap("default", fmt.Sprintf("cm-%03d", i), strings.Repeat("x", 512)), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	cfg.DisableCompression = true // the raw bytes, as sent
+	rt, err := rest.TransportFor(cfg)
+	require.NoError(t, err)
+	client := &http.Client{Transport: rt}
+	fetch := func(path, acceptEncoding string) (*http.Response, []byte) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Accept", "application/json")
+		if acceptEncoding != "" {
+			req.Header.Set("Accept-Encoding", acceptEncoding)
+		}
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "GET %s: %s", path, body)
+		return resp, body
+	}
+	items := func(body []byte) []corev1.ConfigMap {
+		t.Helper()
+		var list corev1.ConfigMapList
+		require.NoError(t, json.Unmarshal(body, &list), "%.200s", body)
+		return list.Items
+	}
+
+	const listPath = "/api/v1/namespaces/default/configmaps"
+	resp, plain := fetch(listPath, "")
+	require.Empty(t, resp.Header.Get("Content-Encoding"))
+	require.Greater(t, len(plain), 128<<10, "the list is above the server's threshold")
+	require.Len(t, items(plain), n)
+
+	resp, zipped := fetch(listPath, "gzip")
+	require.Equal(t, "gzip", resp.Header.Get("Content-Encoding"))
+	require.Less(t, len(zipped), len(plain)/4)
+	zr, err := gzip.NewReader(bytes.NewReader(zipped))
+	require.NoError(t, err)
+	unzipped, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	got := items(unzipped)
+	require.Len(t, got, n, "compressed once: it decodes after one gunzip")
+	require.Equal(t, items(plain), got)
+	require.Equal(t, "big", got[0].Annotations[spaces.Annotation])
+
+	resp, one := fetch(listPath+"/cm-007", "gzip")
+	require.Empty(t, resp.Header.Get("Content-Encoding"), "a small response is sent as it is")
+	var cm corev1.ConfigMap
+	require.NoError(t, json.Unmarshal(one, &cm))
+	require.Equal(t, "cm-007", cm.Name)
+
+	// A watch streams its events as they come, uncompressed.
+	var list corev1.ConfigMapList
+	require.NoError(t, json.Unmarshal(plain, &list))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+listPath+"?watch=true&resourceVersion="+list.ResourceVersion, nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept-Encoding", "gzip")
+	req.Header.Set("Accept", "application/json")
+	watchResp, err := client.Do(req)
+	require.NoError(t, err)
+	defer watchResp.Body.Close()
+	require.Equal(t, http.StatusOK, watchResp.StatusCode)
+	require.Empty(t, watchResp.Header.Get("Content-Encoding"))
+	_, err = c.CoreV1().ConfigMaps("default").Create(ctx, configMap("default", "after", "watched"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	var ev struct {
+		Type   string           `json:"type"`
+		Object corev1.ConfigMap `json:"object"`
+	}
+	require.NoError(t, json.NewDecoder(watchResp.Body).Decode(&ev))
+	require.Equal(t, "ADDED", ev.Type)
+	require.Equal(t, "after", ev.Object.Name)
 }
 
 // openState opens a stopped server's SQLite file.
