@@ -74,6 +74,11 @@ type stockFigures struct {
 	creates1, creates32 float64         // ConfigMap creates/s, best run
 	watch               []time.Duration // create → ADDED on a watch of the same server
 	list                []time.Duration // LIST of the listed namespace
+	// createCPU and listCPU are the server process's CPU time (utime +
+	// stime) over all its 32-client create runs and over all its LISTs;
+	// created counts those creates. Zero when not measured.
+	createCPU, listCPU time.Duration
+	created            int
 }
 
 // stockBench measures our server and the stock kube-apiserver on kine over
@@ -271,7 +276,15 @@ func stockCompare(ctx context.Context, bin string, bins *edgecluster.Binaries, b
 	stockCfg.QPS, stockCfg.Burst = 5000, 10000
 
 	clients := [2]kubernetes.Interface{kubernetes.NewForConfigOrDie(s.config(stockSpace)), kubernetes.NewForConfigOrDie(stockCfg)}
-	f, err := sideBySide(ctx, clients, n, prefixed(progress, "stock: "+b.name+": "))
+	stockPID, ok := c.PIDs()["kube-apiserver"]
+	if !ok {
+		return none, errors.New("no kube-apiserver process in the stock server's cluster")
+	}
+	cpu := [2]func() (time.Duration, error){
+		func() (time.Duration, error) { return procCPU(s.cmd.Process.Pid) },
+		func() (time.Duration, error) { return procCPU(stockPID) },
+	}
+	f, err := sideBySide(ctx, clients, cpu, n, prefixed(progress, "stock: "+b.name+": "))
 	if err != nil {
 		// Both logs go with their directories: keep their ends.
 		return none, fmt.Errorf("%w\n--- end of our server's log ---\n%s\n--- end of kube-apiserver's log ---\n%s", err,
@@ -283,8 +296,9 @@ func stockCompare(ctx context.Context, bin string, bins *edgecluster.Binaries, b
 // sideBySide warms both servers up, then measures them alternately:
 // creates/s with 1 and 32 clients (best of stockRounds runs each),
 // create-to-watch latency, and LIST latency of n ConfigMaps in one
-// namespace. clients[0] is ours, clients[1] the stock server.
-func sideBySide(ctx context.Context, clients [2]kubernetes.Interface, n int, progress func(string, ...any)) ([2]stockFigures, error) {
+// namespace. clients[0] is ours, clients[1] the stock server; cpu reads
+// each server process's CPU time so far (nil: not measured).
+func sideBySide(ctx context.Context, clients [2]kubernetes.Interface, cpu [2]func() (time.Duration, error), n int, progress func(string, ...any)) ([2]stockFigures, error) {
 	var f [2]stockFigures
 	names := [2]string{"ours", "stock"}
 	// order alternates who goes first, round by round.
@@ -303,6 +317,25 @@ func sideBySide(ctx context.Context, clients [2]kubernetes.Interface, n int, pro
 	newNamespace := func(i int, ns string) error {
 		_, err := clients[i].CoreV1().Namespaces().Create(ctx, namespace(ns), metav1.CreateOptions{})
 		return err
+	}
+	// spent adds what server i's process spends on fn to *total.
+	spent := func(i int, total *time.Duration, fn func() error) error {
+		if cpu[i] == nil {
+			return fn()
+		}
+		before, err := cpu[i]()
+		if err != nil {
+			return err
+		}
+		if err := fn(); err != nil {
+			return err
+		}
+		after, err := cpu[i]()
+		if err != nil {
+			return err
+		}
+		*total += after - before
+		return nil
 	}
 	listAll := func(i int, ns string, want int) (time.Duration, error) {
 		began := time.Now()
@@ -350,9 +383,18 @@ func sideBySide(ctx context.Context, clients [2]kubernetes.Interface, n int, pro
 				if err := newNamespace(i, ns); err != nil {
 					return f, fmt.Errorf("%s: %w", names[i], err)
 				}
-				took, err := createIn(i, ns, run.workers, run.count)
+				var took time.Duration
+				var used time.Duration
+				err := spent(i, &used, func() (err error) {
+					took, err = createIn(i, ns, run.workers, run.count)
+					return err
+				})
 				if err != nil {
 					return f, fmt.Errorf("%s: creates with %d client(s): %w", names[i], run.workers, err)
+				}
+				if run.workers == 32 {
+					f[i].createCPU += used
+					f[i].created += run.count
 				}
 				best := run.best(i)
 				*best = max(*best, float64(run.count)/took.Seconds())
@@ -380,7 +422,11 @@ func sideBySide(ctx context.Context, clients [2]kubernetes.Interface, n int, pro
 	}
 	for k := range stockLists {
 		for _, i := range order(k) {
-			took, err := listAll(i, "list", n)
+			var took time.Duration
+			err := spent(i, &f[i].listCPU, func() (err error) {
+				took, err = listAll(i, "list", n)
+				return err
+			})
 			if err != nil {
 				return f, fmt.Errorf("%s: LIST: %w", names[i], err)
 			}
@@ -415,7 +461,28 @@ func stockRows(b stockBackend, n int, f [2]stockFigures) []row {
 		{prefix + fmt.Sprintf("LIST of %d ConfigMaps in one namespace p50, ours / stock", n), list50,
 			goalNote(listRatio, stockListGoal, false) + fmt.Sprintf("; %d LISTs each, alternately, consistent (no resourceVersion): both serve them from their watch caches (ours: one per resource, keyed by space)", len(ours.list))},
 		{prefix + fmt.Sprintf("LIST of %d ConfigMaps in one namespace p99, ours / stock", n), list99, ""},
+		{prefix + "server CPU per create (32 clients), ours / stock", cpuRatio(ours.createCPU, ours.created, stock.createCPU, stock.created),
+			"utime+stime of each server's process over its 32-client runs ÷ its creates" + datastoreNote(b)},
+		{prefix + "server CPU per LIST, ours / stock", cpuRatio(ours.listCPU, len(ours.list), stock.listCPU, len(stock.list)),
+			"over its LISTs ÷ LISTs: what the server spends, the client's decoding apart"},
 	}
+}
+
+// cpuRatio writes two servers' CPU per operation and their ratio.
+func cpuRatio(ours time.Duration, oursN int, stock time.Duration, stockN int) string {
+	if oursN == 0 || stockN == 0 || ours <= 0 || stock <= 0 {
+		return "not measured"
+	}
+	a, c := ours/time.Duration(oursN), stock/time.Duration(stockN)
+	return fmt.Sprintf("%s / %s (%s)", msCPU(a), msCPU(c), times(float64(a)/float64(c)))
+}
+
+// datastoreNote says what a server's process holds beside the server.
+func datastoreNote(b stockBackend) string {
+	if b.embedded {
+		return "; ours holds its datastore (kine and SQLite in its process), the stock server's kine is a process of its own"
+	}
+	return "; the datastore's process apart"
 }
 
 // times writes a ratio.
