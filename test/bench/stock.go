@@ -56,6 +56,8 @@ type stockDatastore struct {
 	// stock holds kube-apiserver's storage flags (EtcdServers and TLS).
 	stock edgecluster.APIServerOptions
 	stop  func()
+	// pid is its process, 0 when it has none of its own.
+	pid int
 }
 
 // stockBackend is a kind of datastore both servers are measured on.
@@ -74,10 +76,11 @@ type stockFigures struct {
 	creates1, creates32 float64         // ConfigMap creates/s, best run
 	watch               []time.Duration // create → ADDED on a watch of the same server
 	list                []time.Duration // LIST of the listed namespace
-	// createCPU and listCPU are the server process's CPU time (utime +
-	// stime) over all its 32-client create runs and over all its LISTs;
-	// created counts those creates. Zero when not measured.
-	createCPU, listCPU time.Duration
+	// createCPU and listCPU are the CPU time (utime + stime) of the
+	// server's processes, by group ("server", "datastore"), over all its
+	// 32-client create runs and over all its LISTs; created counts those
+	// creates. Empty when not measured.
+	createCPU, listCPU map[string]time.Duration
 	created            int
 }
 
@@ -123,6 +126,7 @@ func stockBackends(kine *edgecluster.KineBuild, bins *edgecluster.Binaries) []st
 		return &stockDatastore{
 			ours:  []string{"--datastore-endpoint", k.Endpoint},
 			stock: edgecluster.APIServerOptions{EtcdServers: []string{k.Endpoint}},
+			pid:   k.PID(),
 			stop: func() {
 				if err := k.Stop(); err != nil {
 					progress("stock: kine: %v", err)
@@ -151,6 +155,7 @@ func stockBackends(kine *edgecluster.KineBuild, bins *edgecluster.Binaries) []st
 					stock: edgecluster.APIServerOptions{EtcdServers: []string{e.Endpoint},
 						EtcdCAFile: e.CAFile, EtcdCertFile: e.CertFile, EtcdKeyFile: e.KeyFile},
 					stop: e.Stop,
+					pid:  e.PID(),
 				}, nil
 			},
 		},
@@ -236,13 +241,14 @@ func stockCompare(ctx context.Context, bin string, bins *edgecluster.Binaries, b
 	var none [2]stockFigures
 	progress("stock: %s: our server on a fresh datastore, in space %s", b.name, stockSpace)
 	var oursArgs []string
+	var oursDSPID int
 	if !b.embedded {
 		oursDS, err := b.start(ctx, progress)
 		if err != nil {
 			return none, err
 		}
 		defer oursDS.stop()
-		oursArgs = oursDS.ours
+		oursArgs, oursDSPID = oursDS.ours, oursDS.pid
 	}
 	s, err := start(ctx, bin, "", oursArgs...)
 	if err != nil {
@@ -280,10 +286,14 @@ func stockCompare(ctx context.Context, bin string, bins *edgecluster.Binaries, b
 	if !ok {
 		return none, errors.New("no kube-apiserver process in the stock server's cluster")
 	}
-	cpu := [2]func() (time.Duration, error){
-		func() (time.Duration, error) { return procCPU(s.cmd.Process.Pid) },
-		func() (time.Duration, error) { return procCPU(stockPID) },
+	procs := [2]procGroups{{"server": {"kubestellar": s.cmd.Process.Pid}}, {"server": {"kube-apiserver": stockPID}}}
+	if oursDSPID != 0 {
+		procs[0]["datastore"] = map[string]int{"datastore": oursDSPID}
 	}
+	if stockDS.pid != 0 {
+		procs[1]["datastore"] = map[string]int{"datastore": stockDS.pid}
+	}
+	cpu := [2]func() (map[string]time.Duration, error){procs[0].cpu, procs[1].cpu}
 	f, err := sideBySide(ctx, clients, cpu, n, prefixed(progress, "stock: "+b.name+": "))
 	if err != nil {
 		// Both logs go with their directories: keep their ends.
@@ -297,8 +307,9 @@ func stockCompare(ctx context.Context, bin string, bins *edgecluster.Binaries, b
 // creates/s with 1 and 32 clients (best of stockRounds runs each),
 // create-to-watch latency, and LIST latency of n ConfigMaps in one
 // namespace. clients[0] is ours, clients[1] the stock server; cpu reads
-// each server process's CPU time so far (nil: not measured).
-func sideBySide(ctx context.Context, clients [2]kubernetes.Interface, cpu [2]func() (time.Duration, error), n int, progress func(string, ...any)) ([2]stockFigures, error) {
+// the CPU time so far of each server's processes, by group (nil: not
+// measured).
+func sideBySide(ctx context.Context, clients [2]kubernetes.Interface, cpu [2]func() (map[string]time.Duration, error), n int, progress func(string, ...any)) ([2]stockFigures, error) {
 	var f [2]stockFigures
 	names := [2]string{"ours", "stock"}
 	// order alternates who goes first, round by round.
@@ -318,8 +329,9 @@ func sideBySide(ctx context.Context, clients [2]kubernetes.Interface, cpu [2]fun
 		_, err := clients[i].CoreV1().Namespaces().Create(ctx, namespace(ns), metav1.CreateOptions{})
 		return err
 	}
-	// spent adds what server i's process spends on fn to *total.
-	spent := func(i int, total *time.Duration, fn func() error) error {
+	// spent adds what server i's processes spend on fn to *total, by
+	// group.
+	spent := func(i int, total *map[string]time.Duration, fn func() error) error {
 		if cpu[i] == nil {
 			return fn()
 		}
@@ -334,7 +346,12 @@ func sideBySide(ctx context.Context, clients [2]kubernetes.Interface, cpu [2]fun
 		if err != nil {
 			return err
 		}
-		*total += after - before
+		if *total == nil {
+			*total = map[string]time.Duration{}
+		}
+		for group := range after {
+			(*total)[group] += after[group] - before[group]
+		}
 		return nil
 	}
 	listAll := func(i int, ns string, want int) (time.Duration, error) {
@@ -384,17 +401,19 @@ func sideBySide(ctx context.Context, clients [2]kubernetes.Interface, cpu [2]fun
 					return f, fmt.Errorf("%s: %w", names[i], err)
 				}
 				var took time.Duration
-				var used time.Duration
-				err := spent(i, &used, func() (err error) {
+				create := func() (err error) {
 					took, err = createIn(i, ns, run.workers, run.count)
 					return err
-				})
+				}
+				var err error
+				if run.workers == 32 {
+					err = spent(i, &f[i].createCPU, create)
+					f[i].created += run.count
+				} else {
+					err = create()
+				}
 				if err != nil {
 					return f, fmt.Errorf("%s: creates with %d client(s): %w", names[i], run.workers, err)
-				}
-				if run.workers == 32 {
-					f[i].createCPU += used
-					f[i].created += run.count
 				}
 				best := run.best(i)
 				*best = max(*best, float64(run.count)/took.Seconds())
@@ -461,11 +480,25 @@ func stockRows(b stockBackend, n int, f [2]stockFigures) []row {
 		{prefix + fmt.Sprintf("LIST of %d ConfigMaps in one namespace p50, ours / stock", n), list50,
 			goalNote(listRatio, stockListGoal, false) + fmt.Sprintf("; %d LISTs each, alternately, consistent (no resourceVersion): both serve them from their watch caches (ours: one per resource, keyed by space)", len(ours.list))},
 		{prefix + fmt.Sprintf("LIST of %d ConfigMaps in one namespace p99, ours / stock", n), list99, ""},
-		{prefix + "server CPU per create (32 clients), ours / stock", cpuRatio(ours.createCPU, ours.created, stock.createCPU, stock.created),
+		{prefix + "server CPU per create (32 clients), ours / stock", cpuRatio(ours.createCPU["server"], ours.created, stock.createCPU["server"], stock.created),
 			"utime+stime of each server's process over its 32-client runs ÷ its creates" + datastoreNote(b)},
-		{prefix + "server CPU per LIST, ours / stock", cpuRatio(ours.listCPU, len(ours.list), stock.listCPU, len(stock.list)),
+		{prefix + "datastore CPU per create (32 clients), ours / stock", datastoreCPU(b, ours, stock),
+			"the same, of each server's own datastore process"},
+		{prefix + "server CPU per LIST, ours / stock", cpuRatio(ours.listCPU["server"], len(ours.list), stock.listCPU["server"], len(stock.list)),
 			"over its LISTs ÷ LISTs: what the server spends, the client's decoding apart"},
 	}
+}
+
+// datastoreCPU writes the datastore processes' CPU per create; ours has
+// none on the embedded row.
+func datastoreCPU(b stockBackend, ours, stock stockFigures) string {
+	if b.embedded {
+		if stock.created == 0 || stock.createCPU["datastore"] <= 0 {
+			return "not measured"
+		}
+		return "in ours' process / " + msCPU(stock.createCPU["datastore"]/time.Duration(stock.created))
+	}
+	return cpuRatio(ours.createCPU["datastore"], ours.created, stock.createCPU["datastore"], stock.created)
 }
 
 // cpuRatio writes two servers' CPU per operation and their ratio.
@@ -480,9 +513,9 @@ func cpuRatio(ours time.Duration, oursN int, stock time.Duration, stockN int) st
 // datastoreNote says what a server's process holds beside the server.
 func datastoreNote(b stockBackend) string {
 	if b.embedded {
-		return "; ours holds its datastore (kine and SQLite in its process), the stock server's kine is a process of its own"
+		return "; ours holds its datastore (kine and SQLite in its process), the stock server's kine is a process of its own (next row)"
 	}
-	return "; the datastore's process apart"
+	return "; the datastore's process apart (next row)"
 }
 
 // times writes a ratio.

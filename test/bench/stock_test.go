@@ -21,13 +21,14 @@ import (
 func TestSideBySide(t *testing.T) {
 	const n = 40
 	fakes := [2]*fake.Clientset{fake.NewClientset(), fake.NewClientset()}
-	// Each server's CPU clock advances by 1 ms (ours) or 2 ms at every read.
+	// Each server's CPU clock advances by 1 ms (ours) or 2 ms at every
+	// read, its datastore's by 10 times that.
 	var clocks [2]time.Duration
-	cpu := [2]func() (time.Duration, error){}
+	cpu := [2]func() (map[string]time.Duration, error){}
 	for i := range cpu {
-		cpu[i] = func() (time.Duration, error) {
+		cpu[i] = func() (map[string]time.Duration, error) {
 			clocks[i] += time.Duration(i+1) * time.Millisecond
-			return clocks[i], nil
+			return map[string]time.Duration{"server": clocks[i], "datastore": 10 * clocks[i]}, nil
 		}
 	}
 	f, err := sideBySide(t.Context(), [2]kubernetes.Interface{fakes[0], fakes[1]}, cpu, n, t.Logf)
@@ -35,8 +36,9 @@ func TestSideBySide(t *testing.T) {
 	for i, c := range fakes {
 		step := time.Duration(i+1) * time.Millisecond
 		require.Equal(t, stockRounds*n, f[i].created, "server %d: the 32-client creates", i)
-		require.Equal(t, stockRounds*step, f[i].createCPU, "server %d: one step per 32-client run", i)
-		require.Equal(t, stockLists*step, f[i].listCPU, "server %d: one step per LIST", i)
+		require.Equal(t, map[string]time.Duration{"server": stockRounds * step, "datastore": 10 * stockRounds * step}, f[i].createCPU,
+			"server %d: one step per 32-client run", i)
+		require.Equal(t, stockLists*step, f[i].listCPU["server"], "server %d: one step per LIST", i)
 		require.Positive(t, f[i].creates1, "server %d", i)
 		require.Positive(t, f[i].creates32, "server %d", i)
 		require.Len(t, f[i].watch, 10, "n/4, at least 10 samples")
@@ -84,7 +86,7 @@ func TestStockRows(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rows := stockRows(b, 1000, [2]stockFigures{tt.ours, tt.stock})
-			require.Len(t, rows, 8)
+			require.Len(t, rows, 9)
 			for _, r := range rows {
 				require.True(t, strings.HasPrefix(r.metric, "kine/SQLite: "), r.metric)
 				require.True(t, strings.HasSuffix(r.metric, ", ours / stock"), r.metric)
@@ -99,18 +101,26 @@ func TestStockRows(t *testing.T) {
 	rows := stockRows(b, 1000, [2]stockFigures{tests[1].ours, tests[1].stock})
 	require.Equal(t, "1100 / 1000 (1.10×)", rows[1].value)
 	require.Equal(t, "8.0 ms / 4.0 ms (2.00×)", rows[4].value)
-	require.Equal(t, "not measured", rows[6].value)
+	for _, r := range rows[6:] {
+		require.Equal(t, "not measured", r.value, r.metric)
+	}
 
 	ours, stock := tests[1].ours, tests[1].stock
-	ours.createCPU, ours.created, ours.listCPU = 900*time.Millisecond, 3000, 150*time.Millisecond
-	stock.createCPU, stock.created, stock.listCPU = 1200*time.Millisecond, 3000, 100*time.Millisecond
+	ours.createCPU = map[string]time.Duration{"server": 900 * time.Millisecond, "datastore": 600 * time.Millisecond}
+	ours.created, ours.listCPU = 3000, map[string]time.Duration{"server": 150 * time.Millisecond}
+	stock.createCPU = map[string]time.Duration{"server": 1200 * time.Millisecond, "datastore": 750 * time.Millisecond}
+	stock.created, stock.listCPU = 3000, map[string]time.Duration{"server": 100 * time.Millisecond}
 	rows = stockRows(b, 1000, [2]stockFigures{ours, stock})
 	require.Equal(t, "server CPU per create (32 clients), ours / stock", strings.TrimPrefix(rows[6].metric, "kine/SQLite: "))
 	require.Equal(t, "0.300 ms / 0.400 ms (0.75×)", rows[6].value)
 	require.Contains(t, rows[6].note, "the datastore's process apart")
-	require.Equal(t, "50.000 ms / 33.333 ms (1.50×)", rows[7].value, "3 LISTs each")
+	require.Equal(t, "datastore CPU per create (32 clients), ours / stock", strings.TrimPrefix(rows[7].metric, "kine/SQLite: "))
+	require.Equal(t, "0.200 ms / 0.250 ms (0.80×)", rows[7].value)
+	require.Equal(t, "50.000 ms / 33.333 ms (1.50×)", rows[8].value, "3 LISTs each")
+	ours.createCPU = map[string]time.Duration{"server": 900 * time.Millisecond}
 	embedded := stockRows(stockBackend{name: "embedded SQLite", embedded: true}, 1000, [2]stockFigures{ours, stock})
 	require.Contains(t, embedded[6].note, "ours holds its datastore")
+	require.Equal(t, "in ours' process / 0.250 ms", embedded[7].value)
 }
 
 // TestStockBackends checks the datastores of the side by side: ours on a

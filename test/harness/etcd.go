@@ -112,6 +112,9 @@ func NewEtcd(ctx context.Context, logf edgecluster.Logf) (_ *Etcd, err error) {
 	return e, nil
 }
 
+// PID is etcd's process.
+func (e *Etcd) PID() int { return e.server.cmd.Process.Pid }
+
 // Stop stops etcd and removes its files.
 func (e *Etcd) Stop() {
 	e.server.stop()
