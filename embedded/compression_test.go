@@ -36,7 +36,7 @@ func configMapList(n int) *corev1.ConfigMapList {
 				CreationTimestamp: created,
 				Annotations:       map[string]string{"kubestellar.io/space": "wds1"},
 				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "bench", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-					Time: &created, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{".":{},"f:payload":{}}}`)}}},
+					Time: &created, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:data":{".":{},"f:payload":{}}}`)}},
 			},
 			Data: map[string]string{"payload": strings.Repeat("x", 256)},
 		})
