@@ -72,3 +72,47 @@ func TestNamespaceLifecycleReadsTheCacheFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestNamespaceDeletedAMomentAgo: right after a namespace's delete, the
+// watch cache may still hold it as active; content created in it is then
+// checked against the datastore, which has it terminating. Only in the
+// space where it was deleted, and a delete of another kind changes nothing.
+func TestNamespaceDeletedAMomentAgo(t *testing.T) {
+	active := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}
+	terminating := active.DeepCopy()
+	terminating.Status.Phase = corev1.NamespaceTerminating
+	g := &namespaceGetter{cached: map[string]*corev1.Namespace{"app": active}, stored: map[string]*corev1.Namespace{"app": terminating}}
+	plugin := New(g).(admission.ValidationInterface)
+	alice := &user.DefaultInfo{Name: "alice"}
+	create := func(space string) error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: "app"}}
+		attrs := admission.NewAttributesRecord(cm, nil, corev1.SchemeGroupVersion.WithKind("ConfigMap"), "app", "late",
+			corev1.SchemeGroupVersion.WithResource("configmaps"), "", admission.Create, &metav1.CreateOptions{}, false, alice)
+		return plugin.Validate(spaces.WithSpace(context.Background(), space), attrs, nil)
+	}
+	deleteIn := func(space string, kind, resource, name, namespace string) {
+		attrs := admission.NewAttributesRecord(nil, active, corev1.SchemeGroupVersion.WithKind(kind), namespace, name,
+			corev1.SchemeGroupVersion.WithResource(resource), "", admission.Delete, &metav1.DeleteOptions{}, false, alice)
+		require.NoError(t, plugin.Validate(spaces.WithSpace(context.Background(), space), attrs, nil))
+	}
+
+	require.NoError(t, create("s1"), "the cache's namespace is active, nothing was deleted")
+	require.Equal(t, []string{"0"}, g.asked)
+
+	deleteIn("s1", "ConfigMap", "configmaps", "app", "app")
+	deleteIn("s2", "Namespace", "namespaces", "app", "")
+	g.asked = nil
+	require.NoError(t, create("s1"), "a namespace of the same name deleted in another space")
+	require.Equal(t, []string{"0"}, g.asked)
+
+	deleteIn("s1", "Namespace", "namespaces", "app", "")
+	g.asked = nil
+	err := create("s1")
+	require.True(t, apierrors.IsForbidden(err), "the datastore has it terminating: %v", err)
+	require.Equal(t, []string{"0", ""}, g.asked)
+
+	g.cached["app"] = terminating
+	g.asked = nil
+	require.True(t, apierrors.IsForbidden(create("s1")), "once the cache has it terminating")
+	require.Equal(t, []string{"0"}, g.asked, "the cache's answer suffices")
+}
