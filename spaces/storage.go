@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/storage"
 )
 
@@ -127,7 +128,26 @@ func (s *spaceStorage) GetList(ctx context.Context, key string, opts storage.Lis
 			return err
 		}
 	}
+	if s.raw != nil && serverItself(ctx) && s.Interface.ReadinessCheck() != nil {
+		// A list the server makes itself, on the storage rather than
+		// through the API (the CRD finalizer's list of a deleted CRD's
+		// instances, the first read of a cache made for that list), is
+		// read from the datastore while the cache fills. The cache
+		// refuses unpaginated lists then ("storage is (re)initializing");
+		// an API client retries after the second it is told to wait, but
+		// the CRD finalizer records a failed deletion, and its retry can
+		// lose a race with its own informer and leave the CRD Terminating
+		// until that informer's resync, minutes later.
+		return s.raw.GetList(ctx, key, opts, listObj)
+	}
 	return s.in(space).GetList(ctx, key, opts, listObj)
+}
+
+// serverItself tells whether a call on the storage comes from the server's
+// own code rather than through the API, where every request has a user.
+func serverItself(ctx context.Context) bool {
+	_, ok := genericapirequest.UserFrom(ctx)
+	return !ok
 }
 
 // CorrectEmptyLists wraps a storage that reads the datastore so that an

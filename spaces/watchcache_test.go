@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/authentication/user"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/storage"
 )
 
@@ -359,4 +361,37 @@ func TestCacheWithMailboxes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []call{{"Get", prefix + "/" + mailbox + "/b"}}, cache.calls)
 	require.Equal(t, []call{{"Watch", prefix}}, datastore.calls)
+}
+
+// TestServersOwnListsWhileTheCacheFills: while a space's cache fills, a
+// list the server makes on the storage itself (no user in its context:
+// the CRD finalizer's) reads the datastore; an API request's goes to the
+// cache, which tells the client to retry.
+func TestServersOwnListsWhileTheCacheFills(t *testing.T) {
+	newFunc := func() runtime.Object { return &corev1.ConfigMap{} }
+	for _, tc := range []struct {
+		name      string
+		ctx       context.Context
+		ready     error
+		fromCache bool
+	}{
+		{"the server's own, cache filling", WithSpace(context.Background(), "wds1"), errors.New("initializing"), false},
+		{"the server's own, cache ready", WithSpace(context.Background(), "wds1"), nil, true},
+		{"a client's, cache filling", genericapirequest.WithUser(WithSpace(context.Background(), "wds1"), &user.DefaultInfo{Name: "alice"}), errors.New("initializing"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cache := &listingStorage{ready: tc.ready}
+			raw := &recordingStorage{}
+			s := DecorateCached(cache, raw, CacheSource(&recordingStorage{}, newFunc), prefix)
+			require.NoError(t, s.GetList(tc.ctx, prefix+"/default", storage.ListOptions{Recursive: true}, &corev1.ConfigMapList{}))
+			want := []call{{"GetList", prefix + "/wds1/default"}}
+			if tc.fromCache {
+				require.Equal(t, want, cache.calls)
+				require.Empty(t, raw.calls)
+			} else {
+				require.Empty(t, cache.calls)
+				require.Equal(t, want, raw.calls)
+			}
+		})
+	}
 }

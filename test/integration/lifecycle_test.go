@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -380,4 +381,71 @@ func TestDeletingANamespaceDeletesItsContentsInItsSpaceOnly(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []byte("v"), secret.Data["k"], "stringData is folded into data")
 	require.Empty(t, secret.StringData)
+}
+
+// TestCRDDeletedRightAfterItsCreation deletes CRDs a moment after creating
+// them, before anything has read their instances: the CRD finalizer's list
+// of instances is then the first read of a watch cache still filling,
+// which refuses it ("storage is (re)initializing"), and the finalizer's
+// retry can lose a race with its own informer and leave the CRD
+// Terminating until the next resync, minutes later (its group stays in
+// the space's discovery meanwhile). Every CRD must go at once, and never
+// report a failed deletion of its instances.
+func TestCRDDeletedRightAfterItsCreation(t *testing.T) {
+	s := harness.StartInProcess(t, "")
+	ctx := t.Context()
+	createSpace(t, s, "one")
+	ext, err := apiextensionsclient.NewForConfig(s.RESTConfig(t, "one"))
+	require.NoError(t, err)
+	crds := ext.ApiextensionsV1().CustomResourceDefinitions()
+	w, err := crds.Watch(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	defer w.Stop()
+
+	const n = 4
+	pending := map[string]bool{}
+	for i := range n {
+		plural := fmt.Sprintf("gadgets%d", i)
+		crd := &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: plural + ".example.com"},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: "example.com",
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: fmt.Sprintf("gadget%d", i),
+					Kind: fmt.Sprintf("Gadget%d", i), ListKind: fmt.Sprintf("Gadget%dList", i)},
+				Scope: apiextensionsv1.NamespaceScoped,
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}}}},
+			},
+		}
+		_, err := crds.Create(ctx, crd, metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, crds.Delete(ctx, crd.Name, metav1.DeleteOptions{}))
+		pending[crd.Name] = true
+	}
+
+	deadline := time.After(30 * time.Second)
+	for len(pending) > 0 {
+		select {
+		case e, ok := <-w.ResultChan():
+			require.True(t, ok, "the watch of space one's CRDs ended")
+			crd, ok := e.Object.(*apiextensionsv1.CustomResourceDefinition)
+			if !ok {
+				continue
+			}
+			for _, c := range crd.Status.Conditions {
+				require.False(t, c.Type == apiextensionsv1.Terminating && c.Reason == "InstanceDeletionFailed",
+					"CRD %s: %s: %s", crd.Name, c.Reason, c.Message)
+			}
+			if e.Type == watch.Deleted {
+				delete(pending, crd.Name)
+			}
+		case <-deadline:
+			require.Failf(t, "CRDs left", "CRDs deleted right after their creation still there after 30 s: %v", pending)
+		}
+	}
+	all, err := apiextensionsv1client.NewForConfigOrDie(s.RESTConfig(t, spaces.Wildcard)).CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, c := range all.Items {
+		require.False(t, strings.HasPrefix(c.Name, "gadgets"), "CRD %s is still stored", c.Name)
+	}
 }
