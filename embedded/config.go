@@ -230,7 +230,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		}
 		authenticators = append(authenticators, external)
 	}
-	core.Authentication.Authenticator = auth.NewRequestAuthenticator(union.New(authenticators...))
+	core.Authentication.Authenticator = stackReservingAuthenticator{auth.NewRequestAuthenticator(union.New(authenticators...))}
 	// Everyone may ask what they may do (kubectl auth can-i), as in Kubernetes.
 	c.rbac = rbac.NewStore()
 	spaceType := func(space string) string {
@@ -283,7 +283,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		inner = auth.WithSyncerRequests(inner, c.syncers.Requests)
 		// A syncer's rate and open requests are bounded (429 beyond).
 		inner = auth.WithSyncerLimits(inner, auth.DefaultSyncerLimits, gc.LongRunningFunc)
-		return spaces.WithSpacePath(genericapiserver.DefaultBuildHandlerChain(inner, gc))
+		return withStackReserve(spaces.WithSpacePath(genericapiserver.DefaultBuildHandlerChain(inner, gc)))
 	}
 
 	var namespaces rest.Getter
