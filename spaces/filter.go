@@ -27,7 +27,11 @@ func WithSpacePath(handler http.Handler) http.Handler {
 		}
 		if rest != req.URL.Path {
 			// /spaces/NAME/... (root too may be named so): strip the prefix.
-			req = req.Clone(WithSpace(req.Context(), name))
+			// A shallow copy with a URL of its own (a Clone would copy
+			// the headers too, as the API server's own filters do not).
+			req = req.WithContext(WithSpace(req.Context(), name))
+			u := *req.URL
+			req.URL = &u
 			req.URL.Path = rest
 			if req.URL.RawPath != "" {
 				_, rawRest, err := splitPath(req.URL.RawPath)
