@@ -230,7 +230,6 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		}
 		authenticators = append(authenticators, external)
 	}
-	core.Authentication.Authenticator = stackReservingAuthenticator{auth.NewRequestAuthenticator(union.New(authenticators...))}
 	// Everyone may ask what they may do (kubectl auth can-i), as in Kubernetes.
 	c.rbac = rbac.NewStore()
 	spaceType := func(space string) string {
@@ -243,6 +242,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	core.Authorization.Authorizer = authz
 	core.RuleResolver = authz
 	core.LongRunningFunc = withTunnelsLongRunning(core.LongRunningFunc)
+	core.Authentication.Authenticator = stackReservingAuthenticator{auth.NewRequestAuthenticator(union.New(authenticators...)), core.LongRunningFunc}
 	// API Priority and Fairness, configured in the root space (see
 	// embedded/fairness), with flows told apart by space.
 	loopback, err := kubernetes.NewForConfig(core.LoopbackClientConfig)
@@ -283,7 +283,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		inner = auth.WithSyncerRequests(inner, c.syncers.Requests)
 		// A syncer's rate and open requests are bounded (429 beyond).
 		inner = auth.WithSyncerLimits(inner, auth.DefaultSyncerLimits, gc.LongRunningFunc)
-		return withStackReserve(spaces.WithSpacePath(genericapiserver.DefaultBuildHandlerChain(inner, gc)))
+		return spaces.WithSpacePath(genericapiserver.DefaultBuildHandlerChain(inner, gc))
 	}
 
 	var namespaces rest.Getter

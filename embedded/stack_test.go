@@ -9,33 +9,49 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/endpoints/request"
 )
 
-func TestStackReserveIsTransparent(t *testing.T) {
-	called := false
-	h := withStackReserve(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		called = true
-		require.Equal(t, "/api/v1/pods", req.URL.Path)
-		w.WriteHeader(http.StatusTeapot)
-	}))
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/pods", nil))
-	require.True(t, called)
-	require.Equal(t, http.StatusTeapot, rec.Code)
-
+// TestStackReservingAuthenticator: the wrapper answers as the
+// authenticator it wraps, and asks whether a request is long-running (whose
+// stack it leaves alone) only when the request has been told apart.
+func TestStackReservingAuthenticator(t *testing.T) {
 	want := &authenticator.Response{User: &user.DefaultInfo{Name: "alice"}}
 	for _, tc := range []struct {
-		resp *authenticator.Response
-		ok   bool
-		err  error
-	}{{want, true, nil}, {nil, false, nil}, {nil, false, errors.New("bad token")}} {
-		a := stackReservingAuthenticator{authenticator.RequestFunc(func(*http.Request) (*authenticator.Response, bool, error) {
-			return tc.resp, tc.ok, tc.err
-		})}
-		resp, ok, err := a.AuthenticateRequest(httptest.NewRequest(http.MethodGet, "/", nil))
-		require.Equal(t, tc.resp, resp)
-		require.Equal(t, tc.ok, ok)
-		require.Equal(t, tc.err, err)
+		name    string
+		info    *request.RequestInfo
+		resp    *authenticator.Response
+		ok      bool
+		err     error
+		checked bool
+	}{
+		{"a create", &request.RequestInfo{IsResourceRequest: true, Verb: "create"}, want, true, nil, true},
+		{"a watch", &request.RequestInfo{IsResourceRequest: true, Verb: "watch"}, want, true, nil, true},
+		{"unauthenticated", &request.RequestInfo{Verb: "get", Path: "/healthz"}, nil, false, nil, true},
+		{"a bad token", &request.RequestInfo{IsResourceRequest: true, Verb: "list"}, nil, false, errors.New("bad token"), true},
+		{"no request info", nil, want, true, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checked := false
+			a := stackReservingAuthenticator{
+				Request: authenticator.RequestFunc(func(*http.Request) (*authenticator.Response, bool, error) {
+					return tc.resp, tc.ok, tc.err
+				}),
+				longRunning: func(_ *http.Request, info *request.RequestInfo) bool {
+					checked = true
+					return info.Verb == "watch"
+				},
+			}
+			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			if tc.info != nil {
+				req = req.WithContext(request.WithRequestInfo(req.Context(), tc.info))
+			}
+			resp, ok, err := a.AuthenticateRequest(req)
+			require.Equal(t, tc.resp, resp)
+			require.Equal(t, tc.ok, ok)
+			require.Equal(t, tc.err, err)
+			require.Equal(t, tc.checked, checked)
+		})
 	}
 }
 
