@@ -6,7 +6,8 @@
 # when run as root (runuser). As root it installs them with apt-get;
 # otherwise it says what to install. The test edge cluster's binaries
 # (etcd among them) are built by `make edgecluster-tools`, which
-# `make bench-deps` runs too; the standalone kine is built here, after gcc.
+# `make bench-deps` runs too; the standalone kine (after gcc) and
+# konnectivity are built here.
 set -euo pipefail
 source "$(dirname "$0")/lib/deps.sh"
 ensure_packages "the benchmarks" gcc:gcc runuser:util-linux mariadbd:mariadb-server mariadb-install-db:mariadb-server \
@@ -15,3 +16,6 @@ ensure_packages "the benchmarks" gcc:gcc runuser:util-linux mariadbd:mariadb-ser
 # stock section), built with cgo, as kubestellar is, once per machine.
 cd "$(dirname "$0")/.."
 "${GO:-go}" run ./test/edgecluster/cmd/edge-cluster -build-kine >/dev/null
+# konnectivity's proxy-server and proxy-agent, the reference the forwarding
+# section measures the tunnel against, once per machine.
+"${GO:-go}" run ./test/edgecluster/cmd/edge-cluster -build-konnectivity >/dev/null

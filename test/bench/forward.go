@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kubestellar/kubestellar/test/edgecluster"
 	"github.com/kubestellar/kubestellar/tunnel"
 )
 
@@ -32,7 +33,9 @@ const (
 
 // forwardBench compares GETs sent to a real edge cluster directly with the
 // same GETs sent through the center's edge proxy and the syncer's tunnel,
-// on a fresh server with one `kubestellar syncer join` process.
+// on a fresh server with one `kubestellar syncer join` process, and through
+// konnectivity (the reverse tunnel kube-apiserver uses to reach nodes), the
+// field's reference, on the same edge cluster.
 func forwardBench(ctx context.Context, bin string, o tunnelOptions, progress func(string, ...any)) (_ []row, err error) {
 	progress = prefixed(progress, "forward: ")
 	s, err := start(ctx, bin, "")
@@ -128,6 +131,10 @@ func forwardBench(ctx context.Context, bin string, o tunnelOptions, progress fun
 	if edge.syncer.exited() {
 		return nil, errors.New("the syncer exited")
 	}
+	knRun, knCPU, err := konnectivityRun(ctx, directCfg, directURL, o, procs, progress)
+	if err != nil {
+		return nil, fmt.Errorf("through konnectivity: %w", err)
+	}
 
 	workload := fmt.Sprintf("%d GETs of %s, %d concurrent, one edge cluster (kube-apiserver on loopback)", o.requests, forwardPath, o.workers)
 	return []row{
@@ -147,7 +154,69 @@ func forwardBench(ctx context.Context, bin string, o tunnelOptions, progress fun
 			fmt.Sprintf("%s / %s / %s / %s", msCPU(viaCPU["edge cluster"]), msCPU(viaCPU["server"]), msCPU(viaCPU["syncer"]), msCPU(viaCPU["client"])), ""},
 		{"CPU per GET, every process: direct ÷ tunnel", fmt.Sprintf("%.2f", directCPU.total().Seconds()/viaCPU.total().Seconds()),
 			fmt.Sprintf("%s ÷ %s: with every process on the same %d cores, the most the tunnel's throughput can be of direct's", msCPU(directCPU.total()), msCPU(viaCPU.total()), runtime.NumCPU())},
+		{"edge GETs through konnectivity: requests/s", fmt.Sprintf("%.0f", knRun.rate()),
+			"same GETs, the edge's admin credentials end to end: HTTP CONNECT on proxy-server's unix socket → gRPC over mTLS → proxy-agent → edge (as kube-apiserver reaches nodes)" + knRun.failures()},
+		{"edge GETs through konnectivity: latency p50", ms(percentile(knRun.latencies, 50)), ""},
+		{"edge GETs through konnectivity: latency p99", ms(percentile(knRun.latencies, 99)), ""},
+		{"konnectivity / direct: throughput", fmt.Sprintf("%.2f", knRun.rate()/directRun.rate()), "requests/s through konnectivity ÷ direct"},
+		{"konnectivity / direct: latency p50", fmt.Sprintf("%.2f", float64(percentile(knRun.latencies, 50))/float64(percentile(directRun.latencies, 50))),
+			"p50 through konnectivity ÷ direct"},
+		{"tunnel / konnectivity: throughput", fmt.Sprintf("%.2f", viaRun.rate()/knRun.rate()),
+			"ours ÷ the field's reference; konnectivity only carries bytes, ours authenticates the caller at the center and the syncer calls the edge with its own credentials"},
+		{"CPU per GET through konnectivity: edge cluster / proxy-server / proxy-agent / client",
+			fmt.Sprintf("%s / %s / %s / %s", msCPU(knCPU["edge cluster"]), msCPU(knCPU["proxy-server"]), msCPU(knCPU["proxy-agent"]), msCPU(knCPU["client"])),
+			fmt.Sprintf("every process: direct ÷ konnectivity %.2f (%s ÷ %s)", directCPU.total().Seconds()/knCPU.total().Seconds(), msCPU(directCPU.total()), msCPU(knCPU.total()))},
 	}, nil
+}
+
+// konnectivityRun sends the same GETs as the direct run, with the same
+// credentials, through a konnectivity proxy-server and proxy-agent started
+// for it: the client's TLS and HTTP/2 run end to end through the tunnel,
+// as kube-apiserver's do through its egress selector. The server and the
+// syncer of the other runs stay up, idle, and are counted.
+func konnectivityRun(ctx context.Context, directCfg *rest.Config, url string, o tunnelOptions, procs procGroups,
+	progress func(string, ...any)) (getRun, cpuPerOp, error) {
+	dir, err := os.MkdirTemp("", "kubestellar-bench-konnectivity-")
+	if err != nil {
+		return getRun{}, nil, err
+	}
+	defer os.RemoveAll(dir)
+	progress("starting konnectivity's proxy-server and proxy-agent")
+	kn, err := edgecluster.StartKonnectivity(ctx, edgecluster.KonnectivityOptions{Dir: dir, Logf: prefixed(progress, "edgecluster: ")})
+	if err != nil {
+		return getRun{}, nil, err
+	}
+	defer kn.Stop()
+	cfg := rest.CopyConfig(directCfg)
+	cfg.Dial = kn.DialContext
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return getRun{}, nil, err
+	}
+	if _, err := getMany(ctx, client, url, 100, o.workers); err != nil { // warm up, as the others
+		return getRun{}, nil, fmt.Errorf("GET %s: %w (logs: %s, %s)", url, err, kn.ServerLog, kn.AgentLog)
+	}
+	with := procGroups{}
+	for group, pids := range procs {
+		with[group] = pids
+	}
+	for name, pid := range kn.PIDs() {
+		with[name] = map[string]int{name: pid}
+	}
+	progress("%d GETs through konnectivity, %d workers", o.requests, o.workers)
+	before, err := with.cpu()
+	if err != nil {
+		return getRun{}, nil, err
+	}
+	run, err := getMany(ctx, client, url, o.requests, o.workers)
+	if err != nil {
+		return getRun{}, nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	after, err := with.cpu()
+	if err != nil {
+		return getRun{}, nil, err
+	}
+	return run, perOp(before, after, len(run.latencies)), nil
 }
 
 // procGroups are the processes a section measures, by group (the

@@ -14,7 +14,8 @@ import (
 // measured: the test edge cluster's binaries (kube control plane, etcd,
 // kwok; built once per machine, which takes minutes the first time) for
 // the syncer, forwarding, datastore and stock sections, the standalone
-// kine (built the same way, with cgo) for the stock section, and
+// kine (built the same way, with cgo) for the stock section, konnectivity
+// (built the same way) for the forwarding section, and
 // PostgreSQL, MariaDB and etcd, each started once and stopped, for the
 // datastore section.
 // `make bench` installs them first (hack/bench-deps.sh).
@@ -32,6 +33,12 @@ func prerequisites(ctx context.Context, o options, progress func(string, ...any)
 		progress("prerequisites: the standalone kine (built with cgo on first use, then cached per machine)")
 		if _, err := edgecluster.EnsureKine(ctx, prefixed(progress, "edgecluster: ")); err != nil {
 			errs = append(errs, fmt.Errorf("the standalone kine (for -stock-objects; needs gcc): %w", err))
+		}
+	}
+	if o.tunnel.requests > 0 {
+		progress("prerequisites: konnectivity's proxy-server and proxy-agent (built on first use, then cached per machine)")
+		if _, err := edgecluster.EnsureKonnectivity(ctx, prefixed(progress, "edgecluster: ")); err != nil {
+			errs = append(errs, fmt.Errorf("konnectivity (for -forward-requests): %w", err))
 		}
 	}
 	if o.datastoreN > 0 {

@@ -332,21 +332,11 @@ func (o *BuildOptions) build(ctx context.Context, keyDir, binDir, key, goVersion
 	o.Logf("edgecluster: building binaries into %s (kubernetes %s, etcd %s, kwok %s; build log %s)",
 		binDir, kube.Version, etcd.Version, kwok.Version, logPath)
 
-	// Leftovers of builds whose process died; the lock is held, so no
-	// build is using them.
-	if stale, err := filepath.Glob(filepath.Join(keyDir, "bin.tmp-*")); err == nil {
-		for _, dir := range stale {
-			_ = os.RemoveAll(dir)
-		}
-	}
-	tmp, err := os.MkdirTemp(keyDir, "bin.tmp-")
+	tmp, err := buildDir(keyDir)
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return err
-	}
 
 	steps := []struct {
 		what, out, pkg, ldflags, note string

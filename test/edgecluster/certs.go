@@ -56,35 +56,11 @@ func newPKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	p := &pki{dir: dir}
-	now := time.Now()
-
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, caCertPEM, caKeyPEM, err := newCA("edgecluster-ca")
 	if err != nil {
 		return nil, err
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "edgecluster-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(certValidity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
-	if err != nil {
-		return nil, fmt.Errorf("creating CA certificate: %w", err)
-	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-	ca := issuer{cert: caCert, key: caKey}
-	p.caCertPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	caKeyPEM, err := keyPEM(caKey)
-	if err != nil {
-		return nil, err
-	}
+	p.caCertPEM = caCertPEM
 	if p.CACert, p.CAKey, err = p.write("ca", p.caCertPEM, caKeyPEM); err != nil {
 		return nil, err
 	}
@@ -161,6 +137,36 @@ func newPKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// newCA makes a CA: its issuer, and its certificate and key as PEM.
+func newCA(commonName string) (ca issuer, certPEM, keyPEMBytes []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return issuer{}, nil, nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: commonName},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(certValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return issuer{}, nil, nil, fmt.Errorf("creating CA certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return issuer{}, nil, nil, err
+	}
+	if keyPEMBytes, err = keyPEM(key); err != nil {
+		return issuer{}, nil, nil, err
+	}
+	return issuer{cert: cert, key: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEMBytes, nil
 }
 
 // issue signs a certificate made from tmpl with a new key.

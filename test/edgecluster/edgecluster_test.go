@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// TestMain builds the cluster binaries and kine, if this machine has not
+// TestMain builds the cluster binaries, kine and konnectivity, if this machine has not
 // built them yet, before the tests run, so that the cold build (several
 // minutes) does not count against the tests' -timeout.
 func TestMain(m *testing.M) {
@@ -53,6 +53,9 @@ func ensureBinariesBeforeTests() error {
 		bins, err := EnsureBinaries(context.Background(), logf)
 		if err == nil {
 			_, err = EnsureKine(context.Background(), logf)
+		}
+		if err == nil {
+			_, err = EnsureKonnectivity(context.Background(), logf)
 		}
 		done <- result{bins, err}
 	}()

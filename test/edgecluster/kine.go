@@ -1,7 +1,6 @@
 package edgecluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -56,105 +55,18 @@ func EnsureKine(ctx context.Context, logf Logf) (*KineBuild, error) {
 // defaults to $KUBESTELLAR_EDGECLUSTER_KINE_DIR, else the directory kine
 // beside ToolsDir.
 func (o BuildOptions) EnsureKine(ctx context.Context) (*KineBuild, error) {
-	if err := o.defaults(); err != nil {
-		return nil, err
-	}
-	if o.PrebuiltDir != "" {
-		path := filepath.Join(o.PrebuiltDir, KineBinary)
-		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("%s=%s has no %s: build it with `go run ./test/edgecluster/cmd/edge-cluster -build-kine` and copy it there, or unset %s: %w",
-				EnvBinDir, o.PrebuiltDir, KineBinary, EnvBinDir, err)
-		}
-		return readKineBuild(path), nil
-	}
-	dir := o.KineDir
-	if dir == "" {
-		dir = os.Getenv(EnvKineDir)
-	}
-	if dir == "" {
-		dir = filepath.Join(filepath.Dir(o.ToolsDir), "kine")
-	}
-	if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err != nil || !bytes.Contains(data, []byte("module "+kineModulePath+"\n")) {
-		return nil, fmt.Errorf("the kine module (%s) is not in %s: run from the kubestellar repository, or set %s", kineModulePath, dir, EnvKineDir)
-	}
-	ko := o
-	ko.ToolsDir = dir // where the go command runs
-	goVersion, err := ko.goEnv(ctx, "GOVERSION")
+	dir, err := o.ensureToolModule(ctx, toolModule{
+		what: "kine", dir: o.KineDir, envDir: EnvKineDir, dirName: "kine", modulePath: kineModulePath,
+		recipe: kineRecipe, cachePrefix: "kine-", cgo: true, note: " (SQLite's C code takes a minute or more)",
+		commands:     map[string]string{KineBinary: "github.com/k3s-io/kine"},
+		versions:     map[string]string{"kine": "github.com/k3s-io/kine", "sqlite": "github.com/mattn/go-sqlite3"},
+		versionsFile: kineVersions,
+		buildHint:    "build it with `go run ./test/edgecluster/cmd/edge-cluster -build-kine` and copy it there",
+	})
 	if err != nil {
 		return nil, err
 	}
-	key, err := ModuleKey(dir, kineRecipe, goVersion)
-	if err != nil {
-		return nil, err
-	}
-	keyDir := filepath.Join(o.CacheDir, "kine-"+key)
-	path := filepath.Join(keyDir, "bin", KineBinary)
-	if _, err := os.Stat(path); err == nil {
-		return readKineBuild(path), nil
-	}
-	if err := os.MkdirAll(keyDir, 0o755); err != nil {
-		return nil, fmt.Errorf("creating the kine cache directory: %w", err)
-	}
-	unlock, err := LockFile(ctx, filepath.Join(keyDir, "build.lock"), "kine", o.Logf)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if _, err := os.Stat(path); err == nil { // built while this one waited
-		return readKineBuild(path), nil
-	}
-	if err := ko.buildKine(ctx, keyDir); err != nil {
-		return nil, err
-	}
-	return readKineBuild(path), nil
-}
-
-// buildKine builds kine's command into keyDir/bin, through a temporary
-// directory, so that a build cut short leaves no binary behind.
-func (o *BuildOptions) buildKine(ctx context.Context, keyDir string) error {
-	started := time.Now()
-	logPath := filepath.Join(keyDir, "build.log")
-	buildLog, err := os.Create(logPath)
-	if err != nil {
-		return fmt.Errorf("creating build log: %w", err)
-	}
-	defer buildLog.Close()
-	mods, err := o.listModules(ctx, "github.com/k3s-io/kine", "github.com/mattn/go-sqlite3")
-	if err != nil {
-		return err
-	}
-	build := KineBuild{Kine: mods["github.com/k3s-io/kine"].Version, SQLite: mods["github.com/mattn/go-sqlite3"].Version}
-	o.Logf("edgecluster: building kine %s (cgo, go-sqlite3 %s) into %s; build log %s", build.Kine, build.SQLite, keyDir, logPath)
-	if stale, err := filepath.Glob(filepath.Join(keyDir, "bin.tmp-*")); err == nil {
-		for _, dir := range stale {
-			_ = os.RemoveAll(dir)
-		}
-	}
-	tmp, err := os.MkdirTemp(keyDir, "bin.tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return err
-	}
-	if err := o.goBuild(ctx, buildLog, logPath, "kine", " (SQLite's C code takes a minute or more)", filepath.Join(tmp, KineBinary), "github.com/k3s-io/kine", "", true); err != nil {
-		return err
-	}
-	versions, err := json.MarshalIndent(build, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(tmp, kineVersions), append(versions, '\n'), 0o644); err != nil {
-		return err
-	}
-	binDir := filepath.Join(keyDir, "bin")
-	_ = os.RemoveAll(binDir)
-	if err := os.Rename(tmp, binDir); err != nil {
-		return fmt.Errorf("installing kine: %w", err)
-	}
-	o.Logf("edgecluster: kine ready in %s (took %s)", binDir, since(started))
-	return nil
+	return readKineBuild(filepath.Join(dir, KineBinary)), nil
 }
 
 // readKineBuild describes the kine at path, with the versions recorded

@@ -33,6 +33,7 @@ func main() {
 	flag.StringVar(&opts.Dir, "dir", "", "directory for the cluster's files, kept after it stops (default: a temporary directory, removed)")
 	buildOnly := flag.Bool("build-only", false, "only build the binaries, and print their directory")
 	buildKine := flag.Bool("build-kine", false, "only build the standalone kine (with cgo, as kubestellar), and print its path")
+	buildKonnectivity := flag.Bool("build-konnectivity", false, "only build konnectivity's proxy-server and proxy-agent, and print their paths")
 	flag.Parse()
 
 	logger := log.New(os.Stderr, "", log.LstdFlags)
@@ -53,6 +54,16 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Println(kine.Path)
+		return
+	}
+	if *buildKonnectivity {
+		kn, err := edgecluster.EnsureKonnectivity(ctx, opts.Logf)
+		if err != nil {
+			logger.Printf("edge-cluster: %v", err)
+			os.Exit(1)
+		}
+		fmt.Println(kn.Server)
+		fmt.Println(kn.Agent)
 		return
 	}
 	if err := run(ctx, opts, *buildOnly); err != nil {
