@@ -179,6 +179,7 @@ func EdgeHandler(edge *rest.Config) (http.Handler, error) {
 			pr.Out.Header.Del("Authorization")
 		},
 		Transport:     rt,
+		BufferPool:    &bufferPool{},
 		FlushInterval: -1,
 	}, nil
 }

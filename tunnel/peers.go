@@ -54,7 +54,8 @@ func NewPeers(self string, caPEM []byte, token string, holder func(ctx context.C
 
 // forward sends an edge request on to the server holding the tunnel. It
 // returns false, having written nothing, when there is none to send to.
-func (p *Peers) forward(w http.ResponseWriter, req *http.Request, inv, st string) bool {
+// buffers lends the proxy its copy buffer.
+func (p *Peers) forward(w http.ResponseWriter, req *http.Request, inv, st string, buffers httputil.BufferPool) bool {
 	if req.Header.Get(ForwardedHeader) != "" {
 		return false // one hop only
 	}
@@ -79,6 +80,7 @@ func (p *Peers) forward(w http.ResponseWriter, req *http.Request, inv, st string
 			pr.Out.Header.Set(ForwardedHeader, p.Self)
 		},
 		Transport:     p.transport,
+		BufferPool:    buffers,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			writeStatus(w, http.StatusBadGateway, fmt.Sprintf("SyncTarget %s/%s: reaching %s, the server holding its tunnel: %v", inv, st, holder, err))

@@ -44,6 +44,8 @@ type Server struct {
 
 	// peers, when set, forward requests for tunnels held by other servers.
 	peers *Peers
+	// buffers are the edge proxy's, and its peers'.
+	buffers bufferPool
 
 	mu         sync.Mutex
 	sessions   map[tunnelKey]int            // open tunnels per key
@@ -313,7 +315,7 @@ func (s *Server) EdgeProxy() http.Handler {
 		target := inv + "/" + st
 		key, ok := s.current(inv, st)
 		if !ok {
-			if s.peers != nil && s.peers.forward(w, req, inv, st) {
+			if s.peers != nil && s.peers.forward(w, req, inv, st, &s.buffers) {
 				return
 			}
 			writeStatus(w, http.StatusServiceUnavailable, fmt.Sprintf("SyncTarget %s has no tunnel open: its syncer is not connected", target))
@@ -333,6 +335,7 @@ func (s *Server) EdgeProxy() http.Handler {
 				}
 			},
 			Transport:     retryTransport{rt: s.transport(key), attempts: 3},
+			BufferPool:    &s.buffers,
 			FlushInterval: -1, // watches and logs stream
 			ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 				writeStatus(w, http.StatusBadGateway, fmt.Sprintf("reaching the edge cluster of SyncTarget %s: %v", target, err))
