@@ -101,42 +101,55 @@ func forwardBench(ctx context.Context, bin string, o tunnelOptions, progress fun
 			return nil, fmt.Errorf("GET %s: %w", c.url, err)
 		}
 	}
-	// Every process runs on the same cores: where their CPU goes per GET
-	// says what bounds each path.
-	procs := procGroups{"edge cluster": edge.cluster.PIDs(), "server": {"server": s.cmd.Process.Pid},
-		"syncer": {"syncer": edge.syncer.cmd.Process.Pid}, "client": {"bench": os.Getpid()}}
-	progress("%d GETs directly to the edge cluster, %d workers", o.requests, o.workers)
-	cpuBefore, err := procs.cpu()
+	kn, err := startKonnectivity(ctx, progress)
 	if err != nil {
 		return nil, err
 	}
-	directRun, err := getMany(ctx, direct, directURL, o.requests, o.workers)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s directly: %w", directURL, err)
-	}
-	cpuBetween, err := procs.cpu()
-	if err != nil {
-		return nil, err
-	}
-	progress("%d GETs through the center's edge proxy, %d workers", o.requests, o.workers)
-	viaRun, err := getMany(ctx, via, viaURL, o.requests, o.workers)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s through the tunnel: %w", viaURL, err)
-	}
-	cpuAfter, err := procs.cpu()
+	defer kn.stop()
+	knCfg := rest.CopyConfig(directCfg)
+	knCfg.Dial = kn.DialContext
+	knClient, err := rest.HTTPClientFor(knCfg)
 	if err != nil {
 		return nil, err
 	}
-	directCPU, viaCPU := perOp(cpuBefore, cpuBetween, len(directRun.latencies)), perOp(cpuBetween, cpuAfter, len(viaRun.latencies))
-	if edge.syncer.exited() {
-		return nil, errors.New("the syncer exited")
-	}
-	knRun, knCPU, err := konnectivityRun(ctx, directCfg, directURL, o, procs, progress)
-	if err != nil {
-		return nil, fmt.Errorf("through konnectivity: %w", err)
+	if _, err := getMany(ctx, knClient, directURL, 100, o.workers); err != nil { // warm up, as the others
+		return nil, fmt.Errorf("GET %s through konnectivity: %w (logs: %s, %s)", directURL, err, kn.ServerLog, kn.AgentLog)
 	}
 
-	workload := fmt.Sprintf("%d GETs of %s, %d concurrent, one edge cluster (kube-apiserver on loopback)", o.requests, forwardPath, o.workers)
+	// Every process runs on the same cores: where their CPU goes per GET
+	// says what bounds each path. The three paths take turns, a share of
+	// the GETs each per round, so that the machine's drift during the
+	// section falls on all three.
+	procs := procGroups{"edge cluster": edge.cluster.PIDs(), "server": {"server": s.cmd.Process.Pid},
+		"syncer": {"syncer": edge.syncer.cmd.Process.Pid}, "client": {"bench": os.Getpid()}}
+	for name, pid := range kn.PIDs() {
+		procs[name] = map[string]int{name: pid}
+	}
+	paths := []*edgeRoute{
+		{name: "directly to the edge cluster", client: direct, url: directURL},
+		{name: "through the center's edge proxy", client: via, url: viaURL},
+		{name: "through konnectivity", client: knClient, url: directURL},
+	}
+	for round := range forwardRounds {
+		n := o.requests / forwardRounds
+		if round < o.requests%forwardRounds {
+			n++
+		}
+		for _, p := range paths {
+			progress("round %d of %d: %d GETs %s, %d workers", round+1, forwardRounds, n, p.name, o.workers)
+			if err := p.measure(ctx, procs, n, o.workers); err != nil {
+				return nil, err
+			}
+		}
+		if edge.syncer.exited() {
+			return nil, errors.New("the syncer exited")
+		}
+	}
+	directRun, viaRun, knRun := paths[0].run, paths[1].run, paths[2].run
+	directCPU, viaCPU, knCPU := paths[0].perGET(), paths[1].perGET(), paths[2].perGET()
+
+	workload := fmt.Sprintf("%d GETs of %s each way, %d concurrent, in %d rounds in which the ways take turns, one edge cluster (kube-apiserver on loopback)",
+		o.requests, forwardPath, o.workers, forwardRounds)
 	return []row{
 		{"edge GETs direct: requests/s", fmt.Sprintf("%.0f", directRun.rate()), workload + ", with its admin credentials" + directRun.failures()},
 		{"edge GETs direct: latency p50", ms(percentile(directRun.latencies, 50)), ""},
@@ -169,54 +182,81 @@ func forwardBench(ctx context.Context, bin string, o tunnelOptions, progress fun
 	}, nil
 }
 
-// konnectivityRun sends the same GETs as the direct run, with the same
-// credentials, through a konnectivity proxy-server and proxy-agent started
-// for it: the client's TLS and HTTP/2 run end to end through the tunnel,
-// as kube-apiserver's do through its egress selector. The server and the
-// syncer of the other runs stay up, idle, and are counted.
-func konnectivityRun(ctx context.Context, directCfg *rest.Config, url string, o tunnelOptions, procs procGroups,
-	progress func(string, ...any)) (getRun, cpuPerOp, error) {
+// forwardRounds is how many turns the forwarding section's paths take.
+const forwardRounds = 5
+
+// edgeRoute is one way to the edge cluster, and what its GETs have
+// measured so far.
+type edgeRoute struct {
+	name   string
+	client *http.Client
+	url    string
+
+	run getRun
+	cpu map[string]time.Duration // each group's, over this path's GETs
+}
+
+// measure sends n more GETs along p, adding their latencies, wall time
+// and every group's CPU time to p's.
+func (p *edgeRoute) measure(ctx context.Context, procs procGroups, n, workers int) error {
+	before, err := procs.cpu()
+	if err != nil {
+		return err
+	}
+	run, err := getMany(ctx, p.client, p.url, n, workers)
+	if err != nil {
+		return fmt.Errorf("GET %s %s: %w", p.url, p.name, err)
+	}
+	after, err := procs.cpu()
+	if err != nil {
+		return err
+	}
+	if p.cpu == nil {
+		p.cpu = map[string]time.Duration{}
+	}
+	for group := range after {
+		p.cpu[group] += after[group] - before[group]
+	}
+	p.run.latencies = append(p.run.latencies, run.latencies...)
+	p.run.took += run.took
+	if p.run.failed += run.failed; p.run.first == nil {
+		p.run.first = run.first
+	}
+	return nil
+}
+
+// perGET is each group's CPU time per GET answered along p.
+func (p *edgeRoute) perGET() cpuPerOp {
+	return perOp(map[string]time.Duration{}, p.cpu, len(p.run.latencies))
+}
+
+// konnectivity is a proxy-server and proxy-agent started for the
+// forwarding section, in a directory of their own.
+type konnectivity struct {
+	*edgecluster.Konnectivity
+	dir string
+}
+
+// startKonnectivity starts them: the client's TLS and HTTP/2 then run end
+// to end through the tunnel (DialContext), as kube-apiserver's do through
+// its egress selector.
+func startKonnectivity(ctx context.Context, progress func(string, ...any)) (*konnectivity, error) {
 	dir, err := os.MkdirTemp("", "kubestellar-bench-konnectivity-")
 	if err != nil {
-		return getRun{}, nil, err
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
 	progress("starting konnectivity's proxy-server and proxy-agent")
 	kn, err := edgecluster.StartKonnectivity(ctx, edgecluster.KonnectivityOptions{Dir: dir, Logf: prefixed(progress, "edgecluster: ")})
 	if err != nil {
-		return getRun{}, nil, err
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	defer kn.Stop()
-	cfg := rest.CopyConfig(directCfg)
-	cfg.Dial = kn.DialContext
-	client, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return getRun{}, nil, err
-	}
-	if _, err := getMany(ctx, client, url, 100, o.workers); err != nil { // warm up, as the others
-		return getRun{}, nil, fmt.Errorf("GET %s: %w (logs: %s, %s)", url, err, kn.ServerLog, kn.AgentLog)
-	}
-	with := procGroups{}
-	for group, pids := range procs {
-		with[group] = pids
-	}
-	for name, pid := range kn.PIDs() {
-		with[name] = map[string]int{name: pid}
-	}
-	progress("%d GETs through konnectivity, %d workers", o.requests, o.workers)
-	before, err := with.cpu()
-	if err != nil {
-		return getRun{}, nil, err
-	}
-	run, err := getMany(ctx, client, url, o.requests, o.workers)
-	if err != nil {
-		return getRun{}, nil, fmt.Errorf("GET %s: %w", url, err)
-	}
-	after, err := with.cpu()
-	if err != nil {
-		return getRun{}, nil, err
-	}
-	return run, perOp(before, after, len(run.latencies)), nil
+	return &konnectivity{Konnectivity: kn, dir: dir}, nil
+}
+
+func (k *konnectivity) stop() {
+	_ = k.Stop()
+	os.RemoveAll(k.dir)
 }
 
 // procGroups are the processes a section measures, by group (the
