@@ -101,19 +101,23 @@ func forwardBench(ctx context.Context, bin string, o tunnelOptions, progress fun
 			return nil, fmt.Errorf("GET %s: %w", c.url, err)
 		}
 	}
-	kn, err := startKonnectivity(ctx, progress)
-	if err != nil {
-		return nil, err
-	}
-	defer kn.stop()
-	knCfg := rest.CopyConfig(directCfg)
-	knCfg.Dial = kn.DialContext
-	knClient, err := rest.HTTPClientFor(knCfg)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := getMany(ctx, knClient, directURL, 100, o.workers); err != nil { // warm up, as the others
-		return nil, fmt.Errorf("GET %s through konnectivity: %w (logs: %s, %s)", directURL, err, kn.ServerLog, kn.AgentLog)
+	var knClient *http.Client
+	var knPIDs map[string]int
+	if o.konnectivity {
+		kn, err := startKonnectivity(ctx, progress)
+		if err != nil {
+			return nil, err
+		}
+		defer kn.stop()
+		knCfg := rest.CopyConfig(directCfg)
+		knCfg.Dial = kn.DialContext
+		if knClient, err = rest.HTTPClientFor(knCfg); err != nil {
+			return nil, err
+		}
+		if _, err := getMany(ctx, knClient, directURL, 100, o.workers); err != nil { // warm up, as the others
+			return nil, fmt.Errorf("GET %s through konnectivity: %w (logs: %s, %s)", directURL, err, kn.ServerLog, kn.AgentLog)
+		}
+		knPIDs = kn.PIDs()
 	}
 
 	// Every process runs on the same cores: where their CPU goes per GET
@@ -122,13 +126,15 @@ func forwardBench(ctx context.Context, bin string, o tunnelOptions, progress fun
 	// section falls on all three.
 	procs := procGroups{"edge cluster": edge.cluster.PIDs(), "server": {"server": s.cmd.Process.Pid},
 		"syncer": {"syncer": edge.syncer.cmd.Process.Pid}, "client": {"bench": os.Getpid()}}
-	for name, pid := range kn.PIDs() {
+	for name, pid := range knPIDs {
 		procs[name] = map[string]int{name: pid}
 	}
 	paths := []*edgeRoute{
 		{name: "directly to the edge cluster", client: direct, url: directURL},
 		{name: "through the center's edge proxy", client: via, url: viaURL},
-		{name: "through konnectivity", client: knClient, url: directURL},
+	}
+	if knClient != nil {
+		paths = append(paths, &edgeRoute{name: "through konnectivity", client: knClient, url: directURL})
 	}
 	for round := range forwardRounds {
 		n := o.requests / forwardRounds
@@ -145,12 +151,12 @@ func forwardBench(ctx context.Context, bin string, o tunnelOptions, progress fun
 			return nil, errors.New("the syncer exited")
 		}
 	}
-	directRun, viaRun, knRun := paths[0].run, paths[1].run, paths[2].run
-	directCPU, viaCPU, knCPU := paths[0].perGET(), paths[1].perGET(), paths[2].perGET()
+	directRun, viaRun := paths[0].run, paths[1].run
+	directCPU, viaCPU := paths[0].perGET(), paths[1].perGET()
 
 	workload := fmt.Sprintf("%d GETs of %s each way, %d concurrent, in %d rounds in which the ways take turns, one edge cluster (kube-apiserver on loopback)",
 		o.requests, forwardPath, o.workers, forwardRounds)
-	return []row{
+	rows := []row{
 		{"edge GETs direct: requests/s", fmt.Sprintf("%.0f", directRun.rate()), workload + ", with its admin credentials" + directRun.failures()},
 		{"edge GETs direct: latency p50", ms(percentile(directRun.latencies, 50)), ""},
 		{"edge GETs direct: latency p99", ms(percentile(directRun.latencies, 99)), ""},
@@ -167,6 +173,12 @@ func forwardBench(ctx context.Context, bin string, o tunnelOptions, progress fun
 			fmt.Sprintf("%s / %s / %s / %s", msCPU(viaCPU["edge cluster"]), msCPU(viaCPU["server"]), msCPU(viaCPU["syncer"]), msCPU(viaCPU["client"])), ""},
 		{"CPU per GET, every process: direct ÷ tunnel", fmt.Sprintf("%.2f", directCPU.total().Seconds()/viaCPU.total().Seconds()),
 			fmt.Sprintf("%s ÷ %s: with every process on the same %d cores, the most the tunnel's throughput can be of direct's", msCPU(directCPU.total()), msCPU(viaCPU.total()), runtime.NumCPU())},
+	}
+	if len(paths) < 3 {
+		return rows, nil
+	}
+	knRun, knCPU := paths[2].run, paths[2].perGET()
+	return append(rows, []row{
 		{"edge GETs through konnectivity: requests/s", fmt.Sprintf("%.0f", knRun.rate()),
 			"same GETs, the edge's admin credentials end to end: HTTP CONNECT on proxy-server's unix socket → gRPC over mTLS → proxy-agent → edge (as kube-apiserver reaches nodes)" + knRun.failures()},
 		{"edge GETs through konnectivity: latency p50", ms(percentile(knRun.latencies, 50)), ""},
@@ -179,7 +191,7 @@ func forwardBench(ctx context.Context, bin string, o tunnelOptions, progress fun
 		{"CPU per GET through konnectivity: edge cluster / proxy-server / proxy-agent / client",
 			fmt.Sprintf("%s / %s / %s / %s", msCPU(knCPU["edge cluster"]), msCPU(knCPU["proxy-server"]), msCPU(knCPU["proxy-agent"]), msCPU(knCPU["client"])),
 			fmt.Sprintf("every process: direct ÷ konnectivity %.2f (%s ÷ %s)", directCPU.total().Seconds()/knCPU.total().Seconds(), msCPU(directCPU.total()), msCPU(knCPU.total()))},
-	}, nil
+	}...), nil
 }
 
 // forwardRounds is how many turns the forwarding section's paths take.

@@ -107,6 +107,7 @@ func main() {
 	flag.IntVar(&o.tunnel.tunnels, "tunnels", 1000, "simulated syncers holding a tunnel to one server, for its memory, CPU and restart figures (0 skips)")
 	flag.IntVar(&o.tunnel.requests, "forward-requests", 2000, "GETs sent to one real edge cluster directly, and again through the center's edge proxy (0 skips)")
 	flag.IntVar(&o.tunnel.workers, "forward-workers", 8, "concurrent GETs in the forwarding comparison")
+	flag.BoolVar(&o.tunnel.konnectivity, "forward-konnectivity", true, "forwarding comparison: send the GETs through konnectivity too, the reference tunnel (built from Go modules on first use)")
 	flag.IntVar(&o.datastoreN, "datastore-objects", 1000, "ConfigMaps created on SQLite, and on PostgreSQL, MySQL and etcd (two servers each), for write throughput and watch latency (0 skips)")
 	flag.IntVar(&o.stockN, "stock-objects", 2000, "side by side with the stock kube-apiserver, each on a fresh kine/SQLite, then ours on its embedded SQLite against the stock one on kine/SQLite, then both on etcd: ConfigMaps per 32-client create run (a quarter with 1 client) and in the listed namespace (0 skips)")
 	flag.IntVar(&o.tenants.samples, "tenant-samples", 300, "creates by the quiet space's one client, alone and beside the noisy space, in the tenants section (0 skips it)")

@@ -35,10 +35,10 @@ func prerequisites(ctx context.Context, o options, progress func(string, ...any)
 			errs = append(errs, fmt.Errorf("the standalone kine (for -stock-objects; needs gcc): %w", err))
 		}
 	}
-	if o.tunnel.requests > 0 {
+	if o.tunnel.requests > 0 && o.tunnel.konnectivity {
 		progress("prerequisites: konnectivity's proxy-server and proxy-agent (built on first use, then cached per machine)")
 		if _, err := edgecluster.EnsureKonnectivity(ctx, prefixed(progress, "edgecluster: ")); err != nil {
-			errs = append(errs, fmt.Errorf("konnectivity (for -forward-requests): %w", err))
+			errs = append(errs, fmt.Errorf("konnectivity (for -forward-requests; -forward-konnectivity=false measures without it): %w", err))
 		}
 	}
 	if o.datastoreN > 0 {

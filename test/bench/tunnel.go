@@ -53,6 +53,8 @@ type tunnelOptions struct {
 	tunnels  int // simulated syncers, each holding a tunnel (0 skips)
 	requests int // GETs sent to one edge cluster directly, and again through the center (0 skips)
 	workers  int // concurrent GETs
+	// konnectivity sends the GETs through konnectivity too.
+	konnectivity bool
 }
 
 // tunnelsBench measures, on a fresh server, n simulated syncers holding
