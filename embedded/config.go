@@ -166,11 +166,18 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	// gate become GA and locked on, setting it fails and says so here;
 	// KUBE_WATCHCACHE_CONSISTENCY_CHECKER=true still turns the check on,
 	// to panic at a mismatch, for debugging.)
+	//
+	// Impersonation is checked by the filter Kubernetes had before
+	// constrained impersonation: that one keeps its decisions for 10 s
+	// keyed by the user and the request, not by the space in the context,
+	// so an impersonation allowed in one's own space would be taken as
+	// allowed in any other space for that long.
 	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{
 		string(genericfeatures.WatchList):                false,
 		string(genericfeatures.DetectCacheInconsistency): false,
+		string(genericfeatures.ConstrainedImpersonation): false,
 	}); err != nil {
-		return nil, fmt.Errorf("turning off watch-list and the watch caches' consistency check: %w", err)
+		return nil, fmt.Errorf("turning off watch-list, the watch caches' consistency check and constrained impersonation: %w", err)
 	}
 	scheme, err := builtin.NewScheme()
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/kubestellar/kubestellar/controllers"
 	"github.com/kubestellar/kubestellar/controllers/placement"
 	"github.com/kubestellar/kubestellar/embedded/builtin"
+	"github.com/kubestellar/kubestellar/internal/provenance"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -60,7 +61,7 @@ func newStoreWriter(scheme *runtime.Scheme, admit admission.Interface, lookup sp
 		scheme: scheme, admit: admit, objects: admission.NewObjectInterfacesFromScheme(scheme), spaces: lookup, timeout: timeout,
 		// The identity of the server's loopback client, which the
 		// controllers' HTTP writes carry.
-		user: &user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup}}}
+		user: provenance.Vouch(&user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup}})}
 	for _, info := range groups {
 		for version, resources := range info.VersionedResourcesStorageMap {
 			for resource, storage := range resources {

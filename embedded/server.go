@@ -42,6 +42,7 @@ import (
 	"github.com/kubestellar/kubestellar/embedded/fairness"
 	"github.com/kubestellar/kubestellar/embedded/kubeconfig"
 	"github.com/kubestellar/kubestellar/embedded/storage"
+	"github.com/kubestellar/kubestellar/internal/provenance"
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/spaces/crdcontroller"
 	"github.com/kubestellar/kubestellar/spaces/namespacecontroller"
@@ -82,7 +83,14 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating apiextensions server: %w", err)
 	}
-	core, err := c.core.Complete().New("kubestellar", ext.GenericAPIServer)
+	completed := c.core.Complete()
+	// Complete put the loopback client's token in front of our
+	// authenticators; every identity they return, its included, is marked
+	// as the server's word (internal/provenance), so that no identity built
+	// from impersonation headers passes for the server, an admin or a
+	// syncer.
+	completed.Authentication.Authenticator = provenance.Authenticated(completed.Authentication.Authenticator)
+	core, err := completed.New("kubestellar", ext.GenericAPIServer)
 	if err != nil {
 		return nil, fmt.Errorf("creating API server: %w", err)
 	}

@@ -13,9 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/storage"
+
+	"github.com/kubestellar/kubestellar/internal/provenance"
 )
 
 // A CRD is one API across the server: the apiextensions server serves one
@@ -127,7 +128,7 @@ func ServerView(ctx context.Context) bool {
 		return false
 	}
 	u, ok := genericapirequest.UserFrom(ctx)
-	return !ok || u.GetName() == user.APIServerUser
+	return !ok || provenance.IsServer(u)
 }
 
 // DecorateCRDs wraps the storage of CRDs so that each space sees and

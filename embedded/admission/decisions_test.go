@@ -17,6 +17,7 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/embedded/auth"
+	"github.com/kubestellar/kubestellar/internal/provenance"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -51,7 +52,7 @@ func (f fakeConfigs) SyncerConfigOf(mailbox string) (*edgev2alpha1.SyncerConfig,
 
 var (
 	admin     user.Info = auth.AdminInfo()
-	server    user.Info = &user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup}}
+	server    user.Info = provenance.Vouch(&user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup}})
 	syncerA   user.Info = auth.SyncerUser(inv, "edge1")
 	syncerB   user.Info = auth.SyncerUser(inv, "edge2")
 	anonymous user.Info = &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}

@@ -20,6 +20,7 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/embedded/auth"
+	"github.com/kubestellar/kubestellar/internal/provenance"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -122,7 +123,7 @@ var serverWritten = map[string]string{
 
 // IsServer reports whether u is the server itself: its loopback client,
 // which its controllers use.
-func IsServer(u user.Info) bool { return u != nil && u.GetName() == user.APIServerUser }
+func IsServer(u user.Info) bool { return provenance.IsServer(u) }
 
 func (p *edgePlugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	u := a.GetUserInfo()

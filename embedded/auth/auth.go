@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
 	"github.com/kubestellar/kubestellar/embedded/certs"
+	"github.com/kubestellar/kubestellar/internal/provenance"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -79,11 +79,11 @@ type Tokens struct {
 
 type tokenEntry struct {
 	hash [32]byte
-	user *user.DefaultInfo
+	user user.Info
 }
 
 // Add lets token authenticate as u.
-func (t *Tokens) Add(token string, u *user.DefaultInfo) {
+func (t *Tokens) Add(token string, u user.Info) {
 	t.entries = append(t.entries, tokenEntry{hash: sha256.Sum256([]byte(token)), user: u})
 }
 
@@ -98,9 +98,10 @@ func (t *Tokens) AuthenticateToken(_ context.Context, token string) (*authentica
 	return nil, false, nil
 }
 
-// AdminInfo is the identity of the admin token.
-func AdminInfo() *user.DefaultInfo {
-	return &user.DefaultInfo{Name: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}}
+// AdminInfo is the identity of the admin token, as authentication
+// vouches for it (provenance).
+func AdminInfo() user.Info {
+	return provenance.Vouch(&user.DefaultInfo{Name: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}})
 }
 
 // PublicPaths may be read without a token, in the root space only: health
@@ -185,7 +186,7 @@ var (
 // Authorize implements authorizer.Authorizer.
 func (az Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	u := a.GetUser()
-	if u != nil && slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) {
+	if provenance.IsPrivileged(u) {
 		return authorizer.DecisionAllow, "", nil
 	}
 	if !a.IsResourceRequest() && a.GetVerb() == "get" && isPublic(a.GetPath()) && spaces.SpaceOrRoot(ctx) == spaces.Root {
@@ -198,6 +199,9 @@ func (az Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (au
 	if inv, st, ok := SyncTargetOf(u); ok {
 		decision, reason := az.authorizeSyncer(ctx, a, inv, st)
 		return decision, reason, nil
+	}
+	if why := ReservedImpersonation(a); why != "" {
+		return authorizer.DecisionDeny, why, nil
 	}
 	if az.Users != nil {
 		return az.Users.Authorize(ctx, a)
@@ -225,7 +229,7 @@ func (Authorizer) EvaluateConditions(context.Context, authorizer.ConditionsAware
 // RulesFor implements authorizer.RuleResolver, for kubectl auth can-i --list.
 // The rules of a syncer depend on the space in ctx.
 func (az Authorizer) RulesFor(ctx context.Context, u user.Info, namespace string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
-	if slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) {
+	if provenance.IsPrivileged(u) {
 		return []authorizer.ResourceRuleInfo{&authorizer.DefaultResourceRuleInfo{Verbs: []string{"*"}, APIGroups: []string{"*"}, Resources: []string{"*"}}},
 			[]authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"*"}, NonResourceURLs: []string{"*"}}}, false, nil
 	}
@@ -241,3 +245,47 @@ func (az Authorizer) RulesFor(ctx context.Context, u user.Info, namespace string
 	}
 	return nil, []authorizer.NonResourceRuleInfo{&authorizer.DefaultNonResourceRuleInfo{Verbs: []string{"get"}, NonResourceURLs: PublicPaths}}, false, nil
 }
+
+// ReservedImpersonation returns why impersonating what a names is refused
+// to everyone but the server's admins, or "" when RBAC may decide. The
+// identities the server honours beyond a space's RBAC are reserved: users
+// and groups named system:* (system:masters, system:apiserver, nodes)
+// or kubestellar* (the admin, syncers), and the user extras the server's
+// authenticators set (kubestellar.io/*: a ServiceAccount's space, a token's
+// id, a syncer's SyncTarget; authentication.kubernetes.io/*). Per-space
+// RBAC grants impersonation of the space's own ServiceAccounts, UIDs, and
+// any other user or group name; what it yields is judged by that space's
+// RBAC, as the user it names.
+func ReservedImpersonation(a authorizer.Attributes) string {
+	if a.GetVerb() != "impersonate" || !a.IsResourceRequest() {
+		return ""
+	}
+	name := a.GetName()
+	reserved := func(what string) string {
+		return fmt.Sprintf("impersonating %s %q is refused: the server's own identities (system:*, kubestellar*) and the extras its authenticators set cannot be taken on through impersonation", what, name)
+	}
+	switch a.GetResource() {
+	case "users":
+		if strings.HasPrefix(name, "system:") || strings.HasPrefix(name, "kubestellar") {
+			return reserved("user")
+		}
+	case "groups":
+		switch {
+		case name == user.AllAuthenticated, name == serviceAccountsGroup, strings.HasPrefix(name, serviceAccountsGroup+":"):
+			// What every user, or a ServiceAccount of the space, is anyway.
+		case strings.HasPrefix(name, "system:"), strings.HasPrefix(name, "kubestellar"):
+			return reserved("group")
+		}
+	case "userextras":
+		key := a.GetSubresource()
+		if strings.HasPrefix(key, "kubestellar.io/") || strings.HasPrefix(key, "authentication.kubernetes.io/") {
+			name = key
+			return reserved("user extra")
+		}
+	}
+	return ""
+}
+
+// serviceAccountsGroup is the group of every ServiceAccount
+// (system:serviceaccounts), and its prefix for those of one namespace.
+const serviceAccountsGroup = "system:serviceaccounts"

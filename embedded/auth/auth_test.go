@@ -13,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
+	"github.com/kubestellar/kubestellar/internal/provenance"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -143,7 +144,11 @@ func TestAuthorizer(t *testing.T) {
 	}{
 		{desc: "admin resource write", space: "foo", attrs: authorizer.AttributesRecord{User: AdminInfo(), Verb: "create", ResourceRequest: true, Resource: "pods", Namespace: "ns"}, wantAllow: true},
 		{desc: "admin non-resource", attrs: authorizer.AttributesRecord{User: AdminInfo(), Verb: "post", Path: "/anything"}, wantAllow: true},
-		{desc: "masters group alone", attrs: authorizer.AttributesRecord{User: &user.DefaultInfo{Name: "loopback", Groups: []string{user.SystemPrivilegedGroup}}, Verb: "delete", ResourceRequest: true, Resource: "spaces"}, wantAllow: true},
+		{desc: "masters group, vouched for by authentication", attrs: authorizer.AttributesRecord{User: provenance.Vouch(&user.DefaultInfo{Name: "loopback", Groups: []string{user.SystemPrivilegedGroup}}), Verb: "delete", ResourceRequest: true, Resource: "spaces"}, wantAllow: true},
+		{desc: "masters group named by impersonation", attrs: authorizer.AttributesRecord{User: &user.DefaultInfo{Name: "loopback", Groups: []string{user.SystemPrivilegedGroup}}, Verb: "delete", ResourceRequest: true, Resource: "spaces"},
+			wantReason: `user "loopback" has no access to space "root"`},
+		{desc: "the server's name and group, named by impersonation", space: "team-a", attrs: authorizer.AttributesRecord{User: &user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup}}, Verb: "create", ResourceRequest: true, APIGroup: "edge.kubestellar.io", Resource: "singleplacementslices"},
+			wantReason: `user "system:apiserver" has no access to space "team-a"`},
 		{desc: "anyone reads healthz", attrs: authorizer.AttributesRecord{User: &user.DefaultInfo{Name: user.Anonymous}, Verb: "get", Path: "/healthz"}, wantAllow: true},
 		{desc: "anyone reads readyz checks", attrs: authorizer.AttributesRecord{User: alice, Verb: "get", Path: "/readyz/ping"}, wantAllow: true},
 		{desc: "nobody reads version", attrs: authorizer.AttributesRecord{Verb: "get", Path: "/version"}, wantAllow: true},
@@ -297,4 +302,85 @@ func TestDashboardOnlyInRoot(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok)
 	require.Nil(t, resp)
+}
+
+// allowAll is RBAC that grants everything: what the owner of a space
+// (cluster-admin there) has.
+type allowAll struct{}
+
+func (allowAll) Authorize(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+	return authorizer.DecisionAllow, "", nil
+}
+
+func (a allowAll) ConditionsAwareAuthorize(ctx context.Context, attrs authorizer.Attributes) authorizer.ConditionsAwareDecision {
+	return authorizer.ConditionsAwareDecisionFromParts(a.Authorize(ctx, attrs))
+}
+
+func (allowAll) EvaluateConditions(context.Context, authorizer.ConditionsAwareDecision, authorizer.ConditionsData) (authorizer.Decision, string, error) {
+	return authorizer.DecisionDeny, "", authorizer.ErrorConditionEvaluationNotSupported
+}
+
+func (allowAll) RulesFor(context.Context, user.Info, string) ([]authorizer.ResourceRuleInfo, []authorizer.NonResourceRuleInfo, bool, error) {
+	return nil, nil, false, nil
+}
+
+// TestReservedImpersonation: who may become whom. A space's RBAC that
+// grants every impersonation (its owner's cluster-admin) yields the space's
+// own ServiceAccounts and any user or group name that is not the server's;
+// never the server, an admin, a syncer or an extra the server's
+// authenticators set, in any space, the root space included. The server's
+// admins may impersonate anyone.
+func TestReservedImpersonation(t *testing.T) {
+	alice := &user.DefaultInfo{Name: "alice", Groups: []string{"team-a", user.AllAuthenticated}}
+	impersonate := func(u user.Info, resource, subresource, namespace, name string) authorizer.AttributesRecord {
+		group := ""
+		if resource == "uids" || resource == "userextras" {
+			group = "authentication.k8s.io"
+		}
+		return authorizer.AttributesRecord{User: u, Verb: "impersonate", ResourceRequest: true, APIGroup: group, Resource: resource,
+			Subresource: subresource, Namespace: namespace, Name: name}
+	}
+	tests := []struct {
+		desc       string
+		attrs      authorizer.AttributesRecord
+		wantReason string // "" when allowed
+	}{
+		{desc: "a user the space names", attrs: impersonate(alice, "users", "", "", "bob")},
+		{desc: "a group", attrs: impersonate(alice, "groups", "", "", "team-b")},
+		{desc: "system:authenticated, which every user is in", attrs: impersonate(alice, "groups", "", "", user.AllAuthenticated)},
+		{desc: "a ServiceAccount of the space", attrs: impersonate(alice, "serviceaccounts", "", "ci", "deployer")},
+		{desc: "the groups of the space's ServiceAccounts", attrs: impersonate(alice, "groups", "", "", "system:serviceaccounts:ci")},
+		{desc: "a UID", attrs: impersonate(alice, "uids", "", "", "1234")},
+		{desc: "an extra of one's own", attrs: impersonate(alice, "userextras", "example.com/team", "", "a")},
+		{desc: "the admin", attrs: impersonate(alice, "users", "", "", AdminUser), wantReason: `impersonating user "kubestellar-admin" is refused`},
+		{desc: "the server", attrs: impersonate(alice, "users", "", "", user.APIServerUser), wantReason: `impersonating user "system:apiserver" is refused`},
+		{desc: "system:masters", attrs: impersonate(alice, "groups", "", "", user.SystemPrivilegedGroup), wantReason: `impersonating group "system:masters" is refused`},
+		{desc: "a node", attrs: impersonate(alice, "users", "", "", "system:node:edge1"), wantReason: `impersonating user "system:node:edge1" is refused`},
+		{desc: "the nodes' group", attrs: impersonate(alice, "groups", "", "", "system:nodes"), wantReason: `impersonating group "system:nodes" is refused`},
+		{desc: "a syncer", attrs: impersonate(alice, "users", "", "", SyncerUser("inv-b", "edge-b").Name), wantReason: `impersonating user "system:kubestellar:syncer:inv-b:edge-b" is refused`},
+		{desc: "the syncers' group", attrs: impersonate(alice, "groups", "", "", SyncersGroup), wantReason: `impersonating group "kubestellar:syncers" is refused`},
+		{desc: "a syncer's inventory space", attrs: impersonate(alice, "userextras", ExtraInventorySpace, "", "inv-b"), wantReason: `impersonating user extra "kubestellar.io/inventory-space" is refused`},
+		{desc: "a ServiceAccount's space", attrs: impersonate(alice, "userextras", "kubestellar.io/space", "", "team-b"), wantReason: `impersonating user extra "kubestellar.io/space" is refused`},
+		{desc: "a token's id", attrs: impersonate(alice, "userextras", ExtraTokenID, "", "aaaaaa"), wantReason: `impersonating user extra "kubestellar.io/token-id" is refused`},
+		{desc: "a credential id", attrs: impersonate(alice, "userextras", "authentication.kubernetes.io/credential-id", "", "x"), wantReason: `impersonating user extra "authentication.kubernetes.io/credential-id" is refused`},
+		{desc: "the admin may become the server", attrs: impersonate(AdminInfo(), "users", "", "", user.APIServerUser)},
+		{desc: "the admin may become a syncer", attrs: impersonate(AdminInfo(), "groups", "", "", SyncersGroup)},
+		{desc: "an admin's group named by impersonation is no admin", attrs: impersonate(&user.DefaultInfo{Name: "mallory", Groups: []string{user.SystemPrivilegedGroup}}, "users", "", "", user.APIServerUser),
+			wantReason: `impersonating user "system:apiserver" is refused`},
+	}
+	az := Authorizer{Users: allowAll{}}
+	for _, space := range []string{"team-a", spaces.Root} {
+		for _, tc := range tests {
+			t.Run(space+"/"+tc.desc, func(t *testing.T) {
+				decision, reason, err := az.Authorize(spaces.WithSpace(context.Background(), space), tc.attrs)
+				require.NoError(t, err)
+				if tc.wantReason == "" {
+					require.Equal(t, authorizer.DecisionAllow, decision, reason)
+					return
+				}
+				require.Equal(t, authorizer.DecisionDeny, decision)
+				require.Contains(t, reason, tc.wantReason)
+			})
+		}
+	}
 }

@@ -82,7 +82,9 @@ func SyncerUser(inventorySpace, syncTarget string) *user.DefaultInfo {
 }
 
 // SyncTargetOf returns the SyncTarget whose syncer u is, and ok=false when
-// u is no syncer identity (as SyncerUser makes them).
+// u is no syncer identity (as SyncerUser makes them). Its user name, group
+// and extras are reserved (ReservedImpersonation): a request cannot claim
+// them; a SubjectAccessReview may name them, to ask what a syncer may do.
 func SyncTargetOf(u user.Info) (inventorySpace, syncTarget string, ok bool) {
 	if u == nil || !slices.Contains(u.GetGroups(), SyncersGroup) {
 		return "", "", false

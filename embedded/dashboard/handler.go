@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubestellar/kubestellar/embedded/auth"
+	"github.com/kubestellar/kubestellar/embedded/satoken"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -214,6 +216,11 @@ func (h *Handler) newCode(w http.ResponseWriter, r *http.Request) {
 	}
 	if _, _, isSyncer := auth.SyncTargetOf(u); isSyncer || slices.Contains(u.GetGroups(), auth.SyncersGroup) {
 		writeError(w, http.StatusForbidden, "a syncer token cannot open the dashboard: use an admin's or a user's kubeconfig")
+		return
+	}
+	if _, _, err := serviceaccount.SplitUsername(u.GetName()); err == nil && len(u.GetExtra()[satoken.ExtraSpace]) != 1 {
+		// Its space would be lost: a session acts in every space.
+		writeError(w, http.StatusForbidden, "a ServiceAccount opens the dashboard with a token of its own (kubectl create token), not by impersonation")
 		return
 	}
 	c, expires, err := h.sessions.NewCode(IdentityOf(u))

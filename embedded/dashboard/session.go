@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/kubestellar/kubestellar/internal/provenance"
 )
 
 // Bounds of the in-memory login codes and sessions. They live in the
@@ -37,11 +39,15 @@ type Identity struct {
 	UID    string              `json:"uid,omitempty"`
 	Groups []string            `json:"groups,omitempty"`
 	Extra  map[string][]string `json:"extra,omitempty"`
+	// Privileged: the server's authentication vouched for the user as
+	// an admin (provenance.IsPrivileged); its group names alone do not
+	// make it one.
+	Privileged bool `json:"privileged,omitempty"`
 }
 
 // IdentityOf copies what the dashboard keeps of u.
 func IdentityOf(u user.Info) Identity {
-	id := Identity{Name: u.GetName(), UID: u.GetUID(), Groups: append([]string(nil), u.GetGroups()...)}
+	id := Identity{Name: u.GetName(), UID: u.GetUID(), Groups: append([]string(nil), u.GetGroups()...), Privileged: provenance.IsPrivileged(u)}
 	if extra := u.GetExtra(); len(extra) > 0 {
 		id.Extra = make(map[string][]string, len(extra))
 		for k, v := range extra {
@@ -51,9 +57,14 @@ func IdentityOf(u user.Info) Identity {
 	return id
 }
 
-// User returns the identity as a user.Info, for authorization.
+// User returns the identity as a user.Info, for authorization: as the
+// server's authentication vouched for it at login.
 func (id Identity) User() user.Info {
-	return &user.DefaultInfo{Name: id.Name, UID: id.UID, Groups: id.Groups, Extra: id.Extra}
+	u := &user.DefaultInfo{Name: id.Name, UID: id.UID, Groups: id.Groups, Extra: id.Extra}
+	if id.Privileged {
+		return provenance.Vouch(u)
+	}
+	return u
 }
 
 // Session is a logged-in browser.

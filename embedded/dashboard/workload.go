@@ -143,7 +143,13 @@ func parseResource(s string) (schema.GroupVersionResource, bool) {
 func (h *Handler) impersonating(id Identity, space string) (dynamic.Interface, error) {
 	cfg := rest.CopyConfig(h.loopback)
 	cfg.Host = strings.TrimSuffix(cfg.Host, "/") + spaces.URLPath(space)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: id.Name, UID: id.UID, Groups: id.Groups, Extra: id.Extra}
+	// An admin's session reads as the loopback client, an admin too: an
+	// impersonated identity is never taken for one (provenance), whatever
+	// groups it names. Everyone else is impersonated, extras (a
+	// ServiceAccount's space) included.
+	if !id.Privileged {
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: id.Name, UID: id.UID, Groups: id.Groups, Extra: id.Extra}
+	}
 	return dynamic.NewForConfig(cfg)
 }
 

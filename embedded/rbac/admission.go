@@ -3,7 +3,6 @@ package rbac
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +16,7 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/internal/placer"
+	"github.com/kubestellar/kubestellar/internal/provenance"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -43,7 +43,7 @@ func recordPlacer(a admission.Attributes) error {
 		annotations = map[string]string{}
 	}
 	u := a.GetUserInfo()
-	if u != nil && u.GetName() == user.APIServerUser && a.GetOperation() == admission.Update {
+	if provenance.IsServer(u) && a.GetOperation() == admission.Update {
 		if old, err := meta.Accessor(a.GetOldObject()); err == nil {
 			if v, ok := old.GetAnnotations()[edgev2alpha1.PlacedByAnnotation]; ok {
 				annotations[edgev2alpha1.PlacedByAnnotation] = v
@@ -104,7 +104,7 @@ func NewAdmission(store *Store, authz authorizer.Authorizer, isSyncer func(user.
 }
 
 func (p *Admission) exempt(u user.Info) bool {
-	return u == nil || slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) || (p.isSyncer != nil && p.isSyncer(u))
+	return u == nil || provenance.IsPrivileged(u) || (p.isSyncer != nil && p.isSyncer(u))
 }
 
 // Admit records the creator of a Space in the root space as its owner,

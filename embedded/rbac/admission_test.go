@@ -18,6 +18,7 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/internal/placer"
+	"github.com/kubestellar/kubestellar/internal/provenance"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -34,7 +35,7 @@ func TestAdmission(t *testing.T) {
 	az := NewAuthorizer(store, nil)
 	p := NewAdmission(store, az, func(u user.Info) bool { return u.GetName() == "syncer" })
 	alice := &user.DefaultInfo{Name: "alice", Groups: []string{user.AllAuthenticated}}
-	root := &user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}}
+	root := provenance.Vouch(&user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}})
 	spacesGVR := tenancyv1alpha1.SchemeGroupVersion.WithResource("spaces")
 	ctxIn := func(space string, u user.Info) context.Context {
 		return genericapirequest.WithUser(spaces.WithSpace(context.Background(), space), u)
@@ -95,7 +96,7 @@ func TestPlacerRecorded(t *testing.T) {
 	p := NewAdmission(storeWith(t), NewAuthorizer(storeWith(t), nil), nil)
 	gvr := edgev2alpha1.SchemeGroupVersion.WithResource("edgeplacements")
 	alice := &user.DefaultInfo{Name: "alice", Groups: []string{"team-a", user.AllAuthenticated}}
-	server := &user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup}}
+	server := provenance.Vouch(&user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup}})
 	ctx := spaces.WithSpace(context.Background(), "wds1")
 	forged := `{"user":"kubestellar-admin","groups":["system:masters"]}`
 	ep := &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{edgev2alpha1.PlacedByAnnotation: forged}}}

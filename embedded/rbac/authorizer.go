@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
@@ -12,6 +13,7 @@ import (
 	rbacauthorizer "k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac"
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/embedded/satoken"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -52,6 +54,8 @@ func (a *Authorizer) admitted(space string, u user.Info) string {
 		name = u.GetName()
 	}
 	switch {
+	case u != nil && ServiceAccountElsewhere(u, space):
+		return fmt.Sprintf("user %q is a ServiceAccount of space %q and acts in that space only, not in %q", name, strings.Join(u.GetExtra()[satoken.ExtraSpace], ","), space)
 	case space == spaces.Root:
 		return ""
 	case space == spaces.Wildcard:
@@ -64,8 +68,24 @@ func (a *Authorizer) admitted(space string, u user.Info) string {
 	return ""
 }
 
+// ServiceAccountElsewhere tells whether u is a ServiceAccount of another
+// space than space. A ServiceAccount is (space, namespace, name): its token
+// authenticates with its space in satoken.ExtraSpace. One named without it
+// (impersonated, as RBAC of the space allows) is one of the space where
+// impersonation was allowed: the request's.
+func ServiceAccountElsewhere(u user.Info, space string) bool {
+	if _, _, err := serviceaccount.SplitUsername(u.GetName()); err != nil {
+		return false
+	}
+	own, ok := u.GetExtra()[satoken.ExtraSpace]
+	return ok && (len(own) != 1 || own[0] != space)
+}
+
 // member tells whether a binding stored in space names u.
 func (a *Authorizer) member(space string, u user.Info) bool {
+	if ServiceAccountElsewhere(u, space) {
+		return false
+	}
 	found := false
 	a.store.ownBindingsSubjects(space, func(namespace string, subjects []rbacv1.Subject) bool {
 		for _, s := range subjects {

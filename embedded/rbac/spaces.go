@@ -8,6 +8,7 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/kubestellar/kubestellar/internal/provenance"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -58,7 +59,7 @@ func (a *Authorizer) allowSpaceRead(ctx context.Context, attrs authorizer.Attrib
 // and those root-space RBAC lets it get.
 func (a *Authorizer) VisibleSpaces(ctx context.Context) func(name string) bool {
 	u, ok := genericapirequest.UserFrom(ctx)
-	if !ok || slices.Contains(u.GetGroups(), user.SystemPrivilegedGroup) {
+	if !ok || provenance.IsPrivileged(u) {
 		return nil
 	}
 	rootCtx := spaces.WithSpace(ctx, spaces.Root)

@@ -160,9 +160,18 @@ func NewAuthenticator(key *ecdsa.PrivateKey, getSA ServiceAccountGetter) (authen
 		if !ok || err != nil {
 			return resp, ok, err
 		}
-		// As kube-apiserver's authenticator chain does.
+		// As kube-apiserver's authenticator chain does; and the space,
+		// which the validator checked is the request's, goes with the
+		// identity wherever it is used (a dashboard session, a
+		// placement's writer): a ServiceAccount acts in its own space only.
 		u := resp.User
-		resp.User = &user.DefaultInfo{Name: u.GetName(), UID: u.GetUID(), Groups: append(u.GetGroups(), user.AllAuthenticated), Extra: u.GetExtra()}
+		extra := map[string][]string{ExtraSpace: {spaces.SpaceOrRoot(ctx)}}
+		for k, v := range u.GetExtra() {
+			if k != ExtraSpace {
+				extra[k] = v
+			}
+		}
+		resp.User = &user.DefaultInfo{Name: u.GetName(), UID: u.GetUID(), Groups: append(u.GetGroups(), user.AllAuthenticated), Extra: extra}
 		return resp, true, nil
 	}), nil
 }

@@ -14,6 +14,8 @@ import (
 	"slices"
 
 	"k8s.io/apiserver/pkg/authentication/user"
+
+	"github.com/kubestellar/kubestellar/internal/provenance"
 )
 
 // Identity is who wrote a placement.
@@ -22,11 +24,17 @@ type Identity struct {
 	UID    string              `json:"uid,omitempty"`
 	Groups []string            `json:"groups,omitempty"`
 	Extra  map[string][]string `json:"extra,omitempty"`
+	// Privileged records that the server's authentication vouched for the
+	// writer as a member of system:masters (provenance.IsPrivileged): a
+	// group name alone, which impersonation can claim, is not enough. Nil
+	// in what releases before it recorded (see Unrestricted).
+	Privileged *bool `json:"privileged,omitempty"`
 }
 
 // FromUser returns the identity of u.
 func FromUser(u user.Info) Identity {
-	return Identity{User: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: u.GetExtra()}
+	privileged := provenance.IsPrivileged(u)
+	return Identity{User: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: u.GetExtra(), Privileged: &privileged}
 }
 
 // Encode returns the annotation's value.
@@ -47,8 +55,18 @@ func Decode(s string) (Identity, error) {
 	return i, nil
 }
 
+// legacyPrivileged are the writers whose system:masters membership a record
+// without Privileged is taken at its word for: the admin token's and the
+// server's, the identities that wrote such placements before provenance
+// was recorded. Any other name with that group is not honoured.
+var legacyPrivileged = []string{"kubestellar-admin", user.APIServerUser}
+
 // Unrestricted tells whether the identity may read everything: the
-// server's admins and the server itself (system:masters).
+// server's admins and the server itself, as authentication vouched for
+// them when the placement was written.
 func (i Identity) Unrestricted() bool {
-	return slices.Contains(i.Groups, user.SystemPrivilegedGroup)
+	if i.Privileged != nil {
+		return *i.Privileged
+	}
+	return slices.Contains(i.Groups, user.SystemPrivilegedGroup) && slices.Contains(legacyPrivileged, i.User)
 }
