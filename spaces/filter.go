@@ -8,21 +8,49 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/klog/v2"
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 )
 
+// SpacePaths are the paths a space serves under /spaces/NAME, each with
+// everything below it: the API and its discovery, OpenAPI, the version
+// and health. Every other handler of the server (the edge proxy, the
+// tunnel and the syncer's endpoints, the dashboard, /metrics, /debug,
+// the index) is the server's, not a space's: under a space prefix it
+// answers 404, whoever asks, so that a handler added later is the root
+// space's until it is listed here.
+var SpacePaths = []string{"/api", "/apis", "/openapi/v2", "/openapi/v3", "/version", "/healthz", "/livez", "/readyz"}
+
+// ServedInSpace tells whether path (inside a space) is one of SpacePaths
+// or below one.
+func ServedInSpace(path string) bool {
+	for _, p := range SpacePaths {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // WithSpacePath strips a /spaces/NAME prefix from the request path and puts
 // NAME into the request context; a request without the prefix addresses the
-// root space. It must be the outermost filter so that everything inside sees
-// an ordinary Kubernetes path.
+// root space. A path inside a space that no space serves (ServedInSpace)
+// is not found. It must be the outermost filter so that everything inside
+// sees an ordinary Kubernetes path.
 func WithSpacePath(handler http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		name, rest, err := splitPath(req.URL.Path)
 		if err != nil {
 			writeStatus(w, apierrors.NewBadRequest(err.Error()))
+			return
+		}
+		if rest != req.URL.Path && !ServedInSpace(rest) {
+			writeStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
+				Message: fmt.Sprintf("%s is not served in a space: a space serves %s; the server's own endpoints are in the root space only (without %sNAME)",
+					rest, strings.Join(SpacePaths, ", "), PathPrefix)}})
 			return
 		}
 		if rest != req.URL.Path {

@@ -85,9 +85,66 @@ func TestWithSpacePath(t *testing.T) {
 			want:   seenRequest{space: "foo", spaceSet: true, path: "/api/v1/pods", requestURI: "/api/v1/pods?watch=1"},
 		},
 		{
-			desc:   "space without rest",
-			target: "/spaces/foo",
-			want:   seenRequest{space: "foo", spaceSet: true, path: "/", requestURI: "/"},
+			desc:        "space without rest: the index is the server's",
+			target:      "/spaces/foo",
+			wantStatus:  http.StatusNotFound,
+			wantMessage: "/ is not served in a space",
+		},
+		{
+			desc:   "discovery in a space",
+			target: "/spaces/foo/apis",
+			want:   seenRequest{space: "foo", spaceSet: true, path: "/apis", requestURI: "/apis"},
+		},
+		{
+			desc:   "OpenAPI in a space",
+			target: "/spaces/foo/openapi/v3/apis/apps/v1",
+			want:   seenRequest{space: "foo", spaceSet: true, path: "/openapi/v3/apis/apps/v1", requestURI: "/openapi/v3/apis/apps/v1"},
+		},
+		{
+			desc:   "health in a space",
+			target: "/spaces/foo/readyz/ping",
+			want:   seenRequest{space: "foo", spaceSet: true, path: "/readyz/ping", requestURI: "/readyz/ping"},
+		},
+		{
+			desc:   "the server's own endpoints in the root space",
+			target: "/metrics",
+			want:   seenRequest{space: Root, spaceSet: true, path: "/metrics", requestURI: "/metrics"},
+		},
+		{
+			desc:        "metrics in a space",
+			target:      "/spaces/foo/metrics",
+			wantStatus:  http.StatusNotFound,
+			wantMessage: "/metrics is not served in a space",
+		},
+		{
+			desc:        "profiling in a space",
+			target:      "/spaces/foo/debug/pprof/profile?seconds=30",
+			wantStatus:  http.StatusNotFound,
+			wantMessage: "/debug/pprof/profile is not served in a space",
+		},
+		{
+			desc:        "the edge proxy in a space",
+			target:      "/spaces/foo/kubestellar/v1/edges/inv/edge/proxy/api/v1/secrets",
+			wantStatus:  http.StatusNotFound,
+			wantMessage: "is not served in a space",
+		},
+		{
+			desc:        "the dashboard in the wildcard space",
+			target:      "/spaces/*/dashboard/api/login-codes",
+			wantStatus:  http.StatusNotFound,
+			wantMessage: "/dashboard/api/login-codes is not served in a space",
+		},
+		{
+			desc:        "a path that only begins like the API's",
+			target:      "/spaces/foo/apisx",
+			wantStatus:  http.StatusNotFound,
+			wantMessage: "/apisx is not served in a space",
+		},
+		{
+			desc:        "root addressed by its name serves only what a space does",
+			target:      "/spaces/root/metrics",
+			wantStatus:  http.StatusNotFound,
+			wantMessage: "/metrics is not served in a space",
 		},
 		{
 			desc:   "wildcard",
@@ -157,7 +214,11 @@ func TestWithSpacePath(t *testing.T) {
 
 			if tc.wantStatus != 0 {
 				require.Nil(t, seen, "inner handler must not run")
-				requireStatus(t, rec, tc.wantStatus, metav1.StatusReasonBadRequest, tc.wantMessage)
+				reason := metav1.StatusReasonBadRequest
+				if tc.wantStatus == http.StatusNotFound {
+					reason = metav1.StatusReasonNotFound
+				}
+				requireStatus(t, rec, tc.wantStatus, reason, tc.wantMessage)
 				return
 			}
 			require.Equal(t, http.StatusTeapot, rec.Code)
