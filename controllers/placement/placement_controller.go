@@ -16,6 +16,7 @@ package placement
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,6 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -55,9 +57,12 @@ type Controller struct {
 	syncerConfigs *crossspace.Informer
 	locations     *crossspace.Informer
 	customizers   *crossspace.Informer
-	crds          cache.SharedIndexInformer
-	resolver      *resolver
-	mailbox       *mailboxReconciler
+	// spaceObjects are the Spaces: a WDS's spec.inventorySpaces bounds
+	// where its placements' copies may go.
+	spaceObjects *crossspace.Informer
+	crds         cache.SharedIndexInformer
+	resolver     *resolver
+	mailbox      *mailboxReconciler
 
 	// writer, when set, writes copies of the resources it serves in the
 	// server's own process (see StoreWriter).
@@ -135,6 +140,17 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources 
 			c.enqueueSpace(crossspace.SpaceOf(m))
 		}
 	}))
+	// A WDS's inventory spaces change: its slices' destinations are
+	// judged again (one the WDS no longer names, or names only now).
+	c.spaceObjects = clients.Typed(&tenancyv1alpha1.SpaceList{}, &tenancyv1alpha1.Space{}, cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) {
+			o, ok1 := old.(*tenancyv1alpha1.Space)
+			n, ok2 := obj.(*tenancyv1alpha1.Space)
+			if ok1 && ok2 && !slices.Equal(o.Spec.InventorySpaces, n.Spec.InventorySpaces) {
+				c.enqueueSpace(n.Name)
+			}
+		},
+	})
 	_, _ = crds.AddEventHandler(crossspace.Enqueue(func(any) { c.enqueueAll() }))
 	c.mailbox = c.newMailboxReconciler()
 	return c
@@ -185,6 +201,13 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 		},
 		placement: func(space, name string) (*edgev2alpha1.EdgePlacement, bool) {
 			return crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, space, "", name)
+		},
+		inventories: func(wds string) []string {
+			sp, ok := crossspace.SpaceOfType(c.spaceObjects, wds, tenancyv1alpha1.SpaceTypeWDS)
+			if !ok {
+				return nil
+			}
+			return sp.Spec.InventorySpaces
 		},
 		location: func(space, name string) (*edgev2alpha1.Location, bool) {
 			return crossspace.Get[*edgev2alpha1.Location](c.locations, space, "", name)
@@ -400,7 +423,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	// (SharedDynamic.Start); asked for here, once every controller has
 	// added its handlers.
 	namespaces := c.informerFor(namespaceResource.GroupVersionResource)
-	if !crossspace.WaitForSync(ctx, append(all, namespaces)...) || !cache.WaitForCacheSync(ctx.Done(), c.crds.HasSynced) {
+	if !crossspace.WaitForSync(ctx, append(all, namespaces, c.spaceObjects)...) || !cache.WaitForCacheSync(ctx.Done(), c.crds.HasSynced) {
 		return
 	}
 	logger.Info("started controller")

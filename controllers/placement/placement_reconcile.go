@@ -123,12 +123,16 @@ type mailboxReconciler struct {
 	syncTarget func(space, name string) (*edgev2alpha1.SyncTarget, bool)
 	// slicesFor returns the SinglePlacementSlices that name a SyncTarget
 	// (by inventory space and name) among their destinations.
-	slicesFor  func(inventory, syncTarget string) []*edgev2alpha1.SinglePlacementSlice
-	placement  func(space, name string) (*edgev2alpha1.EdgePlacement, bool)
-	location   func(space, name string) (*edgev2alpha1.Location, bool)
-	namespace  func(space, name string) (metav1.Object, bool)
-	customizer func(space, namespace, name string) (*edgev2alpha1.Customizer, bool)
-	crds       func() []*apiextensionsv1.CustomResourceDefinition
+	slicesFor func(inventory, syncTarget string) []*edgev2alpha1.SinglePlacementSlice
+	placement func(space, name string) (*edgev2alpha1.EdgePlacement, bool)
+	// inventories returns the inventory spaces a WDS names
+	// (spec.inventorySpaces of its Space): nil for a space that is no WDS.
+	// Nil: every destination is trusted (tests of other steps).
+	inventories func(wds string) []string
+	location    func(space, name string) (*edgev2alpha1.Location, bool)
+	namespace   func(space, name string) (metav1.Object, bool)
+	customizer  func(space, namespace, name string) (*edgev2alpha1.Customizer, bool)
+	crds        func() []*apiextensionsv1.CustomResourceDefinition
 	// resolve maps a clause's group and resources to served resources.
 	resolve func(group *string, names []string) ([]resource, error)
 	// objects returns the objects of a resource in a space; false when the
@@ -184,7 +188,7 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	logger := klog.FromContext(ctx).WithValues("syncTarget", key, "mailbox", mailbox)
 	ctx = klog.NewContext(ctx, logger)
 
-	sel, synced := r.selectAll(ctx, r.sources(st))
+	sel, synced := r.selectAll(ctx, r.sources(ctx, st))
 	if !synced {
 		return true, nil
 	}
@@ -294,13 +298,22 @@ type placed struct {
 // sources returns the placements whose slices name the SyncTarget (this
 // incarnation of it: its UID), oldest first, so that what they select is
 // decided the same way on every reconcile (see decide).
-func (r *mailboxReconciler) sources(st *edgev2alpha1.SyncTarget) []placed {
+func (r *mailboxReconciler) sources(ctx context.Context, st *edgev2alpha1.SyncTarget) []placed {
 	inventory := crossspace.SpaceOf(st)
 	var out []placed
 	for _, slice := range r.slicesFor(inventory, st.Name) {
 		wds := crossspace.SpaceOf(slice)
 		for _, d := range slice.Destinations {
 			if d.Space != inventory || d.SyncTargetName != st.Name || d.SyncTargetUID != st.UID {
+				continue
+			}
+			if r.inventories != nil && !slices.Contains(r.inventories(wds), inventory) {
+				// Only the scheduler writes slices, and only to the
+				// inventory spaces the WDS names; a slice that says
+				// otherwise is not the scheduler's (or is older than a
+				// change of the WDS's Space) and moves nothing.
+				klog.FromContext(ctx).Info("ignoring a destination outside the WDS's inventory spaces", "wds", wds, "slice", slice.Name,
+					"inventorySpace", inventory, "syncTarget", st.Name)
 				continue
 			}
 			ep, ok := r.placement(wds, slice.Name)

@@ -53,6 +53,9 @@ type fakeMailbox struct {
 	// asked counts the questions.
 	deny, unanswered map[string]bool
 	asked            int
+	// outside are the WDSes whose Space does not name inv among its
+	// inventory spaces; every other WDS names it.
+	outside map[string]bool
 }
 
 const (
@@ -169,6 +172,12 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 		placement: func(space, name string) (*edgev2alpha1.EdgePlacement, bool) {
 			ep, ok := f.placements[spaces.Key(space, "", name)]
 			return ep, ok
+		},
+		inventories: func(wds string) []string {
+			if f.outside[wds] {
+				return []string{"inv-other"}
+			}
+			return []string{"inv-other", inv}
 		},
 		location: func(space, name string) (*edgev2alpha1.Location, bool) {
 			l, ok := f.locations[spaces.Key(space, "", name)]
@@ -732,12 +741,30 @@ func TestSourcesOrder(t *testing.T) {
 	st, _, ok := r.target(spaces.Key(inv, "", stName))
 	require.True(t, ok)
 	var got []string
-	for _, p := range r.sources(st) {
+	for _, p := range r.sources(context.Background(), st) {
 		got = append(got, p.String())
 		require.Equal(t, "loc1", p.dest.location.GetName())
 		require.Equal(t, stName, p.dest.syncTarget.GetName())
 	}
 	require.Equal(t, []string{"wds9/old", "wds1/a", "wds1/z", "wds2/b"}, got)
+}
+
+// TestSourcesOutsideTheWDSInventories: a slice naming a SyncTarget of an
+// inventory space its WDS does not name (forged: the scheduler writes
+// none) places nothing there, whoever wrote it.
+func TestSourcesOutsideTheWDSInventories(t *testing.T) {
+	f := newFake()
+	f.place("wds1", "mine", 5)
+	f.place("wds2", "forged", 5)
+	f.outside = map[string]bool{"wds2": true}
+	r := f.reconciler()
+	st, _, ok := r.target(spaces.Key(inv, "", stName))
+	require.True(t, ok)
+	var got []string
+	for _, p := range r.sources(context.Background(), st) {
+		got = append(got, p.String())
+	}
+	require.Equal(t, []string{"wds1/mine"}, got)
 }
 
 func TestAddImpliedNamespaces(t *testing.T) {
