@@ -3,6 +3,7 @@ package spaces
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,8 +12,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
 )
 
 // CRDIndex tells which resources CRDs define and which spaces serve them.
@@ -113,21 +116,44 @@ func serveFiltered(w http.ResponseWriter, req *http.Request, handler http.Handle
 	req.Header.Del("If-None-Match")
 	req.Header.Del("If-Modified-Since")
 	req.Header.Del("Accept-Encoding")
-	if accept := req.Header.Get("Accept"); accept != "" {
-		req.Header.Set("Accept", strings.ReplaceAll(accept, "application/vnd.kubernetes.protobuf", "application/json"))
+	// The filter reads JSON: whatever the client accepts (protobuf, YAML,
+	// CBOR), the document is asked for in JSON, filtered, and a client
+	// that takes YAML but not JSON gets it converted.
+	accept := req.Header.Get("Accept")
+	wantYAML := strings.Contains(accept, "yaml") && !strings.Contains(accept, "json") && !strings.Contains(accept, "*/*")
+	if accept != "" {
+		req.Header.Set("Accept", asJSON(accept))
 	}
 	rec := &recorder{header: http.Header{}, code: http.StatusOK}
 	handler.ServeHTTP(rec, req)
 	body := rec.body.Bytes()
-	if rec.code == http.StatusOK && strings.Contains(rec.header.Get("Content-Type"), "json") {
-		var doc map[string]any
-		if err := json.Unmarshal(body, &doc); err == nil && filter(doc) {
-			if out, err := json.Marshal(doc); err == nil {
-				body = out
-			} else {
-				klog.FromContext(req.Context()).Error(err, "re-encoding a discovery document failed", "path", req.URL.Path)
-			}
+	if rec.code == http.StatusOK {
+		contentType := rec.header.Get("Content-Type")
+		if !strings.Contains(contentType, "json") {
+			// Never a document the filter could not read.
+			writeStatus(w, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "get", schema.GroupResource{}, "", fmt.Sprintf(
+				"discovery and OpenAPI in a space are served as JSON, YAML or protobuf, not %q", contentType), 0, false))
+			return
 		}
+		var doc map[string]any
+		if err := json.Unmarshal(body, &doc); err != nil {
+			writeStatus(w, apierrors.NewInternalError(fmt.Errorf("reading a discovery document to filter: %w", err)))
+			return
+		}
+		out, err := body, error(nil)
+		if filter(doc) {
+			out, err = json.Marshal(doc)
+		}
+		if err == nil && wantYAML {
+			out, err = yaml.JSONToYAML(out)
+			rec.header.Set("Content-Type", strings.Replace(contentType, "application/json", "application/yaml", 1))
+		}
+		if err != nil {
+			klog.FromContext(req.Context()).Error(err, "re-encoding a discovery document failed", "path", req.URL.Path)
+			writeStatus(w, apierrors.NewInternalError(err))
+			return
+		}
+		body = out
 	}
 	for k, v := range rec.header {
 		w.Header()[k] = v
@@ -137,6 +163,15 @@ func serveFiltered(w http.ResponseWriter, req *http.Request, handler http.Handle
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(rec.code)
 	_, _ = w.Write(body)
+}
+
+// asJSON rewrites the media types of an Accept header to JSON, keeping
+// their parameters (aggregated discovery's g, v and as).
+func asJSON(accept string) string {
+	for _, t := range []string{"application/vnd.kubernetes.protobuf", "application/yaml", "application/cbor"} {
+		accept = strings.ReplaceAll(accept, t, "application/json")
+	}
+	return accept
 }
 
 // openAPIV2Protobuf is the media type of OpenAPI v2 in protobuf, which

@@ -108,6 +108,17 @@ func TestCRDsAreBoundPerSpace(t *testing.T) {
 		require.True(t, apierrors.IsNotFound(err), "space two serves another space's CRD: %v", err)
 		require.NotContains(t, legacyGroups("two"), group)
 		require.False(t, servedIn("two"), "space two's discovery shows another space's CRD")
+		// In every representation the server answers in, aggregated
+		// discovery included: the filter reads JSON, and YAML is JSON's
+		// answer converted.
+		for _, accept := range []string{"application/yaml", "application/yaml;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"} {
+			for _, space := range []string{"one", "two"} {
+				raw, err := kube(t, s, space).Discovery().RESTClient().Get().AbsPath("/apis").SetHeader("Accept", accept).DoRaw(ctx)
+				require.NoError(t, err, "/apis in %s as %s", space, accept)
+				require.Contains(t, string(raw), "apps", "/apis in %s as %s is a discovery document", space, accept)
+				require.Equal(t, space == "one", strings.Contains(string(raw), group), "/apis in %s as %s names %s:\n%s", space, accept, group, raw)
+			}
+		}
 		inOpenAPIV2 := func(space string) bool { // as client-go reads it, in protobuf
 			doc, err := kube(t, s, space).Discovery().OpenAPISchema()
 			require.NoError(t, err)
