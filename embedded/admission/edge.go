@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -121,6 +122,10 @@ var serverWritten = map[string]string{
 	"combinedstatuses":      "the status controller writes CombinedStatuses from StatusCollectors",
 }
 
+// mailboxLike matches the names spaces.MailboxName makes: a SyncTarget's
+// UID after "-mb-" (or "mb-").
+var mailboxLike = regexp.MustCompile(`(^|-)mb-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
 // IsServer reports whether u is the server itself: its loopback client,
 // which its controllers use.
 func IsServer(u user.Info) bool { return provenance.IsServer(u) }
@@ -139,11 +144,14 @@ func (p *edgePlugin) Validate(ctx context.Context, a admission.Attributes, _ adm
 		return validateSpace(a)
 	}
 	if gr == crdResource && a.GetSubresource() == "" {
-		return p.validateCRD(a)
+		return p.validateCRD(a, space)
 	}
 	typ, err := p.typeOf(space)
 	if err != nil {
 		return err
+	}
+	if gr.Group == "admissionregistration.k8s.io" && admissionConfigs[gr.Resource] && a.GetSubresource() == "" && typ != tenancyv1alpha1.SpaceTypeMailbox {
+		return validateAdmissionConfig(ctx, a, space, typ)
 	}
 	if typ == tenancyv1alpha1.SpaceTypeMailbox {
 		return apierrors.NewForbidden(gr, a.GetName(), fmt.Errorf(
@@ -206,6 +214,12 @@ func validateSpace(a admission.Attributes) error {
 	if typ == tenancyv1alpha1.SpaceTypeMailbox && a.GetOperation() == admission.Create {
 		return apierrors.NewForbidden(spacesResource, a.GetName(), fmt.Errorf(
 			"mailbox spaces are made by the server, one for each SyncTarget: create a SyncTarget in an inventory space instead"))
+	}
+	if a.GetOperation() == admission.Create && mailboxLike.MatchString(a.GetName()) {
+		// It would take the name of a SyncTarget's mailbox, made later
+		// or by another server, and be taken for it in logs and by people.
+		return apierrors.NewForbidden(spacesResource, a.GetName(), fmt.Errorf(
+			"the names INVENTORY-mb-UID and mb-UID are the server's, for the mailboxes of SyncTargets: choose another name"))
 	}
 	for _, k := range []string{edgev2alpha1.MailboxSyncTargetSpaceLabel, edgev2alpha1.MailboxSyncTargetNameLabel, edgev2alpha1.MailboxSyncTargetUIDLabel} {
 		if labels[k] != oldLabels[k] {
