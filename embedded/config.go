@@ -191,6 +191,9 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	serving.BindAddress = net.ParseIP(o.BindAddress)
 	serving.BindPort = o.Port
 	serving.ServerCert.CertKey = genericoptions.CertKey{CertFile: certFile, KeyFile: keyFile}
+	// TLS 1.2 with forward secrecy and AEAD only, as Go's defaults for
+	// TLS 1.3 are (whose suites are not configurable): no CBC, no SHA-1.
+	serving.CipherSuites = tls12CipherSuites
 	if err := serving.ApplyTo(&core.SecureServing, &core.LoopbackClientConfig); err != nil {
 		return nil, fmt.Errorf("serving on %s:%d: %w", o.BindAddress, o.Port, err)
 	}
@@ -398,4 +401,11 @@ func apiextensionsCodec(schema.GroupResource) (runtime.Codec, error) {
 // apiextensions server wraps it with conversion and schema handling.
 func customResourceCodec(schema.GroupResource) (runtime.Codec, error) {
 	return unstructured.UnstructuredJSONScheme, nil
+}
+
+// tls12CipherSuites are the TLS 1.2 suites the server offers.
+var tls12CipherSuites = []string{
+	"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+	"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+	"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
 }

@@ -265,3 +265,20 @@ func autoVacuum(t *testing.T, ctx context.Context, path string) int64 {
 	require.NoError(t, err)
 	return mode
 }
+
+// TestSQLiteFilesAreTheOwners: the database and its journals are 0600,
+// made so or narrowed from a release that left them 0644.
+func TestSQLiteFilesAreTheOwners(t *testing.T) {
+	dir := t.TempDir()
+	fresh := filepath.Join(dir, "fresh.db")
+	require.NoError(t, prepareSQLite(t.Context(), fresh))
+	old := filepath.Join(dir, "old.db")
+	require.NoError(t, os.WriteFile(old, nil, 0o644))
+	require.NoError(t, os.WriteFile(old+"-wal", nil, 0o644))
+	require.NoError(t, prepareSQLite(t.Context(), old))
+	for _, p := range []string{fresh, old, old + "-wal"} {
+		info, err := os.Stat(p)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), info.Mode().Perm(), p)
+	}
+}

@@ -128,6 +128,9 @@ const autoVacuumIncremental = 2
 // the database. The connection is closed afterwards: one that switched a new
 // database to WAL mode keeps it from being checkpointed later.
 func prepareSQLite(ctx context.Context, path string) error {
+	if err := restrictSQLiteFiles(path); err != nil {
+		return err
+	}
 	f, err := openSQLite(path)
 	if err != nil {
 		return err
@@ -261,4 +264,23 @@ func (f *sqliteFile) sizes() (Sizes, error) {
 		}
 	}
 	return s, nil
+}
+
+// restrictSQLiteFiles makes the database and its journal files readable by
+// the server's user only (0600): it holds every Secret and token of every
+// space, and a copy of the file (a backup, a support bundle) keeps the
+// mode it had. SQLite gives the files it makes (-wal, -shm) the mode of
+// the database file; a file made before this release is narrowed.
+func restrictSQLiteFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", path, err)
+	}
+	_ = f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("restricting %s to its owner: %w", p, err)
+		}
+	}
+	return nil
 }
