@@ -316,7 +316,7 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		return ok
 	}
 	core.AdmissionControl = k8sadmission.NewChainHandler(admission.New(namespaces), admission.NewEdge(c.spaces, c.syncerConfigs, builtin.IsBuiltInGroup, c.mailboxQuota()),
-		rbac.NewAdmission(c.rbac, authz, isSyncer))
+		rbac.NewAdmission(c.rbac, authz, isSyncer, rbac.SpacesBound{Max: o.SpacesPerUser, Flag: SpacesPerUserFlag, OwnedBy: c.spaces.OwnedBy}))
 	if core.AdmissionControl, err = admission.WithStatusCollectorCost(core.AdmissionControl); err != nil {
 		return nil, err
 	}

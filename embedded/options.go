@@ -55,7 +55,18 @@ type Options struct {
 	// create in its mailbox (upsynced objects and their namespaces), once
 	// the mailbox holds that many; 0 turns the bound off.
 	MailboxObjectLimit int
+	// SpacesPerUser bounds the spaces one user (not an admin) may own
+	// (create); 0 turns the bound off.
+	SpacesPerUser int
 }
+
+// SpacesPerUserFlag sets Options.SpacesPerUser.
+const SpacesPerUserFlag = "--spaces-per-user"
+
+// DefaultSpacesPerUser is SpacesPerUser's default: a team's spaces (its
+// workload descriptions, inventories, experiments), while 1,000 users at
+// the bound stay within what one server holds (about 72 KiB a space).
+const DefaultSpacesPerUser = 20
 
 // DefaultMailboxObjectLimit is MailboxObjectLimit's default: room for an
 // edge's upsynced objects of a kind, and a bound on what an edge whose
@@ -116,7 +127,7 @@ func defaultMaxRequestsInFlight() (reads, writes int) {
 func NewOptions() *Options {
 	reads, writes := defaultMaxRequestsInFlight()
 	return &Options{DataDir: DefaultDataDir(), BindAddress: "0.0.0.0", Port: 6443,
-		MaxRequestsInFlight: reads, MaxMutatingRequestsInFlight: writes, WatchCache: true, MailboxObjectLimit: DefaultMailboxObjectLimit}
+		MaxRequestsInFlight: reads, MaxMutatingRequestsInFlight: writes, WatchCache: true, MailboxObjectLimit: DefaultMailboxObjectLimit, SpacesPerUser: DefaultSpacesPerUser}
 }
 
 // AddFlags binds the options to flags.
@@ -137,6 +148,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxRequestsInFlight, "max-requests-inflight", o.MaxRequestsInFlight, "With --max-mutating-requests-inflight, the requests the server runs at once (default: 2 per core for this flag, 1 per core for the other), which API Priority and Fairness shares out among its priority levels (FlowSchemas and PriorityLevelConfigurations in the root space); more wait in its queues, fairly between spaces. The admin and the server's own controllers are exempt.")
 	fs.BoolVar(&o.WatchCache, "watch-cache", o.WatchCache, "Serve lists and watches in spaces from a watch cache in memory, as kube-apiserver does: a list of 2,000 objects is several times faster than from the datastore. Mailbox spaces and the wildcard space are always served from the datastore. --watch-cache=false saves the memory of every object outside the mailboxes.")
 	fs.IntVar(&o.MailboxObjectLimit, strings.TrimPrefix(MailboxObjectLimitFlag, "--"), o.MailboxObjectLimit, "The most objects of one resource a mailbox space may hold for its syncer to create another (an upsynced object, or a namespace for them), as a ResourceQuota's object count: the copies the server made count too, and it refuses only the syncer. It bounds what an edge, or whoever holds its token, stores at the center. 0 turns the bound off.")
+	fs.IntVar(&o.SpacesPerUser, strings.TrimPrefix(SpacesPerUserFlag, "--"), o.SpacesPerUser, "The most spaces one user may own (create, and so be the admin of); the server's admins are not bounded. It bounds what self-service tenants cost the server. 0 turns the bound off.")
 	fs.IntVar(&o.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", o.MaxMutatingRequestsInFlight, "See --max-requests-inflight: the two add up to API Priority and Fairness's seats.")
 }
 
@@ -236,6 +248,9 @@ func (c *CompletedOptions) Validate() []error {
 	}
 	if c.MailboxObjectLimit < 0 {
 		errs = append(errs, fmt.Errorf("%s %d: want 0 (no bound) or more", MailboxObjectLimitFlag, c.MailboxObjectLimit))
+	}
+	if c.SpacesPerUser < 0 {
+		errs = append(errs, fmt.Errorf("%s %d: want 0 (no bound) or more", SpacesPerUserFlag, c.SpacesPerUser))
 	}
 	if c.MaxMutatingRequestsInFlight < 1 {
 		errs = append(errs, fmt.Errorf("--max-mutating-requests-inflight %d: want at least 1", c.MaxMutatingRequestsInFlight))

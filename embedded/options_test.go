@@ -198,3 +198,15 @@ func TestValidateMailboxObjectLimit(t *testing.T) {
 	require.Len(t, errs, 1)
 	require.Contains(t, errs[0].Error(), "--mailbox-object-limit -1: want 0 (no bound) or more")
 }
+
+func TestValidateSpacesPerUser(t *testing.T) {
+	o := NewOptions()
+	require.Equal(t, DefaultSpacesPerUser, o.SpacesPerUser, "bounded by default")
+	o.DataDir = t.TempDir()
+	o.SpacesPerUser = -1
+	c, err := o.Complete()
+	require.NoError(t, err)
+	errs := c.Validate()
+	require.Len(t, errs, 1)
+	require.Contains(t, errs[0].Error(), "--spaces-per-user -1: want 0 (no bound) or more")
+}

@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/endpoints/request"
@@ -530,6 +531,25 @@ func (l *spaceLookup) SpacePhase(name string) (tenancyv1alpha1.SpacePhase, bool,
 // SpaceType implements admission.SpaceTypes.
 func (l *spaceLookup) SpaceType(name string) (string, bool, error) {
 	return l.field(name, "spec", "type")
+}
+
+// OwnedBy counts the cached Spaces whose owner annotation names user.
+func (l *spaceLookup) OwnedBy(user string) (int, error) {
+	lister := l.lister.Load()
+	if lister == nil {
+		return 0, errors.New("the server is starting")
+	}
+	all, err := lister.List(labels.Everything())
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, obj := range all {
+		if m, ok := obj.(metav1.Object); ok && m.GetDeletionTimestamp() == nil && m.GetAnnotations()[tenancyv1alpha1.SpaceOwnerAnnotation] == user {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // field returns a string field of a cached Space.

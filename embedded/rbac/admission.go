@@ -85,6 +85,17 @@ type Admission struct {
 	authz    authorizer.Authorizer
 	resolver rbacregistryvalidation.AuthorizationRuleResolver
 	isSyncer func(user.Info) bool
+	owned    SpacesBound
+}
+
+// SpacesBound bounds the spaces a user owns.
+type SpacesBound struct {
+	// Max is the most a user may own; 0: no bound.
+	Max int
+	// Flag names the server flag that sets Max, for the error.
+	Flag string
+	// OwnedBy counts the Spaces whose owner annotation names user.
+	OwnedBy func(user string) (int, error)
 }
 
 var (
@@ -94,8 +105,9 @@ var (
 
 // NewAdmission returns the admission for the spaces whose RBAC store
 // holds; authz is the server's authorizer, isSyncer tells syncers.
-func NewAdmission(store *Store, authz authorizer.Authorizer, isSyncer func(user.Info) bool) *Admission {
+func NewAdmission(store *Store, authz authorizer.Authorizer, isSyncer func(user.Info) bool, owned SpacesBound) *Admission {
 	return &Admission{
+		owned:    owned,
 		Handler:  admission.NewHandler(admission.Create, admission.Update, admission.Delete),
 		authz:    authz,
 		resolver: rbacregistryvalidation.NewDefaultRuleResolver(store, store, store, store),
@@ -139,6 +151,9 @@ func (p *Admission) Validate(ctx context.Context, a admission.Attributes, _ admi
 	}
 	switch gr := a.GetResource().GroupResource(); gr {
 	case spacesResource:
+		if a.GetOperation() == admission.Create {
+			return p.validateOwned(u)
+		}
 		return p.validateSpace(a)
 	case rolesResource, clusterRolesResource:
 		if a.GetOperation() == admission.Delete {
@@ -150,6 +165,24 @@ func (p *Admission) Validate(ctx context.Context, a admission.Attributes, _ admi
 			return nil
 		}
 		return p.validateBinding(ctx, a)
+	}
+	return nil
+}
+
+// validateOwned refuses a Space to a user who owns SpacesBound.Max
+// already. Counted from the cache of Spaces: creates in flight at once
+// may pass it by as many.
+func (p *Admission) validateOwned(u user.Info) error {
+	if p.owned.Max <= 0 || p.owned.OwnedBy == nil || u == nil {
+		return nil
+	}
+	n, err := p.owned.OwnedBy(u.GetName())
+	if err != nil {
+		return apierrors.NewServiceUnavailable(fmt.Sprintf("counting the spaces of %q: %v", u.GetName(), err))
+	}
+	if n >= p.owned.Max {
+		return apierrors.NewForbidden(spacesResource, "", fmt.Errorf("user %q owns %d spaces, the most a user may (the server's %s %d): delete one, or ask an admin",
+			u.GetName(), n, p.owned.Flag, p.owned.Max))
 	}
 	return nil
 }

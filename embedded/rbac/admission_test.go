@@ -2,6 +2,7 @@ package rbac
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -33,7 +34,7 @@ func TestAdmission(t *testing.T) {
 		in("team-a", roleBinding("default", "alice-admin", "admin", rbacv1.UserKind, "alice")),
 	)
 	az := NewAuthorizer(store, nil)
-	p := NewAdmission(store, az, func(u user.Info) bool { return u.GetName() == "syncer" })
+	p := NewAdmission(store, az, func(u user.Info) bool { return u.GetName() == "syncer" }, SpacesBound{})
 	alice := &user.DefaultInfo{Name: "alice", Groups: []string{user.AllAuthenticated}}
 	root := provenance.Vouch(&user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}})
 	spacesGVR := tenancyv1alpha1.SchemeGroupVersion.WithResource("spaces")
@@ -93,7 +94,7 @@ func TestAdmission(t *testing.T) {
 // TestPlacerRecorded: every write of an EdgePlacement records its writer,
 // whatever the object says; the server's own writes keep the writer.
 func TestPlacerRecorded(t *testing.T) {
-	p := NewAdmission(storeWith(t), NewAuthorizer(storeWith(t), nil), nil)
+	p := NewAdmission(storeWith(t), NewAuthorizer(storeWith(t), nil), nil, SpacesBound{})
 	gvr := edgev2alpha1.SchemeGroupVersion.WithResource("edgeplacements")
 	alice := &user.DefaultInfo{Name: "alice", Groups: []string{"team-a", user.AllAuthenticated}}
 	server := provenance.Vouch(&user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup}})
@@ -117,4 +118,29 @@ func TestPlacerRecorded(t *testing.T) {
 	a := admission.NewAttributesRecord(status, ep, gvr.GroupVersion().WithKind("EdgePlacement"), "", "p", gvr, "status", admission.Update, nil, false, alice)
 	require.NoError(t, p.Admit(ctx, a, nil))
 	require.Equal(t, forged, status.Annotations[edgev2alpha1.PlacedByAnnotation], "status writes are not spec writes (and keep metadata anyway)")
+}
+
+// TestSpacesPerUser: a user owns at most SpacesBound.Max spaces; the
+// admins are not bounded; a count that cannot be had refuses rather
+// than lets through.
+func TestSpacesPerUser(t *testing.T) {
+	owned := map[string]int{"alice": 2, "bob": 1}
+	var countErr error
+	p := NewAdmission(storeWith(t), NewAuthorizer(storeWith(t), nil), nil, SpacesBound{Max: 2, Flag: "--spaces-per-user",
+		OwnedBy: func(u string) (int, error) { return owned[u], countErr }})
+	spacesGVR := tenancyv1alpha1.SchemeGroupVersion.WithResource("spaces")
+	create := func(u user.Info) error {
+		ctx := genericapirequest.WithUser(spaces.WithSpace(context.Background(), spaces.Root), u)
+		space := &tenancyv1alpha1.Space{ObjectMeta: metav1.ObjectMeta{Name: "another"}}
+		return p.Validate(ctx, attrs(space, nil, spacesGVR, "", "another", admission.Create, u), nil)
+	}
+	err := create(&user.DefaultInfo{Name: "alice"})
+	require.True(t, apierrors.IsForbidden(err), "%v", err)
+	require.ErrorContains(t, err, `user "alice" owns 2 spaces, the most a user may (the server's --spaces-per-user 2)`)
+	require.NoError(t, create(&user.DefaultInfo{Name: "bob"}))
+	require.NoError(t, create(provenance.Vouch(&user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}})), "admins are not bounded")
+	// Claiming the admins' group is not being one.
+	require.Error(t, create(&user.DefaultInfo{Name: "alice", Groups: []string{user.SystemPrivilegedGroup}}))
+	countErr = errors.New("the server is starting")
+	require.True(t, apierrors.IsServiceUnavailable(create(&user.DefaultInfo{Name: "bob"})))
 }

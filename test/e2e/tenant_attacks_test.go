@@ -73,7 +73,7 @@ const selfReview = `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubject
 // URL of her choosing; naming a space like a mailbox. Each is refused by
 // the server, and what she may do in her own space keeps working.
 func TestTenantAttacks(t *testing.T) {
-	srv := harness.StartBinary(t, "")
+	srv := harness.StartBinary(t, "", "--spaces-per-user", "2")
 	admin := srv.Kubectl()
 	admin.MustRun(t, "--context", "root", "create", "clusterrole", "space-creator", "--verb=create,get,list,watch", "--resource=spaces.tenancy.kubestellar.io")
 	admin.MustRun(t, "--context", "root", "create", "clusterrolebinding", "alice-creates-spaces", "--clusterrole=space-creator", "--user=alice")
@@ -263,6 +263,15 @@ webhooks:
 		out, err := alice.cli(t, "space", "create", strings.Replace(mailbox, "inv-b", "inv-x", 1))
 		require.Error(t, err, out)
 		require.Contains(t, out, "are the server's, for the mailboxes of SyncTargets")
+	})
+
+	t.Run("a user owns a bounded number of spaces", func(t *testing.T) {
+		out, err := alice.cli(t, "space", "create", "team-a-scratch")
+		require.NoError(t, err, out)
+		out, err = alice.cli(t, "space", "create", "team-a-third")
+		require.Error(t, err, "a third space past --spaces-per-user 2: %s", out)
+		require.Contains(t, out, "the most a user may (the server's --spaces-per-user 2)")
+		srv.CLI(t, "space", "create", "admins-own", "--type", "wds")
 	})
 
 	t.Run("the SQLite files are the server's only", func(t *testing.T) {
