@@ -37,9 +37,10 @@ import (
 const (
 	// Path is where syncers open their tunnel.
 	Path = jointoken.TunnelPath
-	// EdgesPrefix is where admins reach edge clusters through their tunnels:
-	// EdgesPrefix + INVENTORY/SYNCTARGET/proxy/<edge API path>.
-	EdgesPrefix = "/kubestellar/v1/edges/"
+	// EdgesPrefix is where users reach edge clusters through their
+	// tunnels: EdgesPrefix + INVENTORY/SYNCTARGET/proxy/<edge API path>,
+	// authorized as synctargets/proxy in INVENTORY.
+	EdgesPrefix = jointoken.EdgesPrefix
 	// EdgeAPIAddress is the one address the server dials through a tunnel:
 	// the syncer serves it from its edge cluster's API.
 	EdgeAPIAddress = "kubestellar-edge-api:80"

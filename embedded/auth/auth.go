@@ -192,6 +192,12 @@ func (az Authorizer) Authorize(ctx context.Context, a authorizer.Attributes) (au
 	if !a.IsResourceRequest() && a.GetVerb() == "get" && isPublic(a.GetPath()) && spaces.SpaceOrRoot(ctx) == spaces.Root {
 		return authorizer.DecisionAllow, "", nil
 	}
+	if inv, attrs, ok := EdgeProxyAttributes(ctx, a); ok {
+		if attrs == nil {
+			return authorizer.DecisionDeny, fmt.Sprintf("an edge is reached at %sINVENTORY/SYNCTARGET/proxy/PATH", jointoken.EdgesPrefix), nil
+		}
+		ctx, a = spaces.WithSpace(ctx, inv), attrs
+	}
 	if !a.IsResourceRequest() && isDashboard(a.GetPath()) && spaces.SpaceOrRoot(ctx) == spaces.Root &&
 		(a.GetVerb() == "get" || a.GetVerb() == "head" || a.GetVerb() == "post") {
 		return authorizer.DecisionAllow, "", nil
@@ -289,3 +295,31 @@ func ReservedImpersonation(a authorizer.Attributes) string {
 // serviceAccountsGroup is the group of every ServiceAccount
 // (system:serviceaccounts), and its prefix for those of one namespace.
 const serviceAccountsGroup = "system:serviceaccounts"
+
+// EdgeProxyAttributes: a request for the edge proxy in the root space
+// (jointoken.EdgesPrefix + INV/ST/proxy/...) is authorized as the
+// subresource proxy of SyncTarget ST in inventory space INV, as
+// Kubernetes authorizes nodes/proxy: the RBAC of the inventory space
+// decides who reaches its edges, the verb following the HTTP method as
+// for resources (GET get, POST create, PUT update, PATCH patch, DELETE
+// delete). ok=false when a is no such request; attrs=nil when its path
+// names no SyncTarget.
+func EdgeProxyAttributes(ctx context.Context, a authorizer.Attributes) (inv string, attrs authorizer.Attributes, ok bool) {
+	tail, found := strings.CutPrefix(a.GetPath(), jointoken.EdgesPrefix)
+	if a.IsResourceRequest() || !found || spaces.SpaceOrRoot(ctx) != spaces.Root {
+		return "", nil, false
+	}
+	parts := strings.SplitN(tail, "/", 4)
+	if len(parts) < 3 || parts[2] != "proxy" || spaces.ValidateName(parts[0]) != nil || parts[1] == "" {
+		return "", nil, true
+	}
+	verb := a.GetVerb()
+	switch verb {
+	case "post":
+		verb = "create"
+	case "put":
+		verb = "update"
+	}
+	return parts[0], authorizer.AttributesRecord{User: a.GetUser(), Verb: verb, APIGroup: edgeGroup, APIVersion: "*",
+		Resource: "synctargets", Subresource: "proxy", Name: parts[1], ResourceRequest: true}, true
+}

@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -383,4 +384,55 @@ func TestReservedImpersonation(t *testing.T) {
 			})
 		}
 	}
+}
+
+// recordingUsers is RBAC that allows one space and records what it was
+// asked.
+type recordingUsers struct {
+	allowAll
+	space string
+	asked *[]string
+}
+
+func (r recordingUsers) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	space := spaces.SpaceOrRoot(ctx)
+	*r.asked = append(*r.asked, fmt.Sprintf("%s %s %s/%s/%s %s", space, a.GetVerb(), a.GetAPIGroup(), a.GetResource(), a.GetSubresource(), a.GetName()))
+	if space == r.space {
+		return authorizer.DecisionAllow, "", nil
+	}
+	return authorizer.DecisionDeny, "not a member of " + space, nil
+}
+
+func (r recordingUsers) ConditionsAwareAuthorize(ctx context.Context, attrs authorizer.Attributes) authorizer.ConditionsAwareDecision {
+	return authorizer.ConditionsAwareDecisionFromParts(r.Authorize(ctx, attrs))
+}
+
+// TestEdgeProxyIsASubresource: the edge proxy is authorized as
+// synctargets/proxy in the SyncTarget's inventory space, by that space's
+// RBAC, not as a path of the root space.
+func TestEdgeProxyIsASubresource(t *testing.T) {
+	var asked []string
+	az := Authorizer{Users: recordingUsers{space: "inv-b", asked: &asked}}
+	bob := &user.DefaultInfo{Name: "bob", Groups: []string{user.AllAuthenticated}}
+	edge := func(u user.Info, verb, path string) (authorizer.Decision, string) {
+		d, reason, err := az.Authorize(spaces.WithSpace(context.Background(), spaces.Root), authorizer.AttributesRecord{User: u, Verb: verb, Path: path})
+		require.NoError(t, err)
+		return d, reason
+	}
+	d, _ := edge(bob, "get", "/kubestellar/v1/edges/inv-b/edge-b/proxy/api/v1/namespaces/default/secrets")
+	require.Equal(t, authorizer.DecisionAllow, d)
+	d, _ = edge(bob, "post", "/kubestellar/v1/edges/inv-b/edge-b/proxy/api/v1/namespaces/default/configmaps")
+	require.Equal(t, authorizer.DecisionAllow, d)
+	d, reason := edge(bob, "get", "/kubestellar/v1/edges/inv-a/edge-a/proxy/api")
+	require.Equal(t, authorizer.DecisionDeny, d, "another inventory's edge")
+	require.Contains(t, reason, "not a member of inv-a")
+	require.Equal(t, []string{"inv-b get edge.kubestellar.io/synctargets/proxy edge-b", "inv-b create edge.kubestellar.io/synctargets/proxy edge-b",
+		"inv-a get edge.kubestellar.io/synctargets/proxy edge-a"}, asked)
+	d, reason = edge(bob, "get", "/kubestellar/v1/edges/inv-b")
+	require.Equal(t, authorizer.DecisionDeny, d)
+	require.Contains(t, reason, "INVENTORY/SYNCTARGET/proxy/PATH")
+	d, _ = edge(AdminInfo(), "delete", "/kubestellar/v1/edges/inv-a/edge-a/proxy/api/v1/namespaces/x")
+	require.Equal(t, authorizer.DecisionAllow, d, "the admins reach every edge")
+	d, _ = edge(SyncerUser("inv-b", "edge-b"), "get", "/kubestellar/v1/edges/inv-b/edge-b/proxy/api")
+	require.Equal(t, authorizer.DecisionDeny, d, "a syncer does not reach edges through the center")
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubestellar/kubestellar/test/harness"
 )
@@ -172,6 +173,26 @@ func TestTenantAttacks(t *testing.T) {
 		// Not even the edge's own syncer reaches another space's prefix.
 		code, _ := curlAs(t, srv, syncerToken, http.MethodGet, "/spaces/"+mailbox+"/metrics", "")
 		require.Equal(t, "404", code)
+	})
+
+	t.Run("an inventory space's RBAC says who reaches its edges", func(t *testing.T) {
+		edgePath := "/kubestellar/v1/edges/inv-b/edge-b/proxy/api"
+		code, _ := curlAs(t, srv, alice.token, http.MethodGet, edgePath, "")
+		require.Equal(t, "403", code)
+		admin.MustRun(t, "--context", "inv-b", "create", "clusterrole", "edge-b-reader", "--verb=get",
+			"--resource=synctargets.edge.kubestellar.io/proxy", "--resource-name=edge-b")
+		admin.MustRun(t, "--context", "inv-b", "create", "clusterrolebinding", "alice-reads-edge-b", "--clusterrole=edge-b-reader", "--user=alice")
+		// Authorized now: the edge is not connected, which only an
+		// authorized caller learns.
+		var body string
+		err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			code, body = curlAs(t, srv, alice.token, http.MethodGet, edgePath, "")
+			return code == "503", nil
+		})
+		require.NoError(t, err, "GET %s once inv-b's RBAC grants it: %s %s", edgePath, code, body)
+		require.Contains(t, body, "has no tunnel open")
+		code, _ = curlAs(t, srv, alice.token, http.MethodPost, edgePath+"/v1/namespaces/default/configmaps", "{}")
+		require.Equal(t, "403", code, "get only, not create")
 	})
 
 	t.Run("a ServiceAccount keeps its space", func(t *testing.T) {

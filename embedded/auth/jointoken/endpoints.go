@@ -12,6 +12,10 @@ const (
 	// TunnelPath is where a syncer, authenticated by its token, opens its
 	// reverse tunnel (a WebSocket; see package tunnel).
 	TunnelPath = "/kubestellar/v1/tunnel"
+	// EdgesPrefix is where users reach edge clusters through their
+	// syncers' tunnels: EdgesPrefix + INVENTORY/SYNCTARGET/proxy/PATH,
+	// authorized as the subresource synctargets/proxy in INVENTORY.
+	EdgesPrefix = "/kubestellar/v1/edges/"
 )
 
 // SyncerInfo is what SyncerInfoPath returns.
