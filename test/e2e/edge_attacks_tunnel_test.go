@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"context"
+	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,12 +65,8 @@ func curlWatch(t *testing.T, srv *harness.Process, bearer string) <-chan string 
 // curlStatus returns the HTTP status of a GET with a bearer token.
 func curlStatus(t *testing.T, srv *harness.Process, bearer, path string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", filepath.Join(srv.DataDir, "pki", "ca.crt"),
-		"-H", "Authorization: Bearer "+bearer, srv.BaseURL()+path).Output()
-	require.NoError(t, err, "curl %s", path)
-	return string(out)
+	code, _ := curlAs(t, srv, bearer, http.MethodGet, path, "")
+	return code
 }
 
 // watchEnds waits until a watch's lines stop, reading what comes meanwhile.
