@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -214,6 +215,16 @@ func validateSpace(a admission.Attributes) error {
 	if typ == tenancyv1alpha1.SpaceTypeMailbox && a.GetOperation() == admission.Create {
 		return apierrors.NewForbidden(spacesResource, a.GetName(), fmt.Errorf(
 			"mailbox spaces are made by the server, one for each SyncTarget: create a SyncTarget in an inventory space instead"))
+	}
+	if a.GetOperation() == admission.Create && (a.GetName() == spaces.Root || spaces.ValidateName(a.GetName()) != nil) {
+		// The root space is the server's; it has no Space object, and one
+		// named so would be taken for it (its owner made the root space's
+		// admin, its deletion a purge of the root space).
+		msg := fmt.Sprintf("%q is the root space, which is the server's", a.GetName())
+		if err := spaces.ValidateName(a.GetName()); err != nil {
+			msg = err.Error()
+		}
+		return apierrors.NewForbidden(spacesResource, a.GetName(), errors.New(msg))
 	}
 	if a.GetOperation() == admission.Create && mailboxLike.MatchString(a.GetName()) {
 		// It would take the name of a SyncTarget's mailbox, made later

@@ -73,3 +73,18 @@ func TestSpaceNamedLikeAMailbox(t *testing.T) {
 	}
 	require.NoError(t, create("team-mb-notes"))
 }
+
+// TestNoSpaceNamedRoot: a Space named root would be taken for the root
+// space (its owner bound to cluster-admin there); one named the
+// wildcard, or no valid space name, is refused as well.
+func TestNoSpaceNamedRoot(t *testing.T) {
+	plugin := NewEdge(fakeSpaces{}, fakeConfigs{}, func(string) bool { return false }, MailboxQuota{}).(admission.ValidationInterface)
+	alice := &user.DefaultInfo{Name: "alice", Groups: []string{user.AllAuthenticated}}
+	for name, want := range map[string]string{spaces.Root: `"root" is the root space`, spaces.Wildcard: "reserved for the wildcard space"} {
+		space := &tenancyv1alpha1.Space{TypeMeta: metav1.TypeMeta{APIVersion: tenancyv1alpha1.SchemeGroupVersion.String(), Kind: "Space"}, ObjectMeta: metav1.ObjectMeta{Name: name}}
+		a := admission.NewAttributesRecord(space, nil, tenancyv1alpha1.SchemeGroupVersion.WithKind("Space"), "", name, tenancyv1alpha1.SchemeGroupVersion.WithResource("spaces"), "", admission.Create, nil, false, alice)
+		err := plugin.Validate(spaces.WithSpace(context.Background(), spaces.Root), a, nil)
+		require.True(t, apierrors.IsForbidden(err), "%s: %v", name, err)
+		require.ErrorContains(t, err, want)
+	}
+}

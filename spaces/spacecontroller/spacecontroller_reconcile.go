@@ -36,6 +36,13 @@ type reconciler struct {
 }
 
 func (r *reconciler) reconcile(ctx context.Context, s *tenancyv1alpha1.Space) error {
+	if spaces.ValidateName(s.Name) != nil || s.Name == spaces.Root {
+		// Admission refuses such a Space; one stored anyway (by an
+		// earlier release) would make its owner the root space's admin,
+		// and deleting it would purge the root space. Nothing is done.
+		klog.FromContext(ctx).Info("ignoring a Space whose name is no space's", "name", s.Name)
+		return nil
+	}
 	if s.DeletionTimestamp != nil {
 		return r.terminate(ctx, s)
 	}
