@@ -3,10 +3,13 @@ package rbac
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -151,6 +154,12 @@ func (p *Admission) Validate(ctx context.Context, a admission.Attributes, _ admi
 	}
 	switch gr := a.GetResource().GroupResource(); gr {
 	case spacesResource:
+		if a.GetOperation() == admission.Delete {
+			return nil
+		}
+		if err := p.validateInventories(ctx, a); err != nil {
+			return err
+		}
 		if a.GetOperation() == admission.Create {
 			return p.validateOwned(u)
 		}
@@ -167,6 +176,52 @@ func (p *Admission) Validate(ctx context.Context, a admission.Attributes, _ admi
 		return p.validateBinding(ctx, a)
 	}
 	return nil
+}
+
+// PlaceVerb on locations.edge.kubestellar.io in an inventory space lets a
+// user name that inventory in a WDS's spec.inventorySpaces, and so place
+// workloads on its edges and upsync from them.
+const PlaceVerb = "bind"
+
+// validateInventories refuses a Space whose spec.inventorySpaces adds an
+// inventory space its writer may not place on: a WDS that names an
+// inventory sends its workloads to that inventory's edges, with the
+// syncers' rights there, and upsyncs from them. The inventory's RBAC
+// decides (PlaceVerb on Locations there), as kcp's bind verb on an
+// APIExport lets a workspace use another's API.
+func (p *Admission) validateInventories(ctx context.Context, a admission.Attributes) error {
+	added := inventorySpaces(a.GetObject())
+	if a.GetOperation() == admission.Update {
+		old := inventorySpaces(a.GetOldObject())
+		added = slices.DeleteFunc(added, func(inv string) bool { return slices.Contains(old, inv) })
+	}
+	u := a.GetUserInfo()
+	for _, inv := range added {
+		d, _, err := p.authz.Authorize(spaces.WithSpace(ctx, inv), authorizer.AttributesRecord{User: u, Verb: PlaceVerb,
+			APIGroup: edgev2alpha1.SchemeGroupVersion.Group, APIVersion: "*", Resource: "locations", ResourceRequest: true})
+		if err != nil || d != authorizer.DecisionAllow {
+			return apierrors.NewForbidden(spacesResource, a.GetName(), fmt.Errorf(
+				"user %q may not place workloads on the edges of inventory space %q: spec.inventorySpaces needs verb %s on locations.edge.kubestellar.io there "+
+					"(its owner grants it: kubectl --context %s create clusterrole place-here --verb=%s --resource=locations.edge.kubestellar.io, and a binding)",
+				u.GetName(), inv, PlaceVerb, inv, PlaceVerb))
+		}
+	}
+	return nil
+}
+
+// inventorySpaces reads spec.inventorySpaces of a Space.
+func inventorySpaces(obj runtime.Object) []string {
+	if obj == nil {
+		return nil
+	}
+	var content map[string]any
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		content = u.Object
+	} else if c, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj); err == nil {
+		content = c
+	}
+	invs, _, _ := unstructured.NestedStringSlice(content, "spec", "inventorySpaces")
+	return invs
 }
 
 // validateOwned refuses a Space to a user who owns SpacesBound.Max

@@ -144,3 +144,36 @@ func TestSpacesPerUser(t *testing.T) {
 	countErr = errors.New("the server is starting")
 	require.True(t, apierrors.IsServiceUnavailable(create(&user.DefaultInfo{Name: "bob"})))
 }
+
+// TestInventorySpacesNeedTheInventorysConsent: a WDS that names an
+// inventory space sends workloads to its edges: its writer needs the
+// place verb on Locations there, for each inventory it adds.
+func TestInventorySpacesNeedTheInventorysConsent(t *testing.T) {
+	store := storeWith(t,
+		in("inv-a", &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-owns"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}}}),
+	)
+	p := NewAdmission(store, NewAuthorizer(store, nil), nil, SpacesBound{})
+	alice := &user.DefaultInfo{Name: "alice", Groups: []string{user.AllAuthenticated}}
+	spacesGVR := tenancyv1alpha1.SchemeGroupVersion.WithResource("spaces")
+	wds := func(invs ...string) *tenancyv1alpha1.Space {
+		return &tenancyv1alpha1.Space{ObjectMeta: metav1.ObjectMeta{Name: "wds-a"},
+			Spec: tenancyv1alpha1.SpaceSpec{Type: tenancyv1alpha1.SpaceTypeWDS, InventorySpaces: invs}}
+	}
+	validate := func(obj, old *tenancyv1alpha1.Space, op admission.Operation) error {
+		ctx := genericapirequest.WithUser(spaces.WithSpace(context.Background(), spaces.Root), alice)
+		var oldObj runtime.Object
+		if old != nil {
+			oldObj = old
+		}
+		return p.Validate(ctx, attrs(obj, oldObj, spacesGVR, "", "wds-a", op, alice), nil)
+	}
+	require.NoError(t, validate(wds("inv-a"), nil, admission.Create), "her own inventory")
+	err := validate(wds("inv-a", "inv-b"), nil, admission.Create)
+	require.True(t, apierrors.IsForbidden(err), "%v", err)
+	require.ErrorContains(t, err, `user "alice" may not place workloads on the edges of inventory space "inv-b"`)
+	err = validate(wds("inv-a", "inv-b"), wds("inv-a"), admission.Update)
+	require.True(t, apierrors.IsForbidden(err), "added by an update: %v", err)
+	require.NoError(t, validate(wds("inv-b"), wds("inv-b"), admission.Update), "kept, not added: an admin named it")
+}
