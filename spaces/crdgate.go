@@ -61,11 +61,29 @@ func WithCRDBindings(handler http.Handler, index CRDIndex) http.Handler {
 			handler.ServeHTTP(w, req)
 			return
 		}
-		if req.Method != http.MethodGet || !index.Hides(space) {
+		if !index.Hides(space) {
 			handler.ServeHTTP(w, req)
 			return
 		}
-		path := strings.TrimSuffix(req.URL.Path, "/")
+		// Every way to ask for a discovery or OpenAPI document is
+		// filtered: their handlers answer any method, and strip any
+		// number of trailing slashes.
+		path := strings.TrimRight(req.URL.Path, "/")
+		if strings.HasPrefix(path, "/apis") || strings.HasPrefix(path, "/openapi") {
+			if req.Method != http.MethodGet && req.Method != http.MethodHead {
+				writeStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "discovery"}, strings.ToLower(req.Method)))
+				return
+			}
+			if strings.Contains(path, "//") {
+				writeStatus(w, notServed())
+				return
+			}
+			if req.Method == http.MethodHead {
+				// Filtered as a GET; the server sends no body for HEAD.
+				req = req.Clone(req.Context())
+				req.Method = http.MethodGet
+			}
+		}
 		var filter func(map[string]any) bool
 		switch {
 		case path == "/apis":

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubestellar/kubestellar/spaces"
@@ -118,6 +121,28 @@ func TestCRDsAreBoundPerSpace(t *testing.T) {
 				require.Contains(t, string(raw), "apps", "/apis in %s as %s is a discovery document", space, accept)
 				require.Equal(t, space == "one", strings.Contains(string(raw), group), "/apis in %s as %s names %s:\n%s", space, accept, group, raw)
 			}
+		}
+		// Nor by another method or path: the discovery and OpenAPI
+		// handlers answer any method and strip any trailing slashes.
+		rc := kube(t, s, "two").Discovery().RESTClient()
+		for _, path := range []string{"/openapi/v2", "/openapi/v3", "/apis/" + group + "/" + version} {
+			raw, err := rc.Post().AbsPath(path).DoRaw(ctx)
+			require.True(t, apierrors.IsMethodNotSupported(err), "POST %s in space two: %v %s", path, err, raw)
+			require.NotContains(t, string(raw), group)
+		}
+		// (A raw request: client-go cleans the path.)
+		cfg := s.RESTConfig(t, "two")
+		httpClient, err := rest.HTTPClientFor(cfg)
+		require.NoError(t, err)
+		for _, path := range []string{"/apis/" + group + "/" + version + "//", "/apis/" + group + "///"} {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+path, nil)
+			require.NoError(t, err)
+			resp, err := httpClient.Do(req)
+			require.NoError(t, err)
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.Equal(t, http.StatusNotFound, resp.StatusCode, "GET %s in space two: %s", path, raw)
+			require.NotContains(t, string(raw), crd.Spec.Names.Plural)
 		}
 		inOpenAPIV2 := func(space string) bool { // as client-go reads it, in protobuf
 			doc, err := kube(t, s, space).Discovery().OpenAPISchema()
