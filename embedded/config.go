@@ -291,6 +291,8 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		inner := spaces.WithSpaceAdmission(spaces.WithCRDBindings(withResponseCompression(apiHandler), c.crds), c.spaces)
 		// After authentication: a syncer's requests end with its token.
 		inner = auth.WithSyncerRequests(inner, c.syncers.Requests)
+		// An exec or attach through the edge proxy is a create there.
+		inner = auth.WithEdgeUpgrades(inner, authz)
 		// A syncer's rate and open requests are bounded (429 beyond).
 		inner = auth.WithSyncerLimits(inner, auth.DefaultSyncerLimits, gc.LongRunningFunc)
 		return spaces.WithSpacePath(genericapiserver.DefaultBuildHandlerChain(inner, gc))

@@ -15,6 +15,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,10 +23,13 @@ import (
 	"path/filepath"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
 	"github.com/kubestellar/kubestellar/embedded/certs"
@@ -322,4 +326,34 @@ func EdgeProxyAttributes(ctx context.Context, a authorizer.Attributes) (inv stri
 	}
 	return parts[0], authorizer.AttributesRecord{User: a.GetUser(), Verb: verb, APIGroup: edgeGroup, APIVersion: "*",
 		Resource: "synctargets", Subresource: "proxy", Name: parts[1], ResourceRequest: true}, true
+}
+
+// WithEdgeUpgrades authorizes an upgrade through the edge proxy (exec,
+// attach, port-forward: a GET with Upgrade, which would pass as get) as
+// create on synctargets/proxy too: reading an edge is not running a
+// command on it.
+func WithEdgeUpgrades(handler http.Handler, az authorizer.Authorizer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		ctx := req.Context()
+		u, _ := genericapirequest.UserFrom(ctx)
+		if req.Header.Get("Upgrade") == "" || !strings.HasPrefix(req.URL.Path, jointoken.EdgesPrefix) {
+			handler.ServeHTTP(w, req)
+			return
+		}
+		inv, attrs, ok := EdgeProxyAttributes(ctx, authorizer.AttributesRecord{User: u, Verb: "post", Path: req.URL.Path})
+		if ok && attrs != nil {
+			if d, reason, err := az.Authorize(spaces.WithSpace(ctx, inv), attrs); err != nil || d != authorizer.DecisionAllow {
+				if reason == "" {
+					reason = fmt.Sprintf("upgrading a connection to an edge (exec, attach, port-forward) needs create on synctargets/proxy in space %q", inv)
+				}
+				status := apierrors.NewForbidden(schema.GroupResource{Group: edgeGroup, Resource: "synctargets/proxy"}, attrs.GetName(), errors.New(reason)).Status()
+				status.Kind, status.APIVersion = "Status", "v1"
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusForbidden)
+				_ = json.NewEncoder(w).Encode(status)
+				return
+			}
+		}
+		handler.ServeHTTP(w, req)
+	})
 }

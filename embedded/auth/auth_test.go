@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/kubestellar/kubestellar/internal/provenance"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -435,4 +436,38 @@ func TestEdgeProxyIsASubresource(t *testing.T) {
 	require.Equal(t, authorizer.DecisionAllow, d, "the admins reach every edge")
 	d, _ = edge(SyncerUser("inv-b", "edge-b"), "get", "/kubestellar/v1/edges/inv-b/edge-b/proxy/api")
 	require.Equal(t, authorizer.DecisionDeny, d, "a syncer does not reach edges through the center")
+}
+
+// getOnly is RBAC that grants get and nothing else.
+type getOnly struct{ allowAll }
+
+func (getOnly) Authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	if a.GetVerb() == "get" {
+		return authorizer.DecisionAllow, "", nil
+	}
+	return authorizer.DecisionDeny, "only get", nil
+}
+
+// TestEdgeUpgradesAreCreates: with get on an edge's proxy, a GET goes
+// through but an upgrade (exec, attach) does not.
+func TestEdgeUpgradesAreCreates(t *testing.T) {
+	reached := 0
+	h := WithEdgeUpgrades(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached++ }), Authorizer{Users: getOnly{}})
+	serve := func(u user.Info, upgrade string) int {
+		req := httptest.NewRequest(http.MethodGet, "/kubestellar/v1/edges/inv-b/edge-b/proxy/api/v1/namespaces/default/pods/web/exec?command=sh", nil)
+		if upgrade != "" {
+			req.Header.Set("Connection", "Upgrade")
+			req.Header.Set("Upgrade", upgrade)
+		}
+		req = req.WithContext(genericapirequest.WithUser(spaces.WithSpace(req.Context(), spaces.Root), u))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	bob := &user.DefaultInfo{Name: "bob"}
+	require.Equal(t, http.StatusOK, serve(bob, ""))
+	require.Equal(t, http.StatusForbidden, serve(bob, "websocket"))
+	require.Equal(t, http.StatusForbidden, serve(bob, "SPDY/3.1"))
+	require.Equal(t, http.StatusOK, serve(AdminInfo(), "websocket"), "the admins may")
+	require.Equal(t, 2, reached)
 }
