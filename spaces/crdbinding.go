@@ -443,6 +443,9 @@ func (s *crdStorage) GuaranteedUpdate(ctx context.Context, key string, destinati
 			record(kept, b, b.Without(space))
 			unbound = true
 			return kept, ttl, nil
+		case b.All() && space != Root && sharedChange(existing, crd):
+			return nil, nil, apierrors.NewForbidden(crdResource, existing.Name, fmt.Errorf(
+				"this CRD is served in every space (installed by the server, or made before CRDs were per space): an admin changes it in the root space, for every space"))
 		case b.Shared() && !b.All() && sharedChange(existing, crd):
 			return nil, nil, apierrors.NewConflict(crdResource, existing.Name, fmt.Errorf(
 				"other spaces serve this CRD too, so its definition and finalizers cannot change here; "+
