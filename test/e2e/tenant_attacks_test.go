@@ -280,10 +280,18 @@ webhooks:
 		require.Contains(t, stderr, "would be stored and never act")
 	})
 
-	t.Run("no space named like a mailbox", func(t *testing.T) {
+	t.Run("no space named like the root space or a mailbox", func(t *testing.T) {
+		stderr := alice.in(t, "root").MustFailStdin(t, strings.NewReader("apiVersion: tenancy.kubestellar.io/v1alpha1\nkind: Space\nmetadata: {name: root}\n"), "create", "-f", "-")
+		require.Contains(t, stderr, `"root" is the root space`)
 		out, err := alice.cli(t, "space", "create", strings.Replace(mailbox, "inv-b", "inv-x", 1))
 		require.Error(t, err, out)
 		require.Contains(t, out, "are the server's, for the mailboxes of SyncTargets")
+	})
+
+	t.Run("a WDS names only inventories whose owner lets it", func(t *testing.T) {
+		out, err := alice.cli(t, "space", "create", "wds-a", "--type", "wds", "--inventory-space", "inv-b")
+		require.Error(t, err, "alice's WDS on another owner's edges: %s", out)
+		require.Contains(t, out, `may not place workloads on the edges of inventory space "inv-b"`)
 	})
 
 	t.Run("a user owns a bounded number of spaces", func(t *testing.T) {
