@@ -2,7 +2,7 @@
 GO ?= go
 BIN := _output/kubestellar
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
-LDFLAGS := -X github.com/kubestellar/kubestellar/cmd/kubestellar/app/version.Version=$(VERSION)
+LDFLAGS := -X github.com/kubestellar/kubestellar/internal/version.Version=$(VERSION)
 # Tests build the binary once and share it through this variable.
 export KUBESTELLAR_BIN ?= $(CURDIR)/$(BIN)
 TEST_FLAGS ?=
@@ -15,10 +15,10 @@ CHAOS_ARGS ?=
 # suites; -short skips the edge cluster harness's tests that start clusters.
 UNIT_PACKAGES = $$($(GO) list ./... | grep -v -e /test/integration -e /test/e2e)
 # make test runs these under the race detector: the server's controllers,
-# the shared worker loop, spaces, the embedded server, the tunnel, and the
+# the shared worker loop, spaces, the API server, the dashboard, the tunnel, and the
 # integration suite, which runs all of them in one process. Everything else
 # runs as it is.
-RACE_PACKAGES = ./controllers/... ./internal/... ./spaces/... ./embedded/... ./tunnel/... ./test/integration/...
+RACE_PACKAGES = ./controllers/... ./internal/... ./spaces/... ./server/... ./dashboard/... ./tunnel/... ./test/integration/...
 NON_RACE_PACKAGES = $$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PACKAGES))")
 
 .PHONY: help build run test test-deps test-unit test-integration test-e2e verify codegen bench bench-compare bench-deps clean deb deb-test soak chaos

@@ -40,8 +40,8 @@ openapi_pkgs=(
 )
 "$bin/openapi-gen" \
   --go-header-file hack/boilerplate.go.txt \
-  --output-dir "embedded/openapi" \
-  --output-pkg github.com/kubestellar/kubestellar/embedded/openapi \
+  --output-dir "server/openapi" \
+  --output-pkg github.com/kubestellar/kubestellar/server/openapi \
   --output-file zz_generated.openapi.go \
   --report-filename "hack/openapi-violations.list" \
   "${openapi_pkgs[@]}"

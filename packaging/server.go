@@ -7,7 +7,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/kubestellar/kubestellar/embedded"
+	"github.com/kubestellar/kubestellar/server"
 )
 
 // ServerInstall is what `kubestellar server install` installs.
@@ -45,7 +45,7 @@ type Service struct {
 // DefaultServerDataDir, whoever installs it) and absolute, then every flag
 // set but --token and --datastore-endpoint, which become Secrets.
 func ServerArgs(args []string, getenv func(string) string) (svc Service, dataDir string, err error) {
-	o := embedded.NewOptions()
+	o := server.NewOptions()
 	flags, err := parseFlags("server start", o.AddFlags, args)
 	if err != nil {
 		return Service{}, "", err
@@ -71,10 +71,10 @@ func ServerArgs(args []string, getenv func(string) string) (svc Service, dataDir
 	}
 	// o, not completed: the token itself, not what --token-file holds.
 	if o.DatastoreEndpoint != "" {
-		svc.Secrets = append(svc.Secrets, EnvVar{Name: embedded.DatastoreEndpointEnv, Value: o.DatastoreEndpoint})
+		svc.Secrets = append(svc.Secrets, EnvVar{Name: server.DatastoreEndpointEnv, Value: o.DatastoreEndpoint})
 	}
 	if o.Token != "" {
-		svc.Secrets = append(svc.Secrets, EnvVar{Name: embedded.TokenEnv, Value: o.Token})
+		svc.Secrets = append(svc.Secrets, EnvVar{Name: server.TokenEnv, Value: o.Token})
 	}
 	flags.Lookup("datastore-endpoint").Changed = false
 	flags.Lookup("token").Changed = false
@@ -96,7 +96,7 @@ func InstallServer(ctx context.Context, h Host, in ServerInstall) error {
 	}
 	env, err := FormatEnvFile("Flags of `kubestellar server start` for "+ServerUnitName+", written by\n"+
 		"`kubestellar server install`, and its secrets, which it reads from its environment\n"+
-		"("+embedded.TokenEnv+" for --token, "+embedded.DatastoreEndpointEnv+" for\n"+
+		"("+server.TokenEnv+" for --token, "+server.DatastoreEndpointEnv+" for\n"+
 		"--datastore-endpoint), out of the process list. After editing them:\n"+
 		"systemctl restart "+ServerUnitName, ServerArgsVar, svc.Args, svc.Secrets...)
 	if err != nil {
@@ -178,7 +178,7 @@ func serverDataDir(h Host) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	o := embedded.NewOptions()
+	o := server.NewOptions()
 	flags, err := parseFlags("server start", o.AddFlags, args)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", h.path(ServerEnvFile), err)

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/kubestellar/kubestellar/embedded"
+	"github.com/kubestellar/kubestellar/server"
 	"github.com/kubestellar/kubestellar/syncer"
 )
 
@@ -23,7 +23,7 @@ const (
 	// ServerUnitName is the server's unit.
 	ServerUnitName = "kubestellar.service"
 	// ServerEnvFile holds the flags of `kubestellar server start`, and its
-	// secrets (embedded.TokenEnv, embedded.DatastoreEndpointEnv).
+	// secrets (server.TokenEnv, server.DatastoreEndpointEnv).
 	ServerEnvFile = ConfigDir + "/server.env"
 	// ServerEnvExample is the commented example the package ships.
 	ServerEnvExample = ConfigDir + "/server.env.example"
@@ -65,7 +65,7 @@ func ServerUnit(binary string) (string, error) {
 	return `# kubestellar server, written by kubestellar (server install, or the package).
 # Its flags are in ` + ServerEnvFile + ` (` + ServerArgsVar + `), and its secrets too, as
 # the variables it reads from its environment, never on its command line
-# (` + embedded.DatastoreEndpointEnv + `, ` + embedded.TokenEnv + `); after editing them:
+# (` + server.DatastoreEndpointEnv + `, ` + server.TokenEnv + `); after editing them:
 #   systemctl restart ` + ServerUnitName + `
 [Unit]
 Description=KubeStellar server: edge and multi-cluster control plane
@@ -136,8 +136,8 @@ func ServerEnvExampleText() string {
 	return `# Flags of ` + "`kubestellar server start`" + ` for ` + ServerUnitName + `, and its secrets, for example:
 #
 #   ` + ServerArgsVar + `="--data-dir=` + DefaultServerDataDir + ` --port=6443 --tls-san=center.example.com"
-#   ` + embedded.DatastoreEndpointEnv + `="postgres://ks:password@db.example.com:5432/kubestellar"
-#   ` + embedded.TokenEnv + `="secret shared by the servers of the cluster"
+#   ` + server.DatastoreEndpointEnv + `="postgres://ks:password@db.example.com:5432/kubestellar"
+#   ` + server.TokenEnv + `="secret shared by the servers of the cluster"
 #
 # The secrets are variables that the server reads from its environment
 # (they stand for --datastore-endpoint and --token), never flags: the

@@ -203,7 +203,7 @@ type keptSpacesKey struct{}
 // each key, before any of them is decoded. Only for a list or watch of a
 // whole resource: the space is the first segment of a key after the
 // list's or watch's prefix. The embedded datastore's in-process client
-// honours it (see embedded/storage); a left-out event that ends a batch
+// honours it (see server/storage); a left-out event that ends a batch
 // arrives as a progress notification at its revision, which the API
 // server's storage turns into a bookmark. Other clients ignore it, and
 // Source filters after decoding as well.

@@ -14,8 +14,8 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/version"
-	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
+	"github.com/kubestellar/kubestellar/internal/jointoken"
+	"github.com/kubestellar/kubestellar/internal/version"
 )
 
 // Identity is what the server says the syncer's token is for.

@@ -16,7 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
-	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/version"
+	"github.com/kubestellar/kubestellar/internal/version"
 )
 
 var syncTargetsGVR = edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")

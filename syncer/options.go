@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
+	"github.com/kubestellar/kubestellar/internal/jointoken"
 )
 
 // Options configure a syncer.

@@ -33,8 +33,8 @@ import (
 	"k8s.io/klog/v2"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
-	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
 	"github.com/kubestellar/kubestellar/internal/datadir"
+	"github.com/kubestellar/kubestellar/internal/jointoken"
 	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/tunnel"
 )

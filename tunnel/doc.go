@@ -31,7 +31,7 @@ package tunnel
 import (
 	"time"
 
-	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
+	"github.com/kubestellar/kubestellar/internal/jointoken"
 )
 
 const (

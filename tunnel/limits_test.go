@@ -24,7 +24,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
-	"github.com/kubestellar/kubestellar/embedded/auth"
+	"github.com/kubestellar/kubestellar/internal/principal"
 )
 
 // frameHeader is the header of a client frame (masked) with a payload of
@@ -320,7 +320,7 @@ func TestOversizeMessageClosesTunnel(t *testing.T) {
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			changes := &connectionChanges{}
-			s := NewServer(t.Context(), changes.record, fixtureUIDs)
+			s := NewServer(t.Context(), syncerOwner, changes.record, fixtureUIDs)
 			ts := newTunnelTestServer(t, s, map[string]user.Info{"edge1": syncerUser("inv1", "edge1")})
 			ws, raw, _, err := ts.rawTunnel(t.Context(), "edge1")
 			require.NoError(t, err)
@@ -364,7 +364,7 @@ func writeZeros(w io.Writer, n int64) (int64, error) {
 // TestTunnelsPerToken: one token holds MaxTunnelsPerToken tunnels at most;
 // the next gets 429, saying why; another token is not affected.
 func TestTunnelsPerToken(t *testing.T) {
-	s := NewServer(t.Context(), nil, fixtureUIDs)
+	s := NewServer(t.Context(), syncerOwner, nil, fixtureUIDs)
 	ts := newTunnelTestServer(t, s, map[string]user.Info{"edge1": syncerUser("inv1", "edge1"), "edge2": syncerUser("inv1", "edge2")})
 	var open []*websocket.Conn
 	defer func() {
@@ -415,10 +415,10 @@ func TestTunnelBoundToSyncTargetUID(t *testing.T) {
 		return current, current != ""
 	}
 	changes := &connectionChanges{}
-	s := NewServer(ctx, changes.record, uidOf)
+	s := NewServer(ctx, syncerOwner, changes.record, uidOf)
 	ts := newTunnelTestServer(t, s, map[string]user.Info{
-		"old": auth.SyncerTokenUser("inv1", "edge3", "oldtok", "uid-old"),
-		"new": auth.SyncerTokenUser("inv1", "edge3", "newtok", "uid-new"),
+		"old": principal.SyncerTokenUser("inv1", "edge3", "oldtok", "uid-old"),
+		"new": principal.SyncerTokenUser("inv1", "edge3", "newtok", "uid-new"),
 	})
 	edge := func(name string) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "the "+name+" edge3") })
@@ -532,7 +532,7 @@ func FuzzTunnelMessages(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	s := NewServer(f.Context(), nil, fixtureUIDs)
+	s := NewServer(f.Context(), syncerOwner, nil, fixtureUIDs)
 	ts := newTunnelTestServer(f, s, map[string]user.Info{"edge1": syncerUser("inv1", "edge1")})
 	f.Fuzz(func(t *testing.T, message []byte) {
 		ws, _, _, err := ts.rawTunnel(t.Context(), "edge1")
@@ -580,10 +580,10 @@ func TestDrainThenClose(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	changes := &connectionChanges{}
-	s := NewServer(ctx, changes.record, fixtureUIDs)
+	s := NewServer(ctx, syncerOwner, changes.record, fixtureUIDs)
 	ts := newTunnelTestServer(t, s, map[string]user.Info{
-		"a": auth.SyncerTokenUser("inv1", "edge1", "tok1", fixtureUID("inv1", "edge1")),
-		"b": auth.SyncerTokenUser("inv1", "edge2", "tok2", fixtureUID("inv1", "edge2")),
+		"a": principal.SyncerTokenUser("inv1", "edge1", "tok1", fixtureUID("inv1", "edge1")),
+		"b": principal.SyncerTokenUser("inv1", "edge2", "tok2", fixtureUID("inv1", "edge2")),
 	})
 	edge := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "edge1") })
 	done := ts.runClient(ctx, "a", edge)

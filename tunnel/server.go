@@ -19,10 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/klog/v2"
-
-	"github.com/kubestellar/kubestellar/embedded/auth"
 )
 
 // Server holds the syncers' tunnels.
@@ -32,12 +31,13 @@ import (
 // SyncTarget's current UID, so a SyncTarget deleted and made again under
 // the same name is never served by the old one's syncer. (The API server
 // ends the tunnels of a token that stops authenticating: see
-// auth.Revoker.)
+// the server's auth.Revoker.)
 type Server struct {
 	// ctx ends every tunnel when it ends (Close).
 	ctx      context.Context
 	close    context.CancelFunc
 	rd       *remotedialer.Server
+	identify Identify
 	onChange func(ctx context.Context, inventorySpace, syncTarget string, connected bool)
 	// uidOf tells the UID of the SyncTarget of a name there is now.
 	uidOf func(inventorySpace, syncTarget string) (types.UID, bool)
@@ -68,12 +68,13 @@ func (k tunnelKey) String() string { return k.inv + "/" + k.st + "/" + string(k.
 
 func (k tunnelKey) target() string { return k.inv + "/" + k.st }
 
-// NewServer returns a tunnel server; onChange (may be nil) hears when a
-// SyncTarget's first tunnel opens and its last one closes; uidOf tells the
-// UID of the SyncTarget of a name there is now.
-func NewServer(ctx context.Context, onChange func(ctx context.Context, inventorySpace, syncTarget string, connected bool),
+// NewServer returns a tunnel server; identify tells whose tunnel a request
+// opens; onChange (may be nil) hears when a SyncTarget's first tunnel opens
+// and its last one closes; uidOf tells the UID of the SyncTarget of a name
+// there is now.
+func NewServer(ctx context.Context, identify Identify, onChange func(ctx context.Context, inventorySpace, syncTarget string, connected bool),
 	uidOf func(inventorySpace, syncTarget string) (types.UID, bool)) *Server {
-	s := &Server{onChange: onChange, uidOf: uidOf, sessions: map[tunnelKey]int{}, targets: map[string]map[tunnelKey]int{},
+	s := &Server{identify: identify, onChange: onChange, uidOf: uidOf, sessions: map[tunnelKey]int{}, targets: map[string]map[tunnelKey]int{},
 		tokens: map[string]int{}, transports: map[tunnelKey]*http.Transport{}}
 	s.ctx, s.close = context.WithCancel(ctx)
 	s.rd = remotedialer.New(s.clientKey, func(w http.ResponseWriter, _ *http.Request, code int, err error) {
@@ -86,28 +87,34 @@ func NewServer(ctx context.Context, onChange func(ctx context.Context, inventory
 // servers of the cluster hold. Call it before serving.
 func (s *Server) SetPeers(p *Peers) { s.peers = p }
 
+// Owner is whom a tunnel belongs to: the SyncTarget, by name and UID, and
+// the token its syncer opened the tunnel with.
+type Owner struct {
+	InventorySpace, SyncTarget string
+	UID                        types.UID
+	TokenID                    string
+}
+
+// Identify tells whose tunnel a request may open, from the identity the
+// server's authentication gave it (request.UserFrom), or why it may open
+// none (the 403's message). The server injects it, as k3s gives its tunnel
+// server an authorizer: this package knows nothing of how syncers
+// authenticate.
+type Identify func(u user.Info) (Owner, error)
+
 // keyOf names the tunnel of a request after its token and SyncTarget.
-func keyOf(req *http.Request) (tunnelKey, error) {
+func (s *Server) keyOf(req *http.Request) (tunnelKey, error) {
 	u, _ := request.UserFrom(req.Context())
-	inv, st, ok := auth.SyncTargetOf(u)
-	if !ok {
-		name := "<anonymous>"
-		if u != nil {
-			name = u.GetName()
-		}
-		return tunnelKey{}, fmt.Errorf("user %q may not open a tunnel: only a syncer's token does", name)
+	o, err := s.identify(u)
+	if err != nil {
+		return tunnelKey{}, err
 	}
-	tokenID, uid, ok := auth.TokenOf(u)
-	if !ok {
-		return tunnelKey{}, fmt.Errorf("the syncer of SyncTarget %s/%s authenticated without a token bound to the SyncTarget's UID: "+
-			"create a new token with `kubestellar token create --sync-target %s/%s`", inv, st, inv, st)
-	}
-	return tunnelKey{inv: inv, st: st, uid: uid, tokenID: tokenID}, nil
+	return tunnelKey{inv: o.InventorySpace, st: o.SyncTarget, uid: o.UID, tokenID: o.TokenID}, nil
 }
 
 // clientKey is remotedialer's authorizer.
 func (s *Server) clientKey(req *http.Request) (string, bool, error) {
-	key, err := keyOf(req)
+	key, err := s.keyOf(req)
 	if err != nil {
 		return "", false, nil
 	}
@@ -117,7 +124,7 @@ func (s *Server) clientKey(req *http.Request) (string, bool, error) {
 // ServeHTTP opens a syncer's tunnel and holds it until it closes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	logger := klog.FromContext(s.ctx)
-	key, err := keyOf(req)
+	key, err := s.keyOf(req)
 	if err != nil {
 		logger.Info("refused a tunnel: not a syncer's token bound to its SyncTarget", "err", err.Error(), "remote", req.RemoteAddr)
 		writeStatus(w, http.StatusForbidden, err.Error())

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
-	"github.com/kubestellar/kubestellar/embedded/auth"
+	"github.com/kubestellar/kubestellar/internal/principal"
 )
 
 func TestParseEdgePath(t *testing.T) {
@@ -79,16 +79,22 @@ func withUser(h http.Handler, u user.Info) http.Handler {
 // syncerUser is the identity the syncer of inv/st gets with token
 // "token-"+st, bound to the SyncTarget's fixture UID.
 func syncerUser(inv, st string) user.Info {
-	return auth.SyncerTokenUser(inv, st, "token-"+st, fixtureUID(inv, st))
+	return principal.SyncerTokenUser(inv, st, "token-"+st, fixtureUID(inv, st))
 }
 
 func fixtureUID(inv, st string) types.UID { return types.UID("uid-" + inv + "-" + st) }
+
+// syncerOwner identifies tunnels as the server does (principal.TunnelOwner).
+func syncerOwner(u user.Info) (Owner, error) {
+	inv, st, uid, tokenID, err := principal.TunnelOwner(u)
+	return Owner{InventorySpace: inv, SyncTarget: st, UID: uid, TokenID: tokenID}, err
+}
 
 // fixtureUIDs is a SyncTarget cache where each SyncTarget has its fixture UID.
 func fixtureUIDs(inv, st string) (types.UID, bool) { return fixtureUID(inv, st), true }
 
 func TestTunnelRefusals(t *testing.T) {
-	s := NewServer(t.Context(), nil, fixtureUIDs)
+	s := NewServer(t.Context(), syncerOwner, nil, fixtureUIDs)
 	for _, tc := range []struct {
 		desc string
 		user user.Info
@@ -96,7 +102,7 @@ func TestTunnelRefusals(t *testing.T) {
 	}{
 		{desc: "no user", want: http.StatusForbidden},
 		{desc: "not a syncer", user: &user.DefaultInfo{Name: "alice"}, want: http.StatusForbidden},
-		{desc: "a syncer without a token bound to a UID", user: auth.SyncerUser("inv1", "edge1"), want: http.StatusForbidden},
+		{desc: "a syncer without a token bound to a UID", user: principal.SyncerUser("inv1", "edge1"), want: http.StatusForbidden},
 		{desc: "a syncer without a WebSocket handshake", user: syncerUser("inv1", "edge1"), want: http.StatusBadRequest},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -120,7 +126,7 @@ func TestTunnelRoundTrip(t *testing.T) {
 	defer cancel()
 	var mu sync.Mutex
 	var changes []bool
-	s := NewServer(ctx, func(_ context.Context, inv, st string, connected bool) {
+	s := NewServer(ctx, syncerOwner, func(_ context.Context, inv, st string, connected bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		require.Equal(t, "inv1/edge1", inv+"/"+st)
@@ -305,7 +311,7 @@ func TestEdgeProxyForwardsToPeer(t *testing.T) {
 		return "", nil
 	})
 	require.NoError(t, err)
-	s := NewServer(t.Context(), nil, fixtureUIDs)
+	s := NewServer(t.Context(), syncerOwner, nil, fixtureUIDs)
 	s.SetPeers(peers)
 	proxy := s.EdgeProxy()
 	serve := func(path string, header http.Header) *httptest.ResponseRecorder {

@@ -37,8 +37,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
-	"github.com/kubestellar/kubestellar/embedded"
-	"github.com/kubestellar/kubestellar/embedded/certs"
+	"github.com/kubestellar/kubestellar/internal/certs"
+	ksserver "github.com/kubestellar/kubestellar/server"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -228,7 +228,7 @@ func setUpSoak(ctx context.Context, bin string, s *server, o soakOptions, progre
 	if _, err := wds.Resource(crdsGVR).Create(ctx, gaugeCRDObject(), metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	caPEM, err := os.ReadFile(filepath.Join(embedded.PKIDir(s.dataDir), certs.CACertFile))
+	caPEM, err := os.ReadFile(filepath.Join(ksserver.PKIDir(s.dataDir), certs.CACertFile))
 	if err != nil {
 		return nil, err
 	}

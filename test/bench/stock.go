@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubestellar/kubestellar/embedded/storage"
+	"github.com/kubestellar/kubestellar/server/storage"
 	"github.com/kubestellar/kubestellar/test/edgecluster"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
@@ -175,7 +175,7 @@ func sqliteDurability() string {
 // startStockKine starts kine on a new SQLite database in dir, set up as our
 // server sets up its own: the same connection parameters
 // (storage.SQLiteParams, in storage.DefaultEndpoint), the file made in
-// incremental auto-vacuum, and kine's settings as embedded/storage.Start
+// incremental auto-vacuum, and kine's settings as server/storage.Start
 // gives them to the kine it runs in process.
 func startStockKine(ctx context.Context, kine *edgecluster.KineBuild, dir string) (*edgecluster.Kine, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "db"), 0o700); err != nil {
@@ -188,7 +188,7 @@ func startStockKine(ctx context.Context, kine *edgecluster.KineBuild, dir string
 }
 
 // stockKineArgs are the kine command's flags for the endpoint.Config that
-// embedded/storage.Start gives kine: its defaults, written out, but for
+// server/storage.Start gives kine: its defaults, written out, but for
 // idle connections, which the command closes after 2 minutes and kine in
 // process keeps. Compaction is left to the API servers, which both ask
 // kine for every 5 minutes (the first after this section's end).
@@ -206,8 +206,8 @@ func stockKineArgs() []string {
 }
 
 // prepareSQLite makes a new database incremental auto-vacuum, in WAL mode,
-// as embedded/storage does before its kine opens a new one. It uses the
-// SQLite driver that kine's, linked in through embedded/storage, registers.
+// as server/storage does before its kine opens a new one. It uses the
+// SQLite driver that kine's, linked in through server/storage, registers.
 func prepareSQLite(ctx context.Context, path string) error {
 	drivers := sql.Drivers()
 	driver := "sqlite3" // mattn's, with cgo

@@ -95,7 +95,7 @@ func tenantsBench(ctx context.Context, bin string, o tenantOptions, progress fun
 				"goal ≤ 2 (API Priority and Fairness, a flow per user per space)"})
 	}
 
-	progress("tenants: authorization decisions, 1,000 spaces of RBAC (go test -bench BenchmarkAuthorizeDecision ./embedded/rbac)")
+	progress("tenants: authorization decisions, 1,000 spaces of RBAC (go test -bench BenchmarkAuthorizeDecision ./server/rbac)")
 	p50, p99, err := authorizeDecision(ctx)
 	if err != nil {
 		return nil, err
@@ -482,12 +482,12 @@ func (g *gate) paused() bool {
 }
 
 // authorizeDecision runs the authorizer's Go benchmark (in
-// embedded/rbac, from the repository's root, where make bench runs) and
+// server/rbac, from the repository's root, where make bench runs) and
 // returns its p50 and p99.
 func authorizeDecision(ctx context.Context) (p50, p99 string, err error) {
-	out, err := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkAuthorizeDecision$", "-benchtime", "20000x", "./embedded/rbac").CombinedOutput()
+	out, err := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkAuthorizeDecision$", "-benchtime", "20000x", "./server/rbac").CombinedOutput()
 	if err != nil {
-		return "", "", fmt.Errorf("go test -bench BenchmarkAuthorizeDecision ./embedded/rbac (run from the repository's root): %w\n%s", err, out)
+		return "", "", fmt.Errorf("go test -bench BenchmarkAuthorizeDecision ./server/rbac (run from the repository's root): %w\n%s", err, out)
 	}
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)

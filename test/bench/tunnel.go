@@ -27,9 +27,9 @@ import (
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/controllers/mailbox"
-	"github.com/kubestellar/kubestellar/embedded"
-	"github.com/kubestellar/kubestellar/embedded/auth"
-	"github.com/kubestellar/kubestellar/embedded/certs"
+	"github.com/kubestellar/kubestellar/internal/certs"
+	ksserver "github.com/kubestellar/kubestellar/server"
+	"github.com/kubestellar/kubestellar/server/auth"
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 	"github.com/kubestellar/kubestellar/tunnel"
@@ -85,7 +85,7 @@ func tunnelsBench(ctx context.Context, bin string, n int, progress func(string, 
 	if _, err := s.cli(ctx, bin, "space", "create", tunnelInv, "--type", "inventory", "--no-context"); err != nil {
 		return nil, err
 	}
-	caPEM, err := os.ReadFile(filepath.Join(embedded.PKIDir(s.dataDir), certs.CACertFile))
+	caPEM, err := os.ReadFile(filepath.Join(ksserver.PKIDir(s.dataDir), certs.CACertFile))
 	if err != nil {
 		return nil, err
 	}

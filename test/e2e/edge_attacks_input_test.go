@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kubestellar/kubestellar/embedded/auth"
-	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
+	"github.com/kubestellar/kubestellar/internal/jointoken"
+	"github.com/kubestellar/kubestellar/server/auth"
 	"github.com/kubestellar/kubestellar/test/harness"
 	"github.com/kubestellar/kubestellar/tunnel"
 )

@@ -24,7 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kubestellar/kubestellar/embedded/certs"
+	"github.com/kubestellar/kubestellar/internal/certs"
 	"github.com/kubestellar/kubestellar/test/edgecluster"
 	"github.com/kubestellar/kubestellar/test/harness"
 )

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kubestellar/kubestellar/embedded/certs"
+	"github.com/kubestellar/kubestellar/internal/certs"
 	"github.com/kubestellar/kubestellar/test/edgecluster"
 )
 

@@ -11,7 +11,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/kubestellar/kubestellar/embedded"
+	"github.com/kubestellar/kubestellar/server"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -20,7 +20,7 @@ type InProcess struct {
 	DataDir    string
 	Port       int
 	Kubeconfig string
-	Config     *embedded.Config
+	Config     *server.Config
 	stop       context.CancelFunc
 	done       chan error
 }
@@ -34,12 +34,12 @@ func StartInProcess(t testing.TB, dataDir string) *InProcess {
 
 // StartInProcessWith is StartInProcess with options changed by set (nil
 // changes nothing) before they are completed.
-func StartInProcessWith(t testing.TB, dataDir string, set func(*embedded.Options)) *InProcess {
+func StartInProcessWith(t testing.TB, dataDir string, set func(*server.Options)) *InProcess {
 	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
-	opts := embedded.NewOptions()
+	opts := server.NewOptions()
 	opts.DataDir = dataDir
 	opts.BindAddress = "127.0.0.1"
 	opts.Port = FreePort(t)
@@ -52,7 +52,7 @@ func StartInProcessWith(t testing.TB, dataDir string, set func(*embedded.Options
 
 	logger, _ := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger.WithName("server")))
-	cfg, err := embedded.NewConfig(ctx, completed)
+	cfg, err := server.NewConfig(ctx, completed)
 	require.NoError(t, err)
 	srv, err := cfg.New(ctx)
 	if err != nil {

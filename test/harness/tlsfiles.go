@@ -17,12 +17,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/kubestellar/kubestellar/embedded/certs"
+	"github.com/kubestellar/kubestellar/internal/certs"
 )
 
 // IssueCert writes dir/name.crt and dir/name.key: a certificate for a
 // server (on the IPs) or a client, signed by the CA in caDir (ca.crt and
-// ca.key, as embedded/certs lays them out; made there if missing). It
+// ca.key, as internal/certs lays them out; made there if missing). It
 // returns the two paths.
 func IssueCert(t testing.TB, caDir, dir, name string, usage x509.ExtKeyUsage, ips ...string) (certPath, keyPath string) {
 	t.Helper()

@@ -92,7 +92,7 @@ func TestBuiltinKindsStoredAsProtobuf(t *testing.T) {
 
 // TestLargeResponsesCompressed checks what a client that accepts gzip gets
 // from the server: a list above 128 KiB compressed (by the server's own
-// compressor, embedded/compression.go), a single object and a watch not,
+// compressor, server/compression.go), a single object and a watch not,
 // and every byte decodes to what an uncompressed request gets.
 func TestLargeResponsesCompressed(t *testing.T) {
 	s := harness.StartInProcess(t, "")

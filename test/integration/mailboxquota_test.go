@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
-	"github.com/kubestellar/kubestellar/embedded"
+	"github.com/kubestellar/kubestellar/server"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
 
@@ -25,7 +25,7 @@ import (
 // again; another edge's mailbox is counted on its own.
 func TestHostileEdgeIsBoundedInItsMailbox(t *testing.T) {
 	const limit = 12
-	s := harness.StartInProcessWith(t, "", func(o *embedded.Options) { o.MailboxObjectLimit = limit })
+	s := harness.StartInProcessWith(t, "", func(o *server.Options) { o.MailboxObjectLimit = limit })
 	c := edgeClient(t, s)
 	ctx := context.Background()
 	createEdgeSpaces(t, s)

@@ -18,7 +18,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
-	"github.com/kubestellar/kubestellar/embedded/auth"
+	"github.com/kubestellar/kubestellar/internal/principal"
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
@@ -152,7 +152,7 @@ func TestReviewSubjectAccessReviews(t *testing.T) {
 	createTypedSpace(t, s, "inv1", tenancyv1alpha1.SpaceTypeInventory)
 	_, tok := joinCommand(t, mustCLI(t, s, "synctarget", "create", "edge1", "--inventory-space", "inv1"))
 	mailboxOf(t, c, "inv1", "edge1")
-	syncer := auth.SyncerUser("inv1", "edge1")
+	syncer := principal.SyncerUser("inv1", "edge1")
 	extra := map[string]authorizationv1.ExtraValue{}
 	for k, v := range syncer.Extra {
 		extra[k] = v

@@ -31,10 +31,10 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app"
-	"github.com/kubestellar/kubestellar/embedded"
-	"github.com/kubestellar/kubestellar/embedded/auth"
-	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
-	"github.com/kubestellar/kubestellar/embedded/certs"
+	"github.com/kubestellar/kubestellar/internal/certs"
+	"github.com/kubestellar/kubestellar/internal/jointoken"
+	"github.com/kubestellar/kubestellar/server"
+	"github.com/kubestellar/kubestellar/server/auth"
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
@@ -77,7 +77,7 @@ func mustCLI(t *testing.T, s *harness.InProcess, args ...string) string {
 }
 
 // joinCommand parses what `synctarget create` prints.
-func joinCommand(t *testing.T, out string) (server string, tok jointoken.Token) {
+func joinCommand(t *testing.T, out string) (center string, tok jointoken.Token) {
 	t.Helper()
 	fields := strings.Fields(out)
 	require.Len(t, fields, 9, "one join command on stdout: %q", out)
@@ -167,17 +167,17 @@ func TestSyncerTokenAccess(t *testing.T) {
 	ctx := context.Background()
 	createEdgeSpaces(t, s)
 
-	server, tok1 := joinCommand(t, mustCLI(t, s, "synctarget", "create", "edge1", "--inventory-space", "inv1", "--labels", "env=prod"))
+	center, tok1 := joinCommand(t, mustCLI(t, s, "synctarget", "create", "edge1", "--inventory-space", "inv1", "--labels", "env=prod"))
 	_, tok2 := joinCommand(t, mustCLI(t, s, "synctarget", "create", "edge2", "--inventory-space", "inv1"))
-	require.Equal(t, s.RESTConfig(t, spaces.Root).Host, server)
+	require.Equal(t, s.RESTConfig(t, spaces.Root).Host, center)
 	mb1, mb2 := mailboxOf(t, c, "inv1", "edge1"), mailboxOf(t, c, "inv1", "edge2")
 	bearer1 := tok1.String()
 
 	// The CA is served to anyone, byte for byte what the token pins.
-	code, caPEM := insecureGet(t, server+jointoken.CACertsPath)
+	code, caPEM := insecureGet(t, center+jointoken.CACertsPath)
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, tok1.CAHash, jointoken.CAHash(caPEM))
-	onDisk, err := os.ReadFile(filepath.Join(embedded.PKIDir(s.DataDir), certs.CACertFile))
+	onDisk, err := os.ReadFile(filepath.Join(server.PKIDir(s.DataDir), certs.CACertFile))
 	require.NoError(t, err)
 	require.Equal(t, onDisk, caPEM)
 
@@ -188,7 +188,7 @@ func TestSyncerTokenAccess(t *testing.T) {
 	}, "the syncer endpoint to describe edge1 and its mailbox %s", mb1)
 	code, _ = syncerInfo(t, s, s.Config.AdminToken)
 	require.Equal(t, http.StatusForbidden, code, "the admin is no syncer")
-	code, _ = insecureGet(t, server+jointoken.SyncerInfoPath)
+	code, _ = insecureGet(t, center+jointoken.SyncerInfoPath)
 	require.Equal(t, http.StatusUnauthorized, code)
 
 	// Its mailbox: read everything; write only what it upsyncs (what the
@@ -344,8 +344,8 @@ func TestSyncTargetAndTokenCommands(t *testing.T) {
 	out, errOut, code := cli(t, s, "synctarget", "create", "edge1", "--inventory-space", "inv1", "--labels", "env=prod,region=east",
 		"--location", "edge1-loc", "--server", "https://edge-gateway.example.com:7443/spaces/inv1/", "--ttl", "24h")
 	require.Zero(t, code, errOut)
-	server, tok := joinCommand(t, out)
-	require.Equal(t, "https://edge-gateway.example.com:7443", server)
+	center, tok := joinCommand(t, out)
+	require.Equal(t, "https://edge-gateway.example.com:7443", center)
 	require.Contains(t, errOut, "--kubeconfig", "a hint for edge clusters other than the default")
 	require.True(t, strings.HasSuffix(strings.TrimSpace(out), "--sync-target edge1"))
 

@@ -33,7 +33,7 @@ func TestWatchCacheServesSpacesButNotMailboxes(t *testing.T) {
 	ctx := context.Background()
 	// The caches leave the mailboxes out: the apiserver's periodic check of
 	// a cache against the datastore would read every mailbox copy to drop
-	// it, so the server turns it off (embedded/config.go).
+	// it, so the server turns it off (server/config.go).
 	require.False(t, utilfeature.DefaultFeatureGate.Enabled(genericfeatures.DetectCacheInconsistency),
 		"the watch caches' consistency check is on")
 	c := edgeClient(t, s)

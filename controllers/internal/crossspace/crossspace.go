@@ -72,7 +72,7 @@ type LocalReader interface {
 
 // convertingReader is a LocalReader that offers each object, typed, to a
 // cache's convert before making it unstructured (see
-// embedded.storeWriter.ListerWatcherConverting): a Copy record is then
+// server.storeWriter.ListerWatcherConverting): a Copy record is then
 // made from the typed object, without an unstructured one in between.
 type convertingReader interface {
 	ListerWatcherConverting(gvr schema.GroupVersionResource, space, labelSelector string,

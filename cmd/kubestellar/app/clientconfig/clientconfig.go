@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/kubestellar/kubestellar/embedded"
-	"github.com/kubestellar/kubestellar/embedded/kubeconfig"
+	"github.com/kubestellar/kubestellar/server"
+	"github.com/kubestellar/kubestellar/server/kubeconfig"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -29,7 +29,7 @@ type Options struct {
 
 // AddFlags binds the options to flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to the kubeconfig (default: $KUBECONFIG, then the admin kubeconfig of "+embedded.DefaultDataDir()+").")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to the kubeconfig (default: $KUBECONFIG, then the admin kubeconfig of "+server.DefaultDataDir()+").")
 	fs.StringVar(&o.Context, "context", "", "Kubeconfig context to use (default: the current context).")
 }
 
@@ -53,7 +53,7 @@ func (o *Options) Path() string {
 	if env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar); env != "" {
 		return filepath.SplitList(env)[0]
 	}
-	return filepath.Join(embedded.DefaultDataDir(), kubeconfig.AdminFile)
+	return filepath.Join(server.DefaultDataDir(), kubeconfig.AdminFile)
 }
 
 // Load reads the kubeconfig and works out the server's root.

@@ -19,7 +19,7 @@ import (
 
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/clientconfig"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
-	dash "github.com/kubestellar/kubestellar/embedded/dashboard"
+	dash "github.com/kubestellar/kubestellar/dashboard"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 

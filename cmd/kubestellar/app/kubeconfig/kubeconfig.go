@@ -14,7 +14,7 @@ import (
 
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/clientconfig"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
-	kskubeconfig "github.com/kubestellar/kubestellar/embedded/kubeconfig"
+	kskubeconfig "github.com/kubestellar/kubestellar/server/kubeconfig"
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/tunnel"
 )

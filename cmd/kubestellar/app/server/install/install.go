@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
-	"github.com/kubestellar/kubestellar/embedded"
 	"github.com/kubestellar/kubestellar/packaging"
+	"github.com/kubestellar/kubestellar/server"
 )
 
 type options struct {
@@ -21,11 +21,11 @@ type options struct {
 
 // NewCommand returns the command.
 func NewCommand(streams iostreams.IOStreams) *cobra.Command {
-	server := embedded.NewOptions()
+	start := server.NewOptions()
 	// The service runs as root, whoever installs it.
-	server.DataDir = packaging.DefaultServerDataDir
+	start.DataDir = packaging.DefaultServerDataDir
 	o := &options{serverFlags: pflag.NewFlagSet("server start", pflag.ContinueOnError)}
-	server.AddFlags(o.serverFlags)
+	start.AddFlags(o.serverFlags)
 	cmd := &cobra.Command{
 		Use:   "install [--root DIR] [--no-start] [server start flags]",
 		Short: "Install the server as a systemd service (kubestellar.service) and start it",
@@ -37,7 +37,7 @@ service is active once the server is ready) running this binary, and
 checked now so that a typo fails here. The secrets go to that file as the
 variables the server reads from its environment, never to its command line,
 where every user of the machine could read them: --datastore-endpoint as
-` + embedded.DatastoreEndpointEnv + `, --token as ` + embedded.TokenEnv + ` (either also taken
+` + server.DatastoreEndpointEnv + `, --token as ` + server.TokenEnv + ` (either also taken
 from this command's environment when the flag is not given); a --token-file
 is recorded as such. Where systemd runs, it then runs
 'systemctl daemon-reload' and 'systemctl enable --now ` + packaging.ServerUnitName + `',

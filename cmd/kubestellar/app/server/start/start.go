@@ -11,19 +11,19 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
-	"github.com/kubestellar/kubestellar/embedded"
-	"github.com/kubestellar/kubestellar/embedded/storage"
 	"github.com/kubestellar/kubestellar/internal/imagepages"
 	"github.com/kubestellar/kubestellar/internal/sdnotify"
+	"github.com/kubestellar/kubestellar/server"
+	"github.com/kubestellar/kubestellar/server/storage"
 )
 
 type options struct {
-	server *embedded.Options
+	server *server.Options
 }
 
 // NewCommand returns the command.
 func NewCommand(streams iostreams.IOStreams) *cobra.Command {
-	o := &options{server: embedded.NewOptions()}
+	o := &options{server: server.NewOptions()}
 	cmd := &cobra.Command{
 		Use:   "start",
 		Short: "Run the kubestellar server in the foreground",
@@ -58,7 +58,7 @@ func runE(cmd *cobra.Command, o *options, getenv func(string) string, _ iostream
 	if errs := completed.Validate(); len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	cfg, err := embedded.NewConfig(ctx, completed)
+	cfg, err := server.NewConfig(ctx, completed)
 	if err != nil {
 		return err
 	}
@@ -95,14 +95,14 @@ func runE(cmd *cobra.Command, o *options, getenv func(string) string, _ iostream
 // warnSecretFlags says which secrets were given as flags, which every user
 // of the machine reads in the process list: an installation made before
 // `server install` put them in the environment file's variables, say.
-func warnSecretFlags(ctx context.Context, o *embedded.Options) {
+func warnSecretFlags(ctx context.Context, o *server.Options) {
 	logger := klog.FromContext(ctx)
 	if o.Token != "" {
 		logger.Info("the cluster token is on the command line, where every user of this machine can read it",
-			"instead", "--token-file FILE or $"+embedded.TokenEnv)
+			"instead", "--token-file FILE or $"+server.TokenEnv)
 	}
 	if o.DatastoreEndpoint != "" && storage.Redact(o.DatastoreEndpoint) != o.DatastoreEndpoint {
 		logger.Info("the datastore password is on the command line, where every user of this machine can read it",
-			"instead", "$"+embedded.DatastoreEndpointEnv)
+			"instead", "$"+server.DatastoreEndpointEnv)
 	}
 }

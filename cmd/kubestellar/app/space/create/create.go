@@ -15,7 +15,7 @@ import (
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/clientconfig"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
-	"github.com/kubestellar/kubestellar/embedded/kubeconfig"
+	"github.com/kubestellar/kubestellar/server/kubeconfig"
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 )

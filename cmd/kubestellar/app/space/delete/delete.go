@@ -13,7 +13,7 @@ import (
 
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/clientconfig"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
-	"github.com/kubestellar/kubestellar/embedded/kubeconfig"
+	"github.com/kubestellar/kubestellar/server/kubeconfig"
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 )

@@ -18,8 +18,8 @@ import (
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/clientconfig"
-	"github.com/kubestellar/kubestellar/embedded/auth"
-	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
+	"github.com/kubestellar/kubestellar/internal/jointoken"
+	"github.com/kubestellar/kubestellar/server/auth"
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 )

@@ -15,7 +15,7 @@ import (
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/clientconfig"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/token/center"
-	"github.com/kubestellar/kubestellar/embedded/auth"
+	"github.com/kubestellar/kubestellar/server/auth"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/clientconfig"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/token/center"
-	"github.com/kubestellar/kubestellar/embedded/auth"
-	"github.com/kubestellar/kubestellar/embedded/auth/jointoken"
+	"github.com/kubestellar/kubestellar/internal/jointoken"
+	"github.com/kubestellar/kubestellar/server/auth"
 )
 
 type options struct {

@@ -1,0 +1,124 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsv1client "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
+	apiextensionslisters "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kubestellar/kubestellar/server/builtin"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// crdIndex answers spaces.WithCRDBindings from the server's cache of CRDs,
+// which holds them as stored, bindings included; it is set once that cache
+// has synced.
+type crdIndex struct {
+	lister atomic.Pointer[apiextensionslisters.CustomResourceDefinitionLister]
+}
+
+var _ spaces.CRDIndex = &crdIndex{}
+
+func (x *crdIndex) Resource(group, resource string) (spaces.Bindings, bool, error) {
+	if builtin.IsBuiltInGroup(group) {
+		return spaces.Bindings{}, false, nil
+	}
+	lister := x.lister.Load()
+	if lister == nil {
+		return spaces.Bindings{}, false, errors.New("the server is starting: custom resources are served once its CRD cache has synced")
+	}
+	crd, err := (*lister).Get(resource + "." + group)
+	if apierrors.IsNotFound(err) {
+		return spaces.Bindings{}, false, nil
+	}
+	if err != nil {
+		return spaces.Bindings{}, false, err
+	}
+	return spaces.BindingsOf(crd.Annotations), true, nil
+}
+
+func (x *crdIndex) GroupVersion(space, group, version string) (defined, served bool) {
+	lister := x.lister.Load()
+	if lister == nil || builtin.IsBuiltInGroup(group) {
+		return false, false
+	}
+	all, err := (*lister).List(labels.Everything())
+	if err != nil {
+		return false, false
+	}
+	for _, crd := range all {
+		if crd.Spec.Group != group || (version != "" && !servesVersion(crd, version)) {
+			continue
+		}
+		defined = true
+		if spaces.BindingsOf(crd.Annotations).Has(space) {
+			return true, true
+		}
+	}
+	return defined, false
+}
+
+func (x *crdIndex) Hides(space string) bool {
+	lister := x.lister.Load()
+	if lister == nil {
+		return true
+	}
+	all, err := (*lister).List(labels.Everything())
+	if err != nil {
+		return true
+	}
+	for _, crd := range all {
+		if !spaces.BindingsOf(crd.Annotations).Has(space) {
+			return true
+		}
+	}
+	return false
+}
+
+func servesVersion(crd *apiextensionsv1.CustomResourceDefinition, version string) bool {
+	for _, v := range crd.Spec.Versions {
+		if v.Name == version && v.Served {
+			return true
+		}
+	}
+	return false
+}
+
+// unbindCRDs unbinds from a space being deleted the CRDs bound to it, so
+// that a space made later under its name starts without them, and a CRD
+// the space alone served is deleted. It reads the CRDs as stored, with
+// their bindings, through crds (the server's view): a cache could still
+// lack a binding made a moment before the space's deletion, and the
+// binding would outlive the space.
+func unbindCRDs(ctx context.Context, clients *spaceClients, crds apiextensionsv1client.CustomResourceDefinitionInterface, space string) error {
+	all, err := crds.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing the CRDs bound to space %s: %w", space, err)
+	}
+	var ext apiextensionsclient.Interface
+	for i := range all.Items {
+		crd := &all.Items[i]
+		b := spaces.BindingsOf(crd.Annotations)
+		if b.All() || !b.Has(space) {
+			continue
+		}
+		if ext == nil {
+			if ext, err = apiextensionsclient.NewForConfig(clients.config(space)); err != nil {
+				return err
+			}
+		}
+		err := ext.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("unbinding CRD %s from space %s: %w", crd.Name, space, err)
+		}
+	}
+	return nil
+}
