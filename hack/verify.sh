@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Every check `make verify` runs: formatting, vet, staticcheck, generated code
-# and module tidiness. Exits non-zero on the first class of problem found,
+# Every check `make verify` runs: formatting, vet, staticcheck, the import
+# layers, generated code and module tidiness. Exits non-zero on the first class of problem found,
 # after printing what to run to fix it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,6 +19,9 @@ echo "== staticcheck"
 # Generated OpenAPI models reference deprecated built-in types on purpose.
 findings=$("$bin/staticcheck" ./... 2>&1 | grep -v '^server/openapi/zz_generated' || true)
 if [ -n "$findings" ]; then echo "$findings"; fail=1; fi
+
+echo "== import layers"
+go run ./hack/layers || fail=1
 
 echo "== generated code"
 "$root/hack/verify-codegen.sh" || fail=1

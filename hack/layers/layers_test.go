@@ -1,0 +1,108 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const mod = "example.com/m"
+
+func TestCheckImports(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pkgs []pkg
+		want []string // "from imports to", in order
+	}{
+		{name: "down the layers", pkgs: []pkg{
+			{path: mod + "/server/auth", imports: []string{mod + "/spaces", mod + "/internal/principal", mod + "/dashboard", "fmt"}},
+			{path: mod + "/syncer", imports: []string{mod + "/tunnel", mod + "/apis/edge/v2alpha1", "k8s.io/client-go/rest"}},
+			{path: mod + "/controllers/status", imports: []string{mod + "/controllers/internal/crossspace"}},
+		}},
+		{name: "the syncer imports the server", pkgs: []pkg{
+			{path: mod + "/syncer", imports: []string{mod + "/server/auth"}},
+		}, want: []string{mod + "/syncer imports " + mod + "/server/auth"}},
+		{name: "a leaf imports up", pkgs: []pkg{
+			{path: mod + "/internal/version", imports: []string{mod + "/cmd/kubestellar/app"}},
+			{path: mod + "/apis/edge/v2alpha1", imports: []string{mod + "/spaces"}},
+		}, want: []string{mod + "/internal/version imports " + mod + "/cmd/kubestellar/app", mod + "/apis/edge/v2alpha1 imports " + mod + "/spaces"}},
+		{name: "the dashboard imports the server's authentication", pkgs: []pkg{
+			{path: mod + "/dashboard", imports: []string{mod + "/server/auth"}},
+		}, want: []string{mod + "/dashboard imports " + mod + "/server/auth"}},
+		{name: "a product package imports a test", pkgs: []pkg{
+			{path: mod + "/server", imports: []string{mod + "/test/harness"}},
+		}, want: []string{mod + "/server imports " + mod + "/test/harness"}},
+		{name: "a folder in no layer", pkgs: []pkg{
+			{path: mod + "/util", imports: nil},
+		}, want: []string{mod + "/util imports -"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := checkImports(mod, tc.pkgs)
+			if len(got) != len(tc.want) {
+				t.Fatalf("got %d violations %v, want %d %v", len(got), got, len(tc.want), tc.want)
+			}
+			for i, v := range got {
+				if !strings.HasPrefix(v.String(), tc.want[i]) {
+					t.Errorf("violation %d: got %q, want it to start with %q", i, v, tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestCheckEdge(t *testing.T) {
+	got := checkEdge(map[string][]string{"syncer": {
+		"k8s.io/client-go/rest",
+		"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1", // types: fine
+		"k8s.io/apiserver/pkg/server",
+		"github.com/k3s-io/kine/pkg/endpoint",
+		"k8s.io/apiserver/pkg/serverless", // a prefix, not a package under it
+	}})
+	if len(got) != 2 || got[0].to != "k8s.io/apiserver/pkg/server" || got[1].to != "github.com/k3s-io/kine/pkg/endpoint" {
+		t.Fatalf("got %v, want the API server and kine", got)
+	}
+}
+
+// TestRunOnAModule plants a violation in a module of its own and runs the
+// check as make verify does, through go list.
+func TestRunOnAModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	dir := t.TempDir()
+	write := func(path, content string) {
+		t.Helper()
+		p := filepath.Join(dir, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", "module "+mod+"\n\ngo 1.22\n")
+	write("server/server.go", "package server\n\nconst Name = \"server\"\n")
+	write("syncer/syncer.go", "package syncer\n\nimport _ \"fmt\"\n")
+	write("syncer/syncer_test.go", "package syncer\n\nimport _ \""+mod+"/server\"\n")
+
+	got, err := run(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("a test may import anything; got %v", got)
+	}
+
+	write("syncer/syncer.go", "package syncer\n\nimport _ \""+mod+"/server\"\n")
+	got, err = run(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].from != mod+"/syncer" || got[0].to != mod+"/server" {
+		t.Fatalf("got %v, want the syncer's import of the server", got)
+	}
+}
