@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package controllers runs kubestellar's workload-management controllers
 // in the server process. Each controller is a package of its own; this file
 // is the one place that registers them all.

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dashboard serves the fleet dashboard at /dashboard/ on the
 // server's one port: plain HTML, CSS and a small hand-written script,
 // embedded in the binary (nothing is fetched at run time).

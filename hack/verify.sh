@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every check `make verify` runs: formatting, vet, staticcheck, the import
-# layers, generated code and module tidiness. Exits non-zero on the first class of problem found,
-# after printing what to run to fix it.
+# layers, license headers, generated code and module tidiness. Exits
+# non-zero after them all if any failed, having printed what to run to fix
+# each.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -22,6 +23,9 @@ if [ -n "$findings" ]; then echo "$findings"; fail=1; fi
 
 echo "== import layers"
 go run ./hack/layers || fail=1
+
+echo "== license headers"
+go run ./hack/headers || fail=1
 
 echo "== generated code"
 "$root/hack/verify-codegen.sh" || fail=1

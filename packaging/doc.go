@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package packaging installs kubestellar as a system service, the way k3s
 // does: systemd units of Type=notify (the server and the syncer say READY
 // only once they are), with the flags of `server start` and `syncer join`

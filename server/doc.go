@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package server is the kubestellar API server: k8s.io/apiserver serving
 // the built-in kinds, apiextensions-apiserver chained behind it for CRDs,
 // kine in-process for storage, and spaces (logical clusters addressed by

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package spaces makes one API server host many logical clusters.
 //
 // A space is addressed by a URL path prefix: /spaces/NAME/... serves space

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package syncer is the edge agent that `kubestellar syncer join` runs: it
 // keeps one edge cluster in step with its SyncTarget's mailbox space at the
 // center, and reports back.

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package tunnel is the reverse tunnel between syncers and the server.
 //
 // A syncer opens one long-lived WebSocket to the server (on its one HTTPS

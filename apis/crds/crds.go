@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package crds embeds the CustomResourceDefinitions generated from ../ (by
 // controller-gen, see hack/update-codegen.sh) that the server installs at start.
 package crds

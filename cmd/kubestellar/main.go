@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command kubestellar is the whole kubestellar control plane in one binary:
 // the server (`kubestellar server start`), its client commands, and the edge
 // syncer.

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package mailbox keeps one mailbox space per SyncTarget: the space the
 // placement translator writes what goes to that edge cluster into, and its
 // syncer reads from. The mailbox is created with the SyncTarget, recorded

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package placement is the placement translator: for each destination of
 // each EdgePlacement it writes the selected workload objects, stripped of
 // what must not travel and customized for the destination, into the

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package scheduler maps each EdgePlacement to its destinations: the
 // SyncTargets selected by the Locations its selectors match. It keeps a
 // SinglePlacementSlice of the same name beside each EdgePlacement, and

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package status brings what edge clusters report back to the workload
 // description spaces. From the status a syncer writes into each mailbox
 // copy (and the state of the object's descendants it reports beside it):

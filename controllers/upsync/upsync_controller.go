@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package upsync copies objects that syncers report from their edge
 // clusters (into their mailboxes, labelled edge.kubestellar.io/upsynced)
 // into the WDS of every placement targeting that cluster whose upsync

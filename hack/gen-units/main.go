@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gen-units writes the systemd units and the example environment
 // file of the Debian package, rendered by the same code as `kubestellar
 // server install` and `kubestellar syncer install`, so they never drift.

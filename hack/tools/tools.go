@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build tools
 
 // Package tools pins the code generators and linters that hack/ and the

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package certs creates the server's certificate authority and serving
 // certificate in its data directory on first start, and reissues the serving
 // certificate when the names it must cover change.

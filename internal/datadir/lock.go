@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package datadir keeps two processes off one data directory.
 //
 // The server and the syncer each hold an exclusive lock on a file in their

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package imagepages lets a process that runs a small part of a big binary
 // give back the pages of the binary that it touched once and no longer
 // needs.

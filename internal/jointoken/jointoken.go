@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package jointoken is the format of the tokens a syncer joins the server
 // with. A token pins the server's CA, as k3s join tokens do:
 //

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package listpages changes the items of each page a ListerWatcher's
 // lists return, before a reflector gathers them.
 //

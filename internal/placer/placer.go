@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package placer records who last wrote an EdgePlacement, so that the
 // placement translator moves only what that user may read in the WDS.
 //

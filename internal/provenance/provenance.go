@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package provenance tells an identity that one of the server's
 // authenticators vouched for from one that a request named for itself.
 //

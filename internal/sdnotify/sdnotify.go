@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package sdnotify speaks systemd's notify protocol (sd_notify(3)): a
 // service of Type=notify tells systemd it is ready (READY=1) or stopping
 // (STOPPING=1) with a datagram to the socket named by $NOTIFY_SOCKET.

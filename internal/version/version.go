@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package version holds the build's version and the Kubernetes API version
 // the server emulates: what the CLI, the server and the syncer all report,
 // in a leaf package that imports nothing of theirs.

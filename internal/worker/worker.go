@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package worker runs the work loop every controller in kubestellar shares:
 // take a key from a rate-limited queue, process it, and requeue or forget it.
 //

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package admission holds the server's admission checks: the namespace
 // lifecycle (content needs an existing, non-terminating namespace in its
 // space) and the placement of Space objects (only in the root space).

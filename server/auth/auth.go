@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package auth holds the server's authentication and authorization.
 //
 // Identity is carried by bearer tokens only, never client certificates, so it

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package authnconfig authenticates users of external identity providers
 // (OIDC issuers, and any JWT issuer) through Kubernetes' structured
 // authentication configuration: `kubestellar server start

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package bootstrap shares one identity among the servers of a cluster, as
 // k3s does for servers on an external datastore: the first server started
 // with a token generates the CA and the admin token, and stores them in the

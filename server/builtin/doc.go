@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package builtin serves the built-in Kubernetes kinds at the center.
 //
 // kubestellar describes workloads; it does not run them, so built-in kinds

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fairness configures API Priority and Fairness (APF) for the
 // server: the FlowSchemas and PriorityLevelConfigurations it keeps in the
 // root space, as kube-apiserver keeps its own, and the one change spaces

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kubeconfig writes the kubeconfig files kubestellar hands out: the
 // admin kubeconfig of the data directory, with one context per space, and
 // single-space kubeconfigs.

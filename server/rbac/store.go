@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package rbac evaluates Kubernetes RBAC in each space: the Roles,
 // RoleBindings, ClusterRoles and ClusterRoleBindings stored in a space
 // govern that space alone, as a cluster's govern that cluster.

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package satoken issues and checks ServiceAccount tokens, per space.
 //
 // `kubectl create token NAME -n NS` in a space asks for a TokenRequest on

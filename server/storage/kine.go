@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package storage runs the server's datastore: kine in-process, over SQLite
 // in the data directory by default or over any datastore kine supports, and
 // builds the API server's per-resource storage on top of it. For SQLite it

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package crdcontroller removes the instances of a CRD from the spaces that
 // no longer serve it: every space, when it is deleted, and one space, when
 // that space's delete unbinds it (spaces.DecorateCRDs). A CRD is stored

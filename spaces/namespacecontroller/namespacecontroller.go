@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package namespacecontroller deletes the contents of Terminating
 // namespaces in every space, then finalizes them, as Kubernetes' namespace
 // controller does in one cluster. It watches namespaces across all spaces

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package spacecontroller runs the life of Space objects: it initializes a
 // new space (its default namespaces), marks it Ready, and when the Space is
 // deleted removes everything stored in it before letting the Space go.

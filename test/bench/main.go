@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command bench measures a kubestellar server built from this tree and
 // prints the figures as a table: time to ready, memory at rest and with many
 // spaces, write throughput, watch latency and list latency, the fan-out of

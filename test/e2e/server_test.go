@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package e2e tests the built kubestellar binary with the real kubectl, on
 // the manifests users apply: the project's own (test/manifests) and, where
 // present, real manifests of public projects (harness.SharedWorkloads).

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package edgecluster runs throwaway Kubernetes clusters on the loopback
 // interface, for tests of code that must talk to real clusters.
 //

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package harness starts kubestellar servers for tests — in-process for
 // integration tests, or the built binary as a child process for end-to-end
 // tests — and runs the real kubectl against them. Readiness is always polled

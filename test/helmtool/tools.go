@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build tools
 
 // Package helmtool pins the helm CLI that the e2e tests run as a tenant's

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package integration tests the kubestellar server in-process: spaces,
 // built-in kinds, CRDs, lifecycle and error handling, through client-go.
 package integration

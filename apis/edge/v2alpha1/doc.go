@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package v2alpha1 is the edge.kubestellar.io API: what describes the edge
 // clusters (SyncTarget, Location, kept in inventory spaces), what says which
 // workload goes where (EdgePlacement, Customizer, StatusCollector, kept in

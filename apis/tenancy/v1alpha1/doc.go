@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package v1alpha1 holds the tenancy.kubestellar.io API: the Space kind, the
 // source of truth for which logical clusters a kubestellar server hosts.
 //

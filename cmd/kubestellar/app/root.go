@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package app is the kubestellar command line. Each command lives in a
 // package of its own (<verb>/<noun>/, or <noun>/ for single words), with a
 // private options struct, NewCommand and runE; Run executes the whole CLI

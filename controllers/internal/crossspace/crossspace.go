@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package crossspace gives controllers caches of one kind across all spaces
 // (through the read-only wildcard space), keyed by space|namespace/name, and
 // the scheme and clients they share.

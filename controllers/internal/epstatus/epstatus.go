@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package epstatus keeps the summary conditions of an EdgePlacement. The
 // scheduler owns the Scheduled condition and the placement translator the
 // Propagated one; whichever writes the status also recomputes Ready and

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package clientconfig finds the server a client command talks to: the
 // kubeconfig of --kubeconfig, else of $KUBECONFIG, else the admin
 // kubeconfig of the default data directory; its current context names a

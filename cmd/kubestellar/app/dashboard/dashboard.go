@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package dashboard is `kubestellar dashboard`: it asks the server, with the
 // caller's credentials, for a one-time login code, and prints (and opens)
 // the link that exchanges it for a dashboard session.

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package iostreams holds the standard streams every command writes to.
 package iostreams
 

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kubeconfig is `kubestellar kubeconfig`: it prints a kubeconfig
 // for one space.
 package kubeconfig

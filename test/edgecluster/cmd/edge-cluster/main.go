@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command edge-cluster runs one edgecluster test cluster (real
 // kube-apiserver, kube-controller-manager, kube-scheduler and etcd, with kwok
 // faking the nodes) until it is interrupted, then stops it cleanly.

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package create is `kubestellar synctarget create`: the center side of
 // adding an edge cluster. It makes the SyncTarget, a Location for it and a
 // syncer token, and prints the `kubestellar syncer join` command to run at

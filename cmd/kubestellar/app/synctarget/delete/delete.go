@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package delete is `kubestellar synctarget delete`: it undoes
 // `synctarget create`, revoking the SyncTarget's syncer tokens first.
 package delete

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package center holds what the token and synctarget commands share: the
 // clients of the center they need, the server's CA certificate, and checks
 // of the spaces and SyncTargets named on their command lines.

@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package create is `kubestellar token create`: a new syncer token for an
 // existing SyncTarget, or a new user token.
 package create

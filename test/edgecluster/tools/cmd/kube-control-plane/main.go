@@ -1,3 +1,6 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command kube-control-plane runs one Kubernetes control-plane component:
 // kube-apiserver, kube-controller-manager or kube-scheduler. The component is
 // chosen by the name the binary is called by (argv[0], so it can be symlinked)
