@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every check `make verify` runs: formatting, vet, staticcheck, the import
-# layers, license headers, generated code and module tidiness. Exits
-# non-zero after them all if any failed, having printed what to run to fix
-# each.
+# layers, license headers, the docs' links and commands, generated code and
+# module tidiness. Exits non-zero after them all if any failed, having
+# printed what to run to fix each.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -26,6 +26,9 @@ go run ./hack/layers || fail=1
 
 echo "== license headers"
 go run ./hack/headers || fail=1
+
+echo "== docs: links and kubestellar commands"
+go run ./hack/docscheck || fail=1
 
 echo "== generated code"
 "$root/hack/verify-codegen.sh" || fail=1
