@@ -1,9 +1,10 @@
 // Copyright The KubeStellar Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package controllers runs kubestellar's workload-management controllers
-// in the server process. Each controller is a package of its own; this file
-// is the one place that registers them all.
+// Package controllers makes kubestellar's workload-management controllers
+// for the server process. Each controller is a package of its own; this
+// file makes them all, around the caches they share. The server runs them
+// from its table of control loops (server/loops.go).
 package controllers
 
 import (
@@ -48,17 +49,34 @@ type InProcess struct {
 // LocalReader lists and watches some resources in the server's process.
 type LocalReader = crossspace.LocalReader
 
-// Start starts every controller against the server that root (a root-space
-// client configuration with full privileges) addresses; they stop with ctx.
-func Start(ctx context.Context, root *rest.Config, local InProcess) error {
+// Workloads are the workload-management controllers, made together: they
+// share one cache per kind, to which each adds its handlers and indexes
+// before it fills. The server's table of control loops (server/loops.go)
+// runs each, after StartCaches.
+type Workloads struct {
+	Scheduler  *scheduler.Controller
+	Mailbox    *mailbox.Controller
+	Translator *placement.Controller
+	Status     *status.Controller
+	Upsync     *upsync.Controller
+
+	// startCaches starts the caches the controllers share.
+	startCaches func(ctx context.Context)
+}
+
+// New makes every workload-management controller, on clients of root (the
+// root space, with the server's loopback identity), and local for what
+// they reach in the server's own process. Nothing runs until StartCaches
+// and each controller's Run.
+func New(root *rest.Config, local InProcess) (*Workloads, error) {
 	clients, err := crossspace.NewClients(root)
 	if err != nil {
-		return fmt.Errorf("controller clients: %w", err)
+		return nil, fmt.Errorf("controller clients: %w", err)
 	}
 	clients.Local = local.Reader
 	ext, err := apiextensionsclient.NewForConfig(root)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	crds := apiextensionsinformers.NewSharedInformerFactory(ext, crossspace.Resync)
 	// Workload objects and their mailbox copies are cached once, for both
@@ -72,31 +90,29 @@ func Start(ctx context.Context, root *rest.Config, local InProcess) error {
 		_, ok := crossspace.SpaceOfType(mailboxes, space, tenancyv1alpha1.SpaceTypeMailbox)
 		return ok
 	})
-	translator := placement.New(clients, crds.Apiextensions().V1().CustomResourceDefinitions().Informer(), resources)
+	w := &Workloads{Translator: placement.New(clients, crds.Apiextensions().V1().CustomResourceDefinitions().Informer(), resources)}
 	if local.Writer != nil {
-		translator.WriteInProcess(local.Writer)
+		w.Translator.WriteInProcess(local.Writer)
 	}
-	statusCtl, err := status.New(clients, resources)
-	if err != nil {
-		return err
+	if w.Status, err = status.New(clients, resources); err != nil {
+		return nil, err
 	}
-	// Every controller is made before any runs: they share one cache per
-	// kind (clients.Typed), and each adds its handler and indexes to it
-	// before it fills.
-	sched, mailboxCtl, upsyncCtl := scheduler.New(clients), mailbox.New(clients), upsync.New(clients)
-	go mailboxes.RunWithContext(ctx)
-	go func() {
-		if crossspace.WaitForSync(ctx, mailboxes) {
-			resources.Start(ctx)
-		}
-	}()
-	crds.Start(ctx.Done())
+	w.Scheduler, w.Mailbox, w.Upsync = scheduler.New(clients), mailbox.New(clients), upsync.New(clients)
+	w.startCaches = func(ctx context.Context) {
+		go mailboxes.RunWithContext(ctx)
+		go func() {
+			if crossspace.WaitForSync(ctx, mailboxes) {
+				resources.Start(ctx)
+			}
+		}()
+		crds.Start(ctx.Done())
+	}
+	return w, nil
+}
 
-	go sched.Run(ctx, 2)
-	go mailboxCtl.Run(ctx, 2)
-	go translator.Run(ctx, 4)
-	go statusCtl.Run(ctx, 2)
-	go upsyncCtl.Run(ctx, 2)
-	klog.FromContext(ctx).V(2).Info("started workload-management controllers")
-	return nil
+// StartCaches starts the caches the controllers share, until ctx ends.
+// Call it once every controller is made and before any runs.
+func (w *Workloads) StartCaches(ctx context.Context) {
+	w.startCaches(ctx)
+	klog.FromContext(ctx).V(2).Info("started the workload-management controllers' caches")
 }

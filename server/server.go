@@ -38,7 +38,6 @@ import (
 
 	"github.com/kubestellar/kubestellar/apis/crds"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
-	"github.com/kubestellar/kubestellar/controllers"
 	"github.com/kubestellar/kubestellar/dashboard"
 	"github.com/kubestellar/kubestellar/internal/jointoken"
 	"github.com/kubestellar/kubestellar/internal/provenance"
@@ -48,8 +47,6 @@ import (
 	"github.com/kubestellar/kubestellar/server/kubeconfig"
 	"github.com/kubestellar/kubestellar/server/storage"
 	"github.com/kubestellar/kubestellar/spaces"
-	"github.com/kubestellar/kubestellar/spaces/crdcontroller"
-	"github.com/kubestellar/kubestellar/spaces/namespacecontroller"
 	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 	"github.com/kubestellar/kubestellar/tunnel"
 )
@@ -212,8 +209,7 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 		if err := s.startSpaces(hookCtx); err != nil {
 			return interrupted(err)
 		}
-		logger.V(1).Info("start-up: spaces and controllers started", "took", time.Since(began))
-		go c.tunnelConditions.run(hookCtx.Context, &spaceClients{base: hookCtx.LoopbackClientConfig}, tunnels.Connected)
+		logger.V(1).Info("start-up: spaces and control loops started", "took", time.Since(began))
 		var errs []error
 		for range caches {
 			errs = append(errs, <-started)
@@ -453,46 +449,19 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 	crdLister := crds.Lister()
 	s.cfg.crds.lister.Store(&crdLister)
 
-	// The controllers: the spaces' own and the workload-management ones.
-	// Made anew each time this server leads, so a server that loses the
-	// lead and wins it back starts clean.
-	runControllers := func(ctx context.Context) error {
-		purgeSpace := func(ctx context.Context, space string) (int, error) {
-			if err := unbindCRDs(ctx, clients, extClient.ApiextensionsV1().CustomResourceDefinitions(), space); err != nil {
-				return 0, err
-			}
-			return purger.PurgeSpace(ctx, space)
-		}
-		spaceCtl, err := spacecontroller.New(spaceInformer.Informer(), root, clients.Kube, purgeSpace)
-		if err != nil {
-			return err
-		}
-		wildcard, err := clients.Kube(spaces.Wildcard)
-		if err != nil {
-			return err
-		}
-		nsCtl := namespacecontroller.New(wildcard, rootKube.Discovery(), clients)
-		crdCtl, err := crdcontroller.New(crds.Informer(), purger)
-		if err != nil {
-			return err
-		}
-		go spaceCtl.Run(ctx, 2)
-		go nsCtl.Run(ctx, 2)
-		go crdCtl.Run(ctx)
-		return controllers.Start(ctx, loopback, controllers.InProcess{Writer: s.cfg.copies, Reader: s.cfg.copies})
+	// The control loops (loops.go): every server's, then the leader's.
+	deps := &loopDeps{loopback: loopback, clients: clients, root: root, rootKube: rootKube, ext: extClient,
+		spaceInformer: spaceInformer.Informer(), crdInformer: crds.Informer(), purger: purger}
+	if err := s.startLoops(ctx, false, deps); err != nil {
+		return err
 	}
 	if s.cfg.Options.DatastoreEndpoint == "" {
 		// SQLite in the data dir: this is the only server.
-		return runControllers(ctx)
+		return s.startLoops(ctx, true, deps)
 	}
-	// Several servers may share an external datastore: the controllers run
-	// on the one that holds the lease, which also watches for the other
-	// servers' deaths through their own Leases.
-	go keepServerLease(ctx, rootKube, s.cfg.Options.SelfURL())
-	go s.lead(ctx, rootKube, func(ctx context.Context) error {
-		go s.cfg.tunnelConditions.sweepDeadServers(ctx, clients, rootKube)
-		return runControllers(ctx)
-	})
+	// Several servers may share an external datastore: the leader's loops
+	// run on the one that holds the controllers' Lease.
+	go s.lead(ctx, rootKube, func(ctx context.Context) error { return s.startLoops(ctx, true, deps) })
 	return nil
 }
 
