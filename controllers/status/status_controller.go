@@ -42,6 +42,7 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/controllers/placement"
+	"github.com/kubestellar/kubestellar/internal/statuscel"
 	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/spaces"
 )
@@ -73,7 +74,10 @@ type Controller struct {
 	collectors    *crossspace.Informer
 	combined      *crossspace.Informer
 	placements    *crossspace.Informer
-	compiler      *compiler
+	compiler      *statuscel.Compiler
+	// failures remembers the summaries a cost limit stopped, for the
+	// StatusCollectors' Ready conditions.
+	failures *summaryFailures
 	// writeProblems are, per WDS object, the writes back the server
 	// refused at its latest reconcile. They are lost on restart and
 	// rebuilt as every object is reconciled again.
@@ -90,7 +94,7 @@ type Controller struct {
 // New returns the controller; resources are the caches of workload objects
 // and copies it shares.
 func New(clients *crossspace.Clients, resources *crossspace.SharedDynamic) (*Controller, error) {
-	comp, err := newCompiler()
+	comp, err := statuscel.NewCompiler()
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +104,7 @@ func New(clients *crossspace.Clients, resources *crossspace.SharedDynamic) (*Con
 	c := &Controller{
 		clients:       clients,
 		compiler:      comp,
+		failures:      newSummaryFailures(failureCacheSize),
 		objects:       workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[objectKey]{Name: ControllerName}),
 		collectorsQ:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-collectors"}),
 		placementsQ:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-placements"}),

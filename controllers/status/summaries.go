@@ -14,6 +14,7 @@ import (
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/internal/statuscel"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -41,11 +42,11 @@ func (c *Controller) summaries(ctx context.Context, key objectKey, placement str
 	var failures []summaryFailure
 	for _, n := range names {
 		sc, ok := crossspace.Get[*edgev2alpha1.StatusCollector](c.collectors, key.wds, "", n)
-		if !ok || c.compiler.validate(sc.Spec) != nil {
+		if !ok || c.compiler.Validate(sc.Spec) != nil {
 			continue // reported on the StatusCollector itself
 		}
-		result, err := c.compiler.summarize(ctx, n, sc.Spec, obj, rows)
-		var limit *LimitError
+		result, err := summarize(ctx, c.compiler, n, sc.Spec, obj, rows)
+		var limit *statuscel.LimitError
 		switch {
 		case errors.As(err, &limit):
 			what := fmt.Sprintf("%s %s under placement %s", key.gvr.GroupResource(), objectName(key), placement)
@@ -64,7 +65,7 @@ func (c *Controller) summaries(ctx context.Context, key objectKey, placement str
 // StatusCollector whose failures changed written again.
 func (c *Controller) setSummaryFailures(ctx context.Context, key objectKey, failures []summaryFailure) {
 	object := key.wds + "|" + key.gvr.String() + "|" + key.namespace + "/" + key.name
-	for _, ref := range c.compiler.failures.set(object, failures) {
+	for _, ref := range c.failures.set(object, failures) {
 		for _, f := range failures {
 			if f.collector == ref {
 				klog.FromContext(ctx).Info("status summary stopped by a limit", "space", ref.space, "statusCollector", ref.name,
@@ -81,14 +82,14 @@ func (c *Controller) setSummaryFailures(ctx context.Context, key objectKey, fail
 func (c *Controller) collectorCondition(sc *edgev2alpha1.StatusCollector) metav1.Condition {
 	cond := metav1.Condition{Type: edgev2alpha1.StatusCollectorReady, Status: metav1.ConditionTrue, Reason: reasonValid,
 		Message: "every expression compiles and fits the cost budget", ObservedGeneration: sc.Generation}
-	if errs, overBudget := c.compiler.checkSpec(sc.Spec); len(errs) > 0 {
+	if errs, overBudget := c.compiler.CheckSpec(sc.Spec); len(errs) > 0 {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, reasonInvalidExpression, errs.ToAggregate().Error()
 		if overBudget {
 			cond.Reason = reasonOverBudget
 		}
 		return cond
 	}
-	failures := c.compiler.failures.of(refOf(sc))
+	failures := c.failures.of(refOf(sc))
 	if len(failures) == 0 {
 		return cond
 	}

@@ -8,15 +8,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"reflect"
 	"sort"
 
-	"github.com/google/cel-go/common/types/ref"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/internal/statuscel"
 )
 
 // row is what a StatusCollector's expressions see of one destination.
@@ -45,34 +42,18 @@ func (r row) activation(obj map[string]any) map[string]any {
 	}
 }
 
-func native(v ref.Val) any {
-	pb, err := v.ConvertToNative(reflect.TypeOf(&structpb.Value{}))
-	if err != nil {
-		return v.Value()
-	}
-	data, err := protojson.Marshal(pb.(*structpb.Value))
-	if err != nil {
-		return v.Value()
-	}
-	var out any
-	if json.Unmarshal(data, &out) != nil {
-		return v.Value()
-	}
-	return out
-}
-
 // summarize runs a StatusCollector over the rows of one object. A
-// *LimitError says a cost limit or the deadline stopped it; any other error
+// *statuscel.LimitError says a cost limit or the deadline stopped it; any other error
 // that ctx ended.
-func (c *compiler) summarize(ctx context.Context, name string, spec edgev2alpha1.StatusCollectorSpec, obj map[string]any, rows []row) (edgev2alpha1.NamedStatusCombination, error) {
-	e, cancel := c.newEvaluation(ctx)
+func summarize(ctx context.Context, c *statuscel.Compiler, name string, spec edgev2alpha1.StatusCollectorSpec, obj map[string]any, rows []row) (edgev2alpha1.NamedStatusCombination, error) {
+	e, cancel := c.NewEvaluation(ctx)
 	defer cancel()
 	result := edgev2alpha1.NamedStatusCombination{Name: name}
 	var kept []map[string]any
 	for _, r := range rows {
 		vars := r.activation(obj)
 		if spec.Filter != nil {
-			v, err := e.eval("spec.filter", *spec.Filter, vars)
+			v, err := e.Eval("spec.filter", *spec.Filter, vars)
 			if err != nil {
 				return result, err
 			}
@@ -99,7 +80,7 @@ func (c *compiler) summarize(ctx context.Context, name string, spec edgev2alpha1
 		for _, vars := range kept {
 			var key []any
 			for i, g := range spec.GroupBy {
-				v, err := e.eval(fmt.Sprintf("spec.groupBy[%d].def", i), g.Def, vars)
+				v, err := e.Eval(fmt.Sprintf("spec.groupBy[%d].def", i), g.Def, vars)
 				if err != nil {
 					return result, err
 				}
@@ -121,7 +102,7 @@ func (c *compiler) summarize(ctx context.Context, name string, spec edgev2alpha1
 			g := groups[k]
 			line := append([]any{}, g.key...)
 			for i, a := range spec.CombinedFields {
-				v, err := e.aggregate(fmt.Sprintf("spec.combinedFields[%d].subject", i), a, g.rows)
+				v, err := aggregate(e, fmt.Sprintf("spec.combinedFields[%d].subject", i), a, g.rows)
 				if err != nil {
 					return result, err
 				}
@@ -136,7 +117,7 @@ func (c *compiler) summarize(ctx context.Context, name string, spec edgev2alpha1
 		for _, vars := range kept {
 			var line []any
 			for i, s := range spec.Select {
-				v, err := e.eval(fmt.Sprintf("spec.select[%d].def", i), s.Def, vars)
+				v, err := e.Eval(fmt.Sprintf("spec.select[%d].def", i), s.Def, vars)
 				if err != nil {
 					return result, err
 				}
@@ -164,13 +145,13 @@ func (c *compiler) summarize(ctx context.Context, name string, spec edgev2alpha1
 	return result, nil
 }
 
-func (e *evaluation) aggregate(path string, a edgev2alpha1.NamedAggregator, rows []map[string]any) (any, error) {
+func aggregate(e *statuscel.Evaluation, path string, a edgev2alpha1.NamedAggregator, rows []map[string]any) (any, error) {
 	if a.Type == edgev2alpha1.AggregationCount {
 		return int64(len(rows)), nil
 	}
 	var nums []float64
 	for _, vars := range rows {
-		v, err := e.eval(path, *a.Subject, vars)
+		v, err := e.Eval(path, *a.Subject, vars)
 		if err != nil {
 			return nil, err
 		}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
-	"github.com/kubestellar/kubestellar/controllers/status"
+	"github.com/kubestellar/kubestellar/internal/statuscel"
 )
 
 // WithStatusCollectorCost returns the admission chain next followed by the
@@ -21,20 +21,20 @@ import (
 // estimated cost (and that of all of a StatusCollector's expressions) fit
 // the budget the status controller runs them within.
 func WithStatusCollectorCost(next admission.Interface) (admission.Interface, error) {
-	validator, err := status.NewValidator()
+	validator, err := statuscel.NewCompiler()
 	if err != nil {
 		return nil, fmt.Errorf("building the StatusCollector checks: %w", err)
 	}
 	return admission.NewChainHandler(next, newStatusCollectorCost(validator)), nil
 }
 
-func newStatusCollectorCost(validator *status.Validator) *statusCollectorCost {
+func newStatusCollectorCost(validator *statuscel.Compiler) *statusCollectorCost {
 	return &statusCollectorCost{Handler: admission.NewHandler(admission.Create, admission.Update), validator: validator}
 }
 
 type statusCollectorCost struct {
 	*admission.Handler
-	validator *status.Validator
+	validator *statuscel.Compiler
 }
 
 var _ admission.ValidationInterface = &statusCollectorCost{}
@@ -58,7 +58,7 @@ func (p *statusCollectorCost) Validate(_ context.Context, a admission.Attributes
 			return nil
 		}
 	}
-	if errs := p.validator.Validate(sc.Spec); len(errs) > 0 {
+	if errs := p.validator.ValidateSpec(sc.Spec); len(errs) > 0 {
 		return apierrors.NewInvalid(edgev2alpha1.SchemeGroupVersion.WithKind("StatusCollector").GroupKind(), a.GetName(), errs)
 	}
 	return nil

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
-	"github.com/kubestellar/kubestellar/controllers/status"
+	"github.com/kubestellar/kubestellar/internal/statuscel"
 )
 
 // nested is levels comprehensions over a ten-element list, nested: the
@@ -47,7 +47,7 @@ func collector(t *testing.T, name string, exprs ...string) *unstructured.Unstruc
 }
 
 func TestStatusCollectorCost(t *testing.T) {
-	validator, err := status.NewValidator()
+	validator, err := statuscel.NewCompiler()
 	require.NoError(t, err)
 	plugin := newStatusCollectorCost(validator)
 	statusCollectors := edgev2alpha1.SchemeGroupVersion.WithResource("statuscollectors")

@@ -1,20 +1,29 @@
 // Copyright The KubeStellar Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package status
+// Package statuscel compiles, costs and evaluates the CEL expressions of
+// StatusCollectors: admission refuses what costs too much, and the status
+// controller runs what it admitted within the same budgets. It is its own
+// package so that admission need not import a controller.
+package statuscel
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/checker"
+	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
+	lru "github.com/hashicorp/golang-lru/v2"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
@@ -61,8 +70,8 @@ const (
 // server accepts (3 MiB objects) would refuse a mere pass over a status
 // list that compares strings. Larger inputs are stopped at run time.
 const (
-	// realisticInputSize bounds any value in obj and returned.status.
-	realisticInputSize = 1024
+	// RealisticInputSize bounds any value in obj and returned.status.
+	RealisticInputSize = 1024
 	// realisticAssociatedSize bounds any value in returned.associated,
 	// which the syncer fills (at most 20 not-ready pods, names of at most
 	// 253 characters).
@@ -75,9 +84,9 @@ const (
 	// envName names the CEL environment in the program cache's keys: a
 	// program compiled for one environment is never run in another.
 	envName = "statuscollector/v1"
-	// programCacheSize bounds the compiled-program cache (least recently
+	// ProgramCacheSize bounds the compiled-program cache (least recently
 	// used programs are dropped and compiled again when needed).
-	programCacheSize = 1024
+	ProgramCacheSize = 1024
 	// interruptCheckFrequency is how many comprehension iterations run
 	// between two looks at the context. cel-go stops only the comprehension
 	// that sees the interrupt, and the one around it goes on; looking at
@@ -86,20 +95,21 @@ const (
 	interruptCheckFrequency = 1
 )
 
-// limits are the budgets a compiler enforces; tests shrink them.
-type limits struct {
-	expression, collector uint64 // estimated, at admission
-	evaluation, summary   uint64 // actual, at run time
-	timeout               time.Duration
+// Limits are the budgets a Compiler enforces; tests shrink them.
+type Limits struct {
+	Expression, Collector uint64 // estimated, at admission
+	Evaluation, Summary   uint64 // actual, at run time
+	Timeout               time.Duration
 }
 
-func defaultLimits() limits {
-	return limits{
-		expression: ExpressionCostBudget,
-		collector:  CollectorCostBudget,
-		evaluation: EvaluationCostLimit,
-		summary:    SummaryCostBudget,
-		timeout:    SummaryTimeout,
+// DefaultLimits are the API server's budgets for CEL (see the constants).
+func DefaultLimits() Limits {
+	return Limits{
+		Expression: ExpressionCostBudget,
+		Collector:  CollectorCostBudget,
+		Evaluation: EvaluationCostLimit,
+		Summary:    SummaryCostBudget,
+		Timeout:    SummaryTimeout,
 	}
 }
 
@@ -116,22 +126,28 @@ type compiled struct {
 	err     error
 }
 
-// compiler compiles StatusCollector expressions, estimates their cost,
-// keeps the programs in a bounded cache and evaluates them within limits.
-type compiler struct {
+// Compiler compiles StatusCollector expressions, estimates their cost,
+// keeps the programs in a bounded cache and evaluates them within its
+// limits. It is safe for concurrent use.
+type Compiler struct {
 	env      *cel.Env
-	limits   limits
-	programs *lruCache[programKey, *compiled]
-	// failures remembers the summaries a cost limit stopped, for the
-	// StatusCollectors' Ready conditions.
-	failures *summaryFailures
+	limits   Limits
+	programs *lru.Cache[programKey, *compiled]
 }
 
-func newCompiler() (*compiler, error) {
-	return newCompilerWithLimits(defaultLimits(), programCacheSize)
+// NewCompiler returns a Compiler with the default limits, the status
+// controller's and admission's.
+func NewCompiler() (*Compiler, error) {
+	return NewCompilerWithLimits(DefaultLimits(), ProgramCacheSize)
 }
 
-func newCompilerWithLimits(l limits, cacheSize int) (*compiler, error) {
+// NewCompilerWithLimits returns a Compiler with limits l, keeping at most
+// cacheSize compiled programs.
+func NewCompilerWithLimits(l Limits, cacheSize int) (*Compiler, error) {
+	programs, err := lru.New[programKey, *compiled](max(cacheSize, 1))
+	if err != nil {
+		return nil, err
+	}
 	env, err := cel.NewEnv(
 		cel.Variable("obj", cel.DynType),
 		cel.Variable("returned", cel.DynType),
@@ -141,11 +157,11 @@ func newCompilerWithLimits(l limits, cacheSize int) (*compiler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the StatusCollector CEL environment: %w", err)
 	}
-	return &compiler{env: env, limits: l, programs: newLRU[programKey, *compiled](cacheSize), failures: newSummaryFailures(failureCacheSize)}, nil
+	return &Compiler{env: env, limits: l, programs: programs}, nil
 }
 
 // compile returns the compiled expression, from the cache when it is there.
-func (c *compiler) compile(expr edgev2alpha1.Expression) *compiled {
+func (c *Compiler) compile(expr edgev2alpha1.Expression) *compiled {
 	key := programKey{env: envName, expression: string(expr)}
 	if p, ok := c.programs.Get(key); ok {
 		return p
@@ -155,7 +171,7 @@ func (c *compiler) compile(expr edgev2alpha1.Expression) *compiled {
 	return out
 }
 
-func (c *compiler) build(expr string) *compiled {
+func (c *Compiler) build(expr string) *compiled {
 	ast, issues := c.env.Compile(expr)
 	if issues != nil && issues.Err() != nil {
 		return &compiled{err: issues.Err()}
@@ -166,7 +182,7 @@ func (c *compiler) build(expr string) *compiled {
 	}
 	p, err := c.env.Program(ast,
 		cel.EvalOptions(cel.OptOptimize, cel.OptTrackCost),
-		cel.CostLimit(c.limits.evaluation),
+		cel.CostLimit(c.limits.Evaluation),
 		cel.CostTracking(&library.CostEstimator{}),
 		cel.InterruptCheckFrequency(interruptCheckFrequency),
 	)
@@ -189,7 +205,7 @@ func (inputSizes) EstimateSize(node checker.AstNode) *checker.SizeEstimate {
 	bound := func(n uint64) *checker.SizeEstimate { return &checker.SizeEstimate{Min: 0, Max: n} }
 	switch path[0] {
 	case "obj":
-		return bound(realisticInputSize)
+		return bound(RealisticInputSize)
 	case "returned":
 		switch {
 		case len(path) == 1:
@@ -197,7 +213,7 @@ func (inputSizes) EstimateSize(node checker.AstNode) *checker.SizeEstimate {
 		case path[1] == "associated":
 			return bound(realisticAssociatedSize)
 		}
-		return bound(realisticInputSize)
+		return bound(RealisticInputSize)
 	case "inventory":
 		if len(path) == 1 {
 			return bound(1) // name
@@ -211,20 +227,20 @@ func (inputSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.A
 	return nil
 }
 
-// validate checks a StatusCollector's spec; the error names the fields.
-func (c *compiler) validate(spec edgev2alpha1.StatusCollectorSpec) error {
-	return c.validateSpec(spec).ToAggregate()
+// Validate checks a StatusCollector's spec; the error names the fields.
+func (c *Compiler) Validate(spec edgev2alpha1.StatusCollectorSpec) error {
+	return c.ValidateSpec(spec).ToAggregate()
 }
 
-// validateSpec checks that every expression compiles and that each, and
+// ValidateSpec checks that every expression compiles and that each, and
 // all of them together, fit the estimated cost budgets.
-func (c *compiler) validateSpec(spec edgev2alpha1.StatusCollectorSpec) field.ErrorList {
-	errs, _ := c.checkSpec(spec)
+func (c *Compiler) ValidateSpec(spec edgev2alpha1.StatusCollectorSpec) field.ErrorList {
+	errs, _ := c.CheckSpec(spec)
 	return errs
 }
 
-// checkSpec is validateSpec, and says whether a cost is over budget.
-func (c *compiler) checkSpec(spec edgev2alpha1.StatusCollectorSpec) (errs field.ErrorList, overBudget bool) {
+// CheckSpec is ValidateSpec, and says whether a cost is over budget.
+func (c *Compiler) CheckSpec(spec edgev2alpha1.StatusCollectorSpec) (errs field.ErrorList, overBudget bool) {
 	var total uint64
 	specPath := field.NewPath("spec")
 	check := func(path *field.Path, e edgev2alpha1.Expression) {
@@ -237,9 +253,9 @@ func (c *compiler) checkSpec(spec edgev2alpha1.StatusCollectorSpec) (errs field.
 			errs = append(errs, field.Invalid(path, field.OmitValueType{}, "compilation failed: "+p.err.Error()))
 			return
 		}
-		if p.cost.Max > c.limits.expression {
+		if p.cost.Max > c.limits.Expression {
 			overBudget = true
-			errs = append(errs, field.Forbidden(path, costMessage("estimated cost", p.cost.Max, c.limits.expression, "per expression")))
+			errs = append(errs, field.Forbidden(path, costMessage("estimated cost", p.cost.Max, c.limits.Expression, "per expression")))
 		}
 		total = addSaturating(total, p.cost.Max)
 	}
@@ -269,9 +285,9 @@ func (c *compiler) checkSpec(spec edgev2alpha1.StatusCollectorSpec) (errs field.
 	if len(spec.CombinedFields) == 0 && len(spec.Select) == 0 {
 		errs = append(errs, field.Required(specPath, "name combinedFields or select"))
 	}
-	if total > c.limits.collector && !overBudget {
+	if total > c.limits.Collector && !overBudget {
 		overBudget = true
-		errs = append(errs, field.Forbidden(specPath, costMessage("estimated total cost of the expressions", total, c.limits.collector, "per StatusCollector")))
+		errs = append(errs, field.Forbidden(specPath, costMessage("estimated total cost of the expressions", total, c.limits.Collector, "per StatusCollector")))
 	}
 	return errs, overBudget
 }
@@ -291,7 +307,7 @@ func costMessage(what string, cost, budget uint64, per string) string {
 	}
 	return fmt.Sprintf("%s %d exceeds budget %d %s by factor of %s (the estimate assumes lists, maps and strings of up to %d elements "+
 		"in obj and returned.status; avoid nesting comprehensions such as all, exists, map and filter in one another)",
-		what, cost, budget, per, by, realisticInputSize)
+		what, cost, budget, per, by, RealisticInputSize)
 }
 
 func addSaturating(a, b uint64) uint64 {
@@ -312,28 +328,28 @@ type LimitError struct {
 
 func (e *LimitError) Error() string { return e.Field + ": " + e.Reason }
 
-// evaluation runs the expressions of one StatusCollector for one object
+// Evaluation runs the expressions of one StatusCollector for one object
 // and spends their shared budget.
-type evaluation struct {
+type Evaluation struct {
 	ctx   context.Context
-	c     *compiler
+	c     *Compiler
 	spent uint64
 }
 
-// newEvaluation returns an evaluation bounded by the summary timeout, and
+// NewEvaluation returns an Evaluation bounded by the summary timeout, and
 // the function that releases it.
-func (c *compiler) newEvaluation(ctx context.Context) (*evaluation, context.CancelFunc) {
-	ctx, cancel := context.WithTimeoutCause(ctx, c.limits.timeout, errSummaryTimeout)
-	return &evaluation{ctx: ctx, c: c}, cancel
+func (c *Compiler) NewEvaluation(ctx context.Context) (*Evaluation, context.CancelFunc) {
+	ctx, cancel := context.WithTimeoutCause(ctx, c.limits.Timeout, errSummaryTimeout)
+	return &Evaluation{ctx: ctx, c: c}, cancel
 }
 
 var errSummaryTimeout = errors.New("summary deadline")
 
-// eval evaluates an expression to a plain Go value: nil when it fails on
+// Eval evaluates an expression to a plain Go value: nil when it fails on
 // this row (for example on a field not reported yet) or did not compile
 // (reported on the StatusCollector). A *LimitError stops the summary; any
 // other error means the context ended.
-func (e *evaluation) eval(path string, expr edgev2alpha1.Expression, vars map[string]any) (any, error) {
+func (e *Evaluation) Eval(path string, expr edgev2alpha1.Expression, vars map[string]any) (any, error) {
 	if err := e.stopped(path); err != nil {
 		return nil, err
 	}
@@ -349,11 +365,11 @@ func (e *evaluation) eval(path string, expr edgev2alpha1.Expression, vars map[st
 	switch {
 	case errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded:
 		return nil, &LimitError{Field: path, Reason: fmt.Sprintf(
-			"evaluation exceeded the cost limit of %d per evaluation and was stopped; simplify the expression", e.c.limits.evaluation)}
+			"evaluation exceeded the cost limit of %d per evaluation and was stopped; simplify the expression", e.c.limits.Evaluation)}
 	case errors.As(err, &cancelled), err != nil && e.ctx.Err() != nil:
 		// An interrupted comprehension fails with a plain error.
 		return nil, e.stopped(path)
-	case e.spent > e.c.limits.summary:
+	case e.spent > e.c.limits.Summary:
 		return nil, e.overBudget(path)
 	case err != nil:
 		return nil, nil
@@ -363,8 +379,8 @@ func (e *evaluation) eval(path string, expr edgev2alpha1.Expression, vars map[st
 
 // stopped reports why the evaluation may not go on: the summary's budget
 // is spent, its deadline passed or the caller's context ended.
-func (e *evaluation) stopped(path string) error {
-	if e.spent > e.c.limits.summary {
+func (e *Evaluation) stopped(path string) error {
+	if e.spent > e.c.limits.Summary {
 		return e.overBudget(path)
 	}
 	if e.ctx.Err() == nil {
@@ -372,129 +388,29 @@ func (e *evaluation) stopped(path string) error {
 	}
 	if context.Cause(e.ctx) == errSummaryTimeout {
 		return &LimitError{Field: path, Reason: fmt.Sprintf(
-			"evaluations for one object took longer than %s and were stopped; simplify the expressions", e.c.limits.timeout)}
+			"evaluations for one object took longer than %s and were stopped; simplify the expressions", e.c.limits.Timeout)}
 	}
-	return fmt.Errorf("%s: evaluation stopped: %w", path, context.Cause(e.ctx))
+	return fmt.Errorf("%s: Evaluation stopped: %w", path, context.Cause(e.ctx))
 }
 
-func (e *evaluation) overBudget(path string) error {
+func (e *Evaluation) overBudget(path string) error {
 	return &LimitError{Field: path, Reason: fmt.Sprintf(
-		"evaluations for one object exceeded the cost budget of %d and were stopped; simplify the expressions", e.c.limits.summary)}
+		"evaluations for one object exceeded the cost budget of %d and were stopped; simplify the expressions", e.c.limits.Summary)}
 }
 
-// failureCacheSize bounds how many objects' failed summaries are
-// remembered for the StatusCollectors' conditions.
-const failureCacheSize = 1024
-
-// collectorRef names one generation of a StatusCollector.
-type collectorRef struct {
-	space, name, uid string
-	generation       int64
-}
-
-// summaryFailure is a StatusCollector whose summary of one object under
-// one placement a limit stopped.
-type summaryFailure struct {
-	collector collectorRef
-	// what names the object and placement.
-	what string
-	err  string
-}
-
-// summaryFailures remembers the failed summaries of each object, least
-// recently reconciled objects dropped first.
-type summaryFailures struct {
-	mu      sync.Mutex // makes set atomic
-	objects *lruCache[string, []summaryFailure]
-}
-
-func newSummaryFailures(size int) *summaryFailures {
-	return &summaryFailures{objects: newLRU[string, []summaryFailure](size)}
-}
-
-// set records the failures of one object's latest reconcile and returns
-// the StatusCollectors whose failures changed.
-func (f *summaryFailures) set(object string, failures []summaryFailure) []collectorRef {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	old, _ := f.objects.Get(object)
-	if len(failures) == 0 {
-		f.objects.Remove(object)
-	} else {
-		f.objects.Add(object, failures)
+// native is a CEL value as plain Go: what encoding/json makes of its JSON.
+func native(v ref.Val) any {
+	pb, err := v.ConvertToNative(reflect.TypeOf(&structpb.Value{}))
+	if err != nil {
+		return v.Value()
 	}
-	key := func(x summaryFailure) string { return x.what + "\x00" + x.err }
-	before, after := map[collectorRef]map[string]bool{}, map[collectorRef]map[string]bool{}
-	for _, x := range old {
-		if before[x.collector] == nil {
-			before[x.collector] = map[string]bool{}
-		}
-		before[x.collector][key(x)] = true
+	data, err := protojson.Marshal(pb.(*structpb.Value))
+	if err != nil {
+		return v.Value()
 	}
-	for _, x := range failures {
-		if after[x.collector] == nil {
-			after[x.collector] = map[string]bool{}
-		}
-		after[x.collector][key(x)] = true
-	}
-	var changed []collectorRef
-	for ref, was := range before {
-		if !sameSet(was, after[ref]) {
-			changed = append(changed, ref)
-		}
-	}
-	for ref := range after {
-		if before[ref] == nil {
-			changed = append(changed, ref)
-		}
-	}
-	return changed
-}
-
-// of returns the remembered failures of one generation of a StatusCollector.
-func (f *summaryFailures) of(ref collectorRef) []summaryFailure {
-	var out []summaryFailure
-	for _, failures := range f.objects.Values() {
-		for _, x := range failures {
-			if x.collector == ref {
-				out = append(out, x)
-			}
-		}
+	var out any
+	if json.Unmarshal(data, &out) != nil {
+		return v.Value()
 	}
 	return out
-}
-
-func sameSet(a, b map[string]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k := range a {
-		if !b[k] {
-			return false
-		}
-	}
-	return true
-}
-
-// Validator checks the expressions of StatusCollectors as the controller
-// will run them: for admission.
-type Validator struct {
-	c *compiler
-}
-
-// NewValidator returns a Validator with the controller's environment and
-// budgets.
-func NewValidator() (*Validator, error) {
-	c, err := newCompiler()
-	if err != nil {
-		return nil, err
-	}
-	return &Validator{c: c}, nil
-}
-
-// Validate returns what is wrong with a StatusCollector's spec: an
-// expression that does not compile, or whose estimated cost (or the total
-// of all of them) is over budget.
-func (v *Validator) Validate(spec edgev2alpha1.StatusCollectorSpec) field.ErrorList {
-	return v.c.validateSpec(spec)
 }
