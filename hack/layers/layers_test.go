@@ -36,6 +36,10 @@ func TestCheckImports(t *testing.T) {
 		{name: "a product package imports a test", pkgs: []pkg{
 			{path: mod + "/server", imports: []string{mod + "/test/harness"}},
 		}, want: []string{mod + "/server imports " + mod + "/test/harness"}},
+		{name: "admission imports a controller", pkgs: []pkg{
+			{path: mod + "/server/admission", imports: []string{mod + "/controllers/status", mod + "/internal/statuscel"}},
+			{path: mod + "/server", imports: []string{mod + "/controllers/status"}},
+		}, want: []string{mod + "/server/admission imports " + mod + "/controllers/status"}},
 		{name: "a folder in no layer", pkgs: []pkg{
 			{path: mod + "/util", imports: nil},
 		}, want: []string{mod + "/util imports -"}},
