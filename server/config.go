@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"net"
@@ -110,88 +111,152 @@ func (c *Config) Close() {
 func PKIDir(dataDir string) string { return filepath.Join(dataDir, "pki") }
 
 // NewConfig prepares the data directory and the datastore and configures
-// the API servers.
+// the API servers, in named steps, each a method below: the data
+// directory and datastore, the server's identity, feature gates, serving,
+// authentication, authorization, fairness, storage, the handler chain,
+// the APIs, admission, then the apiextensions server for CRDs.
 func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) {
-	logger := klog.FromContext(ctx)
-	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating --data-dir: %w", err)
-	}
-	lock, err := lockDataDir(o.DataDir)
-	if err != nil {
-		return nil, err
-	}
+	c := &Config{Options: o, spaces: &spaceLookup{}, crds: &crdIndex{}, syncerConfigs: &syncerConfigCache{}, objects: &objectCounter{}}
 	defer func() {
 		if err != nil {
-			lock.release()
+			c.release()
 		}
 	}()
-	ds, err := storage.Start(ctx, storage.Config{Endpoint: o.DatastoreEndpoint, DataDir: o.DataDir,
-		CAFile: o.DatastoreCAFile, CertFile: o.DatastoreCertFile, KeyFile: o.DatastoreKeyFile})
+	if err := c.openDataDir(ctx); err != nil {
+		return nil, err
+	}
+	certFile, keyFile, err := c.ensureIdentity()
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			ds.Stop()
-		}
-	}()
-	if err := ds.WaitReady(ctx, o.DatastoreEndpoint); err != nil {
+	if err := setFeatureGates(); err != nil {
 		return nil, err
-	}
-	if o.Token != "" {
-		// Servers of one cluster share the CA and the admin token.
-		if err := syncIdentity(ctx, ds, o.Token, o.DataDir); err != nil {
-			return nil, err
-		}
-	}
-	ca, err := certs.EnsureCA(PKIDir(o.DataDir), "kubestellar-ca")
-	if err != nil {
-		return nil, fmt.Errorf("certificate authority: %w", err)
-	}
-	certFile, keyFile, err := certs.EnsureServingCert(PKIDir(o.DataDir), ca, servingHosts(o))
-	if err != nil {
-		return nil, fmt.Errorf("serving certificate: %w", err)
-	}
-	adminToken, err := auth.EnsureAdminToken(o.DataDir)
-	if err != nil {
-		return nil, fmt.Errorf("admin token: %w", err)
-	}
-
-	// Serve watches with initial events (watch-list) no more: the apiserver
-	// does that initial list inside its etcd watcher, where kine's race on
-	// empty lists (see spaces.Decorate's GetList) cannot be corrected.
-	// Clients fall back to list-then-watch, which is corrected.
-	//
-	// Nor check the watch caches against the datastore every 5-7.5
-	// minutes (DetectCacheInconsistency): a cache here leaves the mailbox
-	// spaces out, so each check of a resource read and decoded every copy
-	// of it in every mailbox only to drop them. With 300,000 copies that
-	// was 5.7 s of CPU per check of ConfigMaps alone, a quarter of the
-	// server's CPU while one update reached 3,000 mailboxes. (Should the
-	// gate become GA and locked on, setting it fails and says so here;
-	// KUBE_WATCHCACHE_CONSISTENCY_CHECKER=true still turns the check on,
-	// to panic at a mismatch, for debugging.)
-	//
-	// Impersonation is checked by the filter Kubernetes had before
-	// constrained impersonation: that one keeps its decisions for 10 s
-	// keyed by the user and the request, not by the space in the context,
-	// so an impersonation allowed in one's own space would be taken as
-	// allowed in any other space for that long.
-	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{
-		string(genericfeatures.WatchList):                false,
-		string(genericfeatures.DetectCacheInconsistency): false,
-		string(genericfeatures.ConstrainedImpersonation): false,
-	}); err != nil {
-		return nil, fmt.Errorf("turning off watch-list, the watch caches' consistency check and constrained impersonation: %w", err)
 	}
 	scheme, err := builtin.NewScheme()
 	if err != nil {
 		return nil, err
 	}
 	codecs := serializer.NewCodecFactory(scheme)
-	c := &Config{Options: o, CA: ca, AdminToken: adminToken, Datastore: ds, spaces: &spaceLookup{}, crds: &crdIndex{}, syncerConfigs: &syncerConfigCache{}, objects: &objectCounter{}, lock: lock}
-
 	core := genericapiserver.NewRecommendedConfig(codecs)
+	if err := c.configureServing(ctx, core, certFile, keyFile); err != nil {
+		return nil, err
+	}
+	saKey, serviceAccounts, err := c.configureAuthentication(ctx, core)
+	if err != nil {
+		return nil, err
+	}
+	authz := c.configureAuthorization(core)
+	if err := c.configureFairness(core); err != nil {
+		return nil, err
+	}
+	c.configureVersionAndOpenAPI(core, scheme)
+	c.configureStorage(core, codecs)
+	core.BuildHandlerChainFunc = c.handlerChain(authz)
+	namespaces, err := c.configureAPIs(core, scheme, codecs, authz, saKey, serviceAccounts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.configureAdmission(core, scheme, authz, namespaces); err != nil {
+		return nil, err
+	}
+	c.core = core
+	c.configureExtensions(core)
+	klog.FromContext(ctx).V(2).Info("configured server", "dataDir", o.DataDir, "advertiseAddress", o.AdvertiseAddress, "port", o.Port)
+	return c, nil
+}
+
+// release undoes openDataDir, for a Config that failed to be made.
+func (c *Config) release() {
+	if c.Datastore != nil {
+		c.Datastore.Stop()
+	}
+	if c.lock != nil {
+		c.lock.release()
+	}
+}
+
+// openDataDir locks the data directory and starts the datastore; servers of
+// one cluster take the CA and admin token they share from it.
+func (c *Config) openDataDir(ctx context.Context) error {
+	o := c.Options
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return fmt.Errorf("creating --data-dir: %w", err)
+	}
+	lock, err := lockDataDir(o.DataDir)
+	if err != nil {
+		return err
+	}
+	c.lock = lock
+	ds, err := storage.Start(ctx, storage.Config{Endpoint: o.DatastoreEndpoint, DataDir: o.DataDir,
+		CAFile: o.DatastoreCAFile, CertFile: o.DatastoreCertFile, KeyFile: o.DatastoreKeyFile})
+	if err != nil {
+		return err
+	}
+	c.Datastore = ds
+	if err := ds.WaitReady(ctx, o.DatastoreEndpoint); err != nil {
+		return err
+	}
+	if o.Token != "" {
+		// Servers of one cluster share the CA and the admin token.
+		if err := syncIdentity(ctx, ds, o.Token, o.DataDir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureIdentity makes, or reads, the CA, the serving certificate and the
+// admin token in the data directory.
+func (c *Config) ensureIdentity() (certFile, keyFile string, err error) {
+	dir := c.Options.DataDir
+	if c.CA, err = certs.EnsureCA(PKIDir(dir), "kubestellar-ca"); err != nil {
+		return "", "", fmt.Errorf("certificate authority: %w", err)
+	}
+	if certFile, keyFile, err = certs.EnsureServingCert(PKIDir(dir), c.CA, servingHosts(c.Options)); err != nil {
+		return "", "", fmt.Errorf("serving certificate: %w", err)
+	}
+	if c.AdminToken, err = auth.EnsureAdminToken(dir); err != nil {
+		return "", "", fmt.Errorf("admin token: %w", err)
+	}
+	return certFile, keyFile, nil
+}
+
+// setFeatureGates turns off what the server cannot serve correctly.
+//
+// Serve watches with initial events (watch-list) no more: the apiserver
+// does that initial list inside its etcd watcher, where kine's race on
+// empty lists (see spaces.Decorate's GetList) cannot be corrected.
+// Clients fall back to list-then-watch, which is corrected.
+//
+// Nor check the watch caches against the datastore every 5-7.5 minutes
+// (DetectCacheInconsistency): a cache here leaves the mailbox spaces out,
+// so each check of a resource read and decoded every copy of it in every
+// mailbox only to drop them, a large share of the server's CPU with
+// hundreds of thousands of copies. (Should the gate become GA and locked
+// on, setting it fails and says so here;
+// KUBE_WATCHCACHE_CONSISTENCY_CHECKER=true still turns the check on, to
+// panic at a mismatch, for debugging.)
+//
+// Impersonation is checked by the filter Kubernetes had before constrained
+// impersonation: that one keeps its decisions for 10 s keyed by the user
+// and the request, not by the space in the context, so an impersonation
+// allowed in one's own space would be taken as allowed in any other space
+// for that long.
+func setFeatureGates() error {
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{
+		string(genericfeatures.WatchList):                false,
+		string(genericfeatures.DetectCacheInconsistency): false,
+		string(genericfeatures.ConstrainedImpersonation): false,
+	}); err != nil {
+		return fmt.Errorf("turning off watch-list, the watch caches' consistency check and constrained impersonation: %w", err)
+	}
+	return nil
+}
+
+// configureServing listens on --bind-address:--port with the serving
+// certificate, and on loopback for the server's own clients.
+func (c *Config) configureServing(ctx context.Context, core *genericapiserver.RecommendedConfig, certFile, keyFile string) error {
+	o := c.Options
 	serving := genericoptions.NewSecureServingOptions().WithLoopback()
 	serving.BindAddress = net.ParseIP(o.BindAddress)
 	serving.BindPort = o.Port
@@ -200,23 +265,35 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 	// TLS 1.3 are (whose suites are not configurable): no CBC, no SHA-1.
 	serving.CipherSuites = tls12CipherSuites
 	if err := serving.ApplyTo(&core.SecureServing, &core.LoopbackClientConfig); err != nil {
-		return nil, fmt.Errorf("serving on %s:%d: %w", o.BindAddress, o.Port, err)
+		return fmt.Errorf("serving on %s:%d: %w", o.BindAddress, o.Port, err)
 	}
-	core.SecureServing.Listener = closeLoopbackOnStop(core.SecureServing.Listener, core.LoopbackClientConfig, logger)
+	core.SecureServing.Listener = closeLoopbackOnStop(core.SecureServing.Listener, core.LoopbackClientConfig, klog.FromContext(ctx))
+	core.LongRunningFunc = withTunnelsLongRunning(core.LongRunningFunc)
+	// On shutdown, end open watches within 2 s rather than wait for their
+	// clients (syncers, kubectl) to drop them.
+	core.ShutdownWatchTerminationGracePeriod = 2 * time.Second
+	core.ExternalAddress = net.JoinHostPort(o.AdvertiseAddress, strconv.Itoa(o.Port))
+	return nil
+}
+
+// lateGetter is the ServiceAccount storage, which ServiceAccount tokens are
+// checked against and which exists only once the APIs are configured.
+type lateGetter struct{ rest.Getter }
+
+// configureAuthentication authenticates the admin token, syncer tokens,
+// ServiceAccount tokens (kubectl create token), signed with a key derived
+// from the CA's, and the issuers of --authentication-config.
+func (c *Config) configureAuthentication(ctx context.Context, core *genericapiserver.RecommendedConfig) (saKey *ecdsa.PrivateKey, serviceAccounts *lateGetter, err error) {
 	tokens := &auth.Tokens{}
-	tokens.Add(adminToken, auth.AdminInfo())
+	tokens.Add(c.AdminToken, auth.AdminInfo())
 	// Syncer tokens work once the kubestellar-spaces hook has started their caches.
-	c.syncers = auth.NewSyncers(ca.PEM)
-	// ServiceAccount tokens (kubectl create token), signed with a key
-	// derived from the CA's, check the ServiceAccount in its storage,
-	// installed below.
-	saKey, err := satoken.DeriveKey(ca.Key)
-	if err != nil {
-		return nil, fmt.Errorf("service account signing key: %w", err)
+	c.syncers = auth.NewSyncers(c.CA.PEM)
+	if saKey, err = satoken.DeriveKey(c.CA.Key); err != nil {
+		return nil, nil, fmt.Errorf("service account signing key: %w", err)
 	}
-	var serviceAccounts rest.Getter
+	serviceAccounts = &lateGetter{}
 	saTokens, err := satoken.NewAuthenticator(saKey, func(ctx context.Context, space, namespace, name string) (*corev1.ServiceAccount, error) {
-		if serviceAccounts == nil {
+		if serviceAccounts.Getter == nil {
 			return nil, errors.New("the server is starting")
 		}
 		obj, err := serviceAccounts.Get(genericapirequest.WithNamespace(spaces.WithSpace(ctx, space), namespace), name, &metav1.GetOptions{})
@@ -230,80 +307,113 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		return sa, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	core.Authentication.APIAudiences = authenticator.Audiences{satoken.Audience}
 	authenticators := []authenticator.Token{tokens, c.syncers.Tokens, saTokens}
-	if o.AuthenticationConfig != "" {
-		cfg, err := authnconfig.Load(o.AuthenticationConfig)
+	if c.Options.AuthenticationConfig != "" {
+		cfg, err := authnconfig.Load(c.Options.AuthenticationConfig)
 		if err != nil {
-			return nil, fmt.Errorf("--authentication-config: %w", err)
+			return nil, nil, fmt.Errorf("--authentication-config: %w", err)
 		}
 		external, err := authnconfig.NewAuthenticator(ctx, cfg)
 		if err != nil {
-			return nil, fmt.Errorf("--authentication-config: %w", err)
+			return nil, nil, fmt.Errorf("--authentication-config: %w", err)
 		}
 		authenticators = append(authenticators, external)
 	}
-	// Everyone may ask what they may do (kubectl auth can-i), as in Kubernetes.
+	core.Authentication.Authenticator = stackReservingAuthenticator{auth.NewRequestAuthenticator(union.New(authenticators...)), core.LongRunningFunc}
+	return saKey, serviceAccounts, nil
+}
+
+// configureAuthorization decides for the admins, the server and syncers
+// (auth.Authorizer) and for users by each space's RBAC; everyone may ask
+// what they may do (kubectl auth can-i), as in Kubernetes.
+func (c *Config) configureAuthorization(core *genericapiserver.RecommendedConfig) builtin.SelfReviews {
 	c.rbac = rbac.NewStore()
 	spaceType := func(space string) string {
 		t, _, _ := c.spaces.SpaceType(space)
 		return t
 	}
-	users := rbac.NewAuthorizer(c.rbac, spaceType)
-	c.users = users
-	authz := builtin.WithSelfReviews(auth.Authorizer{SyncTargets: c.syncers.SyncTargets, Users: users})
+	c.users = rbac.NewAuthorizer(c.rbac, spaceType)
+	authz := builtin.WithSelfReviews(auth.Authorizer{SyncTargets: c.syncers.SyncTargets, Users: c.users})
 	core.Authorization.Authorizer = authz
 	core.RuleResolver = authz
-	core.LongRunningFunc = withTunnelsLongRunning(core.LongRunningFunc)
-	core.Authentication.Authenticator = stackReservingAuthenticator{auth.NewRequestAuthenticator(union.New(authenticators...)), core.LongRunningFunc}
-	// API Priority and Fairness, configured in the root space (see
-	// server/fairness), with flows told apart by space.
+	return authz
+}
+
+// configureFairness sets API Priority and Fairness, configured in the
+// root space (see server/fairness), with flows told apart by space.
+func (c *Config) configureFairness(core *genericapiserver.RecommendedConfig) error {
+	o := c.Options
 	loopback, err := kubernetes.NewForConfig(core.LoopbackClientConfig)
 	if err != nil {
-		return nil, fmt.Errorf("loopback client: %w", err)
+		return fmt.Errorf("loopback client: %w", err)
 	}
 	core.SharedInformerFactory = informers.NewSharedInformerFactory(loopback, 0)
 	core.MaxRequestsInFlight, core.MaxMutatingRequestsInFlight = o.MaxRequestsInFlight, o.MaxMutatingRequestsInFlight
 	core.FlowControl = fairness.New(core.SharedInformerFactory, loopback.FlowcontrolV1(), o.MaxRequestsInFlight+o.MaxMutatingRequestsInFlight, spaces.SpaceOrRoot)
 	c.flowcontrol = loopback.FlowcontrolV1()
-	// On shutdown, end open watches within 2 s rather than wait for their
-	// clients (syncers, kubectl) to drop them.
-	core.ShutdownWatchTerminationGracePeriod = 2 * time.Second
 	c.tunnelConditions = newTunnelConditions(o.SelfURL())
 	c.tunnelConditions.cached = c.syncers.SyncTargets.Get
+	return nil
+}
+
+// configureVersionAndOpenAPI says which Kubernetes the server emulates and
+// how its OpenAPI documents are built: when first asked for
+// (server/openapi.go), not as the server starts.
+func (c *Config) configureVersionAndOpenAPI(core *genericapiserver.RecommendedConfig, scheme *runtime.Scheme) {
 	core.EffectiveVersion = compatibility.NewEffectiveVersionFromString(KubernetesVersion, "", "")
-	core.ExternalAddress = net.JoinHostPort(o.AdvertiseAddress, strconv.Itoa(o.Port))
 	namer := openapinamer.NewDefinitionNamer(scheme, apiextensionsapiserver.Scheme)
 	core.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
 	core.OpenAPIConfig.Info.Title = "kubestellar"
 	core.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
 	core.OpenAPIV3Config.Info.Title = "kubestellar"
-	// Built when first asked for (server/openapi.go), not as the server
-	// starts.
 	core.SkipOpenAPIInstallation = true
 	core.AggregatedDiscoveryGroupManager = aggregated.NewResourceManager("apis")
-	// Every space shows the default ClusterRoles and ClusterRoleBindings
-	// (served from code) it does not replace.
-	core.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: ds, SpaceScoped: true, WatchCache: o.WatchCache, Codec: builtinCodec(codecs),
+}
+
+// configureStorage stores built-in kinds per space in the datastore. Every
+// space shows the default ClusterRoles and ClusterRoleBindings (served
+// from code) it does not replace.
+func (c *Config) configureStorage(core *genericapiserver.RecommendedConfig, codecs serializer.CodecFactory) {
+	core.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: c.Datastore, SpaceScoped: true, WatchCache: c.Options.WatchCache, Codec: builtinCodec(codecs),
 		Decorators: map[schema.GroupResource]func(apiserverstorage.Interface) apiserverstorage.Interface{
 			rbacv1.Resource("clusterroles"):        c.rbac.ClusterRolesWithDefaults,
 			rbacv1.Resource("clusterrolebindings"): c.rbac.ClusterRoleBindingsWithDefaults,
 		}}
-	core.BuildHandlerChainFunc = func(apiHandler http.Handler, gc *genericapiserver.Config) http.Handler {
-		// Inside a space, the CRDs of other spaces are not there.
-		inner := spaces.WithSpaceAdmission(spaces.WithCRDBindings(withResponseCompression(apiHandler), c.crds), c.spaces)
-		// After authentication: a syncer's requests end with its token.
-		inner = auth.WithSyncerRequests(inner, c.syncers.Requests)
-		// An exec or attach through the edge proxy is a create there.
-		inner = auth.WithEdgeUpgrades(inner, authz)
-		// A syncer's rate and open requests are bounded (429 beyond).
-		inner = auth.WithSyncerLimits(inner, auth.DefaultSyncerLimits, gc.LongRunningFunc)
-		return spaces.WithSpacePath(genericapiserver.DefaultBuildHandlerChain(inner, gc))
-	}
+}
 
-	var namespaces rest.Getter
+// handlerChain returns the server's filters around the API handler, listed
+// from the innermost out: each line one filter.
+func (c *Config) handlerChain(authz builtin.SelfReviews) func(http.Handler, *genericapiserver.Config) http.Handler {
+	return func(apiHandler http.Handler, gc *genericapiserver.Config) http.Handler {
+		h := withResponseCompression(apiHandler)
+		// Inside a space, the CRDs of other spaces are not there.
+		h = spaces.WithCRDBindings(h, c.crds)
+		// No space that does not exist; no writes to one being deleted;
+		// reads only through the wildcard.
+		h = spaces.WithSpaceAdmission(h, c.spaces)
+		// After authentication: a syncer's requests end with its token.
+		h = auth.WithSyncerRequests(h, c.syncers.Requests)
+		// An exec or attach through the edge proxy is a create there.
+		h = auth.WithEdgeUpgrades(h, authz)
+		// A syncer's rate and open requests are bounded (429 beyond).
+		h = auth.WithSyncerLimits(h, auth.DefaultSyncerLimits, gc.LongRunningFunc)
+		// Kubernetes' filters: authentication, APF, impersonation,
+		// authorization, timeouts. (The authenticator reserves a request's
+		// stack first: stack.go.)
+		h = genericapiserver.DefaultBuildHandlerChain(h, gc)
+		// /spaces/NAME/... becomes the space in the request's context.
+		return spaces.WithSpacePath(h)
+	}
+}
+
+// configureAPIs makes the built-in API groups, the review APIs and the
+// ServiceAccount TokenRequest; it returns the Namespace storage, for
+// admission.
+func (c *Config) configureAPIs(core *genericapiserver.RecommendedConfig, scheme *runtime.Scheme, codecs serializer.CodecFactory,
+	authz builtin.SelfReviews, saKey *ecdsa.PrivateKey, serviceAccounts *lateGetter) (namespaces rest.Getter, err error) {
 	c.legacy, c.groups, namespaces, err = builtin.APIGroups(scheme, codecs, core.RESTOptionsGetter)
 	if err != nil {
 		return nil, err
@@ -314,48 +424,57 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		return nil, err
 	}
 	v1 := c.legacy.VersionedResourcesStorageMap["v1"]
-	if serviceAccounts, _ = v1["serviceaccounts"].(rest.Getter); serviceAccounts == nil {
+	if serviceAccounts.Getter, _ = v1["serviceaccounts"].(rest.Getter); serviceAccounts.Getter == nil {
 		return nil, errors.New("no ServiceAccount storage to serve TokenRequests from")
 	}
-	v1["serviceaccounts/token"] = satoken.NewTokenREST(serviceAccounts, signer)
+	v1["serviceaccounts/token"] = satoken.NewTokenREST(serviceAccounts.Getter, signer)
+	return namespaces, nil
+}
+
+// configureAdmission chains the server's admission: the built-in checks,
+// the edge's (what a syncer may write), per-space RBAC's escalation and
+// ownership checks, and StatusCollectors' CEL budgets. The placement
+// translator writes its copies of built-in kinds through it, in-process.
+func (c *Config) configureAdmission(core *genericapiserver.RecommendedConfig, scheme *runtime.Scheme, authz builtin.SelfReviews, namespaces rest.Getter) error {
 	isSyncer := func(u user.Info) bool {
 		_, _, ok := principal.SyncTargetOf(u)
 		return ok
 	}
 	core.AdmissionControl = k8sadmission.NewChainHandler(admission.New(namespaces), admission.NewEdge(c.spaces, c.syncerConfigs, builtin.IsBuiltInGroup, c.mailboxQuota()),
-		rbac.NewAdmission(c.rbac, authz, isSyncer, rbac.SpacesBound{Max: o.SpacesPerUser, Flag: SpacesPerUserFlag, OwnedBy: c.spaces.OwnedBy}))
+		rbac.NewAdmission(c.rbac, authz, isSyncer, rbac.SpacesBound{Max: c.Options.SpacesPerUser, Flag: SpacesPerUserFlag, OwnedBy: c.spaces.OwnedBy}))
+	var err error
 	if core.AdmissionControl, err = admission.WithStatusCollectorCost(core.AdmissionControl); err != nil {
-		return nil, err
+		return err
 	}
 	c.copies = newStoreWriter(scheme, core.AdmissionControl, c.spaces, core.RequestTimeout, append([]*genericapiserver.APIGroupInfo{c.legacy}, c.groups...)...)
-	c.core = core
+	return nil
+}
 
-	// The apiextensions server shares the core configuration (serving,
-	// authentication, admission, discovery) but stores CRDs globally and
-	// custom resources per space.
+// configureExtensions configures the apiextensions server, which shares
+// the core configuration (serving, authentication, admission, discovery)
+// but stores CRDs globally and custom resources per space.
+func (c *Config) configureExtensions(core *genericapiserver.RecommendedConfig) {
 	extGeneric := *core
 	extGeneric.Config.PostStartHooks = map[string]genericapiserver.PostStartHookConfigEntry{}
 	// Requests reach it through the core server's filters, APF among
 	// them; it runs no APF controller or informers of its own.
 	extGeneric.Config.FlowControl, extGeneric.SharedInformerFactory = nil, nil
-	extGeneric.Config.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: ds, Codec: apiextensionsCodec}
+	extGeneric.Config.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: c.Datastore, Codec: apiextensionsCodec}
 	extGeneric.Config.MergedResourceConfig = apiextensionsapiserver.DefaultAPIResourceConfigSource()
 	c.extensions = &apiextensionsapiserver.Config{
 		GenericConfig: &extGeneric,
 		ExtraConfig: apiextensionsapiserver.ExtraConfig{
-			CRDRESTOptionsGetter: storage.RESTOptionsGetter{Datastore: ds, SpaceScoped: true, WatchCache: o.WatchCache, Codec: customResourceCodec,
+			CRDRESTOptionsGetter: storage.RESTOptionsGetter{Datastore: c.Datastore, SpaceScoped: true, WatchCache: c.Options.WatchCache, Codec: customResourceCodec,
 				// Everyone lists the Spaces they may see.
 				Decorators: map[schema.GroupResource]func(apiserverstorage.Interface) apiserverstorage.Interface{
 					tenancyv1alpha1.Resource("spaces"): func(s apiserverstorage.Interface) apiserverstorage.Interface {
-						return spaces.FilterVisible(s, users.VisibleSpaces)
+						return spaces.FilterVisible(s, c.users.VisibleSpaces)
 					}}},
 			MasterCount:         1,
 			ServiceResolver:     webhook.NewDefaultServiceResolver(),
 			AuthResolverWrapper: webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, core.LoopbackClientConfig, nil),
 		},
 	}
-	logger.V(2).Info("configured server", "dataDir", o.DataDir, "advertiseAddress", o.AdvertiseAddress, "port", o.Port)
-	return c, nil
 }
 
 // servingHosts are the names the serving certificate covers.

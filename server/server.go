@@ -73,8 +73,38 @@ func (c *Config) AdminKubeconfigPath() string {
 }
 
 // New builds the API servers: the core server for built-in kinds, with the
-// apiextensions server behind it for CRDs and custom resources.
+// apiextensions server behind it for CRDs and custom resources; then what
+// the server serves besides the APIs (the syncers' endpoints, the tunnels,
+// the dashboard) and its start-up and shutdown hooks.
 func (c *Config) New(ctx context.Context) (*Server, error) {
+	s := &Server{cfg: c}
+	if err := s.newAPIServers(); err != nil {
+		return nil, err
+	}
+	s.core.Handler.NonGoRestfulMux.Handle(jointoken.CACertsPath, auth.CACertsHandler(c.CA.PEM))
+	s.core.Handler.NonGoRestfulMux.Handle(jointoken.SyncerInfoPath, auth.SyncerInfoHandler(c.syncers.SyncTargets))
+	if err := s.serveTunnels(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.serveDashboard(ctx); err != nil {
+		return nil, err
+	}
+	if addr := c.Options.HTTPAddress; addr != "" {
+		var err error
+		if s.plain, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("--http-address: %w", err)
+		}
+	}
+	if err := s.addHooks(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// newAPIServers makes the apiextensions server and the core server in
+// front of it, and installs the built-in API groups.
+func (s *Server) newAPIServers() error {
+	c := s.cfg
 	// The dashboard's event streams stay open: no request timeout for them.
 	longRunning := c.core.LongRunningFunc
 	c.core.LongRunningFunc = func(r *http.Request, ri *request.RequestInfo) bool {
@@ -82,7 +112,7 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 	}
 	ext, err := c.extensions.Complete().New(genericapiserver.NewEmptyDelegate())
 	if err != nil {
-		return nil, fmt.Errorf("creating apiextensions server: %w", err)
+		return fmt.Errorf("creating apiextensions server: %w", err)
 	}
 	completed := c.core.Complete()
 	// Complete put the loopback client's token in front of our
@@ -93,16 +123,16 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 	completed.Authentication.Authenticator = provenance.Authenticated(completed.Authentication.Authenticator)
 	core, err := completed.New("kubestellar", ext.GenericAPIServer)
 	if err != nil {
-		return nil, fmt.Errorf("creating API server: %w", err)
+		return fmt.Errorf("creating API server: %w", err)
 	}
 	// Destroy runs after the last request: stop every watch cache at once
 	// before the API groups destroy their storages one by one.
 	core.RegisterDestroyFunc(c.Datastore.StopCaches)
 	if err := core.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, c.legacy); err != nil {
-		return nil, fmt.Errorf("installing core API: %w", err)
+		return fmt.Errorf("installing core API: %w", err)
 	}
 	if err := core.InstallAPIGroups(c.groups...); err != nil {
-		return nil, fmt.Errorf("installing API groups: %w", err)
+		return fmt.Errorf("installing API groups: %w", err)
 	}
 	// Without kube-aggregator in front, only the core server's /openapi is
 	// reachable. Mount the apiextensions group's routes there too, so the
@@ -112,42 +142,57 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 			core.Handler.GoRestfulContainer.Add(ws)
 		}
 	}
-	core.Handler.NonGoRestfulMux.Handle(jointoken.CACertsPath, auth.CACertsHandler(c.CA.PEM))
-	core.Handler.NonGoRestfulMux.Handle(jointoken.SyncerInfoPath, auth.SyncerInfoHandler(c.syncers.SyncTargets))
-	// The tunnels outlive ctx: the pre-shutdown hook below ends them, once
-	// their SyncTargets say so.
-	tunnels := tunnel.NewServer(context.WithoutCancel(ctx), tunnelOwner, c.tunnelConditions.changed, c.syncers.SyncTargets.UIDOf)
+	s.core, s.ext = core, ext
+	return nil
+}
+
+// serveTunnels serves the syncers' reverse tunnels and the edge proxy
+// through them; with several servers, a request for a tunnel another
+// server holds goes to that server.
+func (s *Server) serveTunnels(ctx context.Context) error {
+	c := s.cfg
+	// The tunnels outlive ctx: the pre-shutdown hook ends them, once their
+	// SyncTargets say so.
+	s.tunnels = tunnel.NewServer(context.WithoutCancel(ctx), tunnelOwner, c.tunnelConditions.changed, c.syncers.SyncTargets.UIDOf)
 	if c.Options.DatastoreEndpoint != "" {
-		// Other servers of the cluster may hold the tunnel asked for.
-		clients := &spaceClients{base: core.LoopbackClientConfig}
+		clients := &spaceClients{base: s.core.LoopbackClientConfig}
 		peers, err := tunnel.NewPeers(c.Options.SelfURL(), c.CA.PEM, c.AdminToken, clients.tunnelServer)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		tunnels.SetPeers(peers)
+		s.tunnels.SetPeers(peers)
 	}
-	core.Handler.NonGoRestfulMux.Handle(tunnel.Path, tunnels)
-	core.Handler.NonGoRestfulMux.HandlePrefix(tunnel.EdgesPrefix, tunnels.EdgeProxy())
-	// The dashboard (dashboard): auth lets /dashboard/ through
-	// without a token; the handler checks its own sessions.
-	dashStore := dashboard.NewStore()
-	dashStore.ReadInProcess(c.copies)
-	dash, err := dashboard.NewHandler(ctx, dashboard.Options{Store: dashStore, Sessions: dashboard.NewSessions(time.Now),
-		Authorizer: c.core.Authorization.Authorizer, Loopback: core.LoopbackClientConfig, VisibleSpaces: c.users.VisibleSpaces})
+	s.core.Handler.NonGoRestfulMux.Handle(tunnel.Path, s.tunnels)
+	s.core.Handler.NonGoRestfulMux.HandlePrefix(tunnel.EdgesPrefix, s.tunnels.EdgeProxy())
+	return nil
+}
+
+// serveDashboard serves the dashboard: auth lets /dashboard/ through
+// without a token; the handler checks its own sessions.
+func (s *Server) serveDashboard(ctx context.Context) error {
+	c := s.cfg
+	store := dashboard.NewStore()
+	store.ReadInProcess(c.copies)
+	dash, err := dashboard.NewHandler(ctx, dashboard.Options{Store: store, Sessions: dashboard.NewSessions(time.Now),
+		Authorizer: c.core.Authorization.Authorizer, Loopback: s.core.LoopbackClientConfig, VisibleSpaces: c.users.VisibleSpaces})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	core.Handler.NonGoRestfulMux.Handle(dashboard.Path, dash)
-	core.Handler.NonGoRestfulMux.HandlePrefix(dashboard.Path+"/", dash)
-	if err := core.AddPostStartHook("kubestellar-dashboard", func(hookCtx genericapiserver.PostStartHookContext) error {
-		return dashStore.Start(hookCtx.Context, hookCtx.LoopbackClientConfig, 5*time.Second)
-	}); err != nil {
-		return nil, err
-	}
+	s.core.Handler.NonGoRestfulMux.Handle(dashboard.Path, dash)
+	s.core.Handler.NonGoRestfulMux.HandlePrefix(dashboard.Path+"/", dash)
+	return s.core.AddPostStartHook("kubestellar-dashboard", func(hookCtx genericapiserver.PostStartHookContext) error {
+		return store.Start(hookCtx.Context, hookCtx.LoopbackClientConfig, 5*time.Second)
+	})
+}
+
+// addHooks adds what runs as the server starts, before it says it is
+// ready, and as it shuts down.
+func (s *Server) addHooks(ctx context.Context) error {
+	c, core := s.cfg, s.core
 	// Ready once every watch cache has its first list, as kube-apiserver
 	// (its storage-readiness hook); until then a cache answers 429.
 	if err := core.AddPostStartHook("storage-readiness", core.StorageReadinessHook.Hook); err != nil {
-		return nil, err
+		return err
 	}
 	// The APF configuration in the root space, before the server is ready.
 	if err := core.AddPostStartHook("kubestellar-priority-and-fairness", func(hookCtx genericapiserver.PostStartHookContext) error {
@@ -157,69 +202,66 @@ func (c *Config) New(ctx context.Context) (*Server, error) {
 		}
 		return err
 	}); err != nil {
-		return nil, err
-	}
-	s := &Server{cfg: c, core: core, ext: ext, tunnels: tunnels}
-	if addr := c.Options.HTTPAddress; addr != "" {
-		if s.plain, err = net.Listen("tcp", addr); err != nil {
-			return nil, fmt.Errorf("--http-address: %w", err)
-		}
+		return err
 	}
 	// Say the tunnels are closing while the API still serves, then close
 	// them: SyncTargets show the outage, and a syncer that does not come
 	// back stays shown so. No tunnel opens meanwhile (Drain).
 	if err := core.AddPreShutdownHook("kubestellar-tunnels", func() error {
-		defer tunnels.Close()
-		return c.tunnelConditions.closing(tunnels.Drain())
+		defer s.tunnels.Close()
+		return c.tunnelConditions.closing(s.tunnels.Drain())
 	}); err != nil {
-		return nil, err
+		return err
 	}
-	if err := core.AddPostStartHook("kubestellar-spaces", func(hookCtx genericapiserver.PostStartHookContext) error {
+	return core.AddPostStartHook("kubestellar-spaces", func(hookCtx genericapiserver.PostStartHookContext) error {
 		// A failed hook ends the process (klog.Fatal); one interrupted by
 		// shutdown has not failed.
-		interrupted := func(err error) error {
-			if err != nil && hookCtx.Context.Err() != nil {
-				klog.FromContext(ctx).Info("server stopped before it was ready", "err", err)
-				return nil
-			}
-			return err
+		err := s.startUp(ctx, hookCtx)
+		if err != nil && hookCtx.Context.Err() != nil {
+			klog.FromContext(ctx).Info("server stopped before it was ready", "err", err)
+			return nil
 		}
-		logger := klog.FromContext(ctx)
-		began := time.Now()
-		// The space machinery watches Spaces, a CRD of ours: install first.
-		if err := s.installCRDs(hookCtx); err != nil {
-			return interrupted(err)
-		}
-		logger.V(1).Info("start-up: kubestellar's CRDs served", "took", time.Since(began))
-		// The caches behind syncer tokens, SyncerConfigs and RBAC need
-		// kubestellar's CRDs served, and nothing else. Syncer tokens come
-		// first, on their own: after a restart every syncer is knocking,
-		// and its tunnel comes back as soon as its token is known, while
-		// the spaces and the controllers start. The other caches fill
-		// beside those.
-		if err := c.syncers.Start(hookCtx.Context, hookCtx.LoopbackClientConfig); err != nil {
-			return interrupted(err)
-		}
-		logger.V(1).Info("start-up: syncer tokens served", "took", time.Since(began))
-		caches := []func(context.Context, *rest.Config) error{c.syncerConfigs.start, c.rbac.Start}
-		started := make(chan error, len(caches))
-		for _, start := range caches {
-			go func() { started <- start(hookCtx.Context, hookCtx.LoopbackClientConfig) }()
-		}
-		if err := s.startSpaces(hookCtx); err != nil {
-			return interrupted(err)
-		}
-		logger.V(1).Info("start-up: spaces and control loops started", "took", time.Since(began))
-		var errs []error
-		for range caches {
-			errs = append(errs, <-started)
-		}
-		logger.V(1).Info("start-up: caches synced", "took", time.Since(began))
-		return interrupted(errors.Join(errs...))
-	}); err != nil {
-		return nil, err
+		return err
+	})
+}
+
+// startUp starts, in order, what the server needs before it is ready:
+// kubestellar's CRDs, the caches behind syncer tokens, SyncerConfigs and
+// RBAC, and the spaces with their control loops.
+func (s *Server) startUp(ctx context.Context, hookCtx genericapiserver.PostStartHookContext) error {
+	c := s.cfg
+	logger := klog.FromContext(ctx)
+	began := time.Now()
+	// The space machinery watches Spaces, a CRD of ours: install first.
+	if err := s.installCRDs(hookCtx); err != nil {
+		return err
 	}
-	return s, nil
+	logger.V(1).Info("start-up: kubestellar's CRDs served", "took", time.Since(began))
+	// The caches behind syncer tokens, SyncerConfigs and RBAC need
+	// kubestellar's CRDs served, and nothing else. Syncer tokens come
+	// first, on their own: after a restart every syncer is knocking, and
+	// its tunnel comes back as soon as its token is known, while the
+	// spaces and the controllers start. The other caches fill beside
+	// those.
+	if err := c.syncers.Start(hookCtx.Context, hookCtx.LoopbackClientConfig); err != nil {
+		return err
+	}
+	logger.V(1).Info("start-up: syncer tokens served", "took", time.Since(began))
+	caches := []func(context.Context, *rest.Config) error{c.syncerConfigs.start, c.rbac.Start}
+	started := make(chan error, len(caches))
+	for _, start := range caches {
+		go func() { started <- start(hookCtx.Context, hookCtx.LoopbackClientConfig) }()
+	}
+	if err := s.startSpaces(hookCtx); err != nil {
+		return err
+	}
+	logger.V(1).Info("start-up: spaces and control loops started", "took", time.Since(began))
+	var errs []error
+	for range caches {
+		errs = append(errs, <-started)
+	}
+	logger.V(1).Info("start-up: caches synced", "took", time.Since(began))
+	return errors.Join(errs...)
 }
 
 // Run serves until ctx is done, then shuts down: the API server first, the
