@@ -28,8 +28,8 @@ import (
 // /openapi/v3 and each group version's under it) as kube-apiserver does,
 // but builds each the first time a client asks for it, where the generic
 // server builds them all as it starts (PrepareRun) and keeps them. Built,
-// the documents of the built-in kinds are 17 MB of the live heap, a tenth
-// of an idle server's; most clients never ask for them (kubectl reads
+// the documents of the built-in kinds are a sizeable part of an idle
+// server's live heap; most clients never ask for them (kubectl reads
 // OpenAPI for explain, and for apply of custom resources; discovery is
 // enough for the rest), and the heap grows to twice what is live before a
 // collection. Once built, a document is kept, as before.
@@ -65,7 +65,7 @@ func installLazyOpenAPI(s *genericapiserver.GenericAPIServer, v2 *common.Config,
 		return err
 	}
 	s.StaticOpenAPISpec, s.OpenAPIVersionedService, s.OpenAPIV3VersionedService = o.static, o.v2Service, o.v3Service
-	// The definitions the v3 config holds (4 MB) were for the API groups'
+	// The definitions the v3 config holds (megabytes) were for the API groups'
 	// installs (server-side apply's type converter), done by now; the
 	// builds above make their own.
 	v3.Definitions = nil

@@ -68,7 +68,8 @@ const SpacesPerUserFlag = "--spaces-per-user"
 
 // DefaultSpacesPerUser is SpacesPerUser's default: a team's spaces (its
 // workload descriptions, inventories, experiments), while 1,000 users at
-// the bound stay within what one server holds (about 72 KiB a space).
+// the bound stay within what one server holds (make bench's tenants
+// section measures the memory a space costs).
 const DefaultSpacesPerUser = 20
 
 // DefaultMailboxObjectLimit is MailboxObjectLimit's default: room for an

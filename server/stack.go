@@ -17,9 +17,10 @@ import (
 // every goroutine's, which the server's many small idle ones (watches,
 // informers) keep small, and doubles it as the request goes deeper: every
 // doubling copies the whole stack, frame by frame, and the deeper the stack
-// the dearer the copy. At 32 clients creating ConfigMaps this was 13 % of
-// the server's CPU, most of it in the timeout filter's goroutine, which
-// runs the filters, the handler and the encoding of the response.
+// the dearer the copy. Under many clients creating ConfigMaps this was a
+// large share of the server's CPU, most of it in the timeout filter's
+// goroutine, which runs the filters, the handler and the encoding of the
+// response.
 //
 // reserveStack grows the calling goroutine's stack in one step, to fit
 // requestStack more bytes, where the stack is still shallow: as the

@@ -9,7 +9,7 @@
 // server. Go runs the init functions of every package linked in before
 // main, so a syncer starts by touching the code and read-only data of the
 // whole server (API server, kine and its datastore drivers, the
-// controllers): about 50 MiB of the executable's pages, which then count
+// controllers): tens of MiB of the executable's pages, which then count
 // in its resident set (VmRSS, RssFile) for as long as it runs, although it
 // never uses them again.
 //
@@ -23,13 +23,12 @@
 // folios (Linux 6.x on ext4, xfs, btrfs): the readahead that served the
 // start-up faults cached the executable in folios of up to 2 MiB, and a
 // fault maps the folio it lands in whole, so that a process touching one
-// function maps the megabyte around it (measured: 129 one-byte touches 1
-// MiB apart map 100 MiB). So Release, asked to read on demand, also
+// function maps the megabyte around it. So Release, asked to read on demand, also
 // marks the mappings as read at random (MADV_RANDOM: a fault reads its
 // own page, no readahead) and asks the kernel to drop the executable's
 // cached pages that no process maps (POSIX_FADV_DONTNEED). The pages the
-// process uses again are then read back one by one (the same 129 touches
-// map 516 KiB), and it maps what it uses. Pages another process maps (a
+// process uses again are then read back one by one, and it maps what it
+// uses. Pages another process maps (a
 // server run from the same file on the same machine) stay cached, and
 // this process maps them as they are. The price is a read from disk, of
 // one page, the first time each page is used again: done once a process

@@ -67,8 +67,8 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return nil
 	}
 	// From the watch cache first, as kube-apiserver's NamespaceLifecycle
-	// reads an informer: a read of the datastore cost every create in a
-	// namespace 7 % of the server's CPU. A namespace the cache has not
+	// reads an informer: a read of the datastore was a noticeable share of
+	// the server's CPU under creates in a namespace. A namespace the cache has not
 	// seen yet (made a moment ago) is looked up in the datastore, and so
 	// is one the cache says is active but was deleted a moment ago: the
 	// cache may not have its Terminating phase yet, and content created in

@@ -20,8 +20,8 @@ import (
 // finds those rows with a subquery that groups the whole range by key,
 // which SQLite materializes, and then sorts by key, so that a page of a
 // range (a LIMIT) costs as much as the rest of the range from its start:
-// reading the 1,000,000 copies of 10,000 mailboxes, 500 at a time, took
-// 5–6 s a page, and a restart's lists never ended. The queries below
+// paging through a million copies took seconds a page, and a restart's
+// lists never ended. The queries below
 // walk the range in key order on kine's (name, prev_revision) index and
 // keep a row when no newer one of its key is at or below the revision (a
 // correlated lookup on the (name) index), so that SQLite stops at the
@@ -102,11 +102,11 @@ func (d *sqliteDialect) query(ctx context.Context, text string, name string, lim
 // ckv, fkv) to read them as scalar subqueries beside the rows instead,
 // which answers the same rows in the same order. SQLite runs the join's
 // form in time that grows with the table: kine's poll for new events,
-// made after every write, took 0.7 ms on a table of 20,000 rows against
-// 0.03 ms rewritten, and was a quarter of the server's CPU while one
-// client created ConfigMaps (make bench's one-client creates/s fell by a
-// fifth with kine v0.17, which brought this form). A query of another
-// shape is returned as it is.
+// made after every write, costs an order of magnitude more than
+// rewritten on a table of tens of thousands of rows, and took a large
+// share of the server's CPU while one client created ConfigMaps (make
+// bench's one-client creates/s fell with kine v0.17, which brought this
+// form). A query of another shape is returned as it is.
 func scalarRevisions(q *query.Named) *query.Named {
 	current, compact := query.Strip(kinegeneric.CurrentRevSQL), query.Strip(kinegeneric.CompactRevSQL)
 	join := fmt.Sprintf("ckv AS (SELECT * FROM (%s) AS current_rev, (%s) AS compact_rev),", current, compact)

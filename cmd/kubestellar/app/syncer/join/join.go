@@ -75,10 +75,8 @@ func runE(ctx context.Context, o *syncer.Options, getenv func(string) string, st
 	releasePages(ctx, "start", false)
 	// The syncer is an agent beside the edge's workloads, idle most of
 	// the time: a heap that grows to 1.4 times what is live rather than
-	// twice costs little CPU (make bench, 400 objects synced: RssAnon at
-	// rest 30 MiB with GOGC 100, 24.0-25.1 with 50, 22.9-23.4 with 40 on
-	// Kubernetes 1.37's libraries, whose package inits keep more). $GOGC,
-	// when set, decides.
+	// twice costs little CPU and keeps its resident memory down (make
+	// bench's syncer idle RSS row). $GOGC, when set, decides.
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(40)
 	}
