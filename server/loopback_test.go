@@ -56,14 +56,17 @@ func TestLoopbackConnectionsCloseWithTheListener(t *testing.T) {
 	require.NoError(t, resp.Body.Close())
 	require.EqualValues(t, 1, open.Load())
 
-	// Idle and open, as long as the listener is.
-	time.Sleep(100 * time.Millisecond)
+	// Idle and open, as long as the listener is: the next request goes on
+	// the same connection.
+	req, err = http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+"/readyz", nil)
+	require.NoError(t, err)
+	resp, err = client.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.EqualValues(t, 1, open.Load(), "the idle connection was not kept")
 	require.Zero(t, closed.Load(), "the idle connection closed before the listener did")
 
 	require.NoError(t, wrapped.Close())
-	deadline := time.Now().Add(10 * time.Second)
-	for closed.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	require.EqualValues(t, 1, closed.Load(), "the client did not drop its idle connection")
+	require.Eventually(t, func() bool { return closed.Load() == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the client did not drop its idle connection")
 }

@@ -211,6 +211,9 @@ type listingStorage struct {
 	err    error
 	mu     sync.Mutex
 	ready  error
+	// askedEarly, when set, is closed at the first readiness check that
+	// answers not ready.
+	askedEarly chan struct{}
 }
 
 func (s *listingStorage) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
@@ -227,6 +230,10 @@ func (s *listingStorage) GetList(ctx context.Context, key string, opts storage.L
 func (s *listingStorage) ReadinessCheck() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.ready != nil && s.askedEarly != nil {
+		close(s.askedEarly)
+		s.askedEarly = nil
+	}
 	return s.ready
 }
 
@@ -307,9 +314,11 @@ func TestWildcardListsFromAWholeCache(t *testing.T) {
 	})
 	t.Run("cache filling", func(t *testing.T) {
 		source := CacheSource(&recordingStorage{}, newFunc)
-		cache := &listingStorage{recordingStorage: recordingStorage{listed: inCache}, ready: errors.New("initializing")}
+		askedEarly := make(chan struct{})
+		cache := &listingStorage{recordingStorage: recordingStorage{listed: inCache}, ready: errors.New("initializing"), askedEarly: askedEarly}
+		// The cache is ready once the list has found it not ready.
 		go func() {
-			time.Sleep(50 * time.Millisecond)
+			<-askedEarly
 			cache.readyNow()
 		}()
 		got, raw := list(t, cache, source)

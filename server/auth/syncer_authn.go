@@ -49,6 +49,9 @@ type SyncerTokens struct {
 	syncTargets SyncTargetUIDs
 	// now is the clock expirations are checked against.
 	now func() time.Time
+	// waiting, when set (by tests), is called as a token starts waiting
+	// for the cache.
+	waiting func()
 }
 
 // SyncTargetUIDs tells the UID of the SyncTarget of a name there is now.
@@ -98,6 +101,9 @@ func (t *SyncerTokens) lister(ctx context.Context) *secretLister {
 	}
 	timer := time.NewTimer(t.loadWait)
 	defer timer.Stop()
+	if t.waiting != nil {
+		t.waiting()
+	}
 	select {
 	case <-t.loaded:
 	case <-timer.C:

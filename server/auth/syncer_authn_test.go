@@ -23,13 +23,28 @@ import (
 type fakeUIDs struct {
 	mu   sync.Mutex
 	uids map[string]types.UID
+	// missed, when set, is closed at the first look-up of a SyncTarget
+	// the cache does not have.
+	missed chan struct{}
 }
 
 func (f *fakeUIDs) UIDOf(inv, name string) (types.UID, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	uid, ok := f.uids[inv+"/"+name]
+	if !ok && f.missed != nil {
+		close(f.missed)
+		f.missed = nil
+	}
 	return uid, ok
+}
+
+// missNext returns a channel closed at the next look-up that misses.
+func (f *fakeUIDs) missNext() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.missed = make(chan struct{})
+	return f.missed
 }
 
 func (f *fakeUIDs) set(ref string, uid types.UID) {
@@ -132,10 +147,13 @@ func TestSyncerTokenBinding(t *testing.T) {
 	t.Run("a new token waits a moment for the SyncTarget cache", func(t *testing.T) {
 		fresh := tokenFixture(t, indexer, "eeeeee", "inv1/edge5", "")
 		setSecret(t, indexer, "eeeeee", func(s *corev1.Secret) { s.CreationTimestamp = metav1.NewTime(testNow.Add(-time.Second)) })
+		// The cache is late: the SyncTarget shows only once the token has
+		// looked for it and not found it.
+		missed := uids.missNext()
 		added := make(chan struct{})
 		go func() {
 			defer close(added)
-			time.Sleep(50 * time.Millisecond) // the cache is late
+			<-missed
 			uids.set("inv1/edge5", fixtureUID("inv1", "edge5"))
 		}()
 		_, ok, err := tokens.AuthenticateToken(t.Context(), fresh.String())

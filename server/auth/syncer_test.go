@@ -125,10 +125,12 @@ func TestSyncerTokens(t *testing.T) {
 	})
 	t.Run("the cache set while the token waits", func(t *testing.T) {
 		waiting := NewSyncerTokens(testCA, fixtureUIDs("inv1/edge1", "inv1/edge2"))
-		go func() {
-			time.Sleep(50 * time.Millisecond)
-			waiting.SetSecrets(corelisters.NewSecretLister(indexer).Secrets(TokenNamespace))
-		}()
+		// The cache is set once the token waits for it, which wakes the
+		// token: it would wait an hour (and the test time out) otherwise.
+		waiting.loadWait = time.Hour
+		waiting.waiting = func() {
+			go waiting.SetSecrets(corelisters.NewSecretLister(indexer).Secrets(TokenNamespace))
+		}
 		resp, ok, err := waiting.AuthenticateToken(context.Background(), valid.String())
 		require.NoError(t, err)
 		require.True(t, ok)
