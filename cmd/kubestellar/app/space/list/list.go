@@ -7,7 +7,7 @@ package list
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,14 +15,17 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/clientconfig"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/output"
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 )
 
 type options struct {
 	client clientconfig.Options
+	output output.Options
 }
 
 // NewCommand returns the command.
@@ -32,14 +35,26 @@ func NewCommand(streams iostreams.IOStreams) *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the spaces of the server",
-		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return runE(cmd.Context(), o, streams) },
+		Long: `List the spaces you may use: the root space, then every Space object.
+
+-o json, yaml and name print the Space objects (the root space is none);
+-o wide adds each space's owner (the user who created it, none for an
+admin's) and the inventories a WDS may place on.`,
+		Example: `  kubestellar space list
+  kubestellar space list -o wide --no-headers
+  kubestellar space list -o name`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runE(cmd.Context(), o, streams) },
 	}
 	o.client.AddFlags(cmd.Flags())
+	o.output.AddFlags(cmd.Flags())
 	return cmd
 }
 
 func runE(ctx context.Context, o *options, streams iostreams.IOStreams) error {
+	if err := o.output.Validate(); err != nil {
+		return err
+	}
 	loaded, err := o.client.Load()
 	if err != nil {
 		return err
@@ -52,14 +67,23 @@ func runE(ctx context.Context, o *options, streams iostreams.IOStreams) error {
 	if err != nil {
 		return fmt.Errorf("listing spaces: %w", err)
 	}
-	w := tabwriter.NewWriter(streams.Out, 0, 8, 3, ' ', 0)
-	fmt.Fprintln(w, "NAME\tTYPE\tPHASE\tURL\tAGE")
-	fmt.Fprintf(w, "%s\t\t%s\t%s\t\n", spaces.Root, "Ready", loaded.BaseURL)
+	columns := []output.Column{{Name: "NAME"}, {Name: "TYPE"}, {Name: "PHASE"}, {Name: "URL"}, {Name: "AGE"},
+		{Name: "OWNER", Wide: true}, {Name: "INVENTORIES", Wide: true}}
+	// As kubectl's wide columns: <none> for nothing.
+	none := func(s string) string {
+		if s == "" {
+			return "<none>"
+		}
+		return s
+	}
+	rows := [][]string{{spaces.Root, "", "Ready", loaded.BaseURL, "", "<none>", "<none>"}}
 	for _, item := range list.Items {
 		phase, _, _ := unstructured.NestedString(item.Object, "status", "phase")
 		spaceType, _, _ := unstructured.NestedString(item.Object, "spec", "type")
+		inventories, _, _ := unstructured.NestedStringSlice(item.Object, "spec", "inventorySpaces")
 		age := duration.HumanDuration(time.Since(item.GetCreationTimestamp().Time))
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", item.GetName(), spaceType, phase, loaded.BaseURL+spaces.URLPath(item.GetName()), age)
+		rows = append(rows, []string{item.GetName(), spaceType, string(phase), loaded.BaseURL + spaces.URLPath(item.GetName()), age,
+			none(item.GetAnnotations()[tenancyv1alpha1.SpaceOwnerAnnotation]), none(strings.Join(inventories, ","))})
 	}
-	return w.Flush()
+	return o.output.Print(streams.Out, list, columns, rows)
 }
