@@ -20,7 +20,9 @@ import (
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/dashboard"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/kubeconfig"
+	serverbackup "github.com/kubestellar/kubestellar/cmd/kubestellar/app/server/backup"
 	serverinstall "github.com/kubestellar/kubestellar/cmd/kubestellar/app/server/install"
+	serverrestore "github.com/kubestellar/kubestellar/cmd/kubestellar/app/server/restore"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/server/start"
 	serveruninstall "github.com/kubestellar/kubestellar/cmd/kubestellar/app/server/uninstall"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/space/create"
@@ -77,7 +79,8 @@ func NewCommand(streams IOStreams) *cobra.Command {
 	cmd.PersistentFlags().AddGoFlag(klogFlags.Lookup("v"))
 
 	server := &cobra.Command{Use: "server", Short: "Run and manage the kubestellar server"}
-	server.AddCommand(start.NewCommand(streams), serverinstall.NewCommand(streams), serveruninstall.NewCommand(streams))
+	server.AddCommand(start.NewCommand(streams), serverinstall.NewCommand(streams), serveruninstall.NewCommand(streams),
+		serverbackup.NewCommand(streams), serverrestore.NewCommand(streams))
 	space := &cobra.Command{Use: "space", Short: "Create, list and delete spaces (logical clusters)"}
 	space.AddCommand(create.NewCommand(streams), list.NewCommand(streams), spacedelete.NewCommand(streams))
 	syncer := &cobra.Command{Use: "syncer", Short: "Run the edge syncer, or install it as a service"}
