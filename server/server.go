@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	"github.com/kubestellar/kubestellar/apis/crds"
@@ -397,8 +398,12 @@ func (s *Server) installCRDs(hookCtx genericapiserver.PostStartHookContext) erro
 			_, lastErr = dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
 			if lastErr != nil && time.Since(said) > 10*time.Second {
 				said = time.Now()
+				conditions := crdConditions(crdClient, want.Name)
 				klog.FromContext(ctx).Info("start-up: waiting for a CRD of kubestellar to be served", "resource", gvr.String(),
-					"waited", time.Since(began).Round(time.Second), "lastAnswer", lastErr.Error(), "crd", crdConditions(crdClient, want.Name))
+					"waited", time.Since(began).Round(time.Second), "lastAnswer", lastErr.Error(), "crd", conditions)
+				if conditions == noConditions {
+					nudgeCRD(ctx, crdClient, want.Name)
+				}
 			}
 			return lastErr == nil, nil
 		})
@@ -408,6 +413,42 @@ func (s *Server) installCRDs(hookCtx genericapiserver.PostStartHookContext) erro
 	}
 	return nil
 }
+
+// noConditions is crdConditions' answer for a CRD no controller has
+// looked at.
+const noConditions = "no conditions yet"
+
+// nudgeCRD writes a CRD again, with the time in an annotation, so that the
+// CRD controllers get an event for it. On PostgreSQL and MySQL, a CRD
+// created while their informers listed can be missed for good: kine
+// answers a list with the highest revision written (MAX(id)) while a
+// lower one, allocated first, is still being committed, and the watch
+// from that revision never sends it (k3s-io/kine#676). Seen at start-up
+// on a fresh PostgreSQL: the CRD stored, with no condition after a minute.
+func nudgeCRD(ctx context.Context, client apiextensionsv1client.CustomResourceDefinitionInterface, name string) {
+	logger := klog.FromContext(ctx)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd, err := client.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if crd.Annotations == nil {
+			crd.Annotations = map[string]string{}
+		}
+		crd.Annotations[nudgedAnnotation] = time.Now().UTC().Format(time.RFC3339Nano)
+		_, err = client.Update(ctx, crd, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		logger.Info("start-up: could not write the CRD again", "crd", name, "err", err.Error())
+		return
+	}
+	logger.Info("start-up: wrote a CRD of kubestellar again, which no CRD controller had seen (a list that missed its create)", "crd", name)
+}
+
+// nudgedAnnotation on a CRD of kubestellar says when start-up last wrote
+// it again for its controllers to see it (nudgeCRD).
+const nudgedAnnotation = "kubestellar.io/start-up-rewritten"
 
 // crdConditions describes a CRD's conditions as stored, for an error
 // message.
@@ -423,7 +464,7 @@ func crdConditions(client apiextensionsv1client.CustomResourceDefinitionInterfac
 		out = append(out, fmt.Sprintf("%s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message))
 	}
 	if len(out) == 0 {
-		return "no conditions yet"
+		return noConditions
 	}
 	return strings.Join(out, ", ")
 }
