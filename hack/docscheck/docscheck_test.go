@@ -5,15 +5,13 @@ package main
 
 import (
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app"
+	"github.com/kubestellar/kubestellar/hack/internal/scratch"
 )
 
 func cli() *cobra.Command {
@@ -65,22 +63,8 @@ func TestSlugAndAnchors(t *testing.T) {
 // TestRunInARepository plants a broken link, a missing anchor and a wrong
 // command in a git repository of its own and checks each is named.
 func TestRunInARepository(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("needs git")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("git", "-C", dir, "init", "-q").CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v\n%s", err, out)
-	}
-	write := func(name, content string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	repo := scratch.NewGit(t)
+	dir, write := repo.Dir, repo.Write
 	write("docs/guide.md", "# Guide\n\n## Start here\n")
 	write("README.md", strings.Join([]string{
 		"# Readme",

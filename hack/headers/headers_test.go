@@ -5,10 +5,11 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/kubestellar/kubestellar/hack/internal/scratch"
 )
 
 func TestHasHeader(t *testing.T) {
@@ -36,22 +37,8 @@ func TestHasHeader(t *testing.T) {
 // TestRunInARepository plants a file without a header in a git repository
 // of its own, checks that it is named, fixed and then passes.
 func TestRunInARepository(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("needs git")
-	}
-	dir := t.TempDir()
-	if out, err := exec.Command("git", "-C", dir, "init", "-q").CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v\n%s", err, out)
-	}
-	write := func(name, content string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	repo := scratch.NewGit(t)
+	dir, write := repo.Dir, repo.Write
 	write("good.go", Header+"\npackage x\n")
 	write("sub/bad.go", "//go:build linux\n\npackage x\n")
 	write(".gitignore", "ignored.go\n")

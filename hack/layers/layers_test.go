@@ -4,10 +4,10 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kubestellar/kubestellar/hack/internal/scratch"
 )
 
 const mod = "example.com/m"
@@ -77,17 +77,8 @@ func TestRunOnAModule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
-	dir := t.TempDir()
-	write := func(path, content string) {
-		t.Helper()
-		p := filepath.Join(dir, path)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tree := scratch.New(t)
+	dir, write := tree.Dir, tree.Write
 	write("go.mod", "module "+mod+"\n\ngo 1.22\n")
 	write("server/server.go", "package server\n\nconst Name = \"server\"\n")
 	write("syncer/syncer.go", "package syncer\n\nimport _ \"fmt\"\n")
