@@ -22,12 +22,17 @@ import (
 // backupDB is the database's name in a backup, as in a data directory.
 const backupDB = "db/state.db"
 
+// backupTempPrefix names the directory a backup takes its snapshot in,
+// inside the data directory.
+const backupTempPrefix = ".backup-"
+
 // skipInBackup are what a data directory holds that a backup leaves out:
-// the live database (a snapshot of it goes in instead), the process's
+// the live database (a snapshot of it goes in instead), the snapshots of
+// backups (this one's, or another's running at once), the process's
 // socket and lock, and logs.
 func skipInBackup(rel string, d fs.DirEntry) bool {
 	switch {
-	case rel == "db":
+	case rel == "db", strings.HasPrefix(rel, backupTempPrefix):
 		return true
 	case rel == "kine.sock", rel == "server.lock":
 		return true
@@ -60,7 +65,7 @@ func Backup(ctx context.Context, dataDir string, w io.Writer) (BackupSummary, er
 		}
 		return sum, err
 	}
-	tmp, err := os.MkdirTemp(dataDir, ".backup-")
+	tmp, err := os.MkdirTemp(dataDir, backupTempPrefix)
 	if err != nil {
 		return sum, fmt.Errorf("a temporary directory in %s for the database's snapshot: %w", dataDir, err)
 	}
@@ -104,7 +109,7 @@ func Backup(ctx context.Context, dataDir string, w io.Writer) (BackupSummary, er
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		if p == tmp || skipInBackup(rel, d) {
+		if skipInBackup(rel, d) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}

@@ -7,6 +7,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"testing"
@@ -110,4 +111,50 @@ func TestBackupWithoutSQLite(t *testing.T) {
 	_, err := Backup(t.Context(), t.TempDir(), &bytes.Buffer{})
 	require.ErrorContains(t, err, "--datastore-endpoint")
 	require.ErrorContains(t, err, "pg_dump")
+}
+
+// TestBackup backs up a data directory holding a SQLite database, logs, a
+// lock and the snapshot of another backup running at once: the archive
+// holds the database and the identity only, and restores.
+func TestBackup(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "db"), 0o700))
+	db, err := sql.Open("sqlite3", filepath.Join(dir, "db", "state.db"))
+	require.NoError(t, err)
+	_, err = db.Exec("CREATE TABLE kine (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO kine (name) VALUES ('/registry/x')")
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	for name, content := range map[string]string{"pki/ca.key": "key", "admin.token": "token", "server-1.log": "log", "server.lock": "",
+		".backup-other/state.db": "another backup's half-written snapshot"} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600))
+	}
+
+	var buf bytes.Buffer
+	sum, err := Backup(t.Context(), dir, &buf)
+	require.NoError(t, err)
+	require.Equal(t, 3, sum.Files)
+	archived := bytes.NewReader(buf.Bytes())
+	gz, err := gzip.NewReader(archived)
+	require.NoError(t, err)
+	tr := tar.NewReader(gz)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		names = append(names, h.Name)
+	}
+	require.ElementsMatch(t, []string{"db/state.db", "pki/", "pki/ca.key", "admin.token"}, names)
+
+	restored := filepath.Join(t.TempDir(), "restored")
+	_, err = Restore(bytes.NewReader(buf.Bytes()), restored)
+	require.NoError(t, err)
+	db, err = sql.Open("sqlite3", filepath.Join(restored, "db", "state.db"))
+	require.NoError(t, err)
+	defer db.Close()
+	var name string
+	require.NoError(t, db.QueryRow("SELECT name FROM kine").Scan(&name))
+	require.Equal(t, "/registry/x", name)
 }
