@@ -588,23 +588,24 @@ func (l *spaceLookup) SpaceType(name string) (string, bool, error) {
 	return l.field(name, "spec", "type")
 }
 
-// OwnedBy counts the cached Spaces whose owner annotation names user.
-func (l *spaceLookup) OwnedBy(user string) (int, error) {
+// OwnedBy returns the names of the cached Spaces whose owner annotation
+// names user.
+func (l *spaceLookup) OwnedBy(user string) ([]string, error) {
 	lister := l.lister.Load()
 	if lister == nil {
-		return 0, errors.New("the server is starting")
+		return nil, errors.New("the server is starting")
 	}
 	all, err := lister.List(labels.Everything())
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n := 0
+	var names []string
 	for _, obj := range all {
 		if m, ok := obj.(metav1.Object); ok && m.GetDeletionTimestamp() == nil && m.GetAnnotations()[tenancyv1alpha1.SpaceOwnerAnnotation] == user {
-			n++
+			names = append(names, m.GetName())
 		}
 	}
-	return n, nil
+	return names, nil
 }
 
 // field returns a string field of a cached Space.

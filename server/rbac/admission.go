@@ -7,6 +7,10 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -100,9 +104,17 @@ type SpacesBound struct {
 	Max int
 	// Flag names the server flag that sets Max, for the error.
 	Flag string
-	// OwnedBy counts the Spaces whose owner annotation names user.
-	OwnedBy func(user string) (int, error)
+	// OwnedBy returns the names of the Spaces whose owner annotation
+	// names user.
+	OwnedBy func(user string) ([]string, error)
+	// recent are the Spaces admitted a moment ago, which OwnedBy's cache
+	// may not show yet.
+	recent *lru.Cache[string, time.Time]
 }
+
+// recentFor is how long an admitted Space is counted for its owner
+// before the cache of Spaces has it.
+const recentFor = 10 * time.Second
 
 var (
 	_ admission.MutationInterface   = &Admission{}
@@ -112,6 +124,7 @@ var (
 // NewAdmission returns the admission for the spaces whose RBAC store
 // holds; authz is the server's authorizer, isSyncer tells syncers.
 func NewAdmission(store *Store, authz authorizer.Authorizer, isSyncer func(user.Info) bool, owned SpacesBound) *Admission {
+	owned.recent, _ = lru.New[string, time.Time](4096)
 	return &Admission{
 		owned:    owned,
 		Handler:  admission.NewHandler(admission.Create, admission.Update, admission.Delete),
@@ -164,7 +177,7 @@ func (p *Admission) Validate(ctx context.Context, a admission.Attributes, _ admi
 			return err
 		}
 		if a.GetOperation() == admission.Create {
-			return p.validateOwned(u)
+			return p.validateOwned(u, a.GetName(), a.IsDryRun())
 		}
 		return p.validateSpace(a)
 	case rolesResource, clusterRolesResource:
@@ -228,19 +241,36 @@ func inventorySpaces(obj runtime.Object) []string {
 }
 
 // validateOwned refuses a Space to a user who owns SpacesBound.Max
-// already. Counted from the cache of Spaces: creates in flight at once
-// may pass it by as many.
-func (p *Admission) validateOwned(u user.Info) error {
+// already: those in the cache of Spaces, and those admitted a moment ago
+// that the cache does not show yet, so that one create after another
+// cannot pass the bound. Creates in flight at once on several servers may
+// pass it by as many.
+func (p *Admission) validateOwned(u user.Info, name string, dryRun bool) error {
 	if p.owned.Max <= 0 || p.owned.OwnedBy == nil || u == nil {
 		return nil
 	}
-	n, err := p.owned.OwnedBy(u.GetName())
+	names, err := p.owned.OwnedBy(u.GetName())
 	if err != nil {
 		return apierrors.NewServiceUnavailable(fmt.Sprintf("counting the spaces of %q: %v", u.GetName(), err))
+	}
+	n := len(names)
+	now := time.Now()
+	prefix := u.GetName() + "\x00"
+	for _, key := range p.owned.recent.Keys() {
+		other, ok := strings.CutPrefix(key, prefix)
+		if admitted, _ := p.owned.recent.Peek(key); !ok || now.Sub(admitted) > recentFor {
+			continue
+		}
+		if !slices.Contains(names, other) {
+			n++
+		}
 	}
 	if n >= p.owned.Max {
 		return apierrors.NewForbidden(spacesResource, "", fmt.Errorf("user %q owns %d spaces, the most a user may (the server's %s %d): delete one, or ask an admin",
 			u.GetName(), n, p.owned.Flag, p.owned.Max))
+	}
+	if !dryRun {
+		p.owned.recent.Add(prefix+name, now)
 	}
 	return nil
 }

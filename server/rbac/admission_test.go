@@ -127,10 +127,10 @@ func TestPlacerRecorded(t *testing.T) {
 // admins are not bounded; a count that cannot be had refuses rather
 // than lets through.
 func TestSpacesPerUser(t *testing.T) {
-	owned := map[string]int{"alice": 2, "bob": 1}
+	owned := map[string][]string{"alice": {"a1", "a2"}, "bob": {"b1"}}
 	var countErr error
 	p := NewAdmission(storeWith(t), NewAuthorizer(storeWith(t), nil), nil, SpacesBound{Max: 2, Flag: "--spaces-per-user",
-		OwnedBy: func(u string) (int, error) { return owned[u], countErr }})
+		OwnedBy: func(u string) ([]string, error) { return owned[u], countErr }})
 	spacesGVR := tenancyv1alpha1.SchemeGroupVersion.WithResource("spaces")
 	create := func(u user.Info) error {
 		ctx := genericapirequest.WithUser(spaces.WithSpace(context.Background(), spaces.Root), u)
@@ -141,11 +141,16 @@ func TestSpacesPerUser(t *testing.T) {
 	require.True(t, apierrors.IsForbidden(err), "%v", err)
 	require.ErrorContains(t, err, `user "alice" owns 2 spaces, the most a user may (the server's --spaces-per-user 2)`)
 	require.NoError(t, create(&user.DefaultInfo{Name: "bob"}))
+	// Before the cache of Spaces shows bob's new one, it counts.
+	err = create(&user.DefaultInfo{Name: "bob"})
+	require.ErrorContains(t, err, `user "bob" owns 2 spaces`, "the space admitted a moment ago counts")
+	owned["bob"] = append(owned["bob"], "another")
+	require.ErrorContains(t, create(&user.DefaultInfo{Name: "bob"}), `user "bob" owns 2 spaces`, "once cached, counted once")
 	require.NoError(t, create(provenance.Vouch(&user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}})), "admins are not bounded")
 	// Claiming the admins' group is not being one.
 	require.Error(t, create(&user.DefaultInfo{Name: "alice", Groups: []string{user.SystemPrivilegedGroup}}))
 	countErr = errors.New("the server is starting")
-	require.True(t, apierrors.IsServiceUnavailable(create(&user.DefaultInfo{Name: "bob"})))
+	require.True(t, apierrors.IsServiceUnavailable(create(&user.DefaultInfo{Name: "carol"})))
 }
 
 // TestInventorySpacesNeedTheInventorysConsent: a WDS that names an
