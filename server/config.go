@@ -57,6 +57,7 @@ import (
 	"github.com/kubestellar/kubestellar/server/builtin"
 	"github.com/kubestellar/kubestellar/server/fairness"
 	"github.com/kubestellar/kubestellar/server/openapi"
+	"github.com/kubestellar/kubestellar/server/quota"
 	"github.com/kubestellar/kubestellar/server/rbac"
 	"github.com/kubestellar/kubestellar/server/satoken"
 	"github.com/kubestellar/kubestellar/server/storage"
@@ -97,7 +98,9 @@ type Config struct {
 	tunnelConditions *tunnelConditions
 	// objects counts what a mailbox holds, for the syncers' quota.
 	objects *objectCounter
-	lock    *dataDirLock
+	// quotas bound what each tenant space holds.
+	quotas *spaceQuotas
+	lock   *dataDirLock
 }
 
 // Close stops the datastore and releases the data directory; Server.Run
@@ -117,6 +120,7 @@ func PKIDir(dataDir string) string { return filepath.Join(dataDir, "pki") }
 // the APIs, admission, then the apiextensions server for CRDs.
 func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) {
 	c := &Config{Options: o, spaces: &spaceLookup{}, crds: &crdIndex{}, syncerConfigs: &syncerConfigCache{}, objects: &objectCounter{}}
+	c.quotas = newSpaceQuotas(o.SpaceLimits, c.spaces, c.crds)
 	defer func() {
 		if err != nil {
 			c.release()
@@ -400,6 +404,8 @@ func (c *Config) handlerChain(authz builtin.SelfReviews) func(http.Handler, *gen
 		h = auth.WithEdgeUpgrades(h, authz)
 		// A syncer's rate and open requests are bounded (429 beyond).
 		h = auth.WithSyncerLimits(h, auth.DefaultSyncerLimits, gc.LongRunningFunc)
+		// A tenant space's watches on this server are bounded (429 beyond).
+		h = quota.WithWatchLimits(h, c.quotas.watches, c.quotas.limits.For, c.quotas.governed)
 		// Kubernetes' filters: authentication, APF, impersonation,
 		// authorization, timeouts. (The authenticator reserves a request's
 		// stack first: stack.go.)
@@ -433,7 +439,8 @@ func (c *Config) configureAPIs(core *genericapiserver.RecommendedConfig, scheme 
 
 // configureAdmission chains the server's admission: the built-in checks,
 // the edge's (what a syncer may write), per-space RBAC's escalation and
-// ownership checks, and StatusCollectors' CEL budgets. The placement
+// ownership checks, tenant spaces' limits (server/quota), and
+// StatusCollectors' CEL budgets. The placement
 // translator writes its copies of built-in kinds through it, in-process.
 func (c *Config) configureAdmission(core *genericapiserver.RecommendedConfig, scheme *runtime.Scheme, authz builtin.SelfReviews, namespaces rest.Getter) error {
 	isSyncer := func(u user.Info) bool {
@@ -441,7 +448,8 @@ func (c *Config) configureAdmission(core *genericapiserver.RecommendedConfig, sc
 		return ok
 	}
 	core.AdmissionControl = k8sadmission.NewChainHandler(admission.New(namespaces), admission.NewEdge(c.spaces, c.syncerConfigs, builtin.IsBuiltInGroup, c.mailboxQuota()),
-		rbac.NewAdmission(c.rbac, authz, isSyncer, rbac.SpacesBound{Max: c.Options.SpacesPerUser, Flag: SpacesPerUserFlag, OwnedBy: c.spaces.OwnedBy}))
+		rbac.NewAdmission(c.rbac, authz, isSyncer, rbac.SpacesBound{Max: c.Options.SpacesPerUser, Flag: SpacesPerUserFlag, OwnedBy: c.spaces.OwnedBy}),
+		c.quotas.admission())
 	var err error
 	if core.AdmissionControl, err = admission.WithStatusCollectorCost(core.AdmissionControl); err != nil {
 		return err

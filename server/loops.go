@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/dynamic"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubestellar/kubestellar/controllers"
+	"github.com/kubestellar/kubestellar/server/quota"
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/spaces/crdcontroller"
 	"github.com/kubestellar/kubestellar/spaces/namespacecontroller"
@@ -31,6 +33,8 @@ var loops = []loop{
 	{name: "space", leader: true, workers: 2, new: newSpaceLoop},
 	{name: "namespace", leader: true, workers: 2, new: newNamespaceLoop},
 	{name: "crd-instances", leader: true, workers: 1, new: newCRDInstancesLoop},
+	// What each tenant space stores, against its limits, on its Space.
+	{name: "space-usage", leader: true, workers: 1, new: newSpaceUsageLoop},
 	// Workload management, made together around the caches they share
 	// (controllers.New).
 	{name: "scheduler", leader: true, workers: 2, new: func(_ *Server, d *loopDeps) (runner, error) { return d.workloads.Scheduler, nil }},
@@ -169,4 +173,13 @@ func newCRDInstancesLoop(_ *Server, d *loopDeps) (runner, error) {
 		return nil, err
 	}
 	return runFunc(func(ctx context.Context, _ int) { c.Run(ctx) }), nil
+}
+
+// spaceUsageEvery is how often the Spaces' usage is brought up to date.
+const spaceUsageEvery = 10 * time.Second
+
+func newSpaceUsageLoop(s *Server, d *loopDeps) (runner, error) {
+	q := s.cfg.quotas
+	return &quota.StatusWriter{Spaces: cache.NewGenericLister(d.spaceInformer.GetIndexer(), spacecontroller.SpacesGVR.GroupResource()),
+		Client: d.root.Resource(spacecontroller.SpacesGVR), Usage: q.Of, Limits: q.limits.For, Governed: q.governed, Every: spaceUsageEvery}, nil
 }

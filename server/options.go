@@ -14,9 +14,11 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/resource"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/kubestellar/kubestellar/server/authnconfig"
+	"github.com/kubestellar/kubestellar/server/quota"
 	"github.com/kubestellar/kubestellar/server/storage"
 )
 
@@ -61,6 +63,12 @@ type Options struct {
 	// SpacesPerUser bounds the spaces one user (not an admin) may own
 	// (create); 0 turns the bound off.
 	SpacesPerUser int
+	// SpaceObjectLimit, SpaceByteLimit (a quantity: 8Mi) and
+	// SpaceWatchLimit bound each tenant space where no SpaceQuota does
+	// (see server/quota); 0 turns a bound off.
+	SpaceObjectLimit int64
+	SpaceByteLimit   string
+	SpaceWatchLimit  int64
 }
 
 // SpacesPerUserFlag sets Options.SpacesPerUser.
@@ -131,7 +139,9 @@ func defaultMaxRequestsInFlight() (reads, writes int) {
 func NewOptions() *Options {
 	reads, writes := defaultMaxRequestsInFlight()
 	return &Options{DataDir: DefaultDataDir(), BindAddress: "0.0.0.0", Port: 6443,
-		MaxRequestsInFlight: reads, MaxMutatingRequestsInFlight: writes, WatchCache: true, MailboxObjectLimit: DefaultMailboxObjectLimit, SpacesPerUser: DefaultSpacesPerUser}
+		MaxRequestsInFlight: reads, MaxMutatingRequestsInFlight: writes, WatchCache: true, MailboxObjectLimit: DefaultMailboxObjectLimit, SpacesPerUser: DefaultSpacesPerUser,
+		SpaceObjectLimit: quota.DefaultLimits.Objects, SpaceByteLimit: resource.NewQuantity(quota.DefaultLimits.Bytes, resource.BinarySI).String(),
+		SpaceWatchLimit: quota.DefaultLimits.Watches}
 }
 
 // AddFlags binds the options to flags.
@@ -153,6 +163,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.WatchCache, "watch-cache", o.WatchCache, "Serve lists and watches in spaces from a watch cache in memory, as kube-apiserver does: a list of 2,000 objects is several times faster than from the datastore. Mailbox spaces and the wildcard space are always served from the datastore. --watch-cache=false saves the memory of every object outside the mailboxes.")
 	fs.IntVar(&o.MailboxObjectLimit, strings.TrimPrefix(MailboxObjectLimitFlag, "--"), o.MailboxObjectLimit, "The most objects of one resource a mailbox space may hold for its syncer to create another (an upsynced object, or a namespace for them), as a ResourceQuota's object count: the copies the server made count too, and it refuses only the syncer. It bounds what an edge, or whoever holds its token, stores at the center. 0 turns the bound off.")
 	fs.IntVar(&o.SpacesPerUser, strings.TrimPrefix(SpacesPerUserFlag, "--"), o.SpacesPerUser, "The most spaces one user may own (create, and so be the admin of); the server's admins are not bounded. It bounds what self-service tenants cost the server. 0 turns the bound off.")
+	fs.Int64Var(&o.SpaceObjectLimit, strings.TrimPrefix(quota.ObjectLimitFlag, "--"), o.SpaceObjectLimit, "The most objects a tenant space (not root, not a mailbox) may store, of every resource together, where no SpaceQuota in the root space sets it; a user's create past it is refused (403). The server, its admins and syncers are not bounded. 0 turns the bound off.")
+	fs.StringVar(&o.SpaceByteLimit, strings.TrimPrefix(quota.ByteLimitFlag, "--"), o.SpaceByteLimit, "The most bytes a tenant space's objects may take in the datastore (a quantity: 8Mi, 1Gi), where no SpaceQuota sets it; a user's create or update past it is refused (403). 0 turns the bound off.")
+	fs.Int64Var(&o.SpaceWatchLimit, strings.TrimPrefix(quota.WatchLimitFlag, "--"), o.SpaceWatchLimit, "The most watches the users of one tenant space may hold open on this server, where no SpaceQuota sets it; one more is answered 429. 0 turns the bound off.")
 	fs.IntVar(&o.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", o.MaxMutatingRequestsInFlight, "See --max-requests-inflight: the two add up to API Priority and Fairness's seats.")
 }
 
@@ -161,6 +174,8 @@ type CompletedOptions struct {
 	Options
 	// KubeconfigHost is the host clients on this machine use (admin.kubeconfig).
 	KubeconfigHost string
+	// SpaceLimits are the limits of a space no SpaceQuota sets.
+	SpaceLimits quota.Defaults
 }
 
 // Complete fills in defaults derived from other options.
@@ -202,6 +217,10 @@ func (o *Options) Complete() (*CompletedOptions, error) {
 	c.KubeconfigHost = "127.0.0.1"
 	if bind != nil && !bind.IsUnspecified() && !bind.IsLoopback() {
 		c.KubeconfigHost = bind.String()
+	}
+	c.SpaceLimits = quota.Defaults{Objects: c.SpaceObjectLimit, Watches: c.SpaceWatchLimit}
+	if bytes, err := resource.ParseQuantity(c.SpaceByteLimit); err == nil {
+		c.SpaceLimits.Bytes = bytes.Value() // else Validate says what is wrong
 	}
 	return c, nil
 }
@@ -255,6 +274,17 @@ func (c *CompletedOptions) Validate() []error {
 	}
 	if c.SpacesPerUser < 0 {
 		errs = append(errs, fmt.Errorf("%s %d: want 0 (no bound) or more", SpacesPerUserFlag, c.SpacesPerUser))
+	}
+	for _, l := range []struct {
+		flag  string
+		value int64
+	}{{quota.ObjectLimitFlag, c.SpaceObjectLimit}, {quota.WatchLimitFlag, c.SpaceWatchLimit}} {
+		if l.value < 0 {
+			errs = append(errs, fmt.Errorf("%s %d: want 0 (no bound) or more", l.flag, l.value))
+		}
+	}
+	if bytes, err := resource.ParseQuantity(c.SpaceByteLimit); err != nil || bytes.Sign() < 0 {
+		errs = append(errs, fmt.Errorf("%s %q: want a size such as 8Mi or 1Gi, or 0 (no bound)", quota.ByteLimitFlag, c.SpaceByteLimit))
 	}
 	if c.MaxMutatingRequestsInFlight < 1 {
 		errs = append(errs, fmt.Errorf("--max-mutating-requests-inflight %d: want at least 1", c.MaxMutatingRequestsInFlight))

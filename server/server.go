@@ -497,6 +497,11 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 		_ = etcd.Close()
 	}()
 	s.cfg.objects.client.Store(etcd)
+	go s.cfg.quotas.usage.Run(ctx, etcd)
+	quotaInformer, err := s.cfg.quotas.startQuotaCache(ctx, root)
+	if err != nil {
+		return err
+	}
 	purger := &spaces.Purger{Client: etcd, KeyPrefix: storage.KeyPrefix,
 		Global:  []string{storage.ResourcePrefix(apiextensionsv1.Resource("customresourcedefinitions"))},
 		BuiltIn: builtin.IsBuiltIn}
@@ -524,6 +529,9 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 
 	if !cache.WaitForCacheSync(ctx.Done(), spaceInformer.Informer().HasSynced) {
 		return errors.New("space cache did not sync")
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), quotaInformer.HasSynced) {
+		return errors.New("SpaceQuota cache did not sync")
 	}
 	s.cfg.spaces.lister.Store(&spaceLister{spaceInformer.Lister()})
 	if !cache.WaitForCacheSync(ctx.Done(), crds.Informer().HasSynced) {

@@ -3,7 +3,8 @@
 
 // Package admission holds the server's admission checks: the namespace
 // lifecycle (content needs an existing, non-terminating namespace in its
-// space) and the placement of Space objects (only in the root space).
+// space) and the placement of Space and SpaceQuota objects (only in the
+// root space).
 package admission
 
 import (
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -58,9 +60,8 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		}
 		return nil
 	}
-	if a.GetResource().GroupResource() == tenancyv1alpha1.Resource("spaces") && a.GetSubresource() == "" && space != spaces.Root {
-		return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(),
-			fmt.Errorf("spaces are created in the root space, not in space %q", space))
+	if gr := a.GetResource().GroupResource(); rootOnly[gr] != "" && a.GetSubresource() == "" && space != spaces.Root {
+		return apierrors.NewForbidden(gr, a.GetName(), fmt.Errorf("%s are created in the root space, not in space %q", rootOnly[gr], space))
 	}
 	namespace := a.GetNamespace()
 	if namespace == "" || isNamespace {
@@ -88,6 +89,12 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 			fmt.Errorf("unable to create new content in namespace %s because it is being terminated", namespace))
 	}
 	return nil
+}
+
+// rootOnly are the kinds that live in the root space alone.
+var rootOnly = map[schema.GroupResource]string{
+	tenancyv1alpha1.Resource("spaces"):      "spaces",
+	tenancyv1alpha1.Resource("spacequotas"): "SpaceQuotas",
 }
 
 func terminating(obj runtime.Object) bool {

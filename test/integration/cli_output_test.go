@@ -4,11 +4,15 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubestellar/kubestellar/test/harness"
@@ -28,7 +32,7 @@ func TestListOutput(t *testing.T) {
 	// Spaces.
 	table := strings.Split(strings.TrimSpace(mustCLI(t, s, "space", "list")), "\n")
 	require.Equal(t, []string{"NAME", "TYPE", "PHASE", "URL", "AGE"}, strings.Fields(table[0]))
-	require.Equal(t, []string{"NAME", "TYPE", "PHASE", "URL", "AGE", "OWNER", "INVENTORIES"},
+	require.Equal(t, []string{"NAME", "TYPE", "PHASE", "URL", "AGE", "OWNER", "INVENTORIES", "OBJECTS", "BYTES"},
 		strings.Fields(strings.Split(mustCLI(t, s, "space", "list", "-o", "wide"), "\n")[0]))
 	wide := strings.Split(strings.TrimSpace(mustCLI(t, s, "space", "list", "-o", "wide", "--no-headers")), "\n")
 	require.Len(t, wide, 3, "root, inv1, wds1, no header: %q", wide)
@@ -39,7 +43,19 @@ func TestListOutput(t *testing.T) {
 		}
 	}
 	require.NotNil(t, wds1, "wds1 in %q", wide)
-	require.Equal(t, []string{"<none>", "inv1"}, wds1[len(wds1)-2:], "the owner (none: an admin made it) and inventories of the WDS")
+	require.Equal(t, []string{"<none>", "inv1"}, wds1[len(wds1)-4:len(wds1)-2], "the owner (none: an admin made it) and inventories of the WDS")
+	// What a tenant space stores against its limits, once counted.
+	usage := regexp.MustCompile(`^\d+/1000 [0-9.]+(Ki)?/8\.0Mi$`)
+	var shown string
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		for _, line := range strings.Split(mustCLI(t, s, "space", "list", "-o", "wide", "--no-headers"), "\n") {
+			if f := strings.Fields(line); len(f) > 2 && f[0] == "wds1" {
+				shown = strings.Join(f[len(f)-2:], " ")
+			}
+		}
+		return usage.MatchString(shown), nil
+	})
+	require.NoError(t, err, "wds1's objects and bytes against its limits: %q", shown)
 
 	names := strings.Fields(mustCLI(t, s, "space", "list", "-o", "name"))
 	require.ElementsMatch(t, []string{"space.tenancy.kubestellar.io/inv1", "space.tenancy.kubestellar.io/wds1"}, names)

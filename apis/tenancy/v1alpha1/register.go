@@ -28,7 +28,7 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &Space{}, &SpaceList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &Space{}, &SpaceList{}, &SpaceQuota{}, &SpaceQuotaList{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }

@@ -4,6 +4,7 @@
 package v1alpha1
 
 import (
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -34,6 +35,8 @@ const SpaceConditionReady = "Ready"
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.status.url`,priority=1
+// +kubebuilder:printcolumn:name="Objects",type=integer,JSONPath=`.status.usage.objects`,priority=1
+// +kubebuilder:printcolumn:name="Bytes",type=integer,JSONPath=`.status.usage.bytes`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Space struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -105,6 +108,23 @@ type SpaceStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Usage is what the space stores, as the server last counted it; the
+	// spaces the limits do not apply to (root, mailboxes) show none.
+	// +optional
+	Usage *SpaceUsage `json:"usage,omitempty"`
+	// Limits are the bounds that apply to the space: from the SpaceQuotas
+	// in the root space, or the server's defaults.
+	// +optional
+	Limits *SpaceLimits `json:"limits,omitempty"`
+}
+
+// SpaceUsage is what a space stores.
+type SpaceUsage struct {
+	// Objects is how many objects the space stores, of every resource,
+	// with the CRDs it serves alone or shares with other spaces.
+	Objects int64 `json:"objects"`
+	// Bytes is the size of those objects as stored in the datastore.
+	Bytes int64 `json:"bytes"`
 }
 
 // SpaceList is a list of Spaces.
@@ -114,4 +134,65 @@ type SpaceList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []Space `json:"items"`
+}
+
+// SpaceLimits bound what one space holds. A limit not set is taken from
+// the next source: a SpaceQuota naming the space, then one naming no
+// space (the default for every space), then the server's flags.
+type SpaceLimits struct {
+	// Objects is the most objects the space may store, of every resource
+	// together; a create beyond it is refused (403).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Objects *int64 `json:"objects,omitempty"`
+	// Bytes is the most the space's objects may take in the datastore; a
+	// create or update that would pass it is refused (403).
+	// +optional
+	Bytes *resource.Quantity `json:"bytes,omitempty"`
+	// Watches is the most watches the space's users may hold open on one
+	// server at once; one more is answered 429.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Watches *int64 `json:"watches,omitempty"`
+}
+
+// SpaceQuota sets the limits of spaces. It lives in the root space, where
+// only the server's admins write it; 0 in a limit means no bound.
+//
+// +genclient
+// +genclient:nonNamespaced
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,categories=kubestellar
+// +kubebuilder:printcolumn:name="Spaces",type=string,JSONPath=`.spec.spaces`
+// +kubebuilder:printcolumn:name="Objects",type=integer,JSONPath=`.spec.limits.objects`
+// +kubebuilder:printcolumn:name="Bytes",type=string,JSONPath=`.spec.limits.bytes`
+// +kubebuilder:printcolumn:name="Watches",type=integer,JSONPath=`.spec.limits.watches`
+type SpaceQuota struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec SpaceQuotaSpec `json:"spec"`
+}
+
+// SpaceQuotaSpec says which spaces a SpaceQuota bounds, and how.
+type SpaceQuotaSpec struct {
+	// Spaces names the spaces these limits apply to. Empty: every space
+	// that no SpaceQuota names (the default). Where several SpaceQuotas
+	// apply at one level, the least limit holds.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:items:MaxLength=63
+	Spaces []string `json:"spaces,omitempty"`
+	// Limits are the bounds.
+	Limits SpaceLimits `json:"limits"`
+}
+
+// SpaceQuotaList is a list of SpaceQuotas.
+//
+// +kubebuilder:object:root=true
+type SpaceQuotaList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []SpaceQuota `json:"items"`
 }

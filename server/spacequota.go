@@ -1,0 +1,178 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/server/builtin"
+	"github.com/kubestellar/kubestellar/server/quota"
+	"github.com/kubestellar/kubestellar/server/storage"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// spaceQuotas puts together what server/quota needs to bound tenant
+// spaces: what each space stores (counted in the datastore, plus the CRDs
+// it serves), its limits (SpaceQuotas over the flags' defaults), and the
+// watches open in it on this server.
+type spaceQuotas struct {
+	usage   *storage.Usage
+	limits  *quota.Resolver
+	watches *quota.Watches
+	spaces  *spaceLookup
+	crds    *crdIndex
+	// crdSizes memoizes the JSON size of each CRD, by UID and
+	// resourceVersion.
+	crdSizes *lru.Cache[string, int64]
+	once     sync.Once
+	builtIn  []schema.GroupResource
+}
+
+func newSpaceQuotas(defaults quota.Defaults, lookup *spaceLookup, crds *crdIndex) *spaceQuotas {
+	sizes, _ := lru.New[string, int64](4096)
+	q := &spaceQuotas{limits: &quota.Resolver{Defaults: defaults}, watches: &quota.Watches{}, spaces: lookup, crds: crds, crdSizes: sizes}
+	q.usage = storage.NewUsage(q.resources)
+	return q
+}
+
+// governed reports whether a space's users are bounded: every space but
+// root, the wildcard and mailboxes.
+func (q *spaceQuotas) governed(space string) bool {
+	if space == spaces.Root || space == spaces.Wildcard {
+		return false
+	}
+	typ, found, err := q.spaces.SpaceType(space)
+	return err == nil && found && typ != tenancyv1alpha1.SpaceTypeMailbox
+}
+
+// resources are those a space may store: the built-in ones and those of
+// the CRDs it serves.
+func (q *spaceQuotas) resources(space string) []schema.GroupResource {
+	q.once.Do(func() {
+		for _, k := range builtin.Kinds() {
+			q.builtIn = append(q.builtIn, k.GroupResource())
+		}
+	})
+	out := append([]schema.GroupResource(nil), q.builtIn...)
+	for _, crd := range q.servedCRDs(space, true) {
+		out = append(out, schema.GroupResource{Group: crd.Spec.Group, Resource: crd.Spec.Names.Plural})
+	}
+	return out
+}
+
+// servedCRDs returns the CRDs space serves; with all false, not those
+// every space serves (kubestellar's own).
+func (q *spaceQuotas) servedCRDs(space string, all bool) []*apiextensionsv1.CustomResourceDefinition {
+	lister := q.crds.lister.Load()
+	if lister == nil {
+		return nil
+	}
+	crds, err := (*lister).List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, crd := range crds {
+		b := spaces.BindingsOf(crd.Annotations)
+		if b.Has(space) && (all || !b.All()) {
+			out = append(out, crd)
+		}
+	}
+	return out
+}
+
+// Of returns what space stores: its objects in the datastore, and the
+// definitions of the CRDs it serves (every space's charged for a CRD
+// several share), but for the server's own, which every space serves.
+func (q *spaceQuotas) Of(ctx context.Context, space string) (objects, bytes int64, err error) {
+	objects, bytes, err = q.usage.Of(ctx, space)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, crd := range q.servedCRDs(space, false) {
+		key := string(crd.UID) + "/" + crd.ResourceVersion
+		size, ok := q.crdSizes.Get(key)
+		if !ok {
+			data, err := json.Marshal(crd)
+			if err != nil {
+				return 0, 0, err
+			}
+			size = int64(len(data))
+			q.crdSizes.Add(key, size)
+		}
+		objects++
+		bytes += size
+	}
+	return objects, bytes, nil
+}
+
+// Reserve implements quota.Usage.
+func (q *spaceQuotas) Reserve(space, key string, objects, bytes int64) {
+	if key != "" {
+		q.usage.Reserve(space, key, objects, bytes)
+	}
+}
+
+// key is where a write is stored; "" for a CRD, which is stored outside
+// every space (and counted from the CRD cache).
+func (q *spaceQuotas) key(space string, a admission.Attributes) string {
+	gr := a.GetResource().GroupResource()
+	if gr == apiextensionsv1.Resource("customresourcedefinitions") {
+		return ""
+	}
+	return storage.Key(gr, space, a.GetNamespace(), a.GetName())
+}
+
+func (q *spaceQuotas) admission() admission.Interface {
+	return quota.NewAdmission(q.limits.For, q, quota.Scope{Governed: q.governed, Key: q.key})
+}
+
+// spaceQuotasGVR are the SpaceQuotas, in the root space.
+var spaceQuotasGVR = tenancyv1alpha1.SchemeGroupVersion.WithResource("spacequotas")
+
+// startQuotaCache starts the cache of SpaceQuotas the limits are read
+// from, and returns its informer.
+func (q *spaceQuotas) startQuotaCache(ctx context.Context, root dynamic.Interface) (cache.SharedIndexInformer, error) {
+	informer := dynamicinformer.NewFilteredDynamicInformer(root, spaceQuotasGVR, "", 0, cache.Indexers{}, nil).Informer()
+	// Held typed: the limits are read on every tenant's write.
+	if err := informer.SetTransform(func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		typed := &tenancyv1alpha1.SpaceQuota{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, typed); err != nil {
+			return nil, err
+		}
+		typed.ManagedFields = nil
+		return typed, nil
+	}); err != nil {
+		return nil, err
+	}
+	go informer.RunWithContext(ctx)
+	q.limits.SetQuotas(func() ([]*tenancyv1alpha1.SpaceQuota, error) {
+		var out []*tenancyv1alpha1.SpaceQuota
+		for _, obj := range informer.GetStore().List() {
+			if typed, ok := obj.(*tenancyv1alpha1.SpaceQuota); ok {
+				out = append(out, typed)
+			}
+		}
+		return out, nil
+	})
+	return informer, nil
+}

@@ -1,0 +1,164 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package storage
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+var (
+	configMaps  = schema.GroupResource{Resource: "configmaps"}
+	deployments = schema.GroupResource{Group: "apps", Resource: "deployments"}
+)
+
+// create, update and remove write as the API server does on kine: in
+// transactions conditioned on the key's revision.
+func create(t *testing.T, cli *clientv3.Client, key string, size int) {
+	t.Helper()
+	resp, err := cli.Txn(t.Context()).If(clientv3.Compare(clientv3.ModRevision(key), "=", 0)).Then(clientv3.OpPut(key, strings.Repeat("x", size))).Commit()
+	require.NoError(t, err)
+	require.True(t, resp.Succeeded, "%s exists", key)
+}
+
+func update(t *testing.T, cli *clientv3.Client, key string, size int) {
+	t.Helper()
+	got, err := cli.Get(t.Context(), key)
+	require.NoError(t, err)
+	require.Len(t, got.Kvs, 1, key)
+	resp, err := cli.Txn(t.Context()).If(clientv3.Compare(clientv3.ModRevision(key), "=", got.Kvs[0].ModRevision)).Then(clientv3.OpPut(key, strings.Repeat("y", size))).Else(clientv3.OpGet(key)).Commit()
+	require.NoError(t, err)
+	require.True(t, resp.Succeeded, "%s changed meanwhile", key)
+}
+
+func remove(t *testing.T, cli *clientv3.Client, key string) {
+	t.Helper()
+	got, err := cli.Get(t.Context(), key)
+	require.NoError(t, err)
+	require.Len(t, got.Kvs, 1, key)
+	resp, err := cli.Txn(t.Context()).If(clientv3.Compare(clientv3.ModRevision(key), "=", got.Kvs[0].ModRevision)).Then(clientv3.OpDelete(key)).Else(clientv3.OpGet(key)).Commit()
+	require.NoError(t, err)
+	require.True(t, resp.Succeeded, "%s changed meanwhile", key)
+}
+
+// eventually polls Of until it says objects and bytes.
+func eventually(t *testing.T, u *Usage, space string, objects, bytes int64) {
+	t.Helper()
+	var o, b int64
+	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		o, b, err = u.Of(ctx, space)
+		return err == nil && o == objects && b == bytes, nil
+	})
+	require.NoError(t, err, "space %s: %d objects, %d bytes; want %d, %d", space, o, b, objects, bytes)
+}
+
+// TestUsage: a space's objects and bytes are counted when first asked
+// about, with every resource of the space and nothing of other spaces;
+// creates, updates and deletes after that are counted from the
+// datastore's watch; a reservation counts until its write comes, or for
+// reserveFor.
+func TestUsage(t *testing.T) {
+	ctx := t.Context()
+	_, cli := startSQLite(t, ctx)
+	cmA := Key(configMaps, "team-a", "default", "a")
+	create(t, cli, cmA, 100)
+	create(t, cli, Key(deployments, "team-a", "apps", "d"), 50)
+	create(t, cli, Key(configMaps, "team-b", "default", "b"), 1000)
+	create(t, cli, Key(configMaps, "team-ab", "default", "c"), 1000) // a space whose name starts with team-a's
+	create(t, cli, Key(schema.GroupResource{Resource: "secrets"}, "team-a", "default", "s"), 7)
+	u := NewUsage(func(string) []schema.GroupResource { return []schema.GroupResource{configMaps, deployments} })
+	go u.Run(ctx, cli)
+
+	objects, bytes, err := u.Of(ctx, "team-a")
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 150}, []int64{objects, bytes}, "team-a's ConfigMap and Deployment (Secrets are not among its resources here)")
+
+	create(t, cli, Key(configMaps, "team-a", "default", "new"), 10)
+	update(t, cli, cmA, 40)
+	remove(t, cli, Key(deployments, "team-a", "apps", "d"))
+	create(t, cli, Key(configMaps, "team-b", "default", "other"), 5000)
+	eventually(t, u, "team-a", 2, 50)
+
+	// A reservation counts at once, and gives way to its write.
+	reserved := Key(configMaps, "team-a", "default", "reserved")
+	u.Reserve("team-a", reserved, 1, 900)
+	objects, bytes, err = u.Of(ctx, "team-a")
+	require.NoError(t, err)
+	require.Equal(t, []int64{3, 950}, []int64{objects, bytes})
+	create(t, cli, reserved, 500)
+	eventually(t, u, "team-a", 3, 550)
+
+	// One never written lasts reserveFor.
+	now := time.Now()
+	u.mu.Lock()
+	u.now = func() time.Time { return now }
+	u.mu.Unlock()
+	u.Reserve("team-a", Key(configMaps, "team-a", "default", "never"), 1, 10)
+	eventually(t, u, "team-a", 4, 560)
+	u.mu.Lock()
+	u.now = func() time.Time { return now.Add(reserveFor + time.Second) }
+	u.mu.Unlock()
+	eventually(t, u, "team-a", 3, 550)
+
+	// team-b, counted later, has its own.
+	eventually(t, u, "team-b", 2, 6000)
+}
+
+// TestUsageHeldEvents: the events that come while a space is first
+// counted are applied after the count, those at or below the count's
+// revision not again.
+func TestUsageHeldEvents(t *testing.T) {
+	u := NewUsage(nil)
+	s := &spaceUsage{counted: make(chan struct{})}
+	u.spaces["team-a"] = s
+	put := func(key string, rev, created int64, size int, before int) *clientv3.Event {
+		ev := &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(key), ModRevision: rev, CreateRevision: created, Value: make([]byte, size)}}
+		if before >= 0 {
+			ev.PrevKv = &mvccpb.KeyValue{Key: []byte(key), Value: make([]byte, before)}
+		}
+		return ev
+	}
+	a, b := Key(configMaps, "team-a", "default", "a"), Key(configMaps, "team-a", "default", "b")
+	u.mu.Lock()
+	u.apply(put(a, 10, 10, 100, -1)) // in the count (rev 11)
+	u.apply(put(b, 12, 12, 30, -1))  // after it
+	u.apply(put(a, 13, 10, 60, 100)) // an update after it
+	u.apply(&clientv3.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(Key(configMaps, "team-b", "default", "x")), ModRevision: 14}})
+	u.mu.Unlock()
+	require.Len(t, s.held, 3, "team-b's event is not team-a's")
+	u.firstCount("team-a", s, 1, 100, 11, nil)
+	require.Equal(t, []int64{2, 90}, []int64{s.objects, s.bytes})
+	require.Empty(t, s.held)
+
+	// An update whose size before is unknown has the space counted again.
+	u.mu.Lock()
+	u.apply(put(b, 15, 12, 50, -1))
+	_, counted := u.spaces["team-a"]
+	u.mu.Unlock()
+	require.False(t, counted)
+}
+
+func TestSpaceOfKey(t *testing.T) {
+	for key, want := range map[string]string{
+		"/registry/core/configmaps/team-a/default/x":                 "team-a",
+		"/registry/apps/deployments/inv-mb-1/ns/d":                   "inv-mb-1",
+		"/registry/core/namespaces/team-a/default":                   "team-a",
+		"/registry/apiextensions.k8s.io/customresourcedefinitions/x": "",
+		"/other/core/configmaps/team-a/default/x":                    "",
+		progressMarkerKey: "",
+	} {
+		got, ok := SpaceOfKey(key)
+		require.Equal(t, want, got, key)
+		require.Equal(t, want != "", ok, key)
+	}
+}
