@@ -497,7 +497,11 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 		_ = etcd.Close()
 	}()
 	s.cfg.objects.client.Store(etcd)
-	go s.cfg.quotas.usage.Run(ctx, etcd)
+	usageClient := s.cfg.Datastore.UsageClient()
+	if usageClient == nil {
+		usageClient = etcd
+	}
+	go s.cfg.quotas.usage.Run(ctx, usageClient)
 	quotaInformer, err := s.cfg.quotas.startQuotaCache(ctx, root)
 	if err != nil {
 		return err

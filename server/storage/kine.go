@@ -51,7 +51,10 @@ type Datastore struct {
 	etcd bool
 	// local reaches kine in-process, for the API server's storage; nil for
 	// an etcd cluster (see listen).
-	local  *clientv3.Client
+	local *clientv3.Client
+	// usage reaches kine in-process for Usage, without the mailboxes'
+	// events; nil for an etcd cluster.
+	usage  *clientv3.Client
 	cancel context.CancelFunc
 	wg     *sync.WaitGroup
 	// maintainer compacts the SQLite datastore and bounds its files; nil
@@ -217,6 +220,11 @@ func IsEtcd(endpointURL string) bool {
 	}
 	return false
 }
+
+// UsageClient returns the in-process client for Usage, whose watches get
+// no event of a mailbox; nil for an etcd cluster, which Usage reaches
+// with Client.
+func (d *Datastore) UsageClient() *clientv3.Client { return d.usage }
 
 // Client connects to the datastore with the etcd client.
 func (d *Datastore) Client(ctx context.Context, dialTimeout time.Duration) (*clientv3.Client, error) {

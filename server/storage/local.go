@@ -114,6 +114,7 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 		watchAPI, progress = watches, watches.demux.requestProgress
 	}
 	local := localClient(backendCtx, bridge, watchAPI, progress)
+	usage := usageClient(backendCtx, bridge, watchAPI)
 	// etcd_request_duration_seconds and the rest, as for kube-apiserver's
 	// clients.
 	local.KV = etcd3.NewETCDLatencyTracker(local.KV)
@@ -132,14 +133,15 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 	go func() {
 		defer wg.Done()
 		<-ctx.Done()
-		// The in-process client first: its watches end with it.
+		// The in-process clients first: their watches end with them.
 		_ = local.Close()
+		_ = usage.Close()
 		timer := time.AfterFunc(grpcStopTimeout, srv.Stop)
 		srv.GracefulStop()
 		timer.Stop()
 		stopBackend()
 	}()
-	return &Datastore{Endpoints: []string{"unix://" + socket}, local: local}, nil
+	return &Datastore{Endpoints: []string{"unix://" + socket}, local: local, usage: usage}, nil
 }
 
 // localClient is an etcd client whose calls are function calls into kine's
@@ -157,6 +159,16 @@ func localClient(ctx context.Context, bridge *server.KVServerBridge, watchAPI et
 	return c
 }
 
+// usageClient is an in-process client for Usage, whose watches leave the
+// mailboxes' events out before they are handed on (withoutMailboxes): a
+// fan-out's every copy would otherwise cross to it, only to be dropped.
+func usageClient(ctx context.Context, bridge *server.KVServerBridge, watchAPI etcdserverpb.WatchServer) *clientv3.Client {
+	c := clientv3.NewCtxClient(ctx)
+	c.KV = clientv3.NewKVFromKVClient(adapter.KvServerToKvClient(bridge), c)
+	c.Watcher = clientv3.NewWatchFromWatchClient(queuedWatchClient{WatchClient: adapter.WatchServerToWatchClient(watchAPI), withoutMailboxes: true}, c)
+	return c
+}
+
 // queuedWatchClient queues what the etcd client sends on a watch stream
 // (creates, cancels, progress requests) for a goroutine of the stream to
 // hand to kine. Over gRPC the transport's buffers are between them; in
@@ -171,11 +183,16 @@ func localClient(ctx context.Context, bridge *server.KVServerBridge, watchAPI et
 type queuedWatchClient struct {
 	etcdserverpb.WatchClient
 	marked bool
+	// withoutMailboxes: its streams' watches get no event of a mailbox.
+	withoutMailboxes bool
 }
 
 func (c queuedWatchClient) Watch(ctx context.Context, opts ...grpc.CallOption) (etcdserverpb.Watch_WatchClient, error) {
 	if c.marked {
 		ctx = withProgressMarkers(ctx)
+	}
+	if c.withoutMailboxes {
+		ctx = withoutMailboxes(ctx)
 	}
 	stream, err := c.WatchClient.Watch(ctx, opts...)
 	if err != nil {

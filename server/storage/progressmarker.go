@@ -3,7 +3,11 @@
 
 package storage
 
-import "context"
+import (
+	"context"
+
+	"github.com/kubestellar/kubestellar/spaces"
+)
 
 // progressMarkerKey is the key of a progress marker: an event that no
 // write makes (every key kine stores starts with "/"; this one with a
@@ -29,4 +33,24 @@ func withProgressMarkers(ctx context.Context) context.Context {
 func progressMarkers(ctx context.Context) bool {
 	marked, _ := ctx.Value(progressMarkersKey{}).(bool)
 	return marked
+}
+
+// withoutMailboxesKey marks a context whose watches get no event of a
+// mailbox space (the watch server reads it from its stream's context).
+type withoutMailboxesKey struct{}
+
+func withoutMailboxes(ctx context.Context) context.Context {
+	return context.WithValue(ctx, withoutMailboxesKey{}, true)
+}
+
+// mailboxesLeftOut tells whether a context's watches leave the mailboxes'
+// events out, and if so returns the test of a key.
+func mailboxesLeftOut(ctx context.Context) func(key string) bool {
+	if without, _ := ctx.Value(withoutMailboxesKey{}).(bool); !without {
+		return nil
+	}
+	return func(key string) bool {
+		space, ok := SpaceOfKey(key)
+		return ok && spaces.IsMailboxName(space)
+	}
 }

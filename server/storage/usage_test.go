@@ -162,3 +162,44 @@ func TestSpaceOfKey(t *testing.T) {
 		require.Equal(t, want != "", ok, key)
 	}
 }
+
+// TestUsageClientLeavesOutMailboxes: the watches of Usage's in-process
+// client get no event of a mailbox, and every other.
+func TestUsageClientLeavesOutMailboxes(t *testing.T) {
+	ds, cli := startSQLite(t, t.Context())
+	events := ds.UsageClient().Watch(t.Context(), KeyPrefix+"/", clientv3.WithPrefix())
+	mailbox := Key(configMaps, "inv-mb-0b6a4f8e-2d33-4c1e-9a7b-1f2e3d4c5b6a", "default", "copy")
+	tenant := Key(configMaps, "team-a", "default", "mine")
+	// The watch is established once an event of it arrives: write until
+	// one does, then a mailbox's copy and a tenant's object.
+	var got []string
+	deadline := time.After(10 * time.Second)
+	for i := 0; len(got) == 0; i++ {
+		create(t, cli, Key(configMaps, "team-a", "default", "warm-"+strings.Repeat("x", i)), 1)
+		select {
+		case r := <-events:
+			for _, ev := range r.Events {
+				got = append(got, string(ev.Kv.Key))
+			}
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("the usage client's watch saw nothing")
+		}
+	}
+	create(t, cli, mailbox, 10)
+	create(t, cli, tenant, 10)
+	for {
+		select {
+		case r := <-events:
+			for _, ev := range r.Events {
+				key := string(ev.Kv.Key)
+				require.NotEqual(t, mailbox, key, "a mailbox's event")
+				if key == tenant {
+					return
+				}
+			}
+		case <-deadline:
+			t.Fatal("the tenant's create never came")
+		}
+	}
+}

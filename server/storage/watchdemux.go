@@ -72,6 +72,9 @@ type rangeWatch struct {
 	// marked: the watch is the in-process client's (withProgressMarkers),
 	// which turns progress markers into progress notifications.
 	marked bool
+	// skip, when set, leaves out the events of the keys it reports
+	// (mailboxesLeftOut).
+	skip func(key string) bool
 }
 
 func newDemuxLog(ctx context.Context, log logstructured.Log) *demuxLog {
@@ -107,7 +110,7 @@ func (l *demuxLog) requestProgress() {
 // channel is closed when the watch ends: when ctx is done, when the watch
 // falls watchBuffer batches behind, or when the subscription ends.
 func (l *demuxLog) Watch(ctx context.Context, key, end string) <-chan []*server.Event {
-	w := &rangeWatch{key: key, end: end, events: make(chan []*server.Event, watchBuffer), marked: progressMarkers(ctx)}
+	w := &rangeWatch{key: key, end: end, events: make(chan []*server.Event, watchBuffer), marked: progressMarkers(ctx), skip: mailboxesLeftOut(ctx)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.subscribed {
@@ -326,17 +329,21 @@ func (x watchIndex) matching(e *server.Event, f func(*rangeWatch)) {
 	}
 	key := e.KV.Key
 	for w := range x.exact[key] {
-		f(w)
+		if w.skip == nil || !w.skip(key) {
+			f(w)
+		}
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] == '/' {
 			for w := range x.prefix[key[:i+1]] {
-				f(w)
+				if w.skip == nil || !w.skip(key) {
+					f(w)
+				}
 			}
 		}
 	}
 	for w := range x.other {
-		if e.InRange(w.key, w.end) {
+		if e.InRange(w.key, w.end) && (w.skip == nil || !w.skip(key)) {
 			f(w)
 		}
 	}
