@@ -478,9 +478,11 @@ func (c *Config) configureExtensions(core *genericapiserver.RecommendedConfig) {
 					tenancyv1alpha1.Resource("spaces"): func(s apiserverstorage.Interface) apiserverstorage.Interface {
 						return spaces.FilterVisible(s, c.users.VisibleSpaces)
 					}}},
-			MasterCount:         1,
-			ServiceResolver:     webhook.NewDefaultServiceResolver(),
-			AuthResolverWrapper: webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, core.LoopbackClientConfig, nil),
+			MasterCount:     1,
+			ServiceResolver: webhook.NewDefaultServiceResolver(),
+			AuthResolverWrapper: func(r webhook.AuthenticationInfoResolver) webhook.AuthenticationInfoResolver {
+				return rootConversionWebhooks(c.crds)(webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, core.LoopbackClientConfig, nil)(r))
+			},
 		},
 	}
 }
