@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	apimachineryversion "k8s.io/apimachinery/pkg/version"
 	k8sadmission "k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/token/union"
@@ -363,11 +364,31 @@ func (c *Config) configureFairness(core *genericapiserver.RecommendedConfig) err
 	return nil
 }
 
+// stampedVersion is the server's effective version, reported at /version
+// as the Kubernetes release of its libraries with this build in SemVer
+// build metadata (version.Info), not the placeholders of an unstamped
+// k8s.io/component-base (v0.0.0-master+$Format:%H$), which kubectl, Helm's
+// kubeVersion constraints and the e2e framework cannot parse.
+type stampedVersion struct {
+	compatibility.EffectiveVersion
+}
+
+func (v stampedVersion) Info() *apimachineryversion.Info {
+	info := version.Info()
+	if ev := v.EmulationVersion(); ev != nil {
+		info.EmulationMajor, info.EmulationMinor = strconv.Itoa(int(ev.Major())), strconv.Itoa(int(ev.Minor()))
+	}
+	if mcv := v.MinCompatibilityVersion(); mcv != nil {
+		info.MinCompatibilityMajor, info.MinCompatibilityMinor = strconv.Itoa(int(mcv.Major())), strconv.Itoa(int(mcv.Minor()))
+	}
+	return &info
+}
+
 // configureVersionAndOpenAPI says which Kubernetes the server emulates and
 // how its OpenAPI documents are built: when first asked for
 // (server/openapi.go), not as the server starts.
 func (c *Config) configureVersionAndOpenAPI(core *genericapiserver.RecommendedConfig, scheme *runtime.Scheme) {
-	core.EffectiveVersion = compatibility.NewEffectiveVersionFromString(KubernetesVersion, "", "")
+	core.EffectiveVersion = stampedVersion{compatibility.NewEffectiveVersionFromString(KubernetesVersion, "", "")}
 	namer := openapinamer.NewDefinitionNamer(scheme, apiextensionsapiserver.Scheme)
 	core.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
 	core.OpenAPIConfig.Info.Title = "kubestellar"

@@ -21,8 +21,8 @@ func NewCommand(streams iostreams.IOStreams) *cobra.Command {
 		Short: "Print the version of kubestellar",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(streams.Out, "kubestellar %s (Kubernetes API %s, %s, %s/%s)\n",
-				version.String(), version.Kubernetes, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			_, err := fmt.Fprintf(streams.Out, "kubestellar %s (Kubernetes %s, %s, %s/%s)\n",
+				version.String(), version.KubernetesRelease(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return err
 		},
 	}
