@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/validate/content"
@@ -51,15 +52,19 @@ func (s *strategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Obj
 }
 
 // GetResetFields says which fields each endpoint ignores: the main resource
-// does not write status, the status subresource writes only status.
+// does not write status, the status subresource does not write spec (nor
+// a Deployment's labels), as in Kubernetes.
 func (s *strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 	if !hasStatus(s.kind) {
 		return nil
 	}
 	version := fieldpath.APIVersion(s.kind.GroupVersion().String())
 	if s.status {
-		return map[fieldpath.APIVersion]*fieldpath.Set{version: fieldpath.NewSet(
-			fieldpath.MakePathOrDie("spec"), fieldpath.MakePathOrDie("metadata", "labels"), fieldpath.MakePathOrDie("metadata", "annotations"))}
+		reset := fieldpath.NewSet(fieldpath.MakePathOrDie("spec"))
+		if s.kind.GroupResource() == appsv1.Resource("deployments") {
+			reset.Insert(fieldpath.MakePathOrDie("metadata", "labels"))
+		}
+		return map[fieldpath.APIVersion]*fieldpath.Set{version: reset}
 	}
 	return map[fieldpath.APIVersion]*fieldpath.Set{version: fieldpath.NewSet(fieldpath.MakePathOrDie("status"))}
 }
@@ -90,17 +95,21 @@ func (s *strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 
 func (s *strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	if s.status {
-		// Keep everything of the stored object but its status and the
-		// bookkeeping the request machinery computed for this write.
-		newMeta, _ := meta.Accessor(obj)
-		managedFields, resourceVersion := newMeta.GetManagedFields(), newMeta.GetResourceVersion()
+		// As Kubernetes' status strategies: the request's status and
+		// metadata (annotations, labels: a controller records its progress
+		// there too), everything else as stored. A Deployment's labels are
+		// kept as stored, as Kubernetes keeps them.
 		status := reflect.ValueOf(obj).Elem().FieldByName("Status")
+		objectMeta := reflect.ValueOf(obj).Elem().FieldByName("ObjectMeta")
 		kept := old.DeepCopyObject()
 		reflect.ValueOf(kept).Elem().FieldByName("Status").Set(status)
+		reflect.ValueOf(kept).Elem().FieldByName("ObjectMeta").Set(objectMeta)
 		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(kept).Elem())
-		newMeta, _ = meta.Accessor(obj)
-		newMeta.SetManagedFields(managedFields)
-		newMeta.SetResourceVersion(resourceVersion)
+		oldMeta, _ := meta.Accessor(old)
+		setGeneration(obj, oldMeta.GetGeneration())
+		if d, ok := obj.(*appsv1.Deployment); ok {
+			d.Labels = old.(*appsv1.Deployment).Labels
+		}
 		return
 	}
 	if hasStatus(s.kind) {

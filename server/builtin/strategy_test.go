@@ -276,7 +276,7 @@ func TestStatusPrepareForUpdate(t *testing.T) {
 		want     runtime.Object
 	}{
 		{
-			desc: "deployment: only status, managedFields and resourceVersion are taken",
+			desc: "deployment: status and metadata are taken, but labels and generation",
 			kind: "Deployment",
 			old: &appsv1.Deployment{
 				ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "ns", Generation: 5, ResourceVersion: "10", Labels: map[string]string{"a": "old"}},
@@ -291,20 +291,20 @@ func TestStatusPrepareForUpdate(t *testing.T) {
 			},
 			want: &appsv1.Deployment{
 				ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "ns", Generation: 5, ResourceVersion: "11",
-					Labels: map[string]string{"a": "old"}, ManagedFields: managed},
+					Labels: map[string]string{"a": "old"}, Annotations: map[string]string{"x": "y"}, ManagedFields: managed},
 				Spec:   appsv1.DeploymentSpec{Replicas: ptr.To[int32](3)},
 				Status: appsv1.DeploymentStatus{ReadyReplicas: 3, ObservedGeneration: 5},
 			},
 		},
 		{
-			desc: "namespace: finalizers kept, status taken",
+			desc: "namespace: finalizers kept, status and annotations taken (conformance: a namespace status patch)",
 			kind: "Namespace",
 			old: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", ResourceVersion: "3"},
 				Spec:   corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{corev1.FinalizerKubernetes}},
 				Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}},
-			obj: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", ResourceVersion: "4"},
+			obj: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", ResourceVersion: "4", Annotations: map[string]string{"e2e-patched-ns-status": "yes"}},
 				Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}},
-			want: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", ResourceVersion: "4"},
+			want: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", ResourceVersion: "4", Annotations: map[string]string{"e2e-patched-ns-status": "yes"}},
 				Spec:   corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{corev1.FinalizerKubernetes}},
 				Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}},
 		},
@@ -334,8 +334,9 @@ func TestGetResetFields(t *testing.T) {
 		want   []string // nil when no reset fields
 	}{
 		{kind: "Deployment", want: []string{".status"}},
-		{kind: "Deployment", status: true, want: []string{".metadata.annotations", ".metadata.labels", ".spec"}},
+		{kind: "Deployment", status: true, want: []string{".metadata.labels", ".spec"}},
 		{kind: "Namespace", want: []string{".status"}},
+		{kind: "Namespace", status: true, want: []string{".spec"}},
 		{kind: "ConfigMap"},
 		{kind: "ConfigMap", status: true},
 	}
