@@ -13,7 +13,6 @@ import (
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
-	"github.com/kubestellar/kubestellar/controllers/mailbox"
 )
 
 // Edge states, as the fleet view shows them.
@@ -109,7 +108,7 @@ func edgeOf(space string, st *edgev2alpha1.SyncTarget) edgeRecord {
 func (e edgeRecord) at(now time.Time) Edge {
 	out := e.Edge
 	switch {
-	case e.connected == string(metav1.ConditionTrue) && e.LastHeartbeat != nil && now.Sub(*e.LastHeartbeat) > mailbox.HeartbeatTimeout:
+	case e.connected == string(metav1.ConditionTrue) && e.LastHeartbeat != nil && now.Sub(*e.LastHeartbeat) > edgev2alpha1.SyncerHeartbeatTimeout:
 		out.State = StateSilent
 	case e.connected == string(metav1.ConditionTrue):
 		out.State = StateConnected
@@ -284,7 +283,7 @@ func troubled(e Edge) bool {
 // name.
 func Fleet(records []edgeRecord, now time.Time, q Query) FleetView {
 	q = q.normalized()
-	view := FleetView{HeartbeatTimeoutSeconds: int(mailbox.HeartbeatTimeout / time.Second)}
+	view := FleetView{HeartbeatTimeoutSeconds: int(edgev2alpha1.SyncerHeartbeatTimeout / time.Second)}
 	spaceSet := map[string]struct{}{}
 	rows := make([]Edge, 0, len(records))
 	for _, r := range records {

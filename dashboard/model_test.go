@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
-	"github.com/kubestellar/kubestellar/controllers/mailbox"
 )
 
 var now = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -42,8 +41,8 @@ func TestEdgeStates(t *testing.T) {
 		{desc: "never connected", st: syncTarget("a", "", 0, 0), wantState: StateNew},
 		{desc: "connected, fresh heartbeat", st: syncTarget("a", metav1.ConditionTrue, time.Second, 0), wantState: StateConnected},
 		{desc: "connected, no heartbeat yet", st: syncTarget("a", metav1.ConditionTrue, 0, 0), wantState: StateConnected},
-		{desc: "connected at the timeout", st: syncTarget("a", metav1.ConditionTrue, mailbox.HeartbeatTimeout, 0), wantState: StateConnected},
-		{desc: "connected, silent past the timeout", st: syncTarget("a", metav1.ConditionTrue, mailbox.HeartbeatTimeout+time.Second, 0), wantState: StateSilent},
+		{desc: "connected at the timeout", st: syncTarget("a", metav1.ConditionTrue, edgev2alpha1.SyncerHeartbeatTimeout, 0), wantState: StateConnected},
+		{desc: "connected, silent past the timeout", st: syncTarget("a", metav1.ConditionTrue, edgev2alpha1.SyncerHeartbeatTimeout+time.Second, 0), wantState: StateSilent},
 		{desc: "tunnel closed", st: syncTarget("a", metav1.ConditionFalse, time.Second, 0), wantState: StateDisconnected},
 		{desc: "unknown", st: syncTarget("a", metav1.ConditionUnknown, time.Second, 0), wantState: StateDisconnected},
 	}
@@ -85,7 +84,7 @@ func TestFleet(t *testing.T) {
 	require.Equal(t, Paging{Page: 0, Pages: 20, PageSize: DefaultPageSize, Matched: 1000}, view.Paging)
 	require.Len(t, view.Edges, DefaultPageSize, "one page only goes to the browser")
 	require.Equal(t, StateDisconnected, view.Edges[0].State, "the disconnected first")
-	require.Equal(t, int(mailbox.HeartbeatTimeout/time.Second), view.HeartbeatTimeoutSeconds)
+	require.Equal(t, int(edgev2alpha1.SyncerHeartbeatTimeout/time.Second), view.HeartbeatTimeoutSeconds)
 
 	// The last page; a page past the end is the last.
 	last := Fleet(records, now, Query{Page: 99, PageSize: 300})
@@ -191,7 +190,7 @@ func TestStoreNoticesSilence(t *testing.T) {
 		t.Fatal("nothing changed yet")
 	default:
 	}
-	s.checkSilence(now.Add(mailbox.HeartbeatTimeout))
+	s.checkSilence(now.Add(edgev2alpha1.SyncerHeartbeatTimeout))
 	select {
 	case <-changed:
 	default:

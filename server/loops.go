@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/controllers"
 	"github.com/kubestellar/kubestellar/server/quota"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -180,6 +181,6 @@ const spaceUsageEvery = 10 * time.Second
 
 func newSpaceUsageLoop(s *Server, d *loopDeps) (runner, error) {
 	q := s.cfg.quotas
-	return &quota.StatusWriter{Spaces: cache.NewGenericLister(d.spaceInformer.GetIndexer(), spacecontroller.SpacesGVR.GroupResource()),
-		Client: d.root.Resource(spacecontroller.SpacesGVR), Usage: q.Of, Limits: q.limits.For, Governed: q.governed, Every: spaceUsageEvery}, nil
+	return &quota.StatusWriter{Spaces: cache.NewGenericLister(d.spaceInformer.GetIndexer(), tenancyv1alpha1.SpacesGVR.GroupResource()),
+		Client: d.root.Resource(tenancyv1alpha1.SpacesGVR), Usage: q.Of, Limits: q.limits.For, Governed: q.governed, Every: spaceUsageEvery}, nil
 }

@@ -480,7 +480,7 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 	if err != nil {
 		return err
 	}
-	spaceInformer := dynamicinformer.NewFilteredDynamicInformer(root, spacecontroller.SpacesGVR, "", 0, cache.Indexers{}, nil)
+	spaceInformer := dynamicinformer.NewFilteredDynamicInformer(root, tenancyv1alpha1.SpacesGVR, "", 0, cache.Indexers{}, nil)
 	// A Space's managed fields are half of it; the space controller writes
 	// Spaces by update, which keeps them where the request has none.
 	if err := spaceInformer.Informer().SetTransform(spaces.DropManagedFields); err != nil {

@@ -28,8 +28,6 @@ const (
 	// SyncTargetAnnotation on an edge object names the SyncTarget
 	// ("inventory/name") whose syncer made it.
 	SyncTargetAnnotation = "edge.kubestellar.io/sync-target"
-	// placementCopyLabel marks the mailbox copies the translator writes.
-	placementCopyLabel = edgev2alpha1.PlacementCopyLabel
 	// UpsyncedLabel marks objects the syncer copied into the mailbox.
 	UpsyncedLabel   = edgev2alpha1.UpsyncedLabel
 	spaceAnnotation = "kubestellar.io/space"
@@ -108,7 +106,7 @@ func edgeObject(copy *unstructured.Unstructured, gvr schema.GroupVersionResource
 	}
 	labels := map[string]string{}
 	for k, v := range obj.GetLabels() {
-		if k != placementCopyLabel && k != UpsyncedLabel {
+		if k != edgev2alpha1.PlacementCopyLabel && k != UpsyncedLabel {
 			labels[k] = v
 		}
 	}

@@ -22,7 +22,7 @@ func mailboxCopy() *unstructured.Unstructured {
 		"metadata": map[string]any{
 			"name": "web", "namespace": "common", "uid": "u1", "resourceVersion": "42", "generation": int64(3),
 			"creationTimestamp": "2026-11-21T10:00:00Z", "managedFields": []any{map[string]any{"manager": "x"}},
-			"labels": map[string]any{"app": "web", placementCopyLabel: "true"},
+			"labels": map[string]any{"app": "web", edgev2alpha1.PlacementCopyLabel: "true"},
 			"annotations": map[string]any{
 				"kubestellar.io/space":                 "inv1-mb-1",
 				edgev2alpha1.SourceSpaceAnnotation:     "wds1",

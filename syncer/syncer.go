@@ -454,7 +454,7 @@ func (s *Syncer) stopInformers() {
 	s.crds, s.configInf, s.pods, s.rsets = nil, nil, nil, nil
 }
 
-func copySelector(o *metav1.ListOptions) { o.LabelSelector = placementCopyLabel + "=true" }
+func copySelector(o *metav1.ListOptions) { o.LabelSelector = edgev2alpha1.PlacementCopyLabel + "=true" }
 
 func upsyncedSelector(o *metav1.ListOptions) { o.LabelSelector = UpsyncedLabel + "=true" }
 

@@ -25,8 +25,8 @@ func TestHeartbeatStale(t *testing.T) {
 		}
 		return s
 	}
-	recent, old := now.Add(-10*time.Second), now.Add(-HeartbeatTimeout-time.Second)
-	atTimeout, justPast := now.Add(-HeartbeatTimeout), now.Add(-HeartbeatTimeout-time.Millisecond)
+	recent, old := now.Add(-10*time.Second), now.Add(-edgev2alpha1.SyncerHeartbeatTimeout-time.Second)
+	atTimeout, justPast := now.Add(-edgev2alpha1.SyncerHeartbeatTimeout), now.Add(-edgev2alpha1.SyncerHeartbeatTimeout-time.Millisecond)
 	for _, tc := range []struct {
 		desc      string
 		st        *edgev2alpha1.SyncTarget
@@ -34,7 +34,7 @@ func TestHeartbeatStale(t *testing.T) {
 		wantWait  time.Duration
 	}{
 		{desc: "never connected", st: st("", nil)},
-		{desc: "connected, recent heartbeat", st: st(metav1.ConditionTrue, &recent), wantWait: HeartbeatTimeout - 10*time.Second + time.Second},
+		{desc: "connected, recent heartbeat", st: st(metav1.ConditionTrue, &recent), wantWait: edgev2alpha1.SyncerHeartbeatTimeout - 10*time.Second + time.Second},
 		{desc: "connected, old heartbeat", st: st(metav1.ConditionTrue, &old), wantStale: true},
 		{desc: "connected, heartbeat exactly the timeout ago", st: st(metav1.ConditionTrue, &atTimeout), wantWait: time.Second},
 		{desc: "connected, heartbeat just past the timeout", st: st(metav1.ConditionTrue, &justPast), wantStale: true},

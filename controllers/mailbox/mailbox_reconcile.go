@@ -42,27 +42,22 @@ const (
 
 func clientKey(name string) client.ObjectKey { return client.ObjectKey{Name: name} }
 
-// HeartbeatTimeout is how long a syncer may stay silent before its
-// SyncTarget's Heartbeat condition turns False: a few of its default
-// ten-second heartbeats. (SyncerConnected follows the syncer's tunnel.)
-const HeartbeatTimeout = 45 * time.Second
-
 // reasonHeartbeatMissed is the reason of a Heartbeat condition turned False
 // by the server.
 const reasonHeartbeatMissed = "HeartbeatMissed"
 
 // heartbeatStale says whether a SyncTarget says its syncer heartbeats
-// while its last heartbeat is older than HeartbeatTimeout; if not, how long
+// while its last heartbeat is older than edgev2alpha1.SyncerHeartbeatTimeout; if not, how long
 // until it would be (0: nothing to watch).
 func heartbeatStale(st *edgev2alpha1.SyncTarget, now time.Time) (bool, time.Duration) {
 	if !meta.IsStatusConditionTrue(st.Status.Conditions, edgev2alpha1.SyncTargetHeartbeat) || st.Status.LastSyncerHeartbeatTime == nil {
 		return false, 0
 	}
 	age := now.Sub(st.Status.LastSyncerHeartbeatTime.Time)
-	if age > HeartbeatTimeout {
+	if age > edgev2alpha1.SyncerHeartbeatTimeout {
 		return true, 0
 	}
-	return false, HeartbeatTimeout - age + time.Second
+	return false, edgev2alpha1.SyncerHeartbeatTimeout - age + time.Second
 }
 
 // reconciler is the logic of the controller; its dependencies are function

@@ -284,8 +284,10 @@ func TestReconcile(t *testing.T) {
 			wantRequeues: []string{stKey + " after 36s"},
 		},
 		{
-			desc:      "a stale heartbeat turns the Heartbeat condition False",
-			setup:     func(f *fakeMailboxes) { heartbeat(f.ready(), f.now.Add(-HeartbeatTimeout-time.Second)) },
+			desc: "a stale heartbeat turns the Heartbeat condition False",
+			setup: func(f *fakeMailboxes) {
+				heartbeat(f.ready(), f.now.Add(-edgev2alpha1.SyncerHeartbeatTimeout-time.Second))
+			},
 			wantCalls: []string{"create Space in root", "get Space in root", "updateStatus SyncTarget edge1 in inv1"},
 			check: func(t *testing.T, f *fakeMailboxes) {
 				c := meta.FindStatusCondition(f.syncTargets[stKey].Status.Conditions, edgev2alpha1.SyncTargetHeartbeat)
@@ -428,7 +430,7 @@ func TestReconcileLifecycle(t *testing.T) {
 	step("steady", func() {}, false, "create Space in root", "get Space in root")
 	step("the syncer heartbeats", func() { heartbeat(f.syncTargets[stKey], f.now) }, false, "create Space in root", "get Space in root")
 	require.Equal(t, []string{stKey + " after 46s"}, f.requeues)
-	step("the syncer goes silent", func() { f.now = f.now.Add(HeartbeatTimeout + time.Second) }, false,
+	step("the syncer goes silent", func() { f.now = f.now.Add(edgev2alpha1.SyncerHeartbeatTimeout + time.Second) }, false,
 		"create Space in root", "get Space in root", "updateStatus SyncTarget edge1 in inv1")
 	require.Empty(t, f.requeues)
 	step("still silent", func() {}, false, "create Space in root", "get Space in root")

@@ -87,7 +87,7 @@ type conflict struct {
 // destination and the winner.
 func decide(claims []*claim, current metav1.Object, where string) (*desiredCopy, []conflict) {
 	owner := claims[0].wds
-	if current != nil && crossspace.Label(current, ManagedLabel) == "true" {
+	if current != nil && crossspace.Label(current, edgev2alpha1.PlacementCopyLabel) == "true" {
 		held := crossspace.Annotation(current, edgev2alpha1.SourceSpaceAnnotation)
 		for _, cl := range claims {
 			if cl.wds == held {

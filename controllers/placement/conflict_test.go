@@ -41,7 +41,7 @@ func sharedCopy(wds, data string) *unstructured.Unstructured {
 // held is the current mailbox copy written from a placement.
 func held(wds, placement, data string) *unstructured.Unstructured {
 	obj := sharedCopy(wds, data)
-	obj.SetLabels(map[string]string{ManagedLabel: "true"})
+	obj.SetLabels(map[string]string{edgev2alpha1.PlacementCopyLabel: "true"})
 	a := obj.GetAnnotations()
 	a[edgev2alpha1.SourcePlacementAnnotation] = placement
 	obj.SetAnnotations(a)
@@ -235,7 +235,7 @@ func TestDecideIsStableOnceWritten(t *testing.T) {
 		clauses: []edgev2alpha1.DownsyncClause{{}}}
 	d, _ := decide([]*claim{older, younger}, nil, "here")
 	written := d.obj.DeepCopy()
-	written.SetLabels(map[string]string{ManagedLabel: "true"})
+	written.SetLabels(map[string]string{edgev2alpha1.PlacementCopyLabel: "true"})
 	annotations := written.GetAnnotations()
 	d.annotate(annotations)
 	written.SetAnnotations(annotations)

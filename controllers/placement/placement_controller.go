@@ -331,7 +331,7 @@ func (c *Controller) resourceEvents() cache.ResourceEventHandlerFuncs {
 			return
 		}
 		space := crossspace.SpaceOf(m)
-		if crossspace.Label(m, ManagedLabel) != "true" {
+		if crossspace.Label(m, edgev2alpha1.PlacementCopyLabel) != "true" {
 			c.enqueueSpace(space)
 			return
 		}
@@ -356,7 +356,7 @@ func (c *Controller) resourceEvents() cache.ResourceEventHandlerFuncs {
 
 func isCopy(obj any) bool {
 	m, ok := metaOf(obj)
-	return ok && crossspace.Label(m, ManagedLabel) == "true"
+	return ok && crossspace.Label(m, edgev2alpha1.PlacementCopyLabel) == "true"
 }
 
 // sourceChanged reports whether an update of a workload object changed

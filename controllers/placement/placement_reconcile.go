@@ -475,7 +475,7 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 				// Every mailbox's reconcile goes through every object its
 				// placements might select, so this reads no more of an object
 				// than it needs: GetLabels makes a map each time.
-				if label(obj, ManagedLabel) == "true" {
+				if label(obj, edgev2alpha1.PlacementCopyLabel) == "true" {
 					continue
 				}
 				var objLabels map[string]string
@@ -764,7 +764,7 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current m
 		}
 	}
 	obj := d.obj.DeepCopy()
-	setMeta(obj, "labels", ManagedLabel, "true")
+	setMeta(obj, "labels", edgev2alpha1.PlacementCopyLabel, "true")
 	annotations := obj.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
@@ -818,7 +818,7 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current m
 			return false, err
 		}
 		switch ann := live.GetAnnotations(); {
-		case live.GetLabels()[ManagedLabel] != "true":
+		case live.GetLabels()[edgev2alpha1.PlacementCopyLabel] != "true":
 			// Not a copy: what becomes of it is for a reconcile whose
 			// cache has it (the error retries).
 			return false, exists
@@ -853,7 +853,7 @@ func (r *mailboxReconciler) prune(ctx context.Context, mailbox string, desired m
 	for _, namespaces := range []bool{false, true} {
 		var keys []string
 		for _, k := range sortedKeys(current) {
-			if _, want := desired[k]; !want && crossspace.Label(current[k], ManagedLabel) == "true" && isNamespaces(gvrOfKey(k)) == namespaces {
+			if _, want := desired[k]; !want && crossspace.Label(current[k], edgev2alpha1.PlacementCopyLabel) == "true" && isNamespaces(gvrOfKey(k)) == namespaces {
 				keys = append(keys, k)
 			}
 		}
@@ -893,7 +893,7 @@ func (r *mailboxReconciler) holdEmptyNamespaces(key, mailbox string, desired map
 			r.emptyNamespaces.forget(mailbox, obj.GetName())
 			continue
 		}
-		if crossspace.Label(obj, ManagedLabel) != "true" {
+		if crossspace.Label(obj, edgev2alpha1.PlacementCopyLabel) != "true" {
 			continue
 		}
 		if wait := r.emptyNamespaces.wait(mailbox, obj.GetName(), now); wait > 0 {

@@ -354,7 +354,7 @@ func TestMailboxReconcileSequence(t *testing.T) {
 			wantCalls: []string{"recordProblems 1", "create namespaces default", "create configmaps default/cm", "createSyncerConfig"},
 			check: func(t *testing.T, f *fakeMailbox) {
 				cp := f.get(cmGVR, f.mailbox(), "default", "cm")
-				require.Equal(t, "true", cp.GetLabels()[ManagedLabel])
+				require.Equal(t, "true", cp.GetLabels()[edgev2alpha1.PlacementCopyLabel])
 				a := cp.GetAnnotations()
 				require.Equal(t, "wds1", a[edgev2alpha1.SourceSpaceAnnotation])
 				require.Equal(t, "p", a[edgev2alpha1.SourcePlacementAnnotation])
@@ -376,7 +376,7 @@ func TestMailboxReconcileSequence(t *testing.T) {
 				}
 				f.put(cmGVR, "wds1", labelled("web", map[string]string{"app": "web"}))
 				f.put(cmGVR, "wds1", labelled("db", map[string]string{"app": "db"}))
-				f.put(cmGVR, "wds1", labelled("copied", map[string]string{"app": "web", ManagedLabel: "true"}))
+				f.put(cmGVR, "wds1", labelled("copied", map[string]string{"app": "web", edgev2alpha1.PlacementCopyLabel: "true"}))
 				clause := cmClause()
 				clause.LabelSelectors = []metav1.LabelSelector{{MatchLabels: map[string]string{"app": "web"}}}
 				f.place("wds1", "p", 1, clause)
@@ -830,7 +830,7 @@ func TestContentChanged(t *testing.T) {
 	base := configMap("default", "cm", map[string]any{"a": "1"})
 	base.SetResourceVersion("1")
 	base.SetUID("4f9d1c3e-0d36-4a53-9f1b-6a1d2f0e7c11")
-	base.SetLabels(map[string]string{ManagedLabel: "true"})
+	base.SetLabels(map[string]string{edgev2alpha1.PlacementCopyLabel: "true"})
 	base.SetAnnotations(map[string]string{spaces.Annotation: "mb1", edgev2alpha1.SourceSpaceAnnotation: "wds1",
 		edgev2alpha1.PlacementsAnnotation: "p1"})
 	for _, tc := range []struct {

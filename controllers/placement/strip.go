@@ -14,8 +14,6 @@ import (
 
 // Labels and annotations the translator puts on mailbox copies.
 const (
-	// ManagedLabel marks the objects of a mailbox that the translator owns.
-	ManagedLabel = edgev2alpha1.PlacementCopyLabel
 	// ContentHashAnnotation holds the hash of what the translator last
 	// wrote, so unchanged copies are not written again.
 	ContentHashAnnotation = "edge.kubestellar.io/content-hash"

@@ -41,7 +41,6 @@ import (
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
-	"github.com/kubestellar/kubestellar/controllers/placement"
 	"github.com/kubestellar/kubestellar/internal/statuscel"
 	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -280,7 +279,7 @@ func (c *Controller) informerFor(gvr schema.GroupVersionResource) *crossspace.In
 // indexBySource indexes mailbox copies by the WDS object they copy.
 func indexBySource(obj any) ([]string, error) {
 	m, ok := obj.(metav1.Object)
-	if !ok || crossspace.Label(m, placement.ManagedLabel) != "true" {
+	if !ok || crossspace.Label(m, edgev2alpha1.PlacementCopyLabel) != "true" {
 		return nil, nil
 	}
 	src := crossspace.Annotation(m, edgev2alpha1.SourceSpaceAnnotation)
@@ -301,7 +300,7 @@ func (c *Controller) onEvent(gvr schema.GroupVersionResource, obj, old any) {
 		return
 	}
 	wds := crossspace.SpaceOf(m)
-	if crossspace.Label(m, placement.ManagedLabel) == "true" {
+	if crossspace.Label(m, edgev2alpha1.PlacementCopyLabel) == "true" {
 		prev, _ := old.(metav1.Object)
 		if !relevant(m) && (prev == nil || !relevant(prev)) {
 			return
@@ -331,7 +330,7 @@ func (c *Controller) onCopyChange(gvr schema.GroupVersionResource, old, obj any)
 	ref := copyRef{gvr: gvr, space: crossspace.SpaceOf(m), namespace: m.GetNamespace(), name: m.GetName()}
 	var wds string
 	var problems []problem
-	if cur != nil && crossspace.Label(cur, placement.ManagedLabel) == "true" {
+	if cur != nil && crossspace.Label(cur, edgev2alpha1.PlacementCopyLabel) == "true" {
 		cp := placedCopy{gvr: gvr, mailbox: ref.space, obj: cur}
 		if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, ref.space); ok {
 			cp.syncTarget = st.Name

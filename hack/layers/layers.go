@@ -4,7 +4,7 @@
 // Command layers checks that the module's packages import one another only
 // down its layers, so that the tree shows them and stays that way:
 //
-//	cmd -> packaging -> syncer | server -> dashboard -> controllers -> spaces -> apis, internal
+//	cmd -> packaging -> syncer | server -> dashboard | controllers -> spaces -> apis, internal
 //	                    syncer -> tunnel -> apis, internal
 //
 // Each top-level folder is a layer; a package may import its own layer and
@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"spaces":      {"apis", "internal"},
 	"tunnel":      {"apis", "internal"},
 	"controllers": {"apis", "internal", "spaces"},
-	"dashboard":   {"apis", "internal", "spaces", "controllers"},
+	"dashboard":   {"apis", "internal", "spaces"},
 	"syncer":      {"apis", "internal", "tunnel"},
 	"server":      {"apis", "internal", "spaces", "tunnel", "controllers", "dashboard"},
 	"packaging":   {"apis", "internal", "server", "syncer"},

@@ -30,6 +30,9 @@ func TestCheckImports(t *testing.T) {
 			{path: mod + "/internal/version", imports: []string{mod + "/cmd/kubestellar/app"}},
 			{path: mod + "/apis/edge/v2alpha1", imports: []string{mod + "/spaces"}},
 		}, want: []string{mod + "/internal/version imports " + mod + "/cmd/kubestellar/app", mod + "/apis/edge/v2alpha1 imports " + mod + "/spaces"}},
+		{name: "the dashboard imports a controller", pkgs: []pkg{
+			{path: mod + "/dashboard", imports: []string{mod + "/controllers/mailbox"}},
+		}, want: []string{mod + "/dashboard imports " + mod + "/controllers/mailbox"}},
 		{name: "the dashboard imports the server's authentication", pkgs: []pkg{
 			{path: mod + "/dashboard", imports: []string{mod + "/server/auth"}},
 		}, want: []string{mod + "/dashboard imports " + mod + "/server/auth"}},

@@ -27,9 +27,6 @@ import (
 // ControllerName names the controller in logs and its queue.
 const ControllerName = "space"
 
-// SpacesGVR is the resource of Space objects.
-var SpacesGVR = tenancyv1alpha1.SchemeGroupVersion.WithResource("spaces")
-
 // Controller reconciles Spaces.
 type Controller struct {
 	queue    workqueue.TypedRateLimitingInterface[string]
@@ -49,11 +46,11 @@ func New(informer cache.SharedIndexInformer, rootClient dynamic.Interface,
 	}
 	c.r = &reconciler{
 		updateSpace: func(ctx context.Context, s *tenancyv1alpha1.Space) error {
-			_, err := rootClient.Resource(SpacesGVR).Update(ctx, toUnstructured(s), updateOptions)
+			_, err := rootClient.Resource(tenancyv1alpha1.SpacesGVR).Update(ctx, toUnstructured(s), updateOptions)
 			return err
 		},
 		updateStatus: func(ctx context.Context, s *tenancyv1alpha1.Space) error {
-			_, err := rootClient.Resource(SpacesGVR).UpdateStatus(ctx, toUnstructured(s), updateOptions)
+			_, err := rootClient.Resource(tenancyv1alpha1.SpacesGVR).UpdateStatus(ctx, toUnstructured(s), updateOptions)
 			return err
 		},
 		ensureNamespace: func(ctx context.Context, space, namespace string) error {

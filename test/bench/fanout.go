@@ -23,7 +23,6 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
-	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 )
 
 // fanout places objects on many SyncTargets and measures how long until
@@ -46,7 +45,7 @@ func fanout(ctx context.Context, bin string, s *server, targets, objects int, sy
 			_ = unstructured.SetNestedField(u.Object, tenancyv1alpha1.SpaceTypeWDS, "spec", "type")
 			_ = unstructured.SetNestedStringSlice(u.Object, []string{"bench-inv"}, "spec", "inventorySpaces")
 		}
-		if _, err := dyn.Resource(spacecontroller.SpacesGVR).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		if _, err := dyn.Resource(tenancyv1alpha1.SpacesGVR).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 			return nil, err
 		}
 	}
@@ -358,7 +357,7 @@ func mailboxesReady(ctx context.Context, root dynamic.Interface, n int) error {
 	}
 	best, progressed := -1, time.Now()
 	for {
-		list, err := root.Resource(spacecontroller.SpacesGVR).List(ctx, metav1.ListOptions{})
+		list, err := root.Resource(tenancyv1alpha1.SpacesGVR).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -370,7 +369,7 @@ func mailboxesReady(ctx context.Context, root dynamic.Interface, n int) error {
 		for i := range list.Items {
 			note(&list.Items[i], false)
 		}
-		w, err := root.Resource(spacecontroller.SpacesGVR).Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
+		w, err := root.Resource(tenancyv1alpha1.SpacesGVR).Watch(ctx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion()})
 		if err != nil {
 			// Not at once: each try lists every Space again.
 			select {
@@ -419,7 +418,7 @@ func mailboxesReady(ctx context.Context, root dynamic.Interface, n int) error {
 // clients ask), and drains the events. It returns a function that stops
 // the watches, and how many there are.
 func watchMailboxes(ctx context.Context, s *server, root dynamic.Interface) (func(), int, error) {
-	list, err := root.Resource(spacecontroller.SpacesGVR).List(ctx, metav1.ListOptions{})
+	list, err := root.Resource(tenancyv1alpha1.SpacesGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -55,7 +55,6 @@ import (
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
-	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
 
@@ -494,7 +493,7 @@ func (s *server) config(space string) *rest.Config {
 }
 
 func manySpaces(ctx context.Context, s *server, n, perSpace int) (time.Duration, error) {
-	dyn := dynamic.NewForConfigOrDie(s.config(spaces.Root)).Resource(spacecontroller.SpacesGVR)
+	dyn := dynamic.NewForConfigOrDie(s.config(spaces.Root)).Resource(tenancyv1alpha1.SpacesGVR)
 	began := time.Now()
 	_, err := parallel(16, n, func(i int) error {
 		u := &unstructured.Unstructured{}

@@ -34,7 +34,6 @@ import (
 	ksserver "github.com/kubestellar/kubestellar/server"
 	"github.com/kubestellar/kubestellar/server/auth"
 	"github.com/kubestellar/kubestellar/spaces"
-	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 	"github.com/kubestellar/kubestellar/tunnel"
 )
 
@@ -255,7 +254,7 @@ func simulatedName(i int) string { return fmt.Sprintf("edge-%04d", i) }
 
 // waitMailboxes waits until the n mailbox spaces of tunnelInv are ready.
 func waitMailboxes(ctx context.Context, s *server, n int, progress func(string, ...any)) error {
-	spacesClient := dynamic.NewForConfigOrDie(s.config(spaces.Root)).Resource(spacecontroller.SpacesGVR)
+	spacesClient := dynamic.NewForConfigOrDie(s.config(spaces.Root)).Resource(tenancyv1alpha1.SpacesGVR)
 	return pollProgress(ctx, 10*time.Minute, fmt.Sprintf("%d ready mailbox spaces", n), progress, func(ctx context.Context) (int, error) {
 		list, err := spacesClient.List(ctx, metav1.ListOptions{LabelSelector: mailbox.LabelSyncTargetSpace + "=" + tunnelInv})
 		if err != nil {

@@ -31,8 +31,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
-	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
 
@@ -280,7 +280,7 @@ func TestCRDsAreBoundPerSpace(t *testing.T) {
 		}
 		bound, _ := stored()
 		require.Equal(t, "one,three", bound)
-		spacesClient := dyn(t, s, spaces.Root).Resource(spacecontroller.SpacesGVR)
+		spacesClient := dyn(t, s, spaces.Root).Resource(tenancyv1alpha1.SpacesGVR)
 		require.NoError(t, spacesClient.Delete(ctx, "three", metav1.DeleteOptions{}))
 		eventually(t, 30*time.Second, func() (bool, error) {
 			bound, _ := stored()
@@ -350,7 +350,7 @@ func TestDeletingASpaceRemovesEverythingInIt(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	spacesClient := dyn(t, s, spaces.Root).Resource(spacecontroller.SpacesGVR)
+	spacesClient := dyn(t, s, spaces.Root).Resource(tenancyv1alpha1.SpacesGVR)
 	require.NoError(t, spacesClient.Delete(ctx, "doomed", metav1.DeleteOptions{}))
 	eventually(t, 30*time.Second, func() (bool, error) {
 		_, err := spacesClient.Get(ctx, "doomed", metav1.GetOptions{})

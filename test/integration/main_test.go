@@ -22,7 +22,6 @@ import (
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
-	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
 
@@ -69,7 +68,7 @@ func createTypedSpace(t *testing.T, s *harness.InProcess, name, typ string, inve
 	if len(inventorySpaces) > 0 {
 		require.NoError(t, unstructured.SetNestedStringSlice(space.Object, inventorySpaces, "spec", "inventorySpaces"))
 	}
-	client := dyn(t, s, spaces.Root).Resource(spacecontroller.SpacesGVR)
+	client := dyn(t, s, spaces.Root).Resource(tenancyv1alpha1.SpacesGVR)
 	_, err := client.Create(ctx, space, metav1.CreateOptions{})
 	require.NoError(t, err)
 	eventually(t, 30*time.Second, func() (bool, error) {
@@ -96,7 +95,7 @@ func eventually(t *testing.T, timeout time.Duration, cond func() (bool, error), 
 	}
 }
 
-func spacesGVR() schema.GroupVersionResource { return spacecontroller.SpacesGVR }
+func spacesGVR() schema.GroupVersionResource { return tenancyv1alpha1.SpacesGVR }
 
 func spaceObject(name string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}

@@ -4,6 +4,8 @@
 package v2alpha1
 
 import (
+	"time"
+
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +15,11 @@ import (
 
 // GroupName is the API group of the edge kinds.
 const GroupName = "edge.kubestellar.io"
+
+// SyncerHeartbeatTimeout is how long a syncer may stay silent before its
+// SyncTarget's Heartbeat condition turns False: a few of its default
+// ten-second heartbeats. (SyncerConnected follows the syncer's tunnel.)
+const SyncerHeartbeatTimeout = 45 * time.Second
 
 // SchemeGroupVersion is the group and version of this package.
 var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v2alpha1"}

@@ -15,6 +15,9 @@ const GroupName = "tenancy.kubestellar.io"
 // SchemeGroupVersion is the group and version of this package.
 var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha1"}
 
+// SpacesGVR is the resource of Spaces, for dynamic clients and informers.
+var SpacesGVR = SchemeGroupVersion.WithResource("spaces")
+
 // Resource returns the group-qualified resource of this version.
 func Resource(resource string) schema.GroupResource {
 	return SchemeGroupVersion.WithResource(resource).GroupResource()

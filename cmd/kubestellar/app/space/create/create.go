@@ -20,7 +20,6 @@ import (
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
 	"github.com/kubestellar/kubestellar/server/kubeconfig"
 	"github.com/kubestellar/kubestellar/spaces"
-	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 )
 
 type options struct {
@@ -95,7 +94,7 @@ func runE(ctx context.Context, o *options, name string, streams iostreams.IOStre
 	if len(o.inventorySpaces) > 0 {
 		_ = unstructured.SetNestedStringSlice(space.Object, o.inventorySpaces, "spec", "inventorySpaces")
 	}
-	spacesClient := client.Resource(spacecontroller.SpacesGVR)
+	spacesClient := client.Resource(tenancyv1alpha1.SpacesGVR)
 	if _, err := spacesClient.Create(ctx, space, metav1.CreateOptions{}); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("space %q already exists", name)

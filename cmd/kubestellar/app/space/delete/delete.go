@@ -14,11 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/clientconfig"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
 	"github.com/kubestellar/kubestellar/server/kubeconfig"
 	"github.com/kubestellar/kubestellar/spaces"
-	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 )
 
 type options struct {
@@ -55,7 +55,7 @@ func runE(ctx context.Context, o *options, name string, streams iostreams.IOStre
 	if err != nil {
 		return err
 	}
-	spacesClient := client.Resource(spacecontroller.SpacesGVR)
+	spacesClient := client.Resource(tenancyv1alpha1.SpacesGVR)
 	if err := spacesClient.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("space %q not found", name)

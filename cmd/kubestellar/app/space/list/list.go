@@ -22,7 +22,6 @@ import (
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/output"
 	"github.com/kubestellar/kubestellar/spaces"
-	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 )
 
 type options struct {
@@ -66,7 +65,7 @@ func runE(ctx context.Context, o *options, streams iostreams.IOStreams) error {
 	if err != nil {
 		return err
 	}
-	list, err := client.Resource(spacecontroller.SpacesGVR).List(ctx, metav1.ListOptions{})
+	list, err := client.Resource(tenancyv1alpha1.SpacesGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("listing spaces: %w", err)
 	}

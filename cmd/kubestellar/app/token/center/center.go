@@ -24,7 +24,6 @@ import (
 	"github.com/kubestellar/kubestellar/internal/jointoken"
 	"github.com/kubestellar/kubestellar/server/auth"
 	"github.com/kubestellar/kubestellar/spaces"
-	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 )
 
 // Marks of the objects `kubestellar synctarget create` makes beside the
@@ -82,7 +81,7 @@ func (c *Center) RequireSpace(ctx context.Context, flag, space string) error {
 	if space == spaces.Root {
 		return nil
 	}
-	got, err := c.Dynamic.Resource(spacecontroller.SpacesGVR).Get(spaces.WithSpace(ctx, spaces.Root), space, metav1.GetOptions{})
+	got, err := c.Dynamic.Resource(tenancyv1alpha1.SpacesGVR).Get(spaces.WithSpace(ctx, spaces.Root), space, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%s: there is no space %q (create it with: kubestellar space create %s --type inventory)", flag, space, space)
 	}
