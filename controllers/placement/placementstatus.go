@@ -1,0 +1,123 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package placement
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/controllers/internal/epstatus"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// recordProblems stores what kept copies from a mailbox and enqueues the
+// placements whose status may change.
+func (c *Controller) recordProblems(mailbox string, placementsHere map[string]bool, problems map[string][]problem) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for epKey, byMailbox := range c.problems {
+		if _, ok := byMailbox[mailbox]; ok && !placementsHere[epKey] {
+			delete(byMailbox, mailbox)
+			c.statuses.Add(epKey)
+		}
+	}
+	for epKey := range placementsHere {
+		byMailbox := c.problems[epKey]
+		if byMailbox == nil {
+			byMailbox = map[string][]problem{}
+			c.problems[epKey] = byMailbox
+		}
+		if !apiequality.Semantic.DeepEqual(byMailbox[mailbox], problems[epKey]) {
+			c.statuses.Add(epKey)
+		}
+		if len(problems[epKey]) == 0 {
+			delete(byMailbox, mailbox)
+		} else {
+			byMailbox[mailbox] = problems[epKey]
+		}
+	}
+}
+
+// updatePlacementStatus sets the Propagated condition of a placement from
+// the problems of all its mailboxes, and the Conflicted condition from its
+// conflicts (absent when there are none).
+func (c *Controller) updatePlacementStatus(ctx context.Context, key string) error {
+	space, _, name, err := spaces.SplitKey(key)
+	if err != nil {
+		return nil
+	}
+	ep, ok := crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, space, "", name)
+	if !ok {
+		c.mu.Lock()
+		delete(c.problems, key)
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Lock()
+	var all []problem
+	mailboxes := sortedKeys(c.problems[key])
+	for _, mb := range mailboxes {
+		all = append(all, c.problems[key][mb]...)
+	}
+	c.mu.Unlock()
+	updated := ep.DeepCopy()
+	if !placementConditions(updated, all) {
+		return nil
+	}
+	return c.clients.Client.Status().Update(spaces.WithSpace(ctx, space), updated)
+}
+
+// isConflict reports whether a problem is a conflict with another source.
+func isConflict(p problem) bool {
+	return p.Reason == edgev2alpha1.ConflictReasonOtherSpace || p.Reason == edgev2alpha1.ConflictReasonCustomization
+}
+
+// placementConditions sets a placement's Propagated and Conflicted
+// conditions from its problems (in mailbox order) and reports whether
+// anything changed.
+func placementConditions(ep *edgev2alpha1.EdgePlacement, all []problem) bool {
+	var failures, conflicts []problem
+	for _, p := range all {
+		if isConflict(p) {
+			conflicts = append(conflicts, p)
+		} else {
+			failures = append(failures, p)
+		}
+	}
+	cond := metav1.Condition{Type: epstatus.Propagated, Status: metav1.ConditionTrue, Reason: "Propagated", Message: "every selected object is in its mailboxes"}
+	if len(failures) > 0 {
+		cond = metav1.Condition{Type: epstatus.Propagated, Status: metav1.ConditionFalse, Reason: failures[0].Reason, Message: summarize(failures)}
+	}
+	changed := false
+	if len(conflicts) > 0 {
+		changed = meta.SetStatusCondition(&ep.Status.Conditions, metav1.Condition{Type: edgev2alpha1.EdgePlacementConflicted,
+			Status: metav1.ConditionTrue, Reason: conflicts[0].Reason, Message: summarize(conflicts), ObservedGeneration: ep.Generation})
+	} else {
+		changed = meta.RemoveStatusCondition(&ep.Status.Conditions, edgev2alpha1.EdgePlacementConflicted)
+	}
+	return epstatus.Set(ep, cond) || changed
+}
+
+// summarize joins the distinct messages of problems, at most five.
+func summarize(problems []problem) string {
+	seen := map[string]bool{}
+	var msgs []string
+	for _, p := range problems {
+		if !seen[p.Message] {
+			seen[p.Message] = true
+			msgs = append(msgs, p.Message)
+		}
+	}
+	if len(msgs) > 5 {
+		msgs = append(msgs[:5], fmt.Sprintf("and %d more", len(msgs)-5))
+	}
+	return strings.Join(msgs, "; ")
+}

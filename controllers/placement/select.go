@@ -1,0 +1,320 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package placement
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// placed is a placement that targets a SyncTarget, and the destination it
+// reaches it through.
+type placed struct {
+	source
+	dest destination
+}
+
+// sources returns the placements whose slices name the SyncTarget (this
+// incarnation of it: its UID), oldest first, so that what they select is
+// decided the same way on every reconcile (see decide).
+func (r *mailboxReconciler) sources(ctx context.Context, st *edgev2alpha1.SyncTarget) []placed {
+	inventory := crossspace.SpaceOf(st)
+	var out []placed
+	for _, slice := range r.slicesFor(inventory, st.Name) {
+		wds := crossspace.SpaceOf(slice)
+		for _, d := range slice.Destinations {
+			if d.Space != inventory || d.SyncTargetName != st.Name || d.SyncTargetUID != st.UID {
+				continue
+			}
+			if r.inventories != nil && !slices.Contains(r.inventories(wds), inventory) {
+				// Only the scheduler writes slices, and only to the
+				// inventory spaces the WDS names; a slice that says
+				// otherwise is not the scheduler's (or is older than a
+				// change of the WDS's Space) and moves nothing.
+				klog.FromContext(ctx).Info("ignoring a destination outside the WDS's inventory spaces", "wds", wds, "slice", slice.Name,
+					"inventorySpace", inventory, "syncTarget", st.Name)
+				continue
+			}
+			ep, ok := r.placement(wds, slice.Name)
+			if !ok || ep.DeletionTimestamp != nil {
+				continue
+			}
+			p := placed{source: source{wds: wds, ep: ep}, dest: destination{syncTarget: st}}
+			if loc, ok := r.location(inventory, d.LocationName); ok {
+				p.dest.location = loc
+			}
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].before(out[j].source) })
+	return out
+}
+
+// selection is what the placements targeting a mailbox select.
+type selection struct {
+	// claims are, per copy key, what each placement would put there, in
+	// source order.
+	claims   map[string][]*claim
+	crdNames map[string]bool
+	upsync   []edgev2alpha1.UpsyncClause
+	// upsyncCRDs are the CRDs, served in the placements' WDSs, of the
+	// resources upsync clauses name: the mailbox must serve them for the
+	// syncer to write what it upsyncs.
+	upsyncCRDs map[string]bool
+	// problems are per placement key; placements are those targeting the
+	// mailbox.
+	problems   map[string][]problem
+	placements map[string]bool
+}
+
+// reasonAccessUnknown is a problem's reason when whether the placement's
+// writer may read something could not be asked (see mayRead).
+const reasonAccessUnknown = "AccessNotChecked"
+
+// retryLater reports whether a clause names a resource not served (yet).
+func (s *selection) retryLater() bool { return len(s.withReason("UnknownResource")) > 0 }
+
+// withReason returns the messages of the problems with a reason.
+func (s *selection) withReason(reason string) []string {
+	var out []string
+	for _, k := range sortedKeys(s.problems) {
+		for _, p := range s.problems[k] {
+			if p.Reason == reason {
+				out = append(out, p.Message)
+			}
+		}
+	}
+	return out
+}
+
+// selectAll gathers what the placements select; false when a cache it
+// needs has not synced yet.
+func (r *mailboxReconciler) selectAll(ctx context.Context, sources []placed) (*selection, bool) {
+	sel := &selection{claims: map[string][]*claim{}, crdNames: map[string]bool{}, upsyncCRDs: map[string]bool{}, problems: map[string][]problem{}, placements: map[string]bool{}}
+	for _, p := range sources {
+		epKey := p.key()
+		sel.placements[epKey] = true
+		probs, synced := r.selectFor(ctx, p, sel)
+		if !synced {
+			return nil, false
+		}
+		for i, c := range p.ep.Spec.Upsync {
+			if r.mayUpsync != nil {
+				ok, why, err := r.mayUpsync(ctx, p.wds, p.ep, i, c)
+				switch {
+				case err != nil:
+					probs = append(probs, problem{reasonAccessUnknown, err.Error()})
+					continue
+				case !ok:
+					probs = append(probs, problem{"NotPermitted", why})
+					continue
+				}
+			}
+			sel.upsync = append(sel.upsync, c)
+			for _, name := range r.upsyncedCRDs(p.wds, c) {
+				sel.upsyncCRDs[name] = true
+			}
+		}
+		sel.problems[epKey] = append(sel.problems[epKey], probs...)
+	}
+	return sel, true
+}
+
+// selectFor adds what one placement selects for its destination to sel,
+// and returns the problems met; false when a cache it needs has not synced
+// yet.
+func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *selection) (problems []problem, synced bool) {
+	wds := p.wds
+	// What the placement's writer may not read is not placed; each
+	// (resource, namespace) is asked about, and refused is reported, once
+	// per reconcile (not once per object: at 3,000 mailboxes, asking for
+	// each object was a sixth of one update's CPU). When the answer cannot
+	// be had, the reconcile changes nothing (see reconcile).
+	type access struct {
+		gvr       schema.GroupVersionResource
+		namespace string
+	}
+	answered := map[access]bool{}
+	permitted := func(gvr schema.GroupVersionResource, namespace string) bool {
+		if r.mayRead == nil {
+			return true
+		}
+		k := access{gvr, namespace}
+		if ok, seen := answered[k]; seen {
+			return ok
+		}
+		ok, why, err := r.mayRead(ctx, wds, p.ep, gvr, namespace)
+		answered[k] = ok
+		switch {
+		case err != nil:
+			problems = append(problems, problem{reasonAccessUnknown, err.Error()})
+		case !ok:
+			problems = append(problems, problem{"NotPermitted", why})
+		}
+		return ok
+	}
+	namespaceLabels := func(ns string) (map[string]string, bool) {
+		n, ok := r.namespace(wds, ns)
+		if !ok {
+			return nil, false
+		}
+		return n.GetLabels(), true
+	}
+	for i, raw := range p.ep.Spec.Downsync {
+		cl, err := parseClause(i, raw)
+		if err != nil {
+			problems = append(problems, problem{"InvalidDownsyncClause", err.Error()})
+			continue
+		}
+		resources, err := r.resolve(raw.APIGroup, raw.Resources)
+		if err != nil {
+			problems = append(problems, problem{"UnknownResource", fmt.Sprintf("spec.downsync[%d]: %v", i, err)})
+		}
+		for _, res := range resources {
+			if res.GroupResource() == crdResource {
+				for _, crd := range r.crds() {
+					// A WDS places the CRDs it serves.
+					if !spaces.BindingsOf(crd.Annotations).Has(wds) {
+						continue
+					}
+					if cl.matches("", crd.Name, crd.Labels, namespaceLabels) && permitted(res.GroupVersionResource, "") {
+						sel.crdNames[crd.Name] = true
+					}
+				}
+				continue
+			}
+			objs, ok := r.objects(res.GroupVersionResource, wds)
+			if !ok {
+				return nil, false
+			}
+			for _, obj := range objs {
+				// Every mailbox's reconcile goes through every object its
+				// placements might select, so this reads no more of an object
+				// than it needs: GetLabels makes a map each time.
+				if label(obj, edgev2alpha1.PlacementCopyLabel) == "true" {
+					continue
+				}
+				var objLabels map[string]string
+				if len(cl.labelSelectors) > 0 {
+					objLabels = obj.GetLabels()
+				}
+				if !cl.matches(obj.GetNamespace(), obj.GetName(), objLabels, namespaceLabels) {
+					continue
+				}
+				if !permitted(res.GroupVersionResource, obj.GetNamespace()) {
+					continue
+				}
+				k := copyKey(res.GroupVersionResource, obj.GetNamespace(), obj.GetName())
+				if list := sel.claims[k]; len(list) > 0 && list[len(list)-1].source.same(p.source) {
+					// Another clause of the same placement: a copy is create-only
+					// only if every clause selecting it says so.
+					last := list[len(list)-1]
+					last.createOnly = last.createOnly && raw.CreateOnly
+					last.clauses = append(last.clauses, raw)
+					continue
+				}
+				cp, memo, prob := r.makeCopy(wds, obj, p.dest)
+				if prob != nil {
+					problems = append(problems, *prob)
+					sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: obj, failed: true})
+					continue
+				}
+				sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: cp, memo: memo, createOnly: raw.CreateOnly,
+					clauses: []edgev2alpha1.DownsyncClause{raw}})
+			}
+		}
+	}
+	return problems, true
+}
+
+// makeCopy strips and customizes a workload object for a destination. A
+// copy that no Customizer or parameter makes differ between destinations
+// comes from the memo (when the reconciler has one) with its entry: it is
+// shared, and read-only.
+func (r *mailboxReconciler) makeCopy(wds string, obj *unstructured.Unstructured, dest destination) (*unstructured.Unstructured, *memoEntry, *problem) {
+	what := func() string { return fmt.Sprintf("%s %s", strings.ToLower(obj.GetKind()), qualifiedName(obj)) }
+	var cust *edgev2alpha1.Customizer
+	if ref := annotation(obj, edgev2alpha1.CustomizerAnnotation); ref != "" {
+		ns, name, hasNS := strings.Cut(ref, "/")
+		if !hasNS {
+			ns, name = obj.GetNamespace(), ref
+			if ns == "" {
+				return nil, nil, &problem{"CustomizerNotFound", fmt.Sprintf("%s is cluster-scoped and must name its Customizer as NAMESPACE/NAME, not %q", what(), ref)}
+			}
+		}
+		found, ok := r.customizer(wds, ns, name)
+		if !ok {
+			return nil, nil, &problem{"CustomizerNotFound", fmt.Sprintf("%s names Customizer %s/%s, which does not exist", what(), ns, name)}
+		}
+		cust = found
+	}
+	expand := annotation(obj, edgev2alpha1.ExpandParametersAnnotation) == "true" ||
+		(cust != nil && cust.Annotations[edgev2alpha1.ExpandParametersAnnotation] == "true")
+	if cust == nil && !expand && r.memo != nil {
+		e := r.memo.copyOf(obj, func() *unstructured.Unstructured { return sourceCopy(wds, obj) })
+		return e.copy, e, nil
+	}
+	cp := strip(obj)
+	if err := customize(cp, cust, expand, dest); err != nil {
+		return nil, nil, &problem{"CustomizationFailed", fmt.Sprintf("%s for SyncTarget %s: %v", what(), dest.syncTarget.GetName(), err)}
+	}
+	setMeta(cp, "annotations", edgev2alpha1.SourceSpaceAnnotation, wds)
+	return cp, nil, nil
+}
+
+// sourceCopy is the copy of a WDS object that no customization changes:
+// stripped, and annotated with its source space.
+func sourceCopy(wds string, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	cp := strip(obj)
+	setMeta(cp, "annotations", edgev2alpha1.SourceSpaceAnnotation, wds)
+	return cp
+}
+
+// label reads one label of an object without making a map of them all.
+func label(obj *unstructured.Unstructured, key string) string {
+	v, _, _ := unstructured.NestedString(obj.Object, "metadata", "labels", key)
+	return v
+}
+
+// annotation reads one annotation of an object as label reads a label.
+func annotation(obj *unstructured.Unstructured, key string) string {
+	v, _, _ := unstructured.NestedString(obj.Object, "metadata", "annotations", key)
+	return v
+}
+
+// setMeta sets one label or annotation (field is "labels" or
+// "annotations") of an object the caller owns, without a round trip
+// through a map of them all.
+func setMeta(obj *unstructured.Unstructured, field, key, value string) {
+	md, _ := obj.Object["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
+		obj.Object["metadata"] = md
+	}
+	m, _ := md[field].(map[string]any)
+	if m == nil {
+		m = map[string]any{}
+		md[field] = m
+	}
+	m[key] = value
+}
+
+func qualifiedName(obj metav1.Object) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetName()
+	}
+	return obj.GetNamespace() + "/" + obj.GetName()
+}
