@@ -5,7 +5,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,34 +12,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubestellar/kubestellar/test/harness"
 )
-
-// poll runs kubectl until its output satisfies ok, or fails after a minute.
-func poll(t *testing.T, k harness.Kubectl, ok func(string) bool, what string, args ...string) string {
-	t.Helper()
-	var last, lastErr string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		// Each run has its own deadline, so the last output is a whole
-		// answer, not one cut off by the poll's.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		out, errOut, err := k.Run(ctx, args...)
-		last, lastErr = out, errOut
-		if err != nil && errOut == "" {
-			lastErr = err.Error()
-		}
-		return err == nil && ok(out), nil
-	})
-	require.NoError(t, err, "waiting for %s: kubectl %s\nlast output: %s\nlast error: %s", what, strings.Join(args, " "), last, lastErr)
-	return last
-}
 
 func equals(want string) func(string) bool { return func(s string) bool { return s == want } }
 

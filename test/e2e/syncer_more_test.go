@@ -4,7 +4,6 @@
 package e2e
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,34 +11,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubestellar/kubestellar/test/edgecluster"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
-
-// pollFor is poll with a deadline of the caller's.
-func pollFor(t *testing.T, timeout time.Duration, k harness.Kubectl, ok func(string) bool, what string, args ...string) string {
-	t.Helper()
-	var last, lastErr string
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		out, errOut, err := k.Run(ctx, args...)
-		last, lastErr = out, errOut
-		return err == nil && ok(out), nil
-	})
-	require.NoError(t, err, "waiting for %s: kubectl %s\nlast output: %s\nlast error: %s", what, strings.Join(args, " "), last, lastErr)
-	return last
-}
-
-// eventually says whether kubectl's output satisfies ok within timeout,
-// for a caller that gathers what explains a failure before failing.
-func eventually(timeout time.Duration, k harness.Kubectl, ok func(string) bool, args ...string) bool {
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		out, _, err := k.Run(ctx, args...)
-		return err == nil && ok(out), nil
-	})
-	return err == nil
-}
 
 const offlineWorkload = `apiVersion: v1
 kind: Namespace

@@ -210,19 +210,6 @@ rules: [{apiGroups: [example.com], resources: [gadgets], verbs: [get]}]
 	require.NoError(t, err, "bob's revoked token still works: %s", last)
 }
 
-// pollStdin runs kubectl with stdin until it succeeds: a CRD just made is
-// served within moments.
-func pollStdin(t *testing.T, k harness.Kubectl, stdin, what string, args ...string) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, errOut, err := k.RunStdin(ctx, strings.NewReader(stdin), args...)
-		last = errOut
-		return err == nil, nil
-	})
-	require.NoError(t, err, "waiting for %s: %s", what, last)
-}
-
 // canI runs kubectl auth can-i, which fails when the answer is no, and
 // returns its answer.
 func canI(t *testing.T, k harness.Kubectl, args ...string) string {
