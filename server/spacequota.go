@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -61,8 +62,11 @@ func (q *spaceQuotas) governed(space string) bool {
 }
 
 // resources are those a space may store: the built-in ones and those of
-// the CRDs it serves.
-func (q *spaceQuotas) resources(space string) []schema.GroupResource {
+// the CRDs it serves; none until the CRD cache has synced.
+func (q *spaceQuotas) resources(space string) ([]schema.GroupResource, error) {
+	if q.crds.lister.Load() == nil {
+		return nil, errors.New("the server is starting: its CRD cache has not synced")
+	}
 	q.once.Do(func() {
 		for _, k := range builtin.Kinds() {
 			q.builtIn = append(q.builtIn, k.GroupResource())
@@ -72,7 +76,7 @@ func (q *spaceQuotas) resources(space string) []schema.GroupResource {
 	for _, crd := range q.servedCRDs(space, true) {
 		out = append(out, schema.GroupResource{Group: crd.Spec.Group, Resource: crd.Spec.Names.Plural})
 	}
-	return out
+	return out, nil
 }
 
 // servedCRDs returns the CRDs space serves; with all false, not those
@@ -104,6 +108,12 @@ func (q *spaceQuotas) Of(ctx context.Context, space string) (objects, bytes int6
 	if err != nil {
 		return 0, 0, err
 	}
+	crdObjects, crdBytes, err := q.crdCharge(space)
+	return objects + crdObjects, bytes + crdBytes, err
+}
+
+// crdCharge is what the CRDs space serves count in it.
+func (q *spaceQuotas) crdCharge(space string) (objects, bytes int64, err error) {
 	for _, crd := range q.servedCRDs(space, false) {
 		key := string(crd.UID) + "/" + crd.ResourceVersion
 		size, ok := q.crdSizes.Get(key)
@@ -121,11 +131,23 @@ func (q *spaceQuotas) Of(ctx context.Context, space string) (objects, bytes int6
 	return objects, bytes, nil
 }
 
-// Reserve implements quota.Usage.
-func (q *spaceQuotas) Reserve(space, key string, objects, bytes int64) {
-	if key != "" {
-		q.usage.Reserve(space, key, objects, bytes)
+// Admit implements quota.Usage, with the space's CRDs charged first.
+func (q *spaceQuotas) Admit(ctx context.Context, space, key string, objects, bytes, maxObjects, maxBytes int64, dryRun bool) (int64, int64, bool, error) {
+	crdObjects, crdBytes, err := q.crdCharge(space)
+	if err != nil {
+		return 0, 0, false, err
 	}
+	less := func(limit, charge int64) int64 {
+		if limit == 0 {
+			return 0
+		}
+		if limit -= charge; limit <= 0 {
+			return -1 // full already: nothing more fits
+		}
+		return limit
+	}
+	stored, storedBytes, ok, err := q.usage.Admit(ctx, space, key, objects, bytes, less(maxObjects, crdObjects), less(maxBytes, crdBytes), dryRun)
+	return stored + crdObjects, storedBytes + crdBytes, ok, err
 }
 
 // key is where a write is stored; "" for a CRD, which is stored outside

@@ -20,10 +20,12 @@ import (
 
 // Usage is what a space stores, as server/storage's Usage counts it.
 type Usage interface {
-	// Of returns the objects a space stores and the bytes they take.
-	Of(ctx context.Context, space string) (objects, bytes int64, err error)
-	// Reserve counts what an admitted write of key adds, until it is stored.
-	Reserve(space, key string, objects, bytes int64)
+	// Admit decides, in one step with the other writes it admits, whether
+	// a write of key adding objects and bytes to space fits under
+	// maxObjects and maxBytes (0: no bound), and if so reserves them
+	// until the write is stored (unless dryRun). It returns what the
+	// space holds, for the refusal's message.
+	Admit(ctx context.Context, space, key string, objects, bytes, maxObjects, maxBytes int64, dryRun bool) (storedObjects, storedBytes int64, ok bool, err error)
 }
 
 // Scope tells which spaces and users the limits hold for.
@@ -98,27 +100,31 @@ func (p *plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	if objects == 0 && grows <= 0 {
 		return nil
 	}
-	stored, bytes, err := p.usage.Of(ctx, space)
+	maxObjects, maxBytes := limits.Objects.Value, limits.Bytes.Value
+	if objects == 0 {
+		maxObjects = 0 // an update adds no object
+	}
+	if grows <= 0 {
+		maxBytes = 0
+	}
+	stored, storedBytes, ok, err := p.usage.Admit(ctx, space, p.scope.Key(space, a), objects, max(grows, 0), maxObjects, maxBytes, a.IsDryRun())
 	if err != nil {
 		return apierrors.NewServiceUnavailable(fmt.Sprintf("counting what space %q stores: %v", space, err))
+	}
+	if ok {
+		return nil
 	}
 	deny := func(format string, args ...any) error {
 		return apierrors.NewForbidden(gr, a.GetName(), fmt.Errorf(format+": delete what the space no longer needs, or ask the server's admin to raise the limit (a SpaceQuota in the root space)", args...))
 	}
-	if l := limits.Objects; objects > 0 && l.Value != 0 && stored+objects > l.Value {
+	if l := limits.Objects; maxObjects != 0 && stored+objects > l.Value {
 		return deny("space %q stores %d objects, its limit (%s)", space, stored, l)
 	}
-	if l := limits.Bytes; grows > 0 && l.Value != 0 && bytes+grows > l.Value {
-		return deny("space %q stores %d bytes and this would add %d, past its limit (%s)", space, bytes, grows, l)
-	}
-	if !a.IsDryRun() {
-		p.usage.Reserve(space, p.scope.Key(space, a), objects, max(grows, 0))
-	}
-	return nil
+	return deny("space %q stores %d bytes and this would add %d, past its limit (%s)", space, storedBytes, grows, limits.Bytes)
 }
 
-// growth is how many bytes a write adds to its space, as the object's
-// JSON measures it (the datastore may hold it in less: protobuf).
+// growth is how many bytes a write adds to its space, measured as the
+// datastore holds it: a built-in kind in protobuf, anything else in JSON.
 func growth(a admission.Attributes) (int64, error) {
 	n, err := size(a.GetObject())
 	if err != nil || a.GetOperation() != admission.Update {
@@ -128,10 +134,18 @@ func growth(a admission.Attributes) (int64, error) {
 	return n - old, err
 }
 
+// sizer is what protobuf-generated types (the built-in kinds) have.
+type sizer interface{ Size() int }
+
 func size(obj runtime.Object) (int64, error) {
 	if obj == nil {
 		return 0, nil
 	}
+	if s, ok := obj.(sizer); ok {
+		return int64(s.Size()), nil
+	}
+	// A custom resource is stored as the JSON its serializer writes, which
+	// escapes as json.Marshal does.
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return 0, fmt.Errorf("measuring the object: %w", err)

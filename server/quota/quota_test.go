@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -91,13 +92,19 @@ type fakeUsage struct {
 	reserved       []string
 }
 
-func (f *fakeUsage) Of(context.Context, string) (int64, int64, error) {
-	return f.objects, f.bytes, f.err
-}
-func (f *fakeUsage) Reserve(space, key string, objects, bytes int64) {
-	f.reserved = append(f.reserved, space+" "+key)
-	f.objects += objects
-	f.bytes += bytes
+func (f *fakeUsage) Admit(_ context.Context, space, key string, objects, bytes, maxObjects, maxBytes int64, dryRun bool) (int64, int64, bool, error) {
+	if f.err != nil {
+		return 0, 0, false, f.err
+	}
+	if (maxObjects != 0 && f.objects+objects > maxObjects) || (maxBytes != 0 && f.bytes+bytes > maxBytes) {
+		return f.objects, f.bytes, false, nil
+	}
+	if !dryRun {
+		f.reserved = append(f.reserved, space+" "+key)
+		f.objects += objects
+		f.bytes += bytes
+	}
+	return f.objects, f.bytes, true, nil
 }
 
 var (
@@ -199,13 +206,52 @@ func TestWatchLimits(t *testing.T) {
 	require.Contains(t, rec.Body.String(), `space \"team-a\" has 2 watches open on this server, its limit (2, set by the server's --space-watch-limit)`)
 	require.Equal(t, http.StatusOK, serve("team-a", "list", alice).Code, "a list is not a watch")
 
-	// Not counted: the admin, the root space.
-	started.Add(2)
+	// Not counted: the admin.
+	started.Add(1)
 	done.Go(func() { serve("team-a", "watch", admin) })
-	done.Go(func() { serve(spaces.Root, "watch", alice) })
 	started.Wait()
 	require.Equal(t, int64(2), watches.Open("team-a"))
+	// In the root space, where everyone may watch Spaces, each user has
+	// the limit to itself.
+	started.Add(2)
+	done.Go(func() { serve(spaces.Root, "watch", alice) })
+	done.Go(func() { serve(spaces.Root, "watch", alice) })
+	started.Wait()
+	rec = serve(spaces.Root, "watch", alice)
+	require.Equal(t, http.StatusTooManyRequests, rec.Code)
+	require.Contains(t, rec.Body.String(), `user \"alice\" in the root space has 2 watches open on this server`)
+	started.Add(1)
+	done.Go(func() { serve(spaces.Root, "watch", provenance.Vouch(&user.DefaultInfo{Name: "bob"})) })
+	started.Wait()
 	close(release)
 	done.Wait()
 	require.Equal(t, int64(0), watches.Open("team-a"), "ended watches make room")
+}
+
+// TestSize: a write is measured as the datastore holds it, so that no
+// content costs less in the measure than in storage: built-in kinds as
+// protobuf (in which < is one byte, where JSON escapes it in six), custom
+// resources as the JSON their serializer writes.
+func TestSize(t *testing.T) {
+	cm := func(c string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Data: map[string]string{"d": strings.Repeat(c, 1000)}}
+	}
+	lt, a := cm("<"), cm("a")
+	for _, obj := range []*corev1.ConfigMap{lt, a} {
+		n, err := size(obj)
+		require.NoError(t, err)
+		require.Equal(t, int64(obj.Size()), n, "a built-in kind is its protobuf size")
+	}
+	cr := func(c string) runtime.Object {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+			"metadata": map[string]any{"name": "w"}, "spec": map[string]any{"d": strings.Repeat(c, 1000)}}}
+	}
+	for _, c := range []string{"<", "a"} {
+		obj := cr(c)
+		n, err := size(obj)
+		require.NoError(t, err)
+		stored, err := runtime.Encode(unstructured.UnstructuredJSONScheme, obj)
+		require.NoError(t, err)
+		require.InDelta(t, len(stored), n, 1, "a custom resource is its JSON as stored (%q)", c)
+	}
 }

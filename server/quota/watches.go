@@ -13,6 +13,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/kubestellar/kubestellar/internal/principal"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -53,6 +54,8 @@ func (w *Watches) admit(space string, limit int64) (release func(), open int64, 
 
 // WithWatchLimits answers 429, with a Retry-After, a watch in a governed
 // space that already has as many watches open on this server as its limit.
+// In the root space, where every user may watch the Spaces it sees, each
+// bounded user (a ServiceAccount with its space) has that many of its own.
 // It goes after authentication and the RequestInfo filter.
 func WithWatchLimits(handler http.Handler, watches *Watches, limits func(space string) (Limits, error), governed func(space string) bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -60,20 +63,32 @@ func WithWatchLimits(handler http.Handler, watches *Watches, limits func(space s
 		info, _ := request.RequestInfoFrom(ctx)
 		u, _ := request.UserFrom(ctx)
 		space, inSpace := spaces.FromContext(ctx)
-		if info == nil || info.Verb != "watch" || !inSpace || !Bounded(u) || !governed(space) {
+		if !inSpace {
+			space = spaces.Root
+		}
+		if info == nil || info.Verb != "watch" || !Bounded(u) || (space != spaces.Root && !governed(space)) {
 			handler.ServeHTTP(w, req)
 			return
 		}
 		l, err := limits(space)
 		if err != nil {
-			responsewriters.WriteRawJSON(http.StatusServiceUnavailable,
-				apierrors.NewServiceUnavailable(fmt.Sprintf("reading the limits of space %q: %v", space, err)).Status(), w)
+			status := apierrors.NewServiceUnavailable(fmt.Sprintf("reading the limits of space %q: %v", space, err)).Status()
+			status.Kind, status.APIVersion = "Status", "v1"
+			responsewriters.WriteRawJSON(http.StatusServiceUnavailable, status, w)
 			return
 		}
-		release, open, ok := watches.admit(space, l.Watches.Value)
+		key, who := space, fmt.Sprintf("space %q", space)
+		if space == spaces.Root {
+			name := u.GetName()
+			if home := u.GetExtra()[principal.ExtraSpace]; len(home) == 1 {
+				name += " of space " + home[0]
+			}
+			key, who = "root\x00"+name, fmt.Sprintf("user %q in the root space", name)
+		}
+		release, open, ok := watches.admit(key, l.Watches.Value)
 		if !ok {
-			status := apierrors.NewTooManyRequests(fmt.Sprintf("space %q has %d watches open on this server, its limit (%s): end watches it does not need, or ask the server's admin to raise the limit (a SpaceQuota in the root space)",
-				space, open, l.Watches), 1).Status()
+			status := apierrors.NewTooManyRequests(fmt.Sprintf("%s has %d watches open on this server, its limit (%s): end watches it does not need, or ask the server's admin to raise the limit (a SpaceQuota in the root space)",
+				who, open, l.Watches), 1).Status()
 			status.Kind, status.APIVersion = "Status", "v1"
 			w.Header().Set("Retry-After", strconv.Itoa(1))
 			responsewriters.WriteRawJSON(int(status.Code), status, w)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -108,8 +109,9 @@ type SpacesBound struct {
 	// names user.
 	OwnedBy func(user string) ([]string, error)
 	// recent are the Spaces admitted a moment ago, which OwnedBy's cache
-	// may not show yet.
+	// may not show yet; counting is one step with adding to it (mu).
 	recent *lru.Cache[string, time.Time]
+	mu     *sync.Mutex
 }
 
 // recentFor is how long an admitted Space is counted for its owner
@@ -125,6 +127,7 @@ var (
 // holds; authz is the server's authorizer, isSyncer tells syncers.
 func NewAdmission(store *Store, authz authorizer.Authorizer, isSyncer func(user.Info) bool, owned SpacesBound) *Admission {
 	owned.recent, _ = lru.New[string, time.Time](4096)
+	owned.mu = &sync.Mutex{}
 	return &Admission{
 		owned:    owned,
 		Handler:  admission.NewHandler(admission.Create, admission.Update, admission.Delete),
@@ -249,6 +252,8 @@ func (p *Admission) validateOwned(u user.Info, name string, dryRun bool) error {
 	if p.owned.Max <= 0 || p.owned.OwnedBy == nil || u == nil {
 		return nil
 	}
+	p.owned.mu.Lock()
+	defer p.owned.mu.Unlock()
 	names, err := p.owned.OwnedBy(u.GetName())
 	if err != nil {
 		return apierrors.NewServiceUnavailable(fmt.Sprintf("counting the spaces of %q: %v", u.GetName(), err))

@@ -32,8 +32,9 @@ import (
 // writes admitted one after another see each other at once, not when the
 // watch catches up.
 type Usage struct {
-	// Resources returns the resources a space may store objects of.
-	Resources func(space string) []schema.GroupResource
+	// Resources returns the resources a space may store objects of, or
+	// an error while they cannot be known yet (the CRD cache not synced).
+	Resources func(space string) ([]schema.GroupResource, error)
 
 	client *clientv3.Client
 
@@ -49,8 +50,14 @@ type Usage struct {
 // this long.
 const reserveFor = 10 * time.Second
 
-// usagePage is how many keys one read of a space's resource takes.
-const usagePage = 1000
+// usagePage is how many keys one read of a space's resource takes: a
+// space the limits do not bound (an admin's) may hold large objects.
+const usagePage = 100
+
+// watchWait is how long a question waits for the datastore's watch to be
+// running (it starts with the server, and again after it ended) before it
+// is answered with an error: a write is refused with 503, not held.
+const watchWait = 5 * time.Second
 
 type spaceUsage struct {
 	// counted is closed once the first read is done; err is its failure.
@@ -71,7 +78,7 @@ type reservation struct {
 
 // NewUsage returns a Usage that counts the resources of each space
 // resources names, once Run has started.
-func NewUsage(resources func(space string) []schema.GroupResource) *Usage {
+func NewUsage(resources func(space string) ([]schema.GroupResource, error)) *Usage {
 	return &Usage{Resources: resources, spaces: map[string]*spaceUsage{}, watching: make(chan struct{}), now: time.Now}
 }
 
@@ -204,6 +211,34 @@ func (u *Usage) Of(ctx context.Context, space string) (objects, bytes int64, err
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	objects, bytes = u.total(s)
+	return objects, bytes, nil
+}
+
+// Admit decides, in one step with what other writes reserve, whether a
+// write of key that adds objects and bytes to space fits under limits
+// (0: none); if so, it reserves them (unless dryRun). It returns what the
+// space holds, reservations included, for the refusal's message.
+func (u *Usage) Admit(ctx context.Context, space, key string, objects, bytes, maxObjects, maxBytes int64, dryRun bool) (storedObjects, storedBytes int64, ok bool, err error) {
+	s, err := u.counted(ctx, space)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	storedObjects, storedBytes = u.total(s)
+	if (objects > 0 && maxObjects != 0 && storedObjects+objects > maxObjects) || (bytes > 0 && maxBytes != 0 && storedBytes+bytes > maxBytes) {
+		return storedObjects, storedBytes, false, nil
+	}
+	if !dryRun && key != "" && u.spaces[space] == s {
+		u.reserve(s, key, objects, bytes)
+	}
+	return storedObjects, storedBytes, true, nil
+}
+
+// total is what s holds with its reservations that have not expired.
+// u.mu is held.
+func (u *Usage) total(s *spaceUsage) (objects, bytes int64) {
 	objects, bytes = s.objects, s.bytes
 	now := u.now()
 	for key, r := range s.reserved {
@@ -214,7 +249,7 @@ func (u *Usage) Of(ctx context.Context, space string) (objects, bytes int64, err
 		objects += r.objects
 		bytes += r.bytes
 	}
-	return objects, bytes, nil
+	return objects, bytes
 }
 
 // Reserve counts in space, until the watch brings the write of key (or for
@@ -223,10 +258,13 @@ func (u *Usage) Of(ctx context.Context, space string) (objects, bytes int64, err
 func (u *Usage) Reserve(space, key string, objects, bytes int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	s := u.spaces[space]
-	if s == nil {
-		return
+	if s := u.spaces[space]; s != nil {
+		u.reserve(s, key, objects, bytes)
 	}
+}
+
+// reserve adds a reservation to s. u.mu is held.
+func (u *Usage) reserve(s *spaceUsage, key string, objects, bytes int64) {
 	if s.reserved == nil {
 		s.reserved = map[string]reservation{}
 	}
@@ -239,34 +277,44 @@ func (u *Usage) Reserve(space, key string, objects, bytes int64) {
 
 // counted returns the count of space, made first if there is none.
 func (u *Usage) counted(ctx context.Context, space string) (*spaceUsage, error) {
-	u.mu.Lock()
-	watching := u.watching
-	u.mu.Unlock()
-	select {
-	case <-watching:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("the count of what spaces store has not started: %w", ctx.Err())
+	wait, cancel := context.WithTimeout(ctx, watchWait)
+	defer cancel()
+	for {
+		u.mu.Lock()
+		watching := u.watching
+		u.mu.Unlock()
+		select {
+		case <-watching:
+		case <-wait.Done():
+			return nil, errors.New("the count of what spaces store is not running: the datastore's watch is starting again")
+		}
+		u.mu.Lock()
+		if u.watching != watching {
+			// The watch ended meanwhile (forget): a count made now
+			// would miss what happens before the next one starts.
+			u.mu.Unlock()
+			continue
+		}
+		s, found := u.spaces[space]
+		if !found {
+			s = &spaceUsage{counted: make(chan struct{})}
+			u.spaces[space] = s
+		}
+		client := u.client
+		u.mu.Unlock()
+		if !found {
+			u.count(ctx, client, space, s)
+		}
+		select {
+		case <-s.counted:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if s.err != nil {
+			return nil, s.err
+		}
+		return s, nil
 	}
-	u.mu.Lock()
-	s, found := u.spaces[space]
-	if !found {
-		s = &spaceUsage{counted: make(chan struct{})}
-		u.spaces[space] = s
-	}
-	client := u.client
-	u.mu.Unlock()
-	if !found {
-		u.count(ctx, client, space, s)
-	}
-	select {
-	case <-s.counted:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	if s.err != nil {
-		return nil, s.err
-	}
-	return s, nil
 }
 
 // count reads every key of space at one revision, then applies the
@@ -298,7 +346,11 @@ func (u *Usage) firstCount(space string, s *spaceUsage, objects, bytes, rev int6
 }
 
 func (u *Usage) read(ctx context.Context, client *clientv3.Client, space string) (objects, bytes, rev int64, err error) {
-	for _, gr := range u.Resources(space) {
+	resources, err := u.Resources(space)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for _, gr := range resources {
 		prefix := KeyPrefix + ResourcePrefix(gr) + "/" + space + "/"
 		end := clientv3.GetPrefixRangeEnd(prefix)
 		for start := prefix; ; {

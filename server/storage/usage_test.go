@@ -5,7 +5,11 @@ package storage
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,7 +80,9 @@ func TestUsage(t *testing.T) {
 	create(t, cli, Key(configMaps, "team-b", "default", "b"), 1000)
 	create(t, cli, Key(configMaps, "team-ab", "default", "c"), 1000) // a space whose name starts with team-a's
 	create(t, cli, Key(schema.GroupResource{Resource: "secrets"}, "team-a", "default", "s"), 7)
-	u := NewUsage(func(string) []schema.GroupResource { return []schema.GroupResource{configMaps, deployments} })
+	u := NewUsage(func(string) ([]schema.GroupResource, error) {
+		return []schema.GroupResource{configMaps, deployments}, nil
+	})
 	go u.Run(ctx, cli)
 
 	objects, bytes, err := u.Of(ctx, "team-a")
@@ -112,6 +118,33 @@ func TestUsage(t *testing.T) {
 
 	// team-b, counted later, has its own.
 	eventually(t, u, "team-b", 2, 6000)
+
+	// Admit checks and reserves in one step: of 20 creates of 100 bytes at
+	// once into 1,000 bytes of room, 10 fit, whatever their order.
+	_, room, err := u.Of(ctx, "team-b")
+	require.NoError(t, err)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			_, _, ok, err := u.Admit(ctx, "team-b", Key(configMaps, "team-b", "default", fmt.Sprint("burst-", i)), 1, 100, 0, room+1000, false)
+			require.NoError(t, err)
+			if ok {
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, int64(10), admitted.Load())
+	_, _, ok, err := u.Admit(ctx, "team-b", Key(configMaps, "team-b", "default", "dry"), 1, 1, 0, room+1000, true)
+	require.NoError(t, err)
+	require.False(t, ok, "full")
+
+	// Until the CRD cache can say what a space may store, it is not counted.
+	unknown := NewUsage(func(string) ([]schema.GroupResource, error) { return nil, errors.New("not synced") })
+	go unknown.Run(ctx, cli)
+	_, _, err = unknown.Of(ctx, "team-a")
+	require.ErrorContains(t, err, "not synced")
 }
 
 // TestUsageHeldEvents: the events that come while a space is first
