@@ -27,7 +27,7 @@ import (
 // the space its key names if it came after that read. Every server of a
 // cluster watches the same datastore, so every server counts the same.
 //
-// Admission reserves what a write it admitted will add (Reserve), until the
+// Admission reserves what a write it admitted will add (Admit), until the
 // watch brings the write's event or reserveFor passes (the write failed):
 // writes admitted one after another see each other at once, not when the
 // watch catches up.
@@ -252,18 +252,8 @@ func (u *Usage) total(s *spaceUsage) (objects, bytes int64) {
 	return objects, bytes
 }
 
-// Reserve counts in space, until the watch brings the write of key (or for
-// reserveFor), what a write admitted there adds. A space not counted yet
-// is left as it is.
-func (u *Usage) Reserve(space, key string, objects, bytes int64) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if s := u.spaces[space]; s != nil {
-		u.reserve(s, key, objects, bytes)
-	}
-}
-
-// reserve adds a reservation to s. u.mu is held.
+// reserve counts in s, until the watch brings the write of key (or for
+// reserveFor), what a write admitted there adds. u.mu is held.
 func (u *Usage) reserve(s *spaceUsage, key string, objects, bytes int64) {
 	if s.reserved == nil {
 		s.reserved = map[string]reservation{}

@@ -97,7 +97,9 @@ func TestUsage(t *testing.T) {
 
 	// A reservation counts at once, and gives way to its write.
 	reserved := Key(configMaps, "team-a", "default", "reserved")
-	u.Reserve("team-a", reserved, 1, 900)
+	_, _, ok, err := u.Admit(ctx, "team-a", reserved, 1, 900, 0, 0, false)
+	require.NoError(t, err)
+	require.True(t, ok)
 	objects, bytes, err = u.Of(ctx, "team-a")
 	require.NoError(t, err)
 	require.Equal(t, []int64{3, 950}, []int64{objects, bytes})
@@ -109,7 +111,9 @@ func TestUsage(t *testing.T) {
 	u.mu.Lock()
 	u.now = func() time.Time { return now }
 	u.mu.Unlock()
-	u.Reserve("team-a", Key(configMaps, "team-a", "default", "never"), 1, 10)
+	_, _, ok, err = u.Admit(ctx, "team-a", Key(configMaps, "team-a", "default", "never"), 1, 10, 0, 0, false)
+	require.NoError(t, err)
+	require.True(t, ok)
 	eventually(t, u, "team-a", 4, 560)
 	u.mu.Lock()
 	u.now = func() time.Time { return now.Add(reserveFor + time.Second) }
@@ -136,7 +140,7 @@ func TestUsage(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, int64(10), admitted.Load())
-	_, _, ok, err := u.Admit(ctx, "team-b", Key(configMaps, "team-b", "default", "dry"), 1, 1, 0, room+1000, true)
+	_, _, ok, err = u.Admit(ctx, "team-b", Key(configMaps, "team-b", "default", "dry"), 1, 1, 0, room+1000, true)
 	require.NoError(t, err)
 	require.False(t, ok, "full")
 
