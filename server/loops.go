@@ -182,5 +182,5 @@ const spaceUsageEvery = 10 * time.Second
 func newSpaceUsageLoop(s *Server, d *loopDeps) (runner, error) {
 	q := s.cfg.quotas
 	return &quota.StatusWriter{Spaces: cache.NewGenericLister(d.spaceInformer.GetIndexer(), tenancyv1alpha1.SpacesGVR.GroupResource()),
-		Client: d.root.Resource(tenancyv1alpha1.SpacesGVR), Usage: q.Of, Limits: q.limits.For, Governed: q.governed, Every: spaceUsageEvery}, nil
+		Client: d.root.Resource(tenancyv1alpha1.SpacesGVR), Usage: q.statusUsage, Limits: q.limits.For, Governed: q.governed, Every: spaceUsageEvery}, nil
 }

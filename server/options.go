@@ -69,6 +69,14 @@ type Options struct {
 	SpaceObjectLimit int64
 	SpaceByteLimit   string
 	SpaceWatchLimit  int64
+	// SpaceSyncTargetLimit bounds the SyncTargets of each tenant inventory
+	// space (server/quota).
+	SpaceSyncTargetLimit int64
+	// SpaceMailboxObjectLimit and SpaceMailboxByteLimit bound what the
+	// mailboxes of each tenant inventory space's SyncTargets hold together
+	// (server/quota).
+	SpaceMailboxObjectLimit int64
+	SpaceMailboxByteLimit   string
 }
 
 // SpacesPerUserFlag sets Options.SpacesPerUser.
@@ -141,7 +149,8 @@ func NewOptions() *Options {
 	return &Options{DataDir: DefaultDataDir(), BindAddress: "0.0.0.0", Port: 6443,
 		MaxRequestsInFlight: reads, MaxMutatingRequestsInFlight: writes, WatchCache: true, MailboxObjectLimit: DefaultMailboxObjectLimit, SpacesPerUser: DefaultSpacesPerUser,
 		SpaceObjectLimit: quota.DefaultLimits.Objects, SpaceByteLimit: resource.NewQuantity(quota.DefaultLimits.Bytes, resource.BinarySI).String(),
-		SpaceWatchLimit: quota.DefaultLimits.Watches}
+		SpaceWatchLimit: quota.DefaultLimits.Watches, SpaceMailboxObjectLimit: quota.DefaultLimits.MailboxObjects, SpaceSyncTargetLimit: quota.DefaultLimits.SyncTargets,
+		SpaceMailboxByteLimit: resource.NewQuantity(quota.DefaultLimits.MailboxBytes, resource.BinarySI).String()}
 }
 
 // AddFlags binds the options to flags.
@@ -166,6 +175,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.SpaceObjectLimit, strings.TrimPrefix(quota.ObjectLimitFlag, "--"), o.SpaceObjectLimit, "The most objects a tenant space (not root, not a mailbox) may store, of every resource together, where no SpaceQuota in the root space sets it; a user's create past it is refused (403). The server, its admins and syncers are not bounded. 0 turns the bound off.")
 	fs.StringVar(&o.SpaceByteLimit, strings.TrimPrefix(quota.ByteLimitFlag, "--"), o.SpaceByteLimit, "The most bytes a tenant space's objects may take in the datastore (a quantity: 8Mi, 1Gi), where no SpaceQuota sets it; a user's create or update past it is refused (403). 0 turns the bound off.")
 	fs.Int64Var(&o.SpaceWatchLimit, strings.TrimPrefix(quota.WatchLimitFlag, "--"), o.SpaceWatchLimit, "The most watches the users of one tenant space may hold open on this server, where no SpaceQuota sets it; one more is answered 429. 0 turns the bound off.")
+	fs.Int64Var(&o.SpaceSyncTargetLimit, strings.TrimPrefix(quota.SyncTargetLimitFlag, "--"), o.SpaceSyncTargetLimit, "The most SyncTargets a tenant inventory space may hold, where no SpaceQuota sets it: each has a mailbox space at the center, which costs the server as much memory as a space; a user's create past it is refused (403), the admins' are not. 0 turns the bound off.")
+	fs.Int64Var(&o.SpaceMailboxObjectLimit, strings.TrimPrefix(quota.MailboxObjectLimitFlag, "--"), o.SpaceMailboxObjectLimit, "The most objects the mailboxes of the SyncTargets of one inventory space a user created (not an admin) may hold together, where no SpaceQuota sets it: a placement's copy past it is not written, and its EdgePlacement says MailboxLimitExceeded. It bounds what a tenant's SyncTargets multiply its workload into. 0 turns the bound off.")
+	fs.StringVar(&o.SpaceMailboxByteLimit, strings.TrimPrefix(quota.MailboxByteLimitFlag, "--"), o.SpaceMailboxByteLimit, "The most bytes the mailboxes of the SyncTargets of one inventory space a user created may take in the datastore together (a quantity), where no SpaceQuota sets it; as --space-mailbox-object-limit. 0 turns the bound off.")
 	fs.IntVar(&o.MaxMutatingRequestsInFlight, "max-mutating-requests-inflight", o.MaxMutatingRequestsInFlight, "See --max-requests-inflight: the two add up to API Priority and Fairness's seats.")
 }
 
@@ -218,9 +230,12 @@ func (o *Options) Complete() (*CompletedOptions, error) {
 	if bind != nil && !bind.IsUnspecified() && !bind.IsLoopback() {
 		c.KubeconfigHost = bind.String()
 	}
-	c.SpaceLimits = quota.Defaults{Objects: c.SpaceObjectLimit, Watches: c.SpaceWatchLimit}
+	c.SpaceLimits = quota.Defaults{Objects: c.SpaceObjectLimit, Watches: c.SpaceWatchLimit, MailboxObjects: c.SpaceMailboxObjectLimit, SyncTargets: c.SpaceSyncTargetLimit}
 	if bytes, err := resource.ParseQuantity(c.SpaceByteLimit); err == nil {
 		c.SpaceLimits.Bytes = bytes.Value() // else Validate says what is wrong
+	}
+	if bytes, err := resource.ParseQuantity(c.SpaceMailboxByteLimit); err == nil {
+		c.SpaceLimits.MailboxBytes = bytes.Value()
 	}
 	return c, nil
 }
@@ -278,13 +293,15 @@ func (c *CompletedOptions) Validate() []error {
 	for _, l := range []struct {
 		flag  string
 		value int64
-	}{{quota.ObjectLimitFlag, c.SpaceObjectLimit}, {quota.WatchLimitFlag, c.SpaceWatchLimit}} {
+	}{{quota.ObjectLimitFlag, c.SpaceObjectLimit}, {quota.WatchLimitFlag, c.SpaceWatchLimit}, {quota.MailboxObjectLimitFlag, c.SpaceMailboxObjectLimit}, {quota.SyncTargetLimitFlag, c.SpaceSyncTargetLimit}} {
 		if l.value < 0 {
 			errs = append(errs, fmt.Errorf("%s %d: want 0 (no bound) or more", l.flag, l.value))
 		}
 	}
-	if bytes, err := resource.ParseQuantity(c.SpaceByteLimit); err != nil || bytes.Sign() < 0 {
-		errs = append(errs, fmt.Errorf("%s %q: want a size such as 8Mi or 1Gi, or 0 (no bound)", quota.ByteLimitFlag, c.SpaceByteLimit))
+	for _, l := range []struct{ flag, value string }{{quota.ByteLimitFlag, c.SpaceByteLimit}, {quota.MailboxByteLimitFlag, c.SpaceMailboxByteLimit}} {
+		if bytes, err := resource.ParseQuantity(l.value); err != nil || bytes.Sign() < 0 {
+			errs = append(errs, fmt.Errorf("%s %q: want a size such as 8Mi or 1Gi, or 0 (no bound)", l.flag, l.value))
+		}
 	}
 	if c.MaxMutatingRequestsInFlight < 1 {
 		errs = append(errs, fmt.Errorf("--max-mutating-requests-inflight %d: want at least 1", c.MaxMutatingRequestsInFlight))

@@ -501,6 +501,7 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 	if usageClient == nil {
 		usageClient = etcd
 	}
+	s.cfg.quotas.usage.MailboxEvents = s.cfg.Datastore.CountMailboxes
 	go s.cfg.quotas.usage.Run(ctx, usageClient)
 	quotaInformer, err := s.cfg.quotas.startQuotaCache(ctx, root)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/server/builtin"
 	"github.com/kubestellar/kubestellar/server/quota"
@@ -48,7 +49,103 @@ func newSpaceQuotas(defaults quota.Defaults, lookup *spaceLookup, crds *crdIndex
 	sizes, _ := lru.New[string, int64](4096)
 	q := &spaceQuotas{limits: &quota.Resolver{Defaults: defaults}, watches: &quota.Watches{}, spaces: lookup, crds: crds, crdSizes: sizes}
 	q.usage = storage.NewUsage(q.resources)
+	q.usage.InventoryOf = q.inventoryOf
+	q.usage.MailboxResources = q.mailboxResources
+	q.usage.PerResource = map[string]schema.GroupResource{"synctargets": edgev2alpha1.SchemeGroupVersion.WithResource("synctargets").GroupResource()}
 	return q
+}
+
+// inventoryOf returns the inventory space of a mailbox, from the label the
+// mailbox controller sets on its Space (a mailbox's name may shorten it).
+func (q *spaceQuotas) inventoryOf(mailbox string) (string, bool) {
+	if !spaces.IsMailboxName(mailbox) {
+		return "", false
+	}
+	typ, found, err := q.spaces.SpaceType(mailbox)
+	if err != nil || !found || typ != tenancyv1alpha1.SpaceTypeMailbox {
+		return "", false
+	}
+	inventory, found, err := q.spaces.field(mailbox, "metadata", "labels", edgev2alpha1.MailboxSyncTargetSpaceLabel)
+	return inventory, err == nil && found && inventory != ""
+}
+
+// mailboxResources are those the mailboxes of an inventory space may hold:
+// the built-in ones and those of the CRDs bound to every space or to one
+// of its mailboxes.
+func (q *spaceQuotas) mailboxResources(inventory string) ([]schema.GroupResource, error) {
+	out, err := q.resources(spaces.Root)
+	if err != nil {
+		return nil, err
+	}
+	lister := q.crds.lister.Load()
+	crds, err := (*lister).List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	for _, crd := range crds {
+		b := spaces.BindingsOf(crd.Annotations)
+		if b.All() {
+			continue // in out already, as root's
+		}
+		for _, space := range b.Spaces() {
+			if inv, ok := q.inventoryOf(space); ok && inv == inventory {
+				out = append(out, schema.GroupResource{Group: crd.Spec.Group, Resource: crd.Spec.Names.Plural})
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// chargedInventory returns the inventory space a mailbox's writes are
+// charged to: one a user created (it has an owner). The inventories of the
+// server's admins are the fleet operator's own, and their copies are not
+// bounded (an admin may give one an owner to bound it).
+func (q *spaceQuotas) chargedInventory(mailbox string) (string, bool) {
+	inventory, ok := q.inventoryOf(mailbox)
+	if !ok {
+		return "", false
+	}
+	return inventory, q.owned(inventory)
+}
+
+// owned reports whether a user (not an admin) created space.
+func (q *spaceQuotas) owned(space string) bool {
+	owner, found, err := q.spaces.field(space, "metadata", "annotations", tenancyv1alpha1.SpaceOwnerAnnotation)
+	return err == nil && found && owner != ""
+}
+
+// statusUsage is what a Space's status shows: what it stores, and for an
+// inventory space under a mailbox limit what its mailboxes hold.
+func (q *spaceQuotas) statusUsage(ctx context.Context, space string) (tenancyv1alpha1.SpaceUsage, error) {
+	objects, bytes, err := q.Of(ctx, space)
+	if err != nil {
+		return tenancyv1alpha1.SpaceUsage{}, err
+	}
+	usage := tenancyv1alpha1.SpaceUsage{Objects: objects, Bytes: bytes}
+	if typ, _, _ := q.spaces.SpaceType(space); typ != tenancyv1alpha1.SpaceTypeInventory {
+		return usage, nil
+	}
+	limits, err := q.limits.For(space)
+	if err != nil {
+		return tenancyv1alpha1.SpaceUsage{}, err
+	}
+	if limits.SyncTargets.Value != 0 {
+		syncTargets, _, err := q.usage.OfResource(ctx, space, "synctargets")
+		if err != nil {
+			return tenancyv1alpha1.SpaceUsage{}, err
+		}
+		usage.SyncTargets = &syncTargets
+	}
+	if !q.owned(space) || !limits.Mailboxes() {
+		return usage, nil
+	}
+	mailboxObjects, mailboxBytes, err := q.usage.OfMailboxes(ctx, space)
+	if err != nil {
+		return tenancyv1alpha1.SpaceUsage{}, err
+	}
+	usage.MailboxObjects, usage.MailboxBytes = &mailboxObjects, &mailboxBytes
+	return usage, nil
 }
 
 // governed reports whether a space's users are bounded: every space but
@@ -150,6 +247,16 @@ func (q *spaceQuotas) Admit(ctx context.Context, space, key string, objects, byt
 	return stored + crdObjects, storedBytes + crdBytes, ok, err
 }
 
+// AdmitResource implements quota.Usage.
+func (q *spaceQuotas) AdmitResource(ctx context.Context, space, resource, key string, objects, bytes, maxObjects, maxBytes int64, dryRun bool) (int64, int64, bool, error) {
+	return q.usage.AdmitResource(ctx, space, resource, key, objects, bytes, maxObjects, maxBytes, dryRun)
+}
+
+// AdmitMailbox implements quota.Usage.
+func (q *spaceQuotas) AdmitMailbox(ctx context.Context, inventory, key string, objects, bytes, maxObjects, maxBytes int64, dryRun bool) (int64, int64, bool, error) {
+	return q.usage.AdmitMailbox(ctx, inventory, key, objects, bytes, maxObjects, maxBytes, dryRun)
+}
+
 // key is where a write is stored; "" for a CRD, which is stored outside
 // every space (and counted from the CRD cache).
 func (q *spaceQuotas) key(space string, a admission.Attributes) string {
@@ -161,7 +268,7 @@ func (q *spaceQuotas) key(space string, a admission.Attributes) string {
 }
 
 func (q *spaceQuotas) admission() admission.Interface {
-	return quota.NewAdmission(q.limits.For, q, quota.Scope{Governed: q.governed, Key: q.key})
+	return quota.NewAdmission(q.limits.For, q, quota.Scope{Governed: q.governed, MailboxOf: q.chargedInventory, Key: q.key})
 }
 
 // spaceQuotasGVR are the SpaceQuotas, in the root space.

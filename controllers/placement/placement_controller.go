@@ -277,6 +277,7 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 		mayRead:         access.mayRead,
 		mayUpsync:       access.mayUpsync,
 		emptyNamespaces: newEmptyNamespaces(namespaceGrace),
+		full:            newFullInventories(),
 		now:             time.Now,
 		requeueAfter:    c.mailboxes.AddAfter,
 		createSyncerConfig: func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error {

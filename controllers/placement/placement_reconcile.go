@@ -167,6 +167,10 @@ type mailboxReconciler struct {
 	now             func() time.Time
 	requeueAfter    func(key string, after time.Duration)
 
+	// full remembers the inventories found at their mailbox limit (nil:
+	// none is).
+	full *fullInventories
+
 	// recordProblems keeps, for the placements' status, what kept copies
 	// of each placement targeting a mailbox from being written.
 	recordProblems func(mailbox string, placements map[string]bool, problems map[string][]problem)
@@ -209,7 +213,7 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	addImpliedNamespaces(desired)
 	r.holdEmptyNamespaces(key, mailbox, desired, current)
 
-	written, deleted, err := r.writeMailbox(spaces.WithSpace(ctx, mailbox), mailbox, sel, cfg, exists, desired, current)
+	written, deleted, leftOut, err := r.writeMailbox(spaces.WithSpace(ctx, mailbox), crossspace.SpaceOf(st), mailbox, sel, cfg, exists, desired, current)
 	if notServedYet(err, mailbox) {
 		// The mailbox controller made the Space a moment ago, and the
 		// server's cache of Spaces has not seen it yet (many SyncTargets
@@ -223,6 +227,18 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	if written+deleted > 0 {
 		logger.V(2).Info("mailbox updated", "written", written, "deleted", deleted, "copies", len(desired))
 	}
+	if len(leftOut) > 0 {
+		// The placements say which copies are missing, and why; room may
+		// be made elsewhere (another placement shrinks, an admin raises
+		// the limit) without this mailbox hearing of it: look again.
+		for key, probs := range leftOut {
+			sel.problems[key] = append(sel.problems[key], probs...)
+		}
+		r.recordProblems(mailbox, sel.placements, sel.problems)
+		if r.requeueAfter != nil {
+			r.requeueAfter(key, mailboxLimitRetry)
+		}
+	}
 	if sel.retryLater() {
 		// A resource not served yet may be about to be (a CRD being
 		// established): look again later, with backoff.
@@ -231,25 +247,30 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	return false, nil
 }
 
+// mailboxLimitRetry is how long a mailbox some copies were left out of
+// for a mailbox limit waits before it is looked at again.
+const mailboxLimitRetry = 30 * time.Second
+
 // writeMailbox makes the mailbox what is desired: the CRDs its copies need
 // bound, the copies written, those no longer desired deleted, and its
-// SyncerConfig. It returns how many copies it wrote and deleted.
-func (r *mailboxReconciler) writeMailbox(mctx context.Context, mailbox string, sel *selection, cfg *edgev2alpha1.SyncerConfig, exists bool,
-	desired map[string]*desiredCopy, current map[string]metav1.Object) (written, deleted int, err error) {
+// SyncerConfig. It returns how many copies it wrote and deleted, and the
+// problems of those left out for a mailbox limit.
+func (r *mailboxReconciler) writeMailbox(mctx context.Context, inventory, mailbox string, sel *selection, cfg *edgev2alpha1.SyncerConfig, exists bool,
+	desired map[string]*desiredCopy, current map[string]metav1.Object) (written, deleted int, leftOut map[string][]problem, err error) {
 	crds := r.crdsFor(desired, sel.crdNames, sel.upsyncCRDs)
 	if err := r.bindCRDs(mctx, mailbox, crds); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
-	if written, err = r.writeCopies(mctx, desired, current); err != nil {
-		return written, 0, err
+	if written, leftOut, err = r.writeCopies(mctx, inventory, desired, current); err != nil {
+		return written, 0, leftOut, err
 	}
 	if deleted, err = r.prune(mctx, mailbox, desired, current); err != nil {
-		return written, deleted, err
+		return written, deleted, leftOut, err
 	}
 	if err := r.unbindCRDs(mctx, mailbox, crds); err != nil {
-		return written, deleted, err
+		return written, deleted, leftOut, err
 	}
-	return written, deleted, r.writeSyncerConfig(mctx, cfg, exists, syncerConfigSpec(desired, sel.crdNames, sel.upsync))
+	return written, deleted, leftOut, r.writeSyncerConfig(mctx, cfg, exists, syncerConfigSpec(desired, sel.crdNames, sel.upsync))
 }
 
 // notServedYet tells whether err is the server's answer that the mailbox
@@ -281,6 +302,14 @@ func (r *mailboxReconciler) target(key string) (*edgev2alpha1.SyncTarget, string
 		return nil, "", false
 	}
 	return st, mailbox, true
+}
+
+// clock is r.now, or the time.
+func (r *mailboxReconciler) clock() time.Time {
+	if r.now == nil {
+		return time.Now()
+	}
+	return r.now()
 }
 
 func sortedKeys[V any](m map[string]V) []string {

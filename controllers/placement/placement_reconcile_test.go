@@ -732,6 +732,90 @@ func TestMailboxReconcileSequence(t *testing.T) {
 	}
 }
 
+// mailboxLimitError is the server's refusal of a copy for the mailbox
+// limit of its inventory space, as server/quota makes it.
+func mailboxLimitError(name string) error {
+	err := apierrors.NewForbidden(cmGVR.GroupResource(), name, errors.New(`the mailboxes of the SyncTargets of inventory space "inv1" hold 10 objects, its limit`))
+	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
+		Type: edgev2alpha1.MailboxLimitReason, Message: `the mailboxes of inventory space "inv1" hold what its limit allows (10, set by SpaceQuota "q" spec.limits.mailboxObjects): copies past it are not placed`})
+	return err
+}
+
+// TestMailboxLimitLeavesCopiesOut: a copy the server refuses for the
+// mailbox limit of its inventory space is left out, without failing the
+// reconcile: the other copies are written, the placement's problems say
+// which limit (once, however many copies), and the mailbox is looked at
+// again later. A namespace refused so leaves out what it would hold,
+// which is not even tried.
+func TestMailboxLimitLeavesCopiesOut(t *testing.T) {
+	f := newFake()
+	f.put(cmGVR, "wds1", configMap("default", "a", map[string]any{"a": "1"}))
+	f.put(cmGVR, "wds1", configMap("default", "b", map[string]any{"a": "1"}))
+	f.put(cmGVR, "wds1", configMap("default", "c", map[string]any{"a": "1"}))
+	f.put(cmGVR, "wds1", configMap("app", "d", map[string]any{"a": "1"}))
+	f.place("wds1", "p", 1, cmClause("a", "b", "c", "d"))
+	f.failWrite["configmaps default/a"] = mailboxLimitError("a")
+	f.failWrite["configmaps default/c"] = mailboxLimitError("c")
+	f.failWrite["namespaces app"] = mailboxLimitError("app")
+	var requeued []time.Duration
+	r := f.reconciler()
+	r.requeueAfter = func(_ string, d time.Duration) { requeued = append(requeued, d) }
+	requeue, err := r.reconcile(context.Background(), spaces.Key(inv, "", stName))
+	require.NoError(t, err)
+	require.False(t, requeue)
+	require.Equal(t, []string{"recordProblems 1", "create namespaces app", "create namespaces default",
+		"create configmaps default/a", "create configmaps default/b", "create configmaps default/c", "createSyncerConfig", "recordProblems 1"}, f.calls,
+		"app/d is not tried: its namespace was refused")
+	require.NotNil(t, f.get(cmGVR, f.mailbox(), "default", "b"))
+	require.Nil(t, f.get(cmGVR, f.mailbox(), "default", "a"))
+	require.Equal(t, []problem{{edgev2alpha1.MailboxLimitReason,
+		`the mailboxes of inventory space "inv1" hold what its limit allows (10, set by SpaceQuota "q" spec.limits.mailboxObjects): copies past it are not placed`}},
+		f.problems[spaces.Key("wds1", "", "p")])
+	require.Equal(t, []time.Duration{mailboxLimitRetry}, requeued)
+
+	// Room is made: the next look places them, and the problem goes.
+	clear(f.failWrite)
+	f.calls = nil
+	_, err = r.reconcile(context.Background(), spaces.Key(inv, "", stName))
+	require.NoError(t, err)
+	require.NotNil(t, f.get(cmGVR, f.mailbox(), "app", "d"))
+	require.Empty(t, f.problems)
+	require.Len(t, requeued, 1)
+
+	// Remembered: while the inventory is known to be full, a new copy is
+	// not even sent (each would be a refused write of the whole object,
+	// for every mailbox); after mailboxLimitRetry, one is tried again.
+	f = newFake()
+	f.put(cmGVR, "wds1", configMap("default", "a", map[string]any{"a": "1"}))
+	f.put(cmGVR, "wds1", configMap("default", "b", map[string]any{"a": "1"}))
+	f.place("wds1", "p", 1, cmClause("a", "b"))
+	f.failWrite["configmaps default/a"] = mailboxLimitError("a")
+	r = f.reconciler()
+	r.full = newFullInventories()
+	now := time.Unix(1000, 0)
+	r.now = func() time.Time { return now }
+	run := func() []string {
+		f.calls = nil
+		_, err := r.reconcile(context.Background(), spaces.Key(inv, "", stName))
+		require.NoError(t, err)
+		return f.calls
+	}
+	require.Equal(t, []string{"recordProblems 1", "create namespaces default", "create configmaps default/a", "createSyncerConfig", "recordProblems 1"}, run(),
+		"b is not sent once a is refused")
+	require.Nil(t, f.get(cmGVR, f.mailbox(), "default", "b"))
+	require.Len(t, f.problems[spaces.Key("wds1", "", "p")], 1)
+	clear(f.failWrite)
+	require.Equal(t, []string{"recordProblems 1", "recordProblems 1"}, run(), "still full, as far as the translator knows")
+	now = now.Add(mailboxLimitRetry + time.Second)
+	require.Equal(t, []string{"recordProblems 1", "create configmaps default/a", "create configmaps default/b"}, run())
+	require.Empty(t, f.problems)
+
+	// Any other refusal is no mailbox limit (it fails the reconcile, as
+	// TestMailboxReconcileSequence shows).
+	_, limited := mailboxLimit(apierrors.NewForbidden(cmGVR.GroupResource(), "a", errors.New("no")))
+	require.False(t, limited)
+}
+
 func TestSourcesOrder(t *testing.T) {
 	f := newFake()
 	f.place("wds2", "b", 5)
@@ -992,7 +1076,7 @@ func TestWriteCopiesConcurrently(t *testing.T) {
 			}
 			return nil
 		}
-		_, err = r.writeCopies(context.Background(), desired, nil)
+		_, _, err = r.writeCopies(context.Background(), inv, desired, nil)
 		return created, maxInFlight, err
 	}
 

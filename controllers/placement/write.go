@@ -8,8 +8,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -24,12 +26,20 @@ import (
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/spaces"
 )
 
 // writeCopies writes the desired copies, namespaces first, and returns how
-// many it wrote, r.writers at a time (see inParallel).
-func (r *mailboxReconciler) writeCopies(ctx context.Context, desired map[string]*desiredCopy, current map[string]metav1.Object) (int, error) {
+// many it wrote, r.writers at a time (see inParallel), and the problems of
+// the copies the server refused for the mailbox limit of the inventory
+// space (by placement key): those are left out, and the rest written.
+//
+// While the inventory is known to be at its limit (full), new copies are
+// left out without being sent: each would cost the server a refused write
+// of the whole object, for every mailbox, at every look.
+func (r *mailboxReconciler) writeCopies(ctx context.Context, inventory string, desired map[string]*desiredCopy, current map[string]metav1.Object) (int, map[string][]problem, error) {
 	var written atomic.Int64
+	limited := &leftOut{problems: map[string][]problem{}, namespaces: map[string]bool{}}
 	for _, namespaces := range []bool{true, false} {
 		var keys []string
 		for _, k := range sortedKeys(desired) {
@@ -39,7 +49,28 @@ func (r *mailboxReconciler) writeCopies(ctx context.Context, desired map[string]
 		}
 		if err := r.inParallel(ctx, keys, func(k string) error {
 			d := desired[k]
+			if msg, ok := limited.namespace(d.obj.GetNamespace()); ok {
+				limited.add(d, msg)
+				return nil
+			}
+			if msg, full := r.full.is(inventory, r.clock()); full && current[k] == nil && !d.keep {
+				limited.add(d, msg)
+				if namespaces {
+					limited.namespaceLeftOut(d.obj.GetName(), msg)
+				}
+				return nil
+			}
 			did, err := r.write(ctx, d, current[k])
+			if msg, ok := mailboxLimit(err); ok {
+				klog.FromContext(ctx).V(2).Info("a copy is left out: the mailboxes of its inventory space are at their limit",
+					"resource", d.res.GroupVersionResource.String(), "object", qualifiedName(d.obj), "err", err)
+				r.full.mark(inventory, msg, r.clock())
+				limited.add(d, msg)
+				if namespaces {
+					limited.namespaceLeftOut(d.obj.GetName(), msg)
+				}
+				return nil
+			}
 			if err != nil {
 				return fmt.Errorf("writing %s %s: %w", d.res.Resource, qualifiedName(d.obj), err)
 			}
@@ -48,10 +79,110 @@ func (r *mailboxReconciler) writeCopies(ctx context.Context, desired map[string]
 			}
 			return nil
 		}); err != nil {
-			return int(written.Load()), err
+			return int(written.Load()), limited.problems, err
 		}
 	}
-	return int(written.Load()), nil
+	return int(written.Load()), limited.problems, nil
+}
+
+// fullInventories remembers, for mailboxLimitRetry, the inventory spaces
+// whose mailboxes the server refused a copy for their limit, and why.
+// Nil: none is remembered.
+type fullInventories struct {
+	mu   sync.Mutex
+	full map[string]fullInventory
+}
+
+type fullInventory struct {
+	message string
+	until   time.Time
+}
+
+func newFullInventories() *fullInventories {
+	return &fullInventories{full: map[string]fullInventory{}}
+}
+
+func (f *fullInventories) mark(inventory, message string, now time.Time) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, v := range f.full {
+		if now.After(v.until) {
+			delete(f.full, k)
+		}
+	}
+	f.full[inventory] = fullInventory{message: message, until: now.Add(mailboxLimitRetry)}
+}
+
+// is reports whether inventory was found full less than mailboxLimitRetry
+// ago, and why.
+func (f *fullInventories) is(inventory string, now time.Time) (string, bool) {
+	if f == nil {
+		return "", false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.full[inventory]
+	return v.message, ok && !now.After(v.until)
+}
+
+// leftOut gathers the copies a reconcile left out for a mailbox limit.
+type leftOut struct {
+	mu         sync.Mutex
+	problems   map[string][]problem
+	namespaces map[string]bool
+	message    string
+}
+
+// add records that a copy was left out, as a problem of each placement
+// that selects it (implied namespaces have none of their own: the copies
+// in them say it).
+func (l *leftOut) add(d *desiredCopy, message string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	wds := d.obj.GetAnnotations()[edgev2alpha1.SourceSpaceAnnotation]
+	for name := range d.placements {
+		key := spaces.Key(wds, "", name)
+		if !slices.ContainsFunc(l.problems[key], func(p problem) bool { return p.Message == message }) {
+			l.problems[key] = append(l.problems[key], problem{edgev2alpha1.MailboxLimitReason, message})
+		}
+	}
+}
+
+func (l *leftOut) namespaceLeftOut(name, message string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.namespaces[name] = true
+	l.message = message
+}
+
+// namespace reports whether a namespace's copy was left out, and why:
+// the copies in it are left out too.
+func (l *leftOut) namespace(name string) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.message, name != "" && l.namespaces[name]
+}
+
+// mailboxLimit tells whether err is the server's refusal of a copy for
+// the mailbox limit of the destination's inventory space (server/quota
+// names it as a cause), and returns the cause's message, which says which
+// limit and where it is set.
+func mailboxLimit(err error) (string, bool) {
+	var status apierrors.APIStatus
+	if err == nil || !apierrors.IsForbidden(err) || !errors.As(err, &status) {
+		return "", false
+	}
+	if d := status.Status().Details; d != nil {
+		for _, c := range d.Causes {
+			if string(c.Type) == edgev2alpha1.MailboxLimitReason {
+				return c.Message, true
+			}
+		}
+	}
+	return "", false
 }
 
 // inParallel calls fn for each key, in key order, with up to r.writers

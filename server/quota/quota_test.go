@@ -19,10 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/internal/principal"
 	"github.com/kubestellar/kubestellar/internal/provenance"
@@ -44,7 +46,7 @@ func spaceQuota(name string, spaces []string, objects *int64, bytes string, watc
 // then one naming no space, then the flags; the least of a level holds,
 // and 0 (no bound) only when all of the level say 0.
 func TestResolver(t *testing.T) {
-	r := &Resolver{Defaults: Defaults{Objects: 1000, Bytes: 8 << 20, Watches: 100}}
+	r := &Resolver{Defaults: Defaults{Objects: 1000, Bytes: 8 << 20, Watches: 100, SyncTargets: 100, MailboxObjects: 10000, MailboxBytes: 32 << 20}}
 	l, err := r.For("team-a")
 	require.NoError(t, err)
 	require.Equal(t, Limit{1000, "the server's --space-object-limit"}, l.Objects, "before the cache of SpaceQuotas: the flags")
@@ -56,7 +58,13 @@ func TestResolver(t *testing.T) {
 		spaceQuota("team-a-unbounded", []string{"team-a"}, ptr[int64](0), "", nil),
 		spaceQuota("team-b-small", []string{"team-b"}, nil, "1Mi", ptr[int64](10)),
 		spaceQuota("team-b-smaller", []string{"team-b"}, nil, "512Ki", nil),
+		spaceQuota("team-b-fleet", []string{"team-b"}, nil, "", nil),
 	}
+	fleetBytes := resource.MustParse("1Gi")
+	quotas[len(quotas)-1].Spec.Limits.MailboxObjects, quotas[len(quotas)-1].Spec.Limits.MailboxBytes = ptr[int64](50000), &fleetBytes
+	quotas[len(quotas)-1].Spec.Limits.SyncTargets = ptr[int64](5000)
+	defaultMailboxes := Limits{MailboxObjects: Limit{10000, "the server's --space-mailbox-object-limit"}, MailboxBytes: Limit{32 << 20, "the server's --space-mailbox-byte-limit"},
+		SyncTargets: Limit{100, "the server's --space-synctarget-limit"}}
 	var listErr error
 	r.SetQuotas(func() ([]*tenancyv1alpha1.SpaceQuota, error) { return quotas, listErr })
 	for _, tc := range []struct {
@@ -64,17 +72,22 @@ func TestResolver(t *testing.T) {
 		want  Limits
 	}{
 		{"team-a", Limits{
-			Objects: Limit{5000, `SpaceQuota "team-a-large" spec.limits.objects`},
-			Bytes:   Limit{4 << 20, `SpaceQuota "everyone" spec.limits.bytes`},
-			Watches: Limit{0, `SpaceQuota "everyone-too" spec.limits.watches`}}},
+			Objects:        Limit{5000, `SpaceQuota "team-a-large" spec.limits.objects`},
+			Bytes:          Limit{4 << 20, `SpaceQuota "everyone" spec.limits.bytes`},
+			Watches:        Limit{0, `SpaceQuota "everyone-too" spec.limits.watches`},
+			MailboxObjects: defaultMailboxes.MailboxObjects, MailboxBytes: defaultMailboxes.MailboxBytes, SyncTargets: defaultMailboxes.SyncTargets}},
 		{"team-b", Limits{
-			Objects: Limit{500, `SpaceQuota "everyone" spec.limits.objects`},
-			Bytes:   Limit{512 << 10, `SpaceQuota "team-b-smaller" spec.limits.bytes`},
-			Watches: Limit{10, `SpaceQuota "team-b-small" spec.limits.watches`}}},
+			Objects:        Limit{500, `SpaceQuota "everyone" spec.limits.objects`},
+			Bytes:          Limit{512 << 10, `SpaceQuota "team-b-smaller" spec.limits.bytes`},
+			Watches:        Limit{10, `SpaceQuota "team-b-small" spec.limits.watches`},
+			MailboxObjects: Limit{50000, `SpaceQuota "team-b-fleet" spec.limits.mailboxObjects`},
+			MailboxBytes:   Limit{1 << 30, `SpaceQuota "team-b-fleet" spec.limits.mailboxBytes`},
+			SyncTargets:    Limit{5000, `SpaceQuota "team-b-fleet" spec.limits.syncTargets`}}},
 		{"team-c", Limits{
-			Objects: Limit{5000, `SpaceQuota "team-a-large" spec.limits.objects`},
-			Bytes:   Limit{4 << 20, `SpaceQuota "everyone" spec.limits.bytes`},
-			Watches: Limit{0, `SpaceQuota "everyone-too" spec.limits.watches`}}},
+			Objects:        Limit{5000, `SpaceQuota "team-a-large" spec.limits.objects`},
+			Bytes:          Limit{4 << 20, `SpaceQuota "everyone" spec.limits.bytes`},
+			Watches:        Limit{0, `SpaceQuota "everyone-too" spec.limits.watches`},
+			MailboxObjects: defaultMailboxes.MailboxObjects, MailboxBytes: defaultMailboxes.MailboxBytes, SyncTargets: defaultMailboxes.SyncTargets}},
 	} {
 		got, err := r.For(tc.space)
 		require.NoError(t, err)
@@ -90,6 +103,7 @@ type fakeUsage struct {
 	objects, bytes int64
 	err            error
 	reserved       []string
+	perResource    map[string]*fakeUsage
 }
 
 func (f *fakeUsage) Admit(_ context.Context, space, key string, objects, bytes, maxObjects, maxBytes int64, dryRun bool) (int64, int64, bool, error) {
@@ -105,6 +119,22 @@ func (f *fakeUsage) Admit(_ context.Context, space, key string, objects, bytes, 
 		f.bytes += bytes
 	}
 	return f.objects, f.bytes, true, nil
+}
+
+func (f *fakeUsage) AdmitResource(ctx context.Context, space, resource, key string, objects, bytes, maxObjects, maxBytes int64, dryRun bool) (int64, int64, bool, error) {
+	if f.perResource == nil {
+		f.perResource = map[string]*fakeUsage{}
+	}
+	r := f.perResource[resource]
+	if r == nil {
+		r = &fakeUsage{}
+		f.perResource[resource] = r
+	}
+	return r.Admit(ctx, space+" "+resource, key, objects, bytes, maxObjects, maxBytes, dryRun)
+}
+
+func (f *fakeUsage) AdmitMailbox(ctx context.Context, inventory, key string, objects, bytes, maxObjects, maxBytes int64, dryRun bool) (int64, int64, bool, error) {
+	return f.Admit(ctx, inventory+" mailboxes", key, objects, bytes, maxObjects, maxBytes, dryRun)
 }
 
 var (
@@ -126,7 +156,8 @@ func TestAdmission(t *testing.T) {
 	write := func(usage *fakeUsage, space string, u user.Info, op admission.Operation, obj, old runtime.Object, subresource string) error {
 		p := NewAdmission(func(string) (Limits, error) { return limits, nil }, usage,
 			Scope{Governed: func(s string) bool { return s != spaces.Root && !strings.Contains(s, "-mb-") },
-				Key: func(space string, a admission.Attributes) string { return a.GetNamespace() + "/" + a.GetName() }})
+				MailboxOf: func(s string) (string, bool) { inv, _, ok := strings.Cut(s, "-mb-"); return inv, ok },
+				Key:       func(space string, a admission.Attributes) string { return a.GetNamespace() + "/" + a.GetName() }})
 		ctx := request.WithUser(spaces.WithSpace(context.Background(), space), u)
 		name := obj.(metav1.Object).GetName()
 		a := admission.NewAttributesRecord(obj, old, corev1.SchemeGroupVersion.WithKind("ConfigMap"), "default", name, gvr, subresource, op, nil, false, u)
@@ -167,6 +198,78 @@ func TestAdmission(t *testing.T) {
 	failing := &fakeUsage{err: errors.New("datastore away")}
 	require.True(t, apierrors.IsServiceUnavailable(write(failing, "team-a", alice, admission.Create, cm("b", 10), nil, "")),
 		"a count that cannot be had refuses rather than lets through")
+}
+
+// TestSyncTargetAdmission: a user's SyncTarget create past the space's
+// SyncTarget limit is refused, counted apart from the space's objects and
+// naming the limit; the admin's passes, and so does every other create.
+func TestSyncTargetAdmission(t *testing.T) {
+	limits := Limits{SyncTargets: Limit{2, "the server's --space-synctarget-limit"}}
+	gvr := edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")
+	write := func(usage *fakeUsage, u user.Info, gvr schema.GroupVersionResource, name string) error {
+		p := NewAdmission(func(string) (Limits, error) { return limits, nil }, usage,
+			Scope{Governed: func(s string) bool { return s == "inv" }, MailboxOf: func(string) (string, bool) { return "", false },
+				Key: func(space string, a admission.Attributes) string { return space + "/" + a.GetName() }})
+		ctx := request.WithUser(spaces.WithSpace(context.Background(), "inv"), u)
+		obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		a := admission.NewAttributesRecord(obj, nil, edgev2alpha1.SchemeGroupVersion.WithKind("SyncTarget"), "", name, gvr, "", admission.Create, nil, false, u)
+		return p.(admission.ValidationInterface).Validate(ctx, a, nil)
+	}
+	usage := &fakeUsage{objects: 500}
+	require.NoError(t, write(usage, alice, gvr, "edge1"))
+	require.NoError(t, write(usage, alice, gvr, "edge2"))
+	err := write(usage, alice, gvr, "edge3")
+	require.True(t, apierrors.IsForbidden(err), "%v", err)
+	require.ErrorContains(t, err, `space "inv" holds 2 SyncTargets, its limit (2, set by the server's --space-synctarget-limit): each SyncTarget has a mailbox space at the center`)
+	require.Equal(t, []string{"inv synctargets inv/edge1", "inv synctargets inv/edge2"}, usage.perResource["synctargets"].reserved)
+	require.NoError(t, write(usage, admin, gvr, "edge3"), "the admin's")
+	require.NoError(t, write(usage, alice, edgev2alpha1.SchemeGroupVersion.WithResource("locations"), "loc3"), "not a SyncTarget")
+}
+
+// TestMailboxAdmission: a write into a mailbox is charged to the mailbox
+// limits of its inventory space, whoever makes it (the server's copies
+// above all) but its syncer; past them it is refused with a cause the
+// placement translator recognizes, naming the limit. The server's
+// bookkeeping of a mailbox (what it writes without the placement-copy
+// label: namespaces, the SyncerConfig) passes, and so does every write
+// where the inventory is not governed.
+func TestMailboxAdmission(t *testing.T) {
+	limits := Limits{MailboxObjects: Limit{3, "SpaceQuota \"fleet\" spec.limits.mailboxObjects"}, MailboxBytes: Limit{1000, "the server's --space-mailbox-byte-limit"}}
+	server := provenance.Vouch(&user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup}})
+	write := func(usage *fakeUsage, space string, u user.Info, resource string, obj runtime.Object) error {
+		p := NewAdmission(func(string) (Limits, error) { return limits, nil }, usage,
+			Scope{Governed: func(s string) bool { return s == "inv" }, // not "root-inv"
+				MailboxOf: func(s string) (string, bool) { inv, _, ok := strings.Cut(s, "-mb-"); return inv, ok },
+				Key:       func(space string, a admission.Attributes) string { return space + "/" + a.GetName() }})
+		ctx := request.WithUser(spaces.WithSpace(context.Background(), space), u)
+		name := obj.(metav1.Object).GetName()
+		a := admission.NewAttributesRecord(obj, nil, corev1.SchemeGroupVersion.WithKind("ConfigMap"), "default", name,
+			corev1.SchemeGroupVersion.WithResource(resource), "", admission.Create, nil, false, u)
+		return p.(admission.ValidationInterface).Validate(ctx, a, nil)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "default", Labels: map[string]string{edgev2alpha1.PlacementCopyLabel: "true"}}, Data: map[string]string{"d": "x"}}
+	namespace := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}}
+
+	usage := &fakeUsage{objects: 2, bytes: 100}
+	require.NoError(t, write(usage, "inv-mb-1", server, "configmaps", cm))
+	require.Equal(t, []string{"inv mailboxes inv-mb-1/a"}, usage.reserved, "charged to the inventory's mailboxes, reserved by its key")
+
+	err := write(usage, "inv-mb-2", server, "configmaps", cm)
+	require.True(t, apierrors.IsForbidden(err), "%v", err)
+	require.ErrorContains(t, err, `the mailboxes of the SyncTargets of inventory space "inv" hold 3 objects, its limit (3, set by SpaceQuota "fleet" spec.limits.mailboxObjects)`)
+	var status apierrors.APIStatus
+	require.ErrorAs(t, err, &status)
+	require.Len(t, status.Status().Details.Causes, 1, "the limit's")
+	cause := status.Status().Details.Causes[0]
+	require.Equal(t, "MailboxLimitExceeded", string(cause.Type))
+	require.Equal(t, `the mailboxes of inventory space "inv" hold what its limit allows (3, set by SpaceQuota "fleet" spec.limits.mailboxObjects): copies past it are not placed`, cause.Message)
+
+	require.Error(t, write(usage, "inv-mb-2", admin, "configmaps", cm), "the admin too: a mailbox's every object is the inventory's")
+	require.NoError(t, write(usage, "inv-mb-2", syncer, "configmaps", cm), "a syncer's status reaches the center")
+	require.NoError(t, write(usage, "inv-mb-2", server, "namespaces", namespace), "the mailbox's own bookkeeping")
+	require.Error(t, write(usage, "inv-mb-2", alice, "namespaces", namespace), "anyone else's write is charged")
+	require.NoError(t, write(usage, "root-inv-mb-2", server, "configmaps", cm), "an inventory not governed")
+	require.NoError(t, write(usage, "inv", alice, "configmaps", cm), "the inventory space itself has its own limits")
 }
 
 // TestWatchLimits: a governed space's users hold at most its watch limit

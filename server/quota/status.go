@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -27,7 +28,9 @@ type StatusWriter struct {
 	// Spaces is the cache of Space objects; Client writes them.
 	Spaces cache.GenericLister
 	Client dynamic.ResourceInterface
-	Usage  func(ctx context.Context, space string) (objects, bytes int64, err error)
+	// Usage returns what a space stores; for an inventory space under a
+	// mailbox limit, with what its SyncTargets' mailboxes hold.
+	Usage  func(ctx context.Context, space string) (tenancyv1alpha1.SpaceUsage, error)
 	Limits func(space string) (Limits, error)
 	// Governed reports whether the limits hold in space.
 	Governed func(space string) bool
@@ -66,7 +69,7 @@ func (w *StatusWriter) writeAll(ctx context.Context) {
 // tenant's every update would otherwise rewrite its Space.
 func (w *StatusWriter) write(ctx context.Context, space *unstructured.Unstructured) error {
 	name := space.GetName()
-	objects, bytes, err := w.Usage(ctx, name)
+	usage, err := w.Usage(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -82,16 +85,59 @@ func (w *StatusWriter) write(ctx context.Context, space *unstructured.Unstructur
 		_ = runtimeConvert(status, &shown)
 	}
 	want := limits.Status()
-	if shown.Usage != nil && shown.Usage.Objects == objects && near(shown.Usage.Bytes, bytes) && sameLimits(shown.Limits, want) {
+	if usage.MailboxObjects == nil {
+		// No inventory, or no mailbox limit: none shown.
+		want.MailboxObjects, want.MailboxBytes = nil, nil
+	}
+	if usage.SyncTargets == nil {
+		want.SyncTargets = nil
+	}
+	if shown.Usage != nil && sameUsage(*shown.Usage, usage) && sameLimits(shown.Limits, want) {
 		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{
-		"usage": tenancyv1alpha1.SpaceUsage{Objects: objects, Bytes: bytes}, "limits": want}})
+	// A merge patch: what is not shown any more is set to null.
+	limitsPatch, err := nullAbsent(want, "mailboxObjects", "mailboxBytes", "syncTargets")
+	if err != nil {
+		return err
+	}
+	usagePatch, err := nullAbsent(usage, "mailboxObjects", "mailboxBytes", "syncTargets")
+	if err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"usage": usagePatch, "limits": limitsPatch}})
 	if err != nil {
 		return err
 	}
 	_, err = w.Client.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubestellar-space-usage"}, "status")
 	return err
+}
+
+// sameUsage reports whether the usage shown is near enough to now's: the
+// same object counts, and bytes within a hundredth.
+func sameUsage(shown, now tenancyv1alpha1.SpaceUsage) bool {
+	eq := func(x, y *int64) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
+	nearPtr := func(x, y *int64) bool { return (x == nil) == (y == nil) && (x == nil || near(*x, *y)) }
+	return shown.Objects == now.Objects && near(shown.Bytes, now.Bytes) &&
+		eq(shown.MailboxObjects, now.MailboxObjects) && nearPtr(shown.MailboxBytes, now.MailboxBytes) && eq(shown.SyncTargets, now.SyncTargets)
+}
+
+// nullAbsent is v as a JSON object whose fields named are null where v
+// leaves them out.
+func nullAbsent(v any, fields ...string) (map[string]any, error) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]any{}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, err
+	}
+	for _, f := range fields {
+		if _, ok := out[f]; !ok {
+			out[f] = nil
+		}
+	}
+	return out, nil
 }
 
 // near reports whether a shown byte count is within a hundredth of now.
@@ -108,8 +154,9 @@ func sameLimits(a, b *tenancyv1alpha1.SpaceLimits) bool {
 		return a == b
 	}
 	eq := func(x, y *int64) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
-	return eq(a.Objects, b.Objects) && eq(a.Watches, b.Watches) &&
-		(a.Bytes == nil) == (b.Bytes == nil) && (a.Bytes == nil || a.Bytes.Cmp(*b.Bytes) == 0)
+	eqQ := func(x, y *resource.Quantity) bool { return (x == nil) == (y == nil) && (x == nil || x.Cmp(*y) == 0) }
+	return eq(a.Objects, b.Objects) && eq(a.Watches, b.Watches) && eqQ(a.Bytes, b.Bytes) &&
+		eq(a.MailboxObjects, b.MailboxObjects) && eqQ(a.MailboxBytes, b.MailboxBytes) && eq(a.SyncTargets, b.SyncTargets)
 }
 
 // runtimeConvert reads an unstructured status into out.

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/k3s-io/kine/pkg/drivers"
@@ -53,10 +54,11 @@ type Datastore struct {
 	// an etcd cluster (see listen).
 	local *clientv3.Client
 	// usage reaches kine in-process for Usage, without the mailboxes'
-	// events; nil for an etcd cluster.
-	usage  *clientv3.Client
-	cancel context.CancelFunc
-	wg     *sync.WaitGroup
+	// events until usageMailboxes is on; nil for an etcd cluster.
+	usage          *clientv3.Client
+	usageMailboxes *atomic.Bool
+	cancel         context.CancelFunc
+	wg             *sync.WaitGroup
 	// maintainer compacts the SQLite datastore and bounds its files; nil
 	// for other datastores, which kine compacts itself.
 	maintainer *maintainer
@@ -222,9 +224,17 @@ func IsEtcd(endpointURL string) bool {
 }
 
 // UsageClient returns the in-process client for Usage, whose watches get
-// no event of a mailbox; nil for an etcd cluster, which Usage reaches
-// with Client.
+// no event of a mailbox until CountMailboxes; nil for an etcd cluster,
+// which Usage reaches with Client.
 func (d *Datastore) UsageClient() *clientv3.Client { return d.usage }
+
+// CountMailboxes makes the watches of UsageClient bring the mailboxes'
+// events from now on, for Usage to count them.
+func (d *Datastore) CountMailboxes() {
+	if d.usageMailboxes != nil {
+		d.usageMailboxes.Store(true)
+	}
+}
 
 // Client connects to the datastore with the etcd client.
 func (d *Datastore) Client(ctx context.Context, dialTimeout time.Duration) (*clientv3.Client, error) {

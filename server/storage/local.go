@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/k3s-io/kine/pkg/drivers"
@@ -114,7 +115,8 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 		watchAPI, progress = watches, watches.demux.requestProgress
 	}
 	local := localClient(backendCtx, bridge, watchAPI, progress)
-	usage := usageClient(backendCtx, bridge, watchAPI)
+	mailboxEvents := &atomic.Bool{}
+	usage := usageClient(backendCtx, bridge, watchAPI, mailboxEvents)
 	// etcd_request_duration_seconds and the rest, as for kube-apiserver's
 	// clients.
 	local.KV = etcd3.NewETCDLatencyTracker(local.KV)
@@ -141,7 +143,7 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 		timer.Stop()
 		stopBackend()
 	}()
-	return &Datastore{Endpoints: []string{"unix://" + socket}, local: local, usage: usage}, nil
+	return &Datastore{Endpoints: []string{"unix://" + socket}, local: local, usage: usage, usageMailboxes: mailboxEvents}, nil
 }
 
 // localClient is an etcd client whose calls are function calls into kine's
@@ -160,12 +162,13 @@ func localClient(ctx context.Context, bridge *server.KVServerBridge, watchAPI et
 }
 
 // usageClient is an in-process client for Usage, whose watches leave the
-// mailboxes' events out before they are handed on (withoutMailboxes): a
-// fan-out's every copy would otherwise cross to it, only to be dropped.
-func usageClient(ctx context.Context, bridge *server.KVServerBridge, watchAPI etcdserverpb.WatchServer) *clientv3.Client {
+// mailboxes' events out before they are handed on until mailboxEvents is
+// on: where no mailbox is counted, a fan-out's every copy would otherwise
+// cross to it, only to be dropped.
+func usageClient(ctx context.Context, bridge *server.KVServerBridge, watchAPI etcdserverpb.WatchServer, mailboxEvents *atomic.Bool) *clientv3.Client {
 	c := clientv3.NewCtxClient(ctx)
 	c.KV = clientv3.NewKVFromKVClient(adapter.KvServerToKvClient(bridge), c)
-	c.Watcher = clientv3.NewWatchFromWatchClient(queuedWatchClient{WatchClient: adapter.WatchServerToWatchClient(watchAPI), withoutMailboxes: true}, c)
+	c.Watcher = clientv3.NewWatchFromWatchClient(queuedWatchClient{WatchClient: adapter.WatchServerToWatchClient(watchAPI), mailboxEvents: mailboxEvents}, c)
 	return c
 }
 
@@ -183,16 +186,17 @@ func usageClient(ctx context.Context, bridge *server.KVServerBridge, watchAPI et
 type queuedWatchClient struct {
 	etcdserverpb.WatchClient
 	marked bool
-	// withoutMailboxes: its streams' watches get no event of a mailbox.
-	withoutMailboxes bool
+	// mailboxEvents, when set: its streams' watches get no event of a
+	// mailbox while it is off.
+	mailboxEvents *atomic.Bool
 }
 
 func (c queuedWatchClient) Watch(ctx context.Context, opts ...grpc.CallOption) (etcdserverpb.Watch_WatchClient, error) {
 	if c.marked {
 		ctx = withProgressMarkers(ctx)
 	}
-	if c.withoutMailboxes {
-		ctx = withoutMailboxes(ctx)
+	if c.mailboxEvents != nil {
+		ctx = withMailboxEvents(ctx, c.mailboxEvents)
 	}
 	stream, err := c.WatchClient.Watch(ctx, opts...)
 	if err != nil {

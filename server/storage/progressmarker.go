@@ -5,6 +5,7 @@ package storage
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/kubestellar/kubestellar/spaces"
 )
@@ -35,21 +36,26 @@ func progressMarkers(ctx context.Context) bool {
 	return marked
 }
 
-// withoutMailboxesKey marks a context whose watches get no event of a
-// mailbox space (the watch server reads it from its stream's context).
-type withoutMailboxesKey struct{}
+// mailboxEventsKey marks a context whose watches get no event of a
+// mailbox space until the switch it holds is on (the watch server reads it
+// from its stream's context).
+type mailboxEventsKey struct{}
 
-func withoutMailboxes(ctx context.Context) context.Context {
-	return context.WithValue(ctx, withoutMailboxesKey{}, true)
+func withMailboxEvents(ctx context.Context, on *atomic.Bool) context.Context {
+	return context.WithValue(ctx, mailboxEventsKey{}, on)
 }
 
 // mailboxesLeftOut tells whether a context's watches leave the mailboxes'
 // events out, and if so returns the test of a key.
 func mailboxesLeftOut(ctx context.Context) func(key string) bool {
-	if without, _ := ctx.Value(withoutMailboxesKey{}).(bool); !without {
+	on, _ := ctx.Value(mailboxEventsKey{}).(*atomic.Bool)
+	if on == nil {
 		return nil
 	}
 	return func(key string) bool {
+		if on.Load() {
+			return false
+		}
 		space, ok := SpaceOfKey(key)
 		return ok && spaces.IsMailboxName(space)
 	}

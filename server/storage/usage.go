@@ -11,11 +11,14 @@ import (
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+
+	"github.com/kubestellar/kubestellar/spaces"
 )
 
 // Usage counts, for each space asked about, how many objects it stores
@@ -31,10 +34,27 @@ import (
 // watch brings the write's event or reserveFor passes (the write failed):
 // writes admitted one after another see each other at once, not when the
 // watch catches up.
+//
+// The mailboxes of an inventory space's SyncTargets are counted together
+// (OfMailboxes, AdmitMailbox), once mailboxes are: the watch brings their
+// events only from the first such question on (MailboxEvents), as most
+// servers never ask it and a fan-out's every copy would cross to it.
 type Usage struct {
 	// Resources returns the resources a space may store objects of, or
 	// an error while they cannot be known yet (the CRD cache not synced).
 	Resources func(space string) ([]schema.GroupResource, error)
+	// InventoryOf returns the inventory space of a mailbox space; false
+	// for one it does not know (nil: mailboxes are not counted).
+	InventoryOf func(mailbox string) (string, bool)
+	// MailboxResources returns the resources the mailboxes of an
+	// inventory space may hold objects of.
+	MailboxResources func(inventory string) ([]schema.GroupResource, error)
+	// MailboxEvents, when set, is called before mailboxes are first
+	// counted, to have the watch bring their events from then on.
+	MailboxEvents func()
+	// PerResource names resources whose objects are also counted apart in
+	// each space (OfResource, AdmitResource), by a name of its own.
+	PerResource map[string]schema.GroupResource
 
 	client *clientv3.Client
 
@@ -43,7 +63,25 @@ type Usage struct {
 	watching chan struct{}
 	spaces   map[string]*spaceUsage
 	now      func() time.Time
+	// inventories remembers the inventory of each mailbox seen: a
+	// mailbox's Space may leave the cache before the watch brings the
+	// deletes of its objects, which must still count where their creates
+	// did. (A mailbox's name is never another inventory's: it ends with
+	// its SyncTarget's UID.)
+	inventories *lru.Cache[string, string]
+	// resourcePrefixes are where PerResource's resources are stored, by
+	// name, made at the first event.
+	resourcePrefixes map[string]string
 }
+
+// mailboxesRemembered is how many mailboxes' inventories Usage remembers.
+const mailboxesRemembered = 1 << 16
+
+// recountAfter is how long the count of an inventory's mailboxes is kept
+// before it is read again from the datastore: should an event ever be
+// missed (a mailbox forgotten between its create and its deletes), the
+// count heals.
+const recountAfter = 10 * time.Minute
 
 // reserveFor is how long a reservation lasts at most: a write admitted
 // and never stored (refused by the storage, or failed) holds its place for
@@ -65,6 +103,8 @@ type spaceUsage struct {
 	err     error
 	// rev is the revision of the first read: later events count.
 	rev int64
+	// at is when the first read was asked for.
+	at time.Time
 	// held are the events that came before the first read was done.
 	held           []*clientv3.Event
 	objects, bytes int64
@@ -79,7 +119,8 @@ type reservation struct {
 // NewUsage returns a Usage that counts the resources of each space
 // resources names, once Run has started.
 func NewUsage(resources func(space string) ([]schema.GroupResource, error)) *Usage {
-	return &Usage{Resources: resources, spaces: map[string]*spaceUsage{}, watching: make(chan struct{}), now: time.Now}
+	inventories, _ := lru.New[string, string](mailboxesRemembered)
+	return &Usage{Resources: resources, spaces: map[string]*spaceUsage{}, watching: make(chan struct{}), now: time.Now, inventories: inventories}
 }
 
 // Run keeps the counts until ctx is done, with a watch of every key of the
@@ -156,15 +197,59 @@ func SpaceOfKey(key string) (string, bool) {
 	return parts[2], true
 }
 
-// apply counts ev in its space, if that space is counted.
+// mailboxesSuffix ends the name under which the mailboxes of an inventory
+// space are counted: space names have no "/".
+const mailboxesSuffix = "/mailboxes"
+
+// accountOf returns the name under which a space is counted: its own, or
+// its inventory's for a mailbox; false for a mailbox of no known inventory.
+func (u *Usage) accountOf(space string) (string, bool) {
+	if !spaces.IsMailboxName(space) {
+		return space, true
+	}
+	if u.InventoryOf == nil {
+		return "", false
+	}
+	if inventory, ok := u.inventories.Get(space); ok {
+		return inventory + mailboxesSuffix, true
+	}
+	inventory, ok := u.InventoryOf(space)
+	if !ok {
+		return "", false
+	}
+	u.inventories.Add(space, inventory)
+	return inventory + mailboxesSuffix, true
+}
+
+// apply counts ev in its space, if that space is counted, and apart for
+// its resource if PerResource names it.
 func (u *Usage) apply(ev *clientv3.Event) {
 	if ev.Kv == nil {
 		return
 	}
-	space, ok := SpaceOfKey(string(ev.Kv.Key))
+	key := string(ev.Kv.Key)
+	space, ok := SpaceOfKey(key)
 	if !ok {
 		return
 	}
+	if account, ok := u.accountOf(space); ok {
+		u.applyTo(account, ev)
+	}
+	if u.resourcePrefixes == nil && len(u.PerResource) > 0 {
+		u.resourcePrefixes = map[string]string{}
+		for name, gr := range u.PerResource {
+			u.resourcePrefixes[name] = KeyPrefix + ResourcePrefix(gr) + "/"
+		}
+	}
+	for name, prefix := range u.resourcePrefixes {
+		if rest, ok := strings.CutPrefix(key, prefix); ok && strings.HasPrefix(rest, space+"/") {
+			u.applyTo(space+"/"+name, ev)
+		}
+	}
+}
+
+// applyTo counts ev in an account, if it is counted.
+func (u *Usage) applyTo(space string, ev *clientv3.Event) {
 	s := u.spaces[space]
 	if s == nil {
 		return
@@ -213,6 +298,35 @@ func (u *Usage) Of(ctx context.Context, space string) (objects, bytes int64, err
 	defer u.mu.Unlock()
 	objects, bytes = u.total(s)
 	return objects, bytes, nil
+}
+
+// OfResource is Of for the objects of one resource PerResource names.
+func (u *Usage) OfResource(ctx context.Context, space, resource string) (objects, bytes int64, err error) {
+	if _, ok := u.PerResource[resource]; !ok {
+		return 0, 0, fmt.Errorf("%s are not counted apart", resource)
+	}
+	return u.Of(ctx, space+"/"+resource)
+}
+
+// AdmitResource is Admit for the objects of one resource PerResource
+// names.
+func (u *Usage) AdmitResource(ctx context.Context, space, resource, key string, objects, bytes, maxObjects, maxBytes int64, dryRun bool) (storedObjects, storedBytes int64, ok bool, err error) {
+	if _, ok := u.PerResource[resource]; !ok {
+		return 0, 0, false, fmt.Errorf("%s are not counted apart", resource)
+	}
+	return u.Admit(ctx, space+"/"+resource, key, objects, bytes, maxObjects, maxBytes, dryRun)
+}
+
+// OfMailboxes is Of for the mailboxes of an inventory space's SyncTargets,
+// all together.
+func (u *Usage) OfMailboxes(ctx context.Context, inventory string) (objects, bytes int64, err error) {
+	return u.Of(ctx, inventory+mailboxesSuffix)
+}
+
+// AdmitMailbox is Admit for the mailboxes of an inventory space's
+// SyncTargets, all together; key is in one of them.
+func (u *Usage) AdmitMailbox(ctx context.Context, inventory, key string, objects, bytes, maxObjects, maxBytes int64, dryRun bool) (storedObjects, storedBytes int64, ok bool, err error) {
+	return u.Admit(ctx, inventory+mailboxesSuffix, key, objects, bytes, maxObjects, maxBytes, dryRun)
 }
 
 // Admit decides, in one step with what other writes reserve, whether a
@@ -286,8 +400,25 @@ func (u *Usage) counted(ctx context.Context, space string) (*spaceUsage, error) 
 			continue
 		}
 		s, found := u.spaces[space]
+		if found && strings.HasSuffix(space, mailboxesSuffix) && u.now().Sub(s.at) > recountAfter {
+			select {
+			case <-s.counted:
+				found = false // read again; the old count is left to its readers
+			default:
+			}
+		}
 		if !found {
-			s = &spaceUsage{counted: make(chan struct{})}
+			if strings.HasSuffix(space, mailboxesSuffix) {
+				if u.InventoryOf == nil {
+					u.mu.Unlock()
+					return nil, errors.New("mailboxes are not counted")
+				}
+				if u.MailboxEvents != nil {
+					// Before the first read: every event after it must come.
+					u.MailboxEvents()
+				}
+			}
+			s = &spaceUsage{counted: make(chan struct{}), at: u.now()}
 			u.spaces[space] = s
 		}
 		client := u.client
@@ -335,13 +466,37 @@ func (u *Usage) firstCount(space string, s *spaceUsage, objects, bytes, rev int6
 	}
 }
 
+// read counts what an account holds at one revision: a space's keys, or
+// those of an inventory's mailboxes, whose names all begin alike
+// (spaces.MailboxName) and so whose keys of each resource are one range.
 func (u *Usage) read(ctx context.Context, client *clientv3.Client, space string) (objects, bytes, rev int64, err error) {
-	resources, err := u.Resources(space)
+	resources := u.Resources
+	spacePrefix := space + "/"
+	var member func(key string) bool
+	if of, name, ok := strings.Cut(space, "/"); ok && name != strings.TrimPrefix(mailboxesSuffix, "/") {
+		gr := u.PerResource[name]
+		resources = func(string) ([]schema.GroupResource, error) { return []schema.GroupResource{gr}, nil }
+		spacePrefix, space = of+"/", of
+	} else if inventory, ok := strings.CutSuffix(space, mailboxesSuffix); ok {
+		account := space
+		resources = u.MailboxResources
+		spacePrefix = mailboxPrefix(inventory)
+		member = func(key string) bool {
+			s, ok := SpaceOfKey(key)
+			if !ok {
+				return false
+			}
+			of, ok := u.accountOf(s)
+			return ok && of == account
+		}
+		space = inventory
+	}
+	grs, err := resources(space)
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	for _, gr := range resources {
-		prefix := KeyPrefix + ResourcePrefix(gr) + "/" + space + "/"
+	for _, gr := range grs {
+		prefix := KeyPrefix + ResourcePrefix(gr) + "/" + spacePrefix
 		end := clientv3.GetPrefixRangeEnd(prefix)
 		for start := prefix; ; {
 			opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(usagePage)}
@@ -356,6 +511,9 @@ func (u *Usage) read(ctx context.Context, client *clientv3.Client, space string)
 				rev = resp.Header.Revision
 			}
 			for _, kv := range resp.Kvs {
+				if member != nil && !member(string(kv.Key)) {
+					continue
+				}
 				objects++
 				bytes += int64(len(kv.Value))
 			}
@@ -373,6 +531,12 @@ func (u *Usage) read(ctx context.Context, client *clientv3.Client, space string)
 		rev = resp.Header.Revision
 	}
 	return objects, bytes, rev, nil
+}
+
+// mailboxPrefix is how the names of an inventory space's mailboxes begin.
+func mailboxPrefix(inventory string) string {
+	const uid = "00000000-0000-0000-0000-000000000000"
+	return strings.TrimSuffix(spaces.MailboxName(inventory, uid), uid)
 }
 
 // Key returns the key under which the API server stores an object of gr

@@ -18,6 +18,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kubestellar/kubestellar/spaces"
 )
 
 var (
@@ -57,13 +59,19 @@ func remove(t *testing.T, cli *clientv3.Client, key string) {
 // eventually polls Of until it says objects and bytes.
 func eventually(t *testing.T, u *Usage, space string, objects, bytes int64) {
 	t.Helper()
+	eventuallyCounts(t, "space "+space, func(ctx context.Context) (int64, int64, error) { return u.Of(ctx, space) }, objects, bytes)
+}
+
+// eventuallyCounts polls of until it says objects and bytes.
+func eventuallyCounts(t *testing.T, what string, of func(context.Context) (int64, int64, error), objects, bytes int64) {
+	t.Helper()
 	var o, b int64
 	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
-		o, b, err = u.Of(ctx, space)
+		o, b, err = of(ctx)
 		return err == nil && o == objects && b == bytes, nil
 	})
-	require.NoError(t, err, "space %s: %d objects, %d bytes; want %d, %d", space, o, b, objects, bytes)
+	require.NoError(t, err, "%s: %d objects, %d bytes; want %d, %d", what, o, b, objects, bytes)
 }
 
 // TestUsage: a space's objects and bytes are counted when first asked
@@ -225,18 +233,146 @@ func TestUsageClientLeavesOutMailboxes(t *testing.T) {
 	}
 	create(t, cli, mailbox, 10)
 	create(t, cli, tenant, 10)
-	for {
-		select {
-		case r := <-events:
-			for _, ev := range r.Events {
-				key := string(ev.Kv.Key)
-				require.NotEqual(t, mailbox, key, "a mailbox's event")
-				if key == tenant {
-					return
+	next := func(want string, skip string) {
+		t.Helper()
+		for {
+			select {
+			case r := <-events:
+				for _, ev := range r.Events {
+					key := string(ev.Kv.Key)
+					require.NotEqual(t, skip, key, "a mailbox's event")
+					if key == want {
+						return
+					}
 				}
+			case <-deadline:
+				t.Fatalf("%s never came", want)
 			}
-		case <-deadline:
-			t.Fatal("the tenant's create never came")
 		}
 	}
+	next(tenant, mailbox)
+
+	// Once mailboxes are counted, their events come.
+	ds.CountMailboxes()
+	later := Key(configMaps, "inv-mb-0b6a4f8e-2d33-4c1e-9a7b-1f2e3d4c5b6a", "default", "later")
+	create(t, cli, later, 10)
+	next(later, "")
+}
+
+// TestUsageMailboxes: the mailboxes of an inventory space are counted
+// together, from their keys (one range per resource, as their names
+// begin alike) and then from the watch; a mailbox of another inventory
+// whose shortened name begins alike is not counted with them, nor one
+// of no known inventory. The watch is asked for mailbox events before
+// the first count.
+func TestUsageMailboxes(t *testing.T) {
+	ctx := t.Context()
+	_, cli := startSQLite(t, ctx)
+	const (
+		uid1 = "0b6a4f8e-2d33-4c1e-9a7b-1f2e3d4c5b61"
+		uid2 = "0b6a4f8e-2d33-4c1e-9a7b-1f2e3d4c5b62"
+		uid3 = "0b6a4f8e-2d33-4c1e-9a7b-1f2e3d4c5b63"
+	)
+	// Inventory names longer than 22 characters are shortened in their
+	// mailboxes' names: two inventories can share the beginning.
+	inv, other := "fleet-of-the-north-region-a", "fleet-of-the-north-region-b"
+	mb1, mb2, mbOther := spaces.MailboxName(inv, uid1), spaces.MailboxName(inv, uid2), spaces.MailboxName(other, uid3)
+	require.Equal(t, strings.TrimSuffix(mb1, uid1), strings.TrimSuffix(mbOther, uid3), "the test needs names that begin alike")
+	inventories := map[string]string{mb1: inv, mb2: inv, mbOther: other}
+	create(t, cli, Key(configMaps, mb1, "default", "a"), 100)
+	create(t, cli, Key(deployments, mb2, "apps", "d"), 50)
+	create(t, cli, Key(configMaps, mbOther, "default", "b"), 1000)
+	create(t, cli, Key(configMaps, inv, "default", "own"), 7) // the inventory's own, counted apart
+	var asked atomic.Int32
+	u := NewUsage(func(string) ([]schema.GroupResource, error) { return []schema.GroupResource{configMaps}, nil })
+	var inventoriesMu sync.Mutex
+	u.InventoryOf = func(mailbox string) (string, bool) {
+		inventoriesMu.Lock()
+		defer inventoriesMu.Unlock()
+		i, ok := inventories[mailbox]
+		return i, ok
+	}
+	u.MailboxResources = func(string) ([]schema.GroupResource, error) {
+		return []schema.GroupResource{configMaps, deployments}, nil
+	}
+	u.MailboxEvents = func() { asked.Add(1) }
+	go u.Run(ctx, cli)
+
+	objects, bytes, err := u.OfMailboxes(ctx, inv)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 150}, []int64{objects, bytes})
+	require.Equal(t, int32(1), asked.Load())
+	objects, bytes, err = u.Of(ctx, inv)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 7}, []int64{objects, bytes}, "the space itself")
+
+	create(t, cli, Key(configMaps, mb2, "default", "new"), 10)
+	create(t, cli, Key(configMaps, mbOther, "default", "new"), 10)
+	create(t, cli, Key(configMaps, spaces.MailboxName(inv, "0b6a4f8e-2d33-4c1e-9a7b-1f2e3d4c5b69"), "default", "unknown"), 10)
+	remove(t, cli, Key(configMaps, mb1, "default", "a"))
+	eventuallyMailboxes(t, u, inv, 2, 60)
+
+	_, _, ok, err := u.AdmitMailbox(ctx, inv, Key(configMaps, mb1, "default", "more"), 1, 10, 2, 0, false)
+	require.NoError(t, err)
+	require.False(t, ok, "2 objects held, at most 2")
+	objects, bytes, err = u.OfMailboxes(ctx, other)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 1010}, []int64{objects, bytes})
+
+	// A mailbox's Space may leave the cache before the deletes of its
+	// objects come: they still count where the creates did.
+	inventoriesMu.Lock()
+	delete(inventories, mb2)
+	inventoriesMu.Unlock()
+	remove(t, cli, Key(deployments, mb2, "apps", "d"))
+	eventuallyMailboxes(t, u, inv, 1, 10)
+
+	// A count that went wrong (an event missed) heals: after recountAfter
+	// the mailboxes are read again.
+	u.mu.Lock()
+	u.spaces[inv+mailboxesSuffix].objects += 5
+	u.mu.Unlock()
+	eventuallyMailboxes(t, u, inv, 6, 10)
+	now := time.Now()
+	u.mu.Lock()
+	u.now = func() time.Time { return now.Add(recountAfter + time.Second) }
+	u.mu.Unlock()
+	eventuallyMailboxes(t, u, inv, 1, 10)
+}
+
+// TestUsagePerResource: a resource PerResource names is also counted
+// apart in each space, from its keys and then from the watch.
+func TestUsagePerResource(t *testing.T) {
+	ctx := t.Context()
+	_, cli := startSQLite(t, ctx)
+	syncTargets := schema.GroupResource{Group: "edge.kubestellar.io", Resource: "synctargets"}
+	create(t, cli, Key(syncTargets, "inv", "", "edge1"), 10)
+	create(t, cli, Key(syncTargets, "inv-b", "", "edge1"), 10)
+	create(t, cli, Key(configMaps, "inv", "default", "cm"), 100)
+	u := NewUsage(func(string) ([]schema.GroupResource, error) {
+		return []schema.GroupResource{configMaps, syncTargets}, nil
+	})
+	u.PerResource = map[string]schema.GroupResource{"synctargets": syncTargets}
+	go u.Run(ctx, cli)
+	objects, _, err := u.OfResource(ctx, "inv", "synctargets")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), objects)
+	objects, _, err = u.Of(ctx, "inv")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), objects, "the space counts them too")
+	create(t, cli, Key(syncTargets, "inv", "", "edge2"), 10)
+	create(t, cli, Key(syncTargets, "inv-b", "", "edge2"), 10)
+	create(t, cli, Key(configMaps, "inv", "default", "cm2"), 100)
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		objects, _, err = u.OfResource(ctx, "inv", "synctargets")
+		return err == nil && objects == 2, nil
+	})
+	require.NoError(t, err, "SyncTargets of inv: %d, want 2", objects)
+	_, _, err = u.OfResource(ctx, "inv", "locations")
+	require.ErrorContains(t, err, "not counted apart")
+}
+
+func eventuallyMailboxes(t *testing.T, u *Usage, inventory string, objects, bytes int64) {
+	t.Helper()
+	eventuallyCounts(t, "mailboxes of "+inventory, func(ctx context.Context) (int64, int64, error) { return u.OfMailboxes(ctx, inventory) }, objects, bytes)
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubestellar/kubestellar/test/harness"
 )
@@ -182,4 +183,128 @@ func watchAnswer(t *testing.T, srv *harness.Process, bearer, path string) (strin
 	}
 	i := strings.LastIndex(string(out), "\n")
 	return string(out[i+1:]), string(out[:max(i, 0)])
+}
+
+// TestMailboxLimits replays the amplification a tenant's own inventory
+// allows: one ConfigMap of 300 KB, within the WDS's limits, placed on six
+// SyncTargets of the tenant's own (no edge needed: the server makes every
+// mailbox and copy) is 1.8 MB the server stores; a thousand SyncTargets
+// would make it 300 MB, and a WDS at its 8 MiB limit 8 GiB. Now what the
+// mailboxes of an inventory space hold together is bounded: copies past
+// the limit are left out, the EdgePlacement says so naming the limit, the
+// inventory's Space shows what its mailboxes hold, and a SpaceQuota of
+// the admin's raises the limit, after which the rest are placed. The
+// SyncTargets of a tenant's inventory are bounded too: each costs the
+// server a mailbox space.
+func TestMailboxLimits(t *testing.T) {
+	srv := harness.StartBinary(t, "", "--space-mailbox-byte-limit", "1Mi", "--space-synctarget-limit", "6")
+	admin := srv.Kubectl()
+	admin.MustRun(t, "--context", "root", "create", "clusterrole", "space-creator", "--verb=create,get,list,watch", "--resource=spaces.tenancy.kubestellar.io")
+	admin.MustRun(t, "--context", "root", "create", "clusterrolebinding", "tenants-create-spaces", "--clusterrole=space-creator", "--user=alice")
+	alice := newTenant(t, srv, "alice")
+	for _, args := range [][]string{{"inv-a", "--type", "inventory"}, {"wds-a", "--type", "wds", "--inventory-space", "inv-a"}} {
+		out, err := alice.cli(t, append([]string{"space", "create"}, args...)...)
+		require.NoError(t, err, out)
+		poll(t, alice.in(t, args[0]), isYes, "alice to be the admin of "+args[0], "auth", "can-i", "*", "*")
+	}
+	inv, wds := alice.in(t, "inv-a"), alice.in(t, "wds-a")
+
+	const targets = 6
+	var inventory strings.Builder
+	for i := range targets {
+		fmt.Fprintf(&inventory, `apiVersion: edge.kubestellar.io/v2alpha1
+kind: SyncTarget
+metadata: {name: edge%[1]d, labels: {name: edge%[1]d}}
+---
+apiVersion: edge.kubestellar.io/v2alpha1
+kind: Location
+metadata: {name: edge%[1]d, labels: {env: prod}}
+spec:
+  resource: {group: edge.kubestellar.io, version: v2alpha1, resource: synctargets}
+  instanceSelector: {matchLabels: {name: edge%[1]d}}
+---
+`, i)
+	}
+	inv.MustRunStdin(t, strings.NewReader(inventory.String()), "apply", "-f", "-")
+	// Admission counts each create at once: a seventh is refused, naming
+	// the limit, with room for other objects.
+	refused := inv.MustFailStdin(t, strings.NewReader("apiVersion: edge.kubestellar.io/v2alpha1\nkind: SyncTarget\nmetadata: {name: edge6}\n"), "create", "-f", "-")
+	require.Contains(t, refused, `space "inv-a" holds 6 SyncTargets, its limit (6, set by the server's --space-synctarget-limit)`)
+	inv.MustRun(t, "create", "configmap", "not-a-synctarget")
+	blob := filepath.Join(t.TempDir(), "blob")
+	require.NoError(t, os.WriteFile(blob, []byte(strings.Repeat("x", 300*1000)), 0o600))
+	wds.MustRun(t, "create", "configmap", "blob", "-n", "default", "--from-file", blob)
+	const placement = `apiVersion: edge.kubestellar.io/v2alpha1
+kind: EdgePlacement
+metadata: {name: blob}
+spec:
+  locationSelectors: [{matchLabels: {env: prod}}]
+  downsync: [{apiGroup: "", resources: [configmaps], namespaces: [default], objectNames: [blob]}]
+`
+	wds.MustRunStdin(t, strings.NewReader(placement), "apply", "-f", "-")
+
+	mailboxes := make([]string, targets)
+	for i := range targets {
+		mailboxes[i] = poll(t, inv, func(s string) bool { return s != "" }, "a mailbox for edge"+fmt.Sprint(i),
+			"get", "synctarget", fmt.Sprint("edge", i), "-o", "jsonpath={.status.mailboxSpace}")
+	}
+	cfg, err := clientcmd.LoadFromFile(srv.Kubeconfig)
+	require.NoError(t, err)
+	base := cfg.Clusters["root"].Server
+	placed := func() int {
+		n := 0
+		for _, mb := range mailboxes {
+			if _, _, err := admin.Run(t.Context(), "--server", base+"/spaces/"+mb, "get", "configmap", "blob", "-n", "default"); err == nil {
+				n++
+			}
+		}
+		return n
+	}
+	condition := `jsonpath={.status.conditions[?(@.type=="Propagated")].reason}: {.status.conditions[?(@.type=="Propagated")].message}`
+
+	t.Run("copies past the inventory's mailbox limit are left out, and the placement says why", func(t *testing.T) {
+		said := poll(t, wds, func(s string) bool { return strings.HasPrefix(s, "MailboxLimitExceeded") }, "the placement to name the mailbox limit",
+			"get", "edgeplacement", "blob", "-o", condition)
+		require.Contains(t, said, `the mailboxes of inventory space "inv-a" hold what its limit allows (1048576, set by the server's --space-mailbox-byte-limit)`)
+		// Three copies of 300 KB fit in 1 MiB with the mailboxes' own
+		// objects (namespaces, SyncerConfigs); a fourth would not.
+		require.Equal(t, 3, placed(), "copies of 300 KB in the mailboxes of an inventory bounded to 1 MiB")
+		shown := poll(t, admin, func(s string) bool { return s != "" && s != " " }, "inv-a's Space to show its mailboxes' usage",
+			"--context", "root", "get", "space", "inv-a", "-o", "jsonpath={.status.usage.mailboxBytes} {.status.limits.mailboxBytes}")
+		var used int
+		var limit string
+		_, err := fmt.Sscan(shown, &used, &limit)
+		require.NoError(t, err, shown)
+		require.Equal(t, "1Mi", limit)
+		require.Greater(t, used, 900*1000, "three copies")
+		require.LessOrEqual(t, used, 1<<20)
+		require.Equal(t, "6 6", admin.MustRun(t, "--context", "root", "get", "space", "inv-a", "-o", "jsonpath={.status.usage.syncTargets} {.status.limits.syncTargets}"))
+	})
+
+	t.Run("an admin's own inventory is not bounded so", func(t *testing.T) {
+		srv.CLI(t, "space", "create", "fleet", "--type", "inventory")
+		srv.CLI(t, "space", "create", "ops", "--type", "wds", "--inventory-space", "fleet")
+		admin.MustRunStdin(t, strings.NewReader(inventory.String()), "--context", "fleet", "apply", "-f", "-")
+		admin.MustRun(t, "--context", "ops", "create", "configmap", "blob", "-n", "default", "--from-file", blob)
+		admin.MustRunStdin(t, strings.NewReader(placement), "--context", "ops", "apply", "-f", "-")
+		poll(t, admin, equals("Propagated: every selected object is in its mailboxes"), "the admin's six copies",
+			"--context", "ops", "get", "edgeplacement", "blob", "-o", condition)
+		require.Equal(t, "6", admin.MustRun(t, "--context", "ops", "get", "edgeplacement", "blob", "-o", "jsonpath={.status.matchingLocationCount}"))
+		admin.MustRunStdin(t, strings.NewReader("apiVersion: edge.kubestellar.io/v2alpha1\nkind: SyncTarget\nmetadata: {name: edge6}\n"), "--context", "fleet", "create", "-f", "-")
+	})
+
+	t.Run("the admin raises the limit with a SpaceQuota: the rest are placed", func(t *testing.T) {
+		admin.MustRunStdin(t, strings.NewReader(`apiVersion: tenancy.kubestellar.io/v1alpha1
+kind: SpaceQuota
+metadata: {name: inv-a-fleet}
+spec:
+  spaces: [inv-a]
+  limits: {mailboxBytes: 4Mi}
+`), "--context", "root", "apply", "-f", "-")
+		// The translator looks again at a mailbox it left copies out of
+		// (mailboxLimitRetry: 30 s at most).
+		pollFor(t, 3*time.Minute, wds, equals("Propagated: every selected object is in its mailboxes"), "every copy to be placed",
+			"get", "edgeplacement", "blob", "-o", condition)
+		require.Equal(t, targets, placed())
+	})
 }

@@ -123,6 +123,14 @@ const (
 	ConflictReasonCustomization = "CustomizedDifferently"
 )
 
+// MailboxLimitReason is the reason of an EdgePlacement's Propagated
+// condition when a copy was not written because the mailboxes of the
+// destination's inventory space hold what its limit allows (a SpaceQuota's
+// mailboxObjects or mailboxBytes). The server's refusal of the write names
+// it as the type of a cause, so that the translator can tell it from other
+// failures.
+const MailboxLimitReason = "MailboxLimitExceeded"
+
 // SourcePlacementAnnotation on a mailbox copy names the EdgePlacement (of
 // the space SourceSpaceAnnotation names) whose copy it is. Only the server
 // sets it; with the source space it decides who keeps a copy that several

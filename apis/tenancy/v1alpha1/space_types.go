@@ -125,6 +125,19 @@ type SpaceUsage struct {
 	Objects int64 `json:"objects"`
 	// Bytes is the size of those objects as stored in the datastore.
 	Bytes int64 `json:"bytes"`
+	// MailboxObjects is, for an inventory space, how many objects the
+	// mailboxes of its SyncTargets hold: the copies the server placed
+	// there, and what their syncers upsynced. Shown where a mailbox
+	// limit applies.
+	// +optional
+	MailboxObjects *int64 `json:"mailboxObjects,omitempty"`
+	// MailboxBytes is the size of those objects in the datastore.
+	// +optional
+	MailboxBytes *int64 `json:"mailboxBytes,omitempty"`
+	// SyncTargets is, for an inventory space, how many SyncTargets it
+	// holds. Shown where a SyncTarget limit applies.
+	// +optional
+	SyncTargets *int64 `json:"syncTargets,omitempty"`
 }
 
 // SpaceList is a list of Spaces.
@@ -154,6 +167,25 @@ type SpaceLimits struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Watches *int64 `json:"watches,omitempty"`
+	// MailboxObjects is, for an inventory space a user created (not an
+	// admin), the most objects the mailboxes of its SyncTargets may hold
+	// together: a placement's copy beyond it is not written (its
+	// EdgePlacement's Propagated condition says MailboxLimitExceeded). It
+	// bounds what one tenant's SyncTargets multiply a workload into: every
+	// copy is the server's to store.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MailboxObjects *int64 `json:"mailboxObjects,omitempty"`
+	// MailboxBytes is, for an inventory space, the most those objects may
+	// take in the datastore together.
+	// +optional
+	MailboxBytes *resource.Quantity `json:"mailboxBytes,omitempty"`
+	// SyncTargets is the most SyncTargets the space may hold, for its
+	// users' creates (not the admins'): each has a mailbox space at the
+	// center, which costs the server as much memory as a space.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	SyncTargets *int64 `json:"syncTargets,omitempty"`
 }
 
 // SpaceQuota sets the limits of spaces. It lives in the root space, where
@@ -167,6 +199,8 @@ type SpaceLimits struct {
 // +kubebuilder:printcolumn:name="Objects",type=integer,JSONPath=`.spec.limits.objects`
 // +kubebuilder:printcolumn:name="Bytes",type=string,JSONPath=`.spec.limits.bytes`
 // +kubebuilder:printcolumn:name="Watches",type=integer,JSONPath=`.spec.limits.watches`
+// +kubebuilder:printcolumn:name="Mailbox Objects",type=integer,JSONPath=`.spec.limits.mailboxObjects`,priority=1
+// +kubebuilder:printcolumn:name="Mailbox Bytes",type=string,JSONPath=`.spec.limits.mailboxBytes`,priority=1
 type SpaceQuota struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
