@@ -140,7 +140,8 @@ func tenantsBench(ctx context.Context, bin string, o tenantOptions, progress fun
 // limits: the tenants section measures fair shares and RBAC with more
 // creates in one space than its default limits allow (the flood section
 // measures those).
-var unlimitedSpaces = []string{"--space-object-limit", "0", "--space-byte-limit", "0", "--space-watch-limit", "0"}
+var unlimitedSpaces = []string{"--space-object-limit", "0", "--space-byte-limit", "0", "--space-watch-limit", "0",
+	"--space-synctarget-limit", "0", "--space-mailbox-object-limit", "0", "--space-mailbox-byte-limit", "0"}
 
 // userVersusAdmin returns the ConfigMap creates/s of 32 clients acting as
 // user and as the admin in the user's space, best of two alternate runs.
