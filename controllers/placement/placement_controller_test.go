@@ -1,0 +1,102 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package placement
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+func TestSourceChanged(t *testing.T) {
+	base := configMap("default", "cm", map[string]any{"a": "1"})
+	base.SetResourceVersion("1")
+	for _, tc := range []struct {
+		name   string
+		change func(u *unstructured.Unstructured)
+		want   bool
+	}{
+		{name: "a resync", change: func(*unstructured.Unstructured) {}, want: false},
+		{name: "status alone", change: func(u *unstructured.Unstructured) {
+			u.Object["status"] = map[string]any{"ready": true}
+			u.SetResourceVersion("2")
+			u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubestellar-status"}})
+		}, want: false},
+		{name: "data", change: func(u *unstructured.Unstructured) { u.Object["data"] = map[string]any{"a": "2"} }, want: true},
+		{name: "a label (selectors read them)", change: func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"x": "y"}) }, want: true},
+		{name: "an annotation (the Customizer is named there)", change: func(u *unstructured.Unstructured) {
+			u.SetAnnotations(map[string]string{edgev2alpha1.CustomizerAnnotation: "c"})
+		}, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			changed := base.DeepCopy()
+			tc.change(changed)
+			require.Equal(t, tc.want, sourceChanged(base, changed))
+		})
+	}
+}
+
+// TestContentChanged: an update of a copy counts when it changes more
+// than the copy's status, resource version, generation and associated
+// state; the shared cache's handlers get a copy in a mailbox as its record
+// (crossspace.Copy), and the records give the same answers as the objects.
+func TestContentChanged(t *testing.T) {
+	base := configMap("default", "cm", map[string]any{"a": "1"})
+	base.SetResourceVersion("1")
+	base.SetUID("4f9d1c3e-0d36-4a53-9f1b-6a1d2f0e7c11")
+	base.SetLabels(map[string]string{edgev2alpha1.PlacementCopyLabel: "true"})
+	base.SetAnnotations(map[string]string{spaces.Annotation: "mb1", edgev2alpha1.SourceSpaceAnnotation: "wds1",
+		edgev2alpha1.PlacementsAnnotation: "p1"})
+	for _, tc := range []struct {
+		name   string
+		change func(u *unstructured.Unstructured)
+		want   bool
+	}{
+		{name: "a resync", change: func(*unstructured.Unstructured) {}, want: false},
+		{name: "status, resource version and generation", change: func(u *unstructured.Unstructured) {
+			u.Object["status"] = map[string]any{"ready": true}
+			u.SetResourceVersion("2")
+			u.SetGeneration(3)
+		}, want: false},
+		{name: "the associated state the syncer reports", change: func(u *unstructured.Unstructured) {
+			setAnnotation(u, edgev2alpha1.AssociatedStateAnnotation, `{"pods":1}`)
+		}, want: false},
+		{name: "the placements it is for", change: func(u *unstructured.Unstructured) {
+			setAnnotation(u, edgev2alpha1.PlacementsAnnotation, "p1,p2")
+		}, want: true},
+		{name: "a kubestellar label", change: func(u *unstructured.Unstructured) {
+			labels := u.GetLabels()
+			labels[edgev2alpha1.UpsyncedLabel] = "true"
+			u.SetLabels(labels)
+		}, want: true},
+		{name: "its deletion", change: func(u *unstructured.Unstructured) {
+			now := metav1.Now()
+			u.SetDeletionTimestamp(&now)
+		}, want: true},
+		{name: "a new object of the same name", change: func(u *unstructured.Unstructured) {
+			u.SetUID("0b6f3c2a-7e1d-4b9a-8c5f-2d4e6a8b0c13")
+		}, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := base.DeepCopy()
+			setAnnotation(old, edgev2alpha1.AssociatedStateAnnotation, `{"pods":0}`)
+			changed := old.DeepCopy()
+			tc.change(changed)
+			require.Equal(t, tc.want, contentChanged(old, changed), "the objects")
+			require.Equal(t, tc.want, contentChanged(crossspace.Record(old), crossspace.Record(changed)), "their records")
+		})
+	}
+}
+
+func setAnnotation(u *unstructured.Unstructured, key, value string) {
+	annotations := u.GetAnnotations()
+	annotations[key] = value
+	u.SetAnnotations(annotations)
+}
