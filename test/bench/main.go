@@ -76,6 +76,7 @@ type options struct {
 	stockN           int
 	tenants          tenantOptions
 	flood            floodOptions
+	churn            churnOptions
 	noise            noiseOptions
 	soak             soakOptions
 	chaos            chaosOptions
@@ -118,6 +119,8 @@ func main() {
 	flag.IntVar(&o.tenants.throughputN, "tenant-throughput-objects", 2000, "tenants: creates by 32 clients as a user and as the admin, for the cost of RBAC (0 skips)")
 	flag.IntVar(&o.flood.samples, "flood-samples", 300, "creates by a quiet tenant before and during another tenant's flood of its spaces to their default limits (0 skips the flood section)")
 	flag.IntVar(&o.flood.writers, "flood-writers", 8, "flood: the flooding tenant's concurrent writers")
+	flag.DurationVar(&o.churn.duration, "churn", 2*time.Minute, "how long to churn the SQLite datastore (creates, updates, deletes, as the API server writes) for its files' sizes during and after (0 skips the churn section)")
+	flag.DurationVar(&o.churn.compact, "churn-compact", 20*time.Second, "churn: the compaction interval (the server's is 5 minutes), so that the churn sees several")
 	flag.IntVar(&o.dashboard.targets, "dashboard-targets", 1000, "SyncTargets shown by the dashboard, for its first render in chromium and the server's CPU with dashboards open (0 skips)")
 	flag.IntVar(&o.dashboard.sessions, "dashboard-sessions", 10, "dashboards (sessions with the fleet's event stream) open at rest for the CPU figure")
 	flag.IntVar(&o.dashboard.renders, "dashboard-renders", 5, "loads of the fleet view timed in chromium")
@@ -304,6 +307,7 @@ func runSections(ctx context.Context, bin string, o options, progress func(strin
 		{"forwarding", o.tunnel.requests > 0, func() ([]row, error) { return forwardBench(ctx, bin, o.tunnel, progress) }},
 		{"tenants", o.tenants.samples > 0, func() ([]row, error) { return tenantsBench(ctx, bin, o.tenants, progress) }},
 		{"flood", o.flood.samples > 0, func() ([]row, error) { return floodBench(ctx, bin, o.flood, progress) }},
+		{"churn", o.churn.duration > 0, func() ([]row, error) { return churnBench(ctx, o.churn, progress) }},
 		{"datastores", o.datastoreN > 0, func() ([]row, error) { return datastoreBench(ctx, bin, o.datastoreN, progress) }},
 		{"stock kube-apiserver side by side", o.stockN > 0, func() ([]row, error) { return stockBench(ctx, bin, o.stockN, progress) }},
 		{"dashboard", o.dashboard.targets > 0, func() ([]row, error) { return dashboardBench(ctx, bin, o.dashboard, progress) }},
