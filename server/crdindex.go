@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubestellar/kubestellar/server/builtin"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -26,6 +27,55 @@ import (
 // has synced.
 type crdIndex struct {
 	lister atomic.Pointer[apiextensionslisters.CustomResourceDefinitionLister]
+	// bySpace indexes the cached CRDs by the spaces they are bound to
+	// (crdsBySpace), for what is asked of one space at every tenant write.
+	bySpace atomic.Pointer[cache.Indexer]
+}
+
+// crdsBySpace is the index of CRDs by space: the spaces a CRD is bound
+// to, or allSpaces for one every space serves.
+const crdsBySpace = "kubestellar.io/space"
+
+// allSpaces is crdsBySpace's value for the CRDs every space serves.
+const allSpaces = "*"
+
+// crdSpaces is the index function of crdsBySpace.
+func crdSpaces(obj any) ([]string, error) {
+	crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+	if !ok {
+		return nil, nil
+	}
+	b := spaces.BindingsOf(crd.Annotations)
+	if b.All() {
+		return []string{allSpaces}, nil
+	}
+	return b.Spaces(), nil
+}
+
+// servedBy returns the cached CRDs bound to space, and with all those
+// every space serves; nil until the cache has synced.
+func (x *crdIndex) servedBy(space string, all bool) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	indexer := x.bySpace.Load()
+	if indexer == nil {
+		return nil, errors.New("the server is starting: its CRD cache has not synced")
+	}
+	keys := []string{space}
+	if all {
+		keys = append(keys, allSpaces)
+	}
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, key := range keys {
+		objs, err := (*indexer).ByIndex(crdsBySpace, key)
+		if err != nil {
+			return nil, err
+		}
+		for _, obj := range objs {
+			if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+				out = append(out, crd)
+			}
+		}
+	}
+	return out, nil
 }
 
 var _ spaces.CRDIndex = &crdIndex{}

@@ -38,6 +38,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubestellar/kubestellar/apis/crds"
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/dashboard"
 	"github.com/kubestellar/kubestellar/internal/jointoken"
@@ -526,6 +527,9 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 	}
 	crdInformers := apiextensionsinformers.NewSharedInformerFactory(extClient, 0)
 	crds := crdInformers.Apiextensions().V1().CustomResourceDefinitions()
+	if err := crds.Informer().AddIndexers(cache.Indexers{crdsBySpace: crdSpaces}); err != nil {
+		return err
+	}
 	legacy := &legacyDiscovery{groups: s.core.DiscoveryGroupManager, crds: crds.Lister()}
 	if err := legacy.register(crds.Informer()); err != nil {
 		return err
@@ -539,9 +543,13 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 		return errors.New("SpaceQuota cache did not sync")
 	}
 	s.cfg.spaces.lister.Store(&spaceLister{spaceInformer.Lister()})
+	go s.cfg.quotas.forgetDeleted(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), crds.Informer().HasSynced) {
 		return errors.New("CRD cache did not sync")
 	}
+	// The index first: what waits for the lister reads the index too.
+	crdIndexer := crds.Informer().GetIndexer()
+	s.cfg.crds.bySpace.Store(&crdIndexer)
 	crdLister := crds.Lister()
 	s.cfg.crds.lister.Store(&crdLister)
 
@@ -599,6 +607,26 @@ func (l *spaceLookup) SpacePhase(name string) (tenancyv1alpha1.SpacePhase, bool,
 // SpaceType implements admission.SpaceTypes.
 func (l *spaceLookup) SpaceType(name string) (string, bool, error) {
 	return l.field(name, "spec", "type")
+}
+
+// mailboxesOf returns the names of the cached mailbox Spaces of an
+// inventory space's SyncTargets.
+func (l *spaceLookup) mailboxesOf(inventory string) []string {
+	lister := l.lister.Load()
+	if lister == nil {
+		return nil
+	}
+	all, err := lister.List(labels.SelectorFromSet(labels.Set{edgev2alpha1.MailboxSyncTargetSpaceLabel: inventory}))
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, obj := range all {
+		if m, ok := obj.(metav1.Object); ok {
+			names = append(names, m.GetName())
+		}
+	}
+	return names
 }
 
 // OwnedBy returns the names of the cached Spaces whose owner annotation

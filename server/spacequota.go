@@ -8,13 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -77,20 +78,14 @@ func (q *spaceQuotas) mailboxResources(inventory string) ([]schema.GroupResource
 	if err != nil {
 		return nil, err
 	}
-	lister := q.crds.lister.Load()
-	crds, err := (*lister).List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
-	for _, crd := range crds {
-		b := spaces.BindingsOf(crd.Annotations)
-		if b.All() {
-			continue // in out already, as root's
-		}
-		for _, space := range b.Spaces() {
-			if inv, ok := q.inventoryOf(space); ok && inv == inventory {
+	// The CRDs bound to each of its mailboxes (those every space serves
+	// are in out already, as root's).
+	seen := map[string]bool{}
+	for _, mailbox := range q.spaces.mailboxesOf(inventory) {
+		for _, crd := range q.servedCRDs(mailbox, false) {
+			if !seen[crd.Name] {
+				seen[crd.Name] = true
 				out = append(out, schema.GroupResource{Group: crd.Spec.Group, Resource: crd.Spec.Names.Plural})
-				break
 			}
 		}
 	}
@@ -177,24 +172,15 @@ func (q *spaceQuotas) resources(space string) ([]schema.GroupResource, error) {
 }
 
 // servedCRDs returns the CRDs space serves; with all false, not those
-// every space serves (kubestellar's own).
+// every space serves (kubestellar's own). It reads the CRD cache's index
+// by space: a tenant's every write asks it, and the server may hold many
+// spaces' CRDs.
 func (q *spaceQuotas) servedCRDs(space string, all bool) []*apiextensionsv1.CustomResourceDefinition {
-	lister := q.crds.lister.Load()
-	if lister == nil {
-		return nil
-	}
-	crds, err := (*lister).List(labels.Everything())
+	crds, err := q.crds.servedBy(space, all)
 	if err != nil {
 		return nil
 	}
-	var out []*apiextensionsv1.CustomResourceDefinition
-	for _, crd := range crds {
-		b := spaces.BindingsOf(crd.Annotations)
-		if b.Has(space) && (all || !b.All()) {
-			out = append(out, crd)
-		}
-	}
-	return out
+	return crds
 }
 
 // Of returns what space stores: its objects in the datastore, and the
@@ -269,6 +255,20 @@ func (q *spaceQuotas) key(space string, a admission.Attributes) string {
 
 func (q *spaceQuotas) admission() admission.Interface {
 	return quota.NewAdmission(q.limits.For, q, quota.Scope{Governed: q.governed, MailboxOf: q.chargedInventory, Key: q.key})
+}
+
+// forgetEvery is how often the counts of deleted spaces are forgotten.
+const forgetEvery = time.Minute
+
+// forgetDeleted forgets, every forgetEvery until ctx ends, the counts of
+// spaces the cache of Spaces no longer has.
+func (q *spaceQuotas) forgetDeleted(ctx context.Context) {
+	wait.UntilWithContext(ctx, func(context.Context) {
+		q.usage.Retain(func(space string) bool {
+			_, found, err := q.spaces.SpaceType(space)
+			return err != nil || found
+		})
+	}, forgetEvery)
 }
 
 // spaceQuotasGVR are the SpaceQuotas, in the root space.

@@ -300,6 +300,20 @@ func (u *Usage) Of(ctx context.Context, space string) (objects, bytes int64, err
 	return objects, bytes, nil
 }
 
+// Retain forgets the counts of the spaces keep says are gone (deleted
+// spaces would otherwise keep theirs for as long as the server runs); a
+// space asked about again is counted again.
+func (u *Usage) Retain(keep func(space string) bool) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for account := range u.spaces {
+		space, _, _ := strings.Cut(account, "/")
+		if !keep(space) {
+			delete(u.spaces, account)
+		}
+	}
+}
+
 // OfResource is Of for the objects of one resource PerResource names.
 func (u *Usage) OfResource(ctx context.Context, space, resource string) (objects, bytes int64, err error) {
 	if _, ok := u.PerResource[resource]; !ok {

@@ -152,6 +152,18 @@ func TestUsage(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok, "full")
 
+	// A space gone is forgotten; asked about again, it is counted again.
+	u.Retain(func(space string) bool { return space != "team-b" })
+	u.mu.Lock()
+	_, kept := u.spaces["team-a"]
+	_, forgotten := u.spaces["team-b"]
+	u.mu.Unlock()
+	require.True(t, kept)
+	require.False(t, forgotten)
+	objects, _, err = u.Of(ctx, "team-b")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), objects, "team-b's two ConfigMaps, read again (the burst was only reserved)")
+
 	// Until the CRD cache can say what a space may store, it is not counted.
 	unknown := NewUsage(func(string) ([]schema.GroupResource, error) { return nil, errors.New("not synced") })
 	go unknown.Run(ctx, cli)
