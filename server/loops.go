@@ -21,6 +21,7 @@ import (
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/spaces/crdcontroller"
 	"github.com/kubestellar/kubestellar/spaces/namespacecontroller"
+	"github.com/kubestellar/kubestellar/spaces/namespacedefaults"
 	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 )
 
@@ -33,6 +34,7 @@ var loops = []loop{
 	// Spaces: their lifecycle, and what lives in them.
 	{name: "space", leader: true, workers: 2, new: newSpaceLoop},
 	{name: "namespace", leader: true, workers: 2, new: newNamespaceLoop},
+	{name: "namespace-defaults", leader: true, workers: 2, new: newNamespaceDefaultsLoop},
 	{name: "crd-instances", leader: true, workers: 1, new: newCRDInstancesLoop},
 	// What each tenant space stores, against its limits, on its Space.
 	{name: "space-usage", leader: true, workers: 1, new: newSpaceUsageLoop},
@@ -166,6 +168,14 @@ func newNamespaceLoop(_ *Server, d *loopDeps) (runner, error) {
 		return nil, err
 	}
 	return namespacecontroller.New(wildcard, d.rootKube.Discovery(), d.clients), nil
+}
+
+func newNamespaceDefaultsLoop(s *Server, d *loopDeps) (runner, error) {
+	wildcard, err := d.clients.Kube(spaces.Wildcard)
+	if err != nil {
+		return nil, err
+	}
+	return namespacedefaults.New(wildcard, d.clients.Kube, namespacedefaults.Server{CA: s.cfg.CA.PEM, Address: s.cfg.Options.AdvertiseAddress, Port: s.cfg.Options.Port}), nil
 }
 
 func newCRDInstancesLoop(_ *Server, d *loopDeps) (runner, error) {

@@ -45,16 +45,10 @@ type Controller struct {
 // spaces; disco lists the resources to empty a namespace of.
 func New(wildcard kubernetes.Interface, disco discovery.DiscoveryInterface, clients Clients) *Controller {
 	c := &Controller{queue: newQueue()}
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtimeObject, error) {
-			return wildcard.CoreV1().Namespaces().List(ctx, o)
-		},
-		WatchFuncWithContext: wildcard.CoreV1().Namespaces().Watch,
-	}
-	_, c.controller = spaces.NewInformerWithOptions(lw, &corev1.Namespace{}, cache.ResourceEventHandlerFuncs{
+	c.controller = spaces.NewNamespaceInformer(wildcard, cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
-	}, spaces.InformerOptions{Transform: slim})
+	}, spaces.InformerOptions{})
 	c.r = &reconciler{
 		getNamespace: func(ctx context.Context, space, name string) (*corev1.Namespace, error) {
 			client, err := clients.Kube(space)
@@ -82,21 +76,6 @@ func New(wildcard kubernetes.Interface, disco discovery.DiscoveryInterface, clie
 		dynamic: clients.Dynamic,
 	}
 	return c
-}
-
-// slim keeps of a namespace what enqueue reads: its key and whether it is
-// being deleted. The cache holds every namespace of every space, four of
-// them in each mailbox; the reconciler reads the namespace it finalizes
-// from the API.
-func slim(obj any) (any, error) {
-	ns, ok := obj.(*corev1.Namespace)
-	if !ok {
-		return obj, nil
-	}
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: ns.Name, UID: ns.UID, ResourceVersion: ns.ResourceVersion, DeletionTimestamp: ns.DeletionTimestamp,
-		Annotations: map[string]string{spaces.Annotation: ns.Annotations[spaces.Annotation]},
-	}}, nil
 }
 
 func newQueue() workqueue.TypedRateLimitingInterface[string] {

@@ -24,7 +24,7 @@ func TestSlim(t *testing.T) {
 		Spec:   corev1.NamespaceSpec{Finalizers: []corev1.FinalizerName{corev1.FinalizerKubernetes}},
 		Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating},
 	}
-	got, err := slim(whole)
+	got, err := spaces.SlimNamespace(whole)
 	require.NoError(t, err)
 	ns := got.(*corev1.Namespace)
 	require.Equal(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app", UID: "u1", ResourceVersion: "9", DeletionTimestamp: &now,
@@ -40,7 +40,7 @@ func TestSlim(t *testing.T) {
 		c.enqueue(obj)
 		require.Equal(t, 1, c.queue.Len())
 	}
-	live, err := slim(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app", Annotations: map[string]string{spaces.Annotation: "team-a"}}})
+	live, err := spaces.SlimNamespace(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app", Annotations: map[string]string{spaces.Annotation: "team-a"}}})
 	require.NoError(t, err)
 	c := &Controller{queue: newQueue()}
 	c.enqueue(live)

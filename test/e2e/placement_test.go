@@ -77,6 +77,11 @@ func placementScenario(t *testing.T, srv *harness.Process) map[string]string {
 	require.Equal(t, "widgets.example.com", k.MustRun(t, in(mb["edge2"], "get", "syncerconfig", "the-one", "-o", "jsonpath={.spec.crds[*]}")...))
 	errOut := k.MustFail(t, in(mb["edge1"], "get", "deployment", "special", "-n", "special")...)
 	require.Contains(t, errOut, "NotFound")
+	// Every ConfigMap of common is placed, but for the namespace's root CA
+	// ConfigMap: each edge has its own.
+	poll(t, k, func(s string) bool { return strings.TrimSpace(s) == "configmap/kube-root-ca.crt" }, "common's root CA ConfigMap in wds1", "--context", "wds1", "get", "configmap", "kube-root-ca.crt", "-n", "common", "-o", "name")
+	errOut = k.MustFail(t, in(mb["edge1"], "get", "configmap", "kube-root-ca.crt", "-n", "common")...)
+	require.Contains(t, errOut, "NotFound")
 
 	// Syncers report, each with a token of its own (a mailbox is written
 	// by its syncer, not the admin): status into the copies, pod state

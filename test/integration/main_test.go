@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -22,8 +23,57 @@ import (
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
+	"github.com/kubestellar/kubestellar/spaces/namespacedefaults"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
+
+// written selects the objects a test wrote: it leaves out those the server
+// puts in every space on its own time, the ConfigMap kube-root-ca.crt in
+// every namespace and default's kubernetes Service and endpoints.
+var written = metav1.ListOptions{FieldSelector: fields.AndSelectors(
+	fields.OneTermNotEqualSelector("metadata.name", namespacedefaults.RootCAConfigMap),
+	fields.OneTermNotEqualSelector("metadata.name", namespacedefaults.KubernetesService)).String()}
+
+// defaultsSettled waits until every namespace of every space but the
+// mailboxes holds its kube-root-ca.crt, and every default namespace its
+// kubernetes EndpointSlice (the last made), so that a test counting the
+// server's events counts only its own writes after it.
+func defaultsSettled(t *testing.T, s *harness.InProcess) {
+	t.Helper()
+	ctx := context.Background()
+	all := kube(t, s, spaces.Wildcard)
+	eventually(t, time.Minute, func() (bool, error) {
+		namespaces, err := all.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		cas, err := all.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + namespacedefaults.RootCAConfigMap})
+		if err != nil {
+			return false, err
+		}
+		slices, err := all.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + namespacedefaults.KubernetesService})
+		if err != nil {
+			return false, err
+		}
+		have := map[string]bool{}
+		for _, cm := range cas.Items {
+			have["cm "+cm.Annotations[spaces.Annotation]+"/"+cm.Namespace] = true
+		}
+		for _, slice := range slices.Items {
+			have["slice "+slice.Annotations[spaces.Annotation]+"/"+slice.Namespace] = true
+		}
+		for _, ns := range namespaces.Items {
+			space := ns.Annotations[spaces.Annotation]
+			if spaces.IsMailboxName(space) || ns.DeletionTimestamp != nil {
+				continue
+			}
+			if !have["cm "+space+"/"+ns.Name] || (ns.Name == metav1.NamespaceDefault && !have["slice "+space+"/"+ns.Name]) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}, "what every namespace gets by default, in every namespace")
+}
 
 func kube(t *testing.T, s *harness.InProcess, space string) kubernetes.Interface {
 	t.Helper()

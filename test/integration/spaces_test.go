@@ -43,7 +43,7 @@ func TestSpacesKeepSameNamedObjectsApart(t *testing.T) {
 	}
 
 	// Watches opened before the writes see only their own space.
-	watchA, err := a.CoreV1().ConfigMaps("demo").Watch(ctx, metav1.ListOptions{})
+	watchA, err := a.CoreV1().ConfigMaps("demo").Watch(ctx, written)
 	require.NoError(t, err)
 	defer watchA.Stop()
 
@@ -75,7 +75,7 @@ func TestSpacesKeepSameNamedObjectsApart(t *testing.T) {
 	require.Equal(t, map[string]string{"v": "a"}, gotA.Data, "writes in beta must not reach alpha")
 
 	// Lists see one object each.
-	listA, err := a.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+	listA, err := a.CoreV1().ConfigMaps("").List(ctx, written)
 	require.NoError(t, err)
 	require.Len(t, listA.Items, 1)
 	require.Equal(t, "a", listA.Items[0].Data["v"])
@@ -115,7 +115,7 @@ func TestWildcardListsAndWatchesAcrossSpaces(t *testing.T) {
 	createSpace(t, s, "one")
 	createSpace(t, s, "two")
 	all := kube(t, s, spaces.Wildcard)
-	w, err := all.CoreV1().ConfigMaps("").Watch(ctx, metav1.ListOptions{})
+	w, err := all.CoreV1().ConfigMaps("").Watch(ctx, written)
 	require.NoError(t, err)
 	defer w.Stop()
 	for _, space := range []string{"one", "two"} {
@@ -134,7 +134,7 @@ func TestWildcardListsAndWatchesAcrossSpaces(t *testing.T) {
 	}
 	require.Equal(t, map[string]string{"one": "one", "two": "two"}, seen)
 
-	list, err := all.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+	list, err := all.CoreV1().ConfigMaps("").List(ctx, written)
 	require.NoError(t, err)
 	bySpace := map[string]int{}
 	for _, cm := range list.Items {

@@ -69,6 +69,7 @@ func TestWatchCacheServesSpacesButNotMailboxes(t *testing.T) {
 	eventually(t, 30*time.Second, func() (bool, error) {
 		return metricSum(t, metrics(), received, configMaps...) >= 20, nil
 	}, "the WDS's ConfigMaps to reach the watch cache")
+	defaultsSettled(t, s)
 	before := metricSum(t, metrics(), received, configMaps...)
 	core := ""
 	require.NoError(t, c.Create(in("wds1"), &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "placed"}, Spec: edgev2alpha1.EdgePlacementSpec{
@@ -92,11 +93,11 @@ func TestWatchCacheServesSpacesButNotMailboxes(t *testing.T) {
 	// one across all spaces by the datastore, and they see the copies.
 	listed := metricSum(t, metrics(), lists, cacheLists...)
 	require.Equal(t, 20, copies())
-	got, err := all.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{})
+	got, err := all.CoreV1().ConfigMaps("").List(ctx, written)
 	require.NoError(t, err)
 	require.Len(t, got.Items, 20+20+1)
 	require.Equal(t, listed, metricSum(t, metrics(), lists, cacheLists...), "a list in a mailbox or the wildcard space came from the cache")
-	got, err = wds.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	got, err = wds.CoreV1().ConfigMaps("default").List(ctx, written)
 	require.NoError(t, err)
 	require.Equal(t, []string{"marker"}, names(got.Items))
 	require.Equal(t, listed+1, metricSum(t, metrics(), lists, cacheLists...), "the list in the WDS did not come from the cache")
@@ -112,7 +113,7 @@ func TestWatchCacheServesSpacesButNotMailboxes(t *testing.T) {
 		_, err = wds.CoreV1().ConfigMaps("placed").Create(ctx, configMap("placed", name, "wds"), metav1.CreateOptions{})
 		require.NoError(t, err)
 		want = append(want, name)
-		got, err := wds.CoreV1().ConfigMaps("placed").List(ctx, metav1.ListOptions{})
+		got, err := wds.CoreV1().ConfigMaps("placed").List(ctx, written)
 		require.NoError(t, err)
 		require.ElementsMatch(t, want, names(got.Items), "list %d in the WDS", i)
 	}
@@ -120,9 +121,9 @@ func TestWatchCacheServesSpacesButNotMailboxes(t *testing.T) {
 
 	// A watch from a list's resource version sees the next write in its
 	// namespace, and nothing of the others' or the mailbox's.
-	got, err = wds.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	got, err = wds.CoreV1().ConfigMaps("default").List(ctx, written)
 	require.NoError(t, err)
-	w, err := wds.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{ResourceVersion: got.ResourceVersion})
+	w, err := wds.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{FieldSelector: written.FieldSelector, ResourceVersion: got.ResourceVersion})
 	require.NoError(t, err)
 	defer w.Stop()
 	_, err = wds.CoreV1().ConfigMaps("placed").Create(ctx, configMap("placed", "elsewhere", "wds"), metav1.CreateOptions{})
@@ -172,7 +173,7 @@ func TestWildcardListsFromTheCacheUntilAMailboxHoldsOne(t *testing.T) {
 	_, err = wds.CoreV1().Services("placed").Create(ctx, svc, metav1.CreateOptions{})
 	require.NoError(t, err)
 	before = listsFromCache(services...)
-	got, err := all.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	got, err := all.CoreV1().Services("").List(ctx, written)
 	require.NoError(t, err)
 	require.Len(t, got.Items, 1)
 	require.Equal(t, "wds1", got.Items[0].Annotations[spaces.Annotation])
@@ -191,7 +192,7 @@ func TestWildcardListsFromTheCacheUntilAMailboxHoldsOne(t *testing.T) {
 		return err == nil, nil
 	}, "the Service's copy in the mailbox")
 	before = listsFromCache(services...)
-	got, err = all.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	got, err = all.CoreV1().Services("").List(ctx, written)
 	require.NoError(t, err)
 	var where []string
 	for _, svc := range got.Items {
@@ -286,10 +287,10 @@ func TestForgedSpaceAnnotationStaysInItsSpace(t *testing.T) {
 	require.NoError(t, err)
 
 	mine := []string{"applied", "created", "patched", "updated"}
-	list, err := v.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	list, err := v.CoreV1().ConfigMaps("default").List(ctx, written)
 	require.NoError(t, err)
 	require.Equal(t, []string{"own"}, names(list.Items), "the victim's list")
-	list, err = m.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	list, err = m.CoreV1().ConfigMaps("default").List(ctx, written)
 	require.NoError(t, err)
 	require.ElementsMatch(t, mine, names(list.Items), "mallory's list")
 	for _, cm := range list.Items {
