@@ -24,6 +24,8 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	k8smetrics "k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -52,6 +54,28 @@ type Loop[K comparable] struct {
 	// the cache will deliver the newer object): those are logged at V(4)
 	// only. A panic is never quiet.
 	Quiet func(error) bool
+}
+
+// Run is the whole of a controller's Run for a controller with one queue:
+// it names the controller in ctx's logger, logs its start and stop, calls
+// start (when given: it starts the controller's informers) with that
+// context, waits for synced, runs workers until ctx is done, and shuts the
+// queue down.
+func (l Loop[K]) Run(ctx context.Context, workers int, start func(context.Context), synced ...cache.InformerSynced) {
+	defer utilruntime.HandleCrash()
+	defer l.Queue.ShutDown()
+	logger := klog.FromContext(ctx).WithValues("controller", l.Name)
+	ctx = klog.NewContext(ctx, logger)
+	logger.Info("starting controller")
+	defer logger.Info("stopped controller")
+	if start != nil {
+		start(ctx)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return
+	}
+	l.Start(ctx, workers)
+	<-ctx.Done()
 }
 
 // Start starts workers goroutines on the queue. They stop when it shuts down.

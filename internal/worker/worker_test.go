@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -252,4 +253,54 @@ func TestWorkEndsWithQueue(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Work did not return after its queue shut down")
 	}
+}
+
+// TestRun: Run starts the informers with a context that names the
+// controller, processes nothing until the caches sync, then processes, and
+// when ctx is done returns with the queue shut down.
+func TestRun(t *testing.T) {
+	ctx, buf := testLogger(t)
+	ctx, cancel := context.WithCancel(ctx)
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	queue.Add("x")
+	var synced atomic.Bool
+	started := make(chan struct{})
+	processed := make(chan bool, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Loop[string]{Name: "test", Queue: queue, Failure: "processing failed", Process: func(_ context.Context, _ string) (bool, error) {
+			processed <- synced.Load()
+			return false, nil
+		}}.Run(ctx, 1, func(ctx context.Context) {
+			klog.FromContext(ctx).Info("informers started")
+			close(started)
+		}, synced.Load)
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("informers not started")
+	}
+	synced.Store(true)
+	select {
+	case wasSynced := <-processed:
+		require.True(t, wasSynced, "a key processed before the caches synced")
+	case <-time.After(10 * time.Second):
+		t.Fatal("key not processed")
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return when its context ended")
+	}
+	require.True(t, queue.ShuttingDown())
+	var informers []string
+	for _, e := range buf.Data() {
+		if e.Message == "informers started" {
+			informers = append(informers, kv(ktesting.LogEntry{ParameterKVList: e.WithKVList}, "controller"))
+		}
+	}
+	require.Equal(t, []string{"test"}, informers, "the informers' logger names the controller")
 }

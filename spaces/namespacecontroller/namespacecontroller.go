@@ -99,21 +99,11 @@ func (c *Controller) enqueue(obj any) {
 
 // Run processes namespaces until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
-	ctx = klog.NewContext(ctx, logger)
-	logger.Info("starting controller")
-	defer logger.Info("stopped controller")
-	go c.controller.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), c.controller.HasSynced) {
-		return
-	}
 	// Not finalized yet (contents still going) is the normal case of an
 	// error here: it is logged at V(2) by process, not as an error.
 	worker.Loop[string]{Name: ControllerName, Queue: c.queue, Failure: "finalizing namespace failed, will retry",
-		Process: c.process, Quiet: func(error) bool { return true }}.Start(ctx, workers)
-	<-ctx.Done()
+		Process: c.process, Quiet: func(error) bool { return true }}.Run(ctx, workers,
+		func(ctx context.Context) { go c.controller.RunWithContext(ctx) }, c.controller.HasSynced)
 }
 
 // HasSynced reports whether the controller has seen every namespace.

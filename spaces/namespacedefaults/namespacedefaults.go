@@ -114,19 +114,8 @@ func (c *Controller) enqueue(obj any) {
 
 // Run processes namespaces until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
-	ctx = klog.NewContext(ctx, logger)
-	logger.Info("starting controller")
-	defer logger.Info("stopped controller")
-	go c.controller.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), c.controller.HasSynced) {
-		return
-	}
 	worker.Loop[string]{Name: ControllerName, Queue: c.queue, Failure: "making what a namespace gets by default failed, will retry",
-		Process: c.process}.Start(ctx, workers)
-	<-ctx.Done()
+		Process: c.process}.Run(ctx, workers, func(ctx context.Context) { go c.controller.RunWithContext(ctx) }, c.controller.HasSynced)
 }
 
 func (c *Controller) process(ctx context.Context, key string) (bool, error) {

@@ -87,20 +87,10 @@ func (c *Controller) enqueue(obj any) {
 
 // Run processes Spaces until ctx is done.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
-	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
-	ctx = klog.NewContext(ctx, logger)
-	logger.Info("starting controller")
-	defer logger.Info("stopped controller")
-	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
-		return
-	}
 	worker.Loop[string]{Name: ControllerName, Queue: c.queue, Failure: "reconciling space failed, will retry",
 		Process: func(ctx context.Context, key string) (bool, error) {
 			return false, c.process(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("space", key)), key)
-		}}.Start(ctx, workers)
-	<-ctx.Done()
+		}}.Run(ctx, workers, nil, c.informer.HasSynced)
 }
 
 func (c *Controller) process(ctx context.Context, key string) error {
