@@ -58,6 +58,7 @@ import (
 	"github.com/kubestellar/kubestellar/server/builtin"
 	"github.com/kubestellar/kubestellar/server/fairness"
 	"github.com/kubestellar/kubestellar/server/openapi"
+	"github.com/kubestellar/kubestellar/server/policies"
 	"github.com/kubestellar/kubestellar/server/quota"
 	"github.com/kubestellar/kubestellar/server/rbac"
 	"github.com/kubestellar/kubestellar/server/satoken"
@@ -101,6 +102,8 @@ type Config struct {
 	objects *objectCounter
 	// quotas bound what each tenant space holds.
 	quotas *spaceQuotas
+	// policies runs each space's ValidatingAdmissionPolicies.
+	policies *policies.Admission
 	lock   *dataDirLock
 }
 
@@ -460,17 +463,19 @@ func (c *Config) configureAPIs(core *genericapiserver.RecommendedConfig, scheme 
 
 // configureAdmission chains the server's admission: the built-in checks,
 // the edge's (what a syncer may write), per-space RBAC's escalation and
-// ownership checks, tenant spaces' limits (server/quota), and
-// StatusCollectors' CEL budgets. The placement
+// ownership checks, tenant spaces' limits (server/quota), each space's
+// ValidatingAdmissionPolicies (server/policies), and StatusCollectors' CEL
+// budgets. The placement
 // translator writes its copies of built-in kinds through it, in-process.
 func (c *Config) configureAdmission(core *genericapiserver.RecommendedConfig, scheme *runtime.Scheme, authz builtin.SelfReviews, namespaces rest.Getter) error {
 	isSyncer := func(u user.Info) bool {
 		_, _, ok := principal.SyncTargetOf(u)
 		return ok
 	}
+	c.policies = policies.New(c.spaces, authz, admission.IsServer)
 	core.AdmissionControl = k8sadmission.NewChainHandler(admission.New(namespaces), admission.NewEdge(c.spaces, c.syncerConfigs, builtin.IsBuiltInGroup, c.mailboxQuota()),
 		rbac.NewAdmission(c.rbac, authz, isSyncer, rbac.SpacesBound{Max: c.Options.SpacesPerUser, Flag: SpacesPerUserFlag, OwnedBy: c.spaces.OwnedBy}),
-		c.quotas.admission())
+		c.quotas.admission(), c.policies)
 	var err error
 	if core.AdmissionControl, err = admission.WithStatusCollectorCost(core.AdmissionControl); err != nil {
 		return err

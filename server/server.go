@@ -553,6 +553,11 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 	crdLister := crds.Lister()
 	s.cfg.crds.lister.Store(&crdLister)
 
+	// Each space's admission policies: which spaces have any.
+	if err := s.cfg.policies.Start(ctx, clients); err != nil {
+		return err
+	}
+
 	// The control loops (loops.go): every server's, then the leader's.
 	deps := &loopDeps{loopback: loopback, clients: clients, root: root, rootKube: rootKube, ext: extClient,
 		spaceInformer: spaceInformer.Informer(), crdInformer: crds.Informer(), purger: purger}

@@ -66,16 +66,21 @@ func (p *edgePlugin) validateCRD(a admission.Attributes, space string) error {
 }
 
 // admissionConfigs are the kinds that configure admission: admission
-// webhooks and ValidatingAdmissionPolicies with their bindings.
+// webhooks and admission policies with their bindings.
 var admissionConfigs = map[string]bool{"mutatingwebhookconfigurations": true, "validatingwebhookconfigurations": true,
 	"validatingadmissionpolicies": true, "validatingadmissionpolicybindings": true, "mutatingadmissionpolicies": true, "mutatingadmissionpolicybindings": true}
 
-// validateAdmissionConfig: the server runs no admission webhooks and no
-// admission policies (it would call a tenant's URLs; policies are not
-// evaluated per space yet). In a workload description space they are
-// workload, kept to be placed on edges, where they act: stored, with a
-// warning saying they do nothing here. Anywhere else they would be stored
-// to do nothing: refused, saying so.
+// enforcedPolicies are the kinds the server runs per space
+// (server/policies).
+var enforcedPolicies = map[string]bool{"validatingadmissionpolicies": true, "validatingadmissionpolicybindings": true}
+
+// validateAdmissionConfig: in a workload description space, admission
+// configuration is workload, kept to be placed on edges, where it acts:
+// stored, with a warning saying it does not act here. Elsewhere
+// ValidatingAdmissionPolicies and their bindings act in their space
+// (server/policies); admission webhooks are refused (the server would
+// call a URL a tenant names, from inside its network), and so are
+// MutatingAdmissionPolicies (not run yet): stored, they would never act.
 func validateAdmissionConfig(ctx context.Context, a admission.Attributes, space, spaceType string) error {
 	kind := a.GetKind().Kind
 	if spaceType == tenancyv1alpha1.SpaceTypeWDS {
@@ -84,10 +89,10 @@ func validateAdmissionConfig(ctx context.Context, a admission.Attributes, space,
 		}
 		return nil
 	}
-	if a.GetOperation() == admission.Delete {
+	if a.GetOperation() == admission.Delete || enforcedPolicies[a.GetResource().Resource] {
 		return nil
 	}
 	return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), fmt.Errorf(
-		"the server does not run admission webhooks or admission policies, so a %s in space %q would be stored and never act; "+
-			"in a workload description space (type wds) it is kept as workload to place on edges, where it acts", kind, space))
+		"the server does not run admission webhooks or mutating admission policies, so a %s in space %q would be stored and never act "+
+			"(ValidatingAdmissionPolicies do act); in a workload description space (type wds) it is kept as workload to place on edges, where it acts", kind, space))
 }

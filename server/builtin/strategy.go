@@ -8,11 +8,13 @@ import (
 	"reflect"
 	"slices"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -83,6 +85,10 @@ func (s *strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 		foldStringData(o)
 	case *corev1.Service:
 		defaultServiceType(o)
+	case *admissionregistrationv1.ValidatingAdmissionPolicy:
+		defaultPolicy(o)
+	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		defaultPolicyBinding(o)
 	case *corev1.Namespace:
 		o.Status.Phase = corev1.NamespaceActive
 		// As in Kubernetes, every namespace carries the finalizer that has
@@ -121,6 +127,10 @@ func (s *strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) 
 		foldStringData(o)
 	case *corev1.Service:
 		defaultServiceType(o)
+	case *admissionregistrationv1.ValidatingAdmissionPolicy:
+		defaultPolicy(o)
+	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		defaultPolicyBinding(o)
 	case *corev1.Namespace:
 		oldNS := old.(*corev1.Namespace)
 		o.Spec.Finalizers = oldNS.Spec.Finalizers
@@ -240,6 +250,45 @@ func foldStringData(secret *corev1.Secret) {
 func defaultServiceType(svc *corev1.Service) {
 	if svc.Spec.Type == "" {
 		svc.Spec.Type = corev1.ServiceTypeClusterIP
+	}
+}
+
+// defaultPolicy and defaultPolicyBinding give ValidatingAdmissionPolicies
+// and their bindings the defaults every cluster gives them (failurePolicy
+// Fail; in match rules, matchPolicy Equivalent and selectors that select
+// everything; a missing parameter denies), which the server's policy
+// plug-in (server/policies) needs as Kubernetes' does. Like a Service's
+// type, they are the same on every cluster: a copy placed on an edge
+// carries what the edge would set.
+func defaultPolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) {
+	if p.Spec.FailurePolicy == nil {
+		fail := admissionregistrationv1.Fail
+		p.Spec.FailurePolicy = &fail
+	}
+	defaultMatchResources(p.Spec.MatchConstraints)
+}
+
+func defaultPolicyBinding(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	defaultMatchResources(b.Spec.MatchResources)
+	if r := b.Spec.ParamRef; r != nil && r.ParameterNotFoundAction == nil {
+		deny := admissionregistrationv1.DenyAction
+		r.ParameterNotFoundAction = &deny
+	}
+}
+
+func defaultMatchResources(m *admissionregistrationv1.MatchResources) {
+	if m == nil {
+		return
+	}
+	if m.MatchPolicy == nil {
+		equivalent := admissionregistrationv1.Equivalent
+		m.MatchPolicy = &equivalent
+	}
+	if m.NamespaceSelector == nil {
+		m.NamespaceSelector = &metav1.LabelSelector{}
+	}
+	if m.ObjectSelector == nil {
+		m.ObjectSelector = &metav1.LabelSelector{}
 	}
 }
 

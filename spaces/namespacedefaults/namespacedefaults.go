@@ -199,23 +199,7 @@ func (r *reconciler) kubernetesService(ctx context.Context, client kubernetes.In
 	if err != nil {
 		return err
 	}
-	ep := &corev1.Endpoints{ //nolint:staticcheck // kubectl get endpoints still reads them, as a cluster's do
-		ObjectMeta: metav1.ObjectMeta{Name: KubernetesService, Namespace: metav1.NamespaceDefault,
-			Labels: map[string]string{discoveryv1.LabelSkipMirror: "true"}},
-		Subsets: []corev1.EndpointSubset{{ //nolint:staticcheck // as above
-			Addresses: []corev1.EndpointAddress{{IP: r.address}},
-			Ports:     []corev1.EndpointPort{{Name: "https", Port: port, Protocol: corev1.ProtocolTCP}}, //nolint:staticcheck // as above
-		}},
-	}
-	err = ensure(ctx, client.CoreV1().Endpoints(metav1.NamespaceDefault), ep, func(live *corev1.Endpoints) *corev1.Endpoints { //nolint:staticcheck // as above
-		if equality.Semantic.DeepEqual(live.Subsets, ep.Subsets) {
-			return nil
-		}
-		live = live.DeepCopy()
-		live.Subsets = ep.Subsets
-		return live
-	})
-	if err != nil {
+	if err := r.kubernetesEndpoints(ctx, client, port); err != nil {
 		return err
 	}
 	addressType := discoveryv1.AddressTypeIPv4

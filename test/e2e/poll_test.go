@@ -70,3 +70,24 @@ func runKubectlUntil(timeout time.Duration, k harness.Kubectl, stdin string, ok 
 	})
 	return last, lastErr, err
 }
+
+// pollDenied runs a write with --dry-run=server until the server refuses
+// it with an error that holds want (an admission policy reaches the
+// server's caches within moments; a dry run creates nothing while it has
+// not), then makes the write for real and returns its refusal.
+func pollDenied(t *testing.T, k harness.Kubectl, want, what string, args ...string) string {
+	t.Helper()
+	dry := append(append([]string{}, args...), "--dry-run=server")
+	var lastErr string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, errOut, runErr := k.Run(ctx, dry...)
+		lastErr = errOut
+		return runErr != nil && strings.Contains(errOut, want), nil
+	})
+	require.NoError(t, err, "waiting for %s: kubectl %s\nlast error: %s", what, strings.Join(dry, " "), lastErr)
+	errOut := k.MustFail(t, args...)
+	require.Contains(t, errOut, want, what)
+	return errOut
+}
