@@ -104,7 +104,7 @@ type Config struct {
 	quotas *spaceQuotas
 	// policies runs each space's ValidatingAdmissionPolicies.
 	policies *policies.Admission
-	lock   *dataDirLock
+	lock     *dataDirLock
 }
 
 // Close stops the datastore and releases the data directory; Server.Run

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -472,4 +473,30 @@ func TestStrategyScope(t *testing.T) {
 		require.False(t, s.AllowCreateOnUpdate(context.Background()), k.Kind)
 		require.True(t, s.AllowUnconditionalUpdate(context.Background()), k.Kind)
 	}
+}
+
+// TestPolicyDefaults: a ValidatingAdmissionPolicy and its binding get the
+// defaults every cluster gives them, on create and update; what the
+// request sets is kept; a binding without matchResources stays without.
+func TestPolicyDefaults(t *testing.T) {
+	policy := strategyFor(t, "ValidatingAdmissionPolicy")
+	p := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{MatchConstraints: &admissionregistrationv1.MatchResources{
+			ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}}}}
+	policy.PrepareForCreate(context.Background(), p)
+	require.Equal(t, admissionregistrationv1.Fail, *p.Spec.FailurePolicy)
+	require.Equal(t, admissionregistrationv1.Equivalent, *p.Spec.MatchConstraints.MatchPolicy)
+	require.Equal(t, &metav1.LabelSelector{}, p.Spec.MatchConstraints.NamespaceSelector)
+	require.Equal(t, map[string]string{"a": "b"}, p.Spec.MatchConstraints.ObjectSelector.MatchLabels, "the request's selector is kept")
+
+	binding := strategyFor(t, "ValidatingAdmissionPolicyBinding")
+	plain := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "b"}}
+	binding.PrepareForCreate(context.Background(), plain)
+	require.Nil(t, plain.Spec.MatchResources)
+	updated := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "b"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{MatchResources: &admissionregistrationv1.MatchResources{},
+			ParamRef: &admissionregistrationv1.ParamRef{Name: "x"}}}
+	binding.PrepareForUpdate(context.Background(), updated, plain)
+	require.Equal(t, &metav1.LabelSelector{}, updated.Spec.MatchResources.ObjectSelector)
+	require.Equal(t, admissionregistrationv1.DenyAction, *updated.Spec.ParamRef.ParameterNotFoundAction)
 }

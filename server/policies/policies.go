@@ -27,12 +27,15 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -73,8 +76,8 @@ var excluded = []schema.GroupResource{
 
 // Admission is the admission plug-in. Start it before the server serves
 // tenants' requests; until its cache of bindings has synced, requests
-// wait (and are refused after admission's usual wait, as Kubernetes' own
-// plug-in does).
+// wait (and are refused after readyWithin, as Kubernetes' own plug-in's
+// are).
 type Admission struct {
 	*admission.Handler
 	types    SpaceTypes
@@ -85,6 +88,10 @@ type Admission struct {
 	// ctx is the server's, set by Start; clients make the plug-ins'.
 	ctx     context.Context
 	clients Clients
+	// hasSynced is the bindings cache's, once started; synced is set once
+	// it said so.
+	hasSynced atomic.Pointer[func() bool]
+	synced    atomic.Bool
 	// bound counts each space's bindings.
 	bound   map[string]int
 	plugins map[string]*spacePlugin
@@ -104,7 +111,6 @@ func New(types SpaceTypes, authz authorizer.Authorizer, isServer func(user.Info)
 		bound:    map[string]int{},
 		plugins:  map[string]*spacePlugin{},
 	}
-	a.SetReadyFunc(func() bool { return false })
 	return a
 }
 
@@ -136,7 +142,8 @@ func (a *Admission) Start(ctx context.Context, clients Clients) error {
 		},
 	}, spaces.InformerOptions{Transform: keepSpace})
 	go controller.RunWithContext(ctx)
-	a.SetReadyFunc(controller.HasSynced)
+	hasSynced := controller.HasSynced
+	a.hasSynced.Store(&hasSynced)
 	return nil
 }
 
@@ -185,7 +192,7 @@ func (a *Admission) Validate(ctx context.Context, attrs admission.Attributes, o 
 	if spaces.IsMailboxName(space) {
 		return nil
 	}
-	if !a.WaitForReady() {
+	if !a.waitForSync(ctx) {
 		return admission.NewForbidden(attrs, fmt.Errorf("not yet ready to handle request: the server has not yet read every space's ValidatingAdmissionPolicyBindings"))
 	}
 	p, err := a.pluginFor(ctx, space)
@@ -194,6 +201,27 @@ func (a *Admission) Validate(ctx context.Context, attrs admission.Attributes, o 
 	}
 	return p.Validate(ctx, attrs, o)
 }
+
+// waitForSync waits, for as long as admission plug-ins wait to be ready,
+// until the cache of bindings has synced.
+func (a *Admission) waitForSync(ctx context.Context) bool {
+	if a.synced.Load() {
+		return true
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, readyWithin, true, func(context.Context) (bool, error) {
+		f := a.hasSynced.Load()
+		return f != nil && (*f)(), nil
+	})
+	if err != nil {
+		return false
+	}
+	a.synced.Store(true)
+	return true
+}
+
+// readyWithin is how long a request waits for the cache of bindings, as
+// long as k8s.io/apiserver's admission plug-ins wait to be ready.
+const readyWithin = 10 * time.Second
 
 // pluginFor returns the plug-in of a space whose policies act and that
 // holds a binding (nil for any other), making it on first use.
