@@ -72,15 +72,15 @@ var admissionConfigs = map[string]bool{"mutatingwebhookconfigurations": true, "v
 
 // enforcedPolicies are the kinds the server runs per space
 // (server/policies).
-var enforcedPolicies = map[string]bool{"validatingadmissionpolicies": true, "validatingadmissionpolicybindings": true}
+var enforcedPolicies = map[string]bool{"validatingadmissionpolicies": true, "validatingadmissionpolicybindings": true,
+	"mutatingadmissionpolicies": true, "mutatingadmissionpolicybindings": true}
 
 // validateAdmissionConfig: in a workload description space, admission
 // configuration is workload, kept to be placed on edges, where it acts:
-// stored, with a warning saying it does not act here. Elsewhere
-// ValidatingAdmissionPolicies and their bindings act in their space
-// (server/policies); admission webhooks are refused (the server would
-// call a URL a tenant names, from inside its network), and so are
-// MutatingAdmissionPolicies (not run yet): stored, they would never act.
+// stored, with a warning saying it does not act here. Elsewhere admission
+// policies and their bindings act in their space (server/policies);
+// admission webhooks are refused: the server would call a URL a tenant
+// names, from inside its network.
 func validateAdmissionConfig(ctx context.Context, a admission.Attributes, space, spaceType string) error {
 	kind := a.GetKind().Kind
 	if spaceType == tenancyv1alpha1.SpaceTypeWDS {
@@ -93,6 +93,6 @@ func validateAdmissionConfig(ctx context.Context, a admission.Attributes, space,
 		return nil
 	}
 	return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(), fmt.Errorf(
-		"the server does not run admission webhooks or mutating admission policies, so a %s in space %q would be stored and never act "+
-			"(ValidatingAdmissionPolicies do act); in a workload description space (type wds) it is kept as workload to place on edges, where it acts", kind, space))
+		"the server does not call admission webhooks, so a %s in space %q would be stored and never act "+
+			"(admission policies do act: CEL, in the server); in a workload description space (type wds) it is kept as workload to place on edges, where it acts", kind, space))
 }

@@ -48,7 +48,7 @@ func TestWhatASpaceCannotServe(t *testing.T) {
 	require.NoError(t, validate("team-a", alice, crds, "CustomResourceDefinition", crd(apiextensionsv1.NoneConverter)))
 	require.NoError(t, validate(spaces.Root, admin, crds, "CustomResourceDefinition", crd(apiextensionsv1.WebhookConverter)), "the root space's CRDs are the admin's")
 
-	for _, resource := range []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations", "mutatingadmissionpolicies", "mutatingadmissionpolicybindings"} {
+	for _, resource := range []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations"} {
 		gvr := schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: resource}
 		for _, space := range []string{"team-a", spaces.Root} {
 			err := validate(space, admin, gvr, "Config", &metav1.PartialObjectMetadata{})
@@ -57,7 +57,7 @@ func TestWhatASpaceCannotServe(t *testing.T) {
 		}
 		require.NoError(t, validate(wds, alice, gvr, "Config", &metav1.PartialObjectMetadata{}), "%s in a WDS is workload for edges", resource)
 	}
-	for _, resource := range []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"} {
+	for _, resource := range []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings", "mutatingadmissionpolicies", "mutatingadmissionpolicybindings"} {
 		gvr := schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: resource}
 		for _, space := range []string{"team-a", spaces.Root, wds} {
 			require.NoError(t, validate(space, alice, gvr, "Config", &metav1.PartialObjectMetadata{}), "%s in %s: they act in their space (or are workload, in a WDS)", resource, space)

@@ -124,6 +124,8 @@ func Kinds() []Kind {
 		k(admissionregistrationv1.SchemeGroupVersion, "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", false).cats("api-extensions"),
 		k(admissionregistrationv1.SchemeGroupVersion, "validatingadmissionpolicies", "ValidatingAdmissionPolicy", false).cats("api-extensions"),
 		k(admissionregistrationv1.SchemeGroupVersion, "validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding", false).cats("api-extensions"),
+		k(admissionregistrationv1.SchemeGroupVersion, "mutatingadmissionpolicies", "MutatingAdmissionPolicy", false).cats("api-extensions"),
+		k(admissionregistrationv1.SchemeGroupVersion, "mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBinding", false).cats("api-extensions"),
 		// API Priority and Fairness: the server's, in the root space only.
 		k(flowcontrolv1.SchemeGroupVersion, "flowschemas", "FlowSchema", false).cols(flowSchemaColumns...),
 		k(flowcontrolv1.SchemeGroupVersion, "prioritylevelconfigurations", "PriorityLevelConfiguration", false).cols(priorityLevelColumns...),

@@ -89,6 +89,10 @@ func (s *strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 		defaultPolicy(o)
 	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
 		defaultPolicyBinding(o)
+	case *admissionregistrationv1.MutatingAdmissionPolicy:
+		defaultMutatingPolicy(o)
+	case *admissionregistrationv1.MutatingAdmissionPolicyBinding:
+		defaultMutatingPolicyBinding(o)
 	case *corev1.Namespace:
 		o.Status.Phase = corev1.NamespaceActive
 		// As in Kubernetes, every namespace carries the finalizer that has
@@ -131,6 +135,10 @@ func (s *strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) 
 		defaultPolicy(o)
 	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
 		defaultPolicyBinding(o)
+	case *admissionregistrationv1.MutatingAdmissionPolicy:
+		defaultMutatingPolicy(o)
+	case *admissionregistrationv1.MutatingAdmissionPolicyBinding:
+		defaultMutatingPolicyBinding(o)
 	case *corev1.Namespace:
 		oldNS := old.(*corev1.Namespace)
 		o.Spec.Finalizers = oldNS.Spec.Finalizers
@@ -253,10 +261,11 @@ func defaultServiceType(svc *corev1.Service) {
 	}
 }
 
-// defaultPolicy and defaultPolicyBinding give ValidatingAdmissionPolicies
-// and their bindings the defaults every cluster gives them (failurePolicy
-// Fail; in match rules, matchPolicy Equivalent and selectors that select
-// everything; a missing parameter denies), which the server's policy
+// defaultPolicy and defaultPolicyBinding (and their mutating siblings)
+// give admission policies and their bindings the defaults every cluster
+// gives them (failurePolicy Fail, reinvocationPolicy Never; in match rules,
+// matchPolicy Equivalent and selectors that select everything; a missing
+// parameter denies), which the server's policy
 // plug-in (server/policies) needs as Kubernetes' does. Like a Service's
 // type, they are the same on every cluster: a copy placed on an edge
 // carries what the edge would set.
@@ -269,6 +278,25 @@ func defaultPolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) {
 }
 
 func defaultPolicyBinding(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	defaultMatchResources(b.Spec.MatchResources)
+	if r := b.Spec.ParamRef; r != nil && r.ParameterNotFoundAction == nil {
+		deny := admissionregistrationv1.DenyAction
+		r.ParameterNotFoundAction = &deny
+	}
+}
+
+func defaultMutatingPolicy(p *admissionregistrationv1.MutatingAdmissionPolicy) {
+	if p.Spec.FailurePolicy == nil {
+		fail := admissionregistrationv1.Fail
+		p.Spec.FailurePolicy = &fail
+	}
+	if p.Spec.ReinvocationPolicy == "" {
+		p.Spec.ReinvocationPolicy = admissionregistrationv1.NeverReinvocationPolicy
+	}
+	defaultMatchResources(p.Spec.MatchConstraints)
+}
+
+func defaultMutatingPolicyBinding(b *admissionregistrationv1.MutatingAdmissionPolicyBinding) {
 	defaultMatchResources(b.Spec.MatchResources)
 	if r := b.Spec.ParamRef; r != nil && r.ParameterNotFoundAction == nil {
 		deny := admissionregistrationv1.DenyAction

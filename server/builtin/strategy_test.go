@@ -499,4 +499,12 @@ func TestPolicyDefaults(t *testing.T) {
 	binding.PrepareForUpdate(context.Background(), updated, plain)
 	require.Equal(t, &metav1.LabelSelector{}, updated.Spec.MatchResources.ObjectSelector)
 	require.Equal(t, admissionregistrationv1.DenyAction, *updated.Spec.ParamRef.ParameterNotFoundAction)
+
+	mutating := strategyFor(t, "MutatingAdmissionPolicy")
+	m := &admissionregistrationv1.MutatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "m"},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{MatchConstraints: &admissionregistrationv1.MatchResources{}}}
+	mutating.PrepareForCreate(context.Background(), m)
+	require.Equal(t, admissionregistrationv1.Fail, *m.Spec.FailurePolicy)
+	require.Equal(t, admissionregistrationv1.NeverReinvocationPolicy, m.Spec.ReinvocationPolicy)
+	require.Equal(t, admissionregistrationv1.Equivalent, *m.Spec.MatchConstraints.MatchPolicy)
 }

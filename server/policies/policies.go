@@ -1,19 +1,21 @@
 // Copyright The KubeStellar Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package policies makes the ValidatingAdmissionPolicies of a space act on
-// the writes in that space, and on nothing else.
+// Package policies makes the admission policies of a space
+// (ValidatingAdmissionPolicies and MutatingAdmissionPolicies, with their
+// bindings) act on the writes in that space, and on nothing else.
 //
-// Each space whose policies act gets its own instance of Kubernetes' policy
-// plug-in (k8s.io/apiserver's validating admission policy), fed by
-// informers that list and watch through a client of that space alone: its
-// policies, its bindings, its namespaces (for namespaceSelector) and its
-// parameter objects. A policy of one space cannot see, match or deny a
-// write in another, because its plug-in never hears of one. An instance is
-// made for a space when a write arrives there while the space holds a
-// binding (the server keeps one cache of every space's bindings, to know
-// which do), and stopped when its last binding goes, so that the thousands
-// of spaces with no policy cost nothing.
+// Each space whose policies act gets its own instances of Kubernetes'
+// policy plug-ins (k8s.io/apiserver's validating and mutating admission
+// policy), fed by informers that list and watch through a client of that
+// space alone: its policies, its bindings, its namespaces (for
+// namespaceSelector) and its parameter objects. A policy of one space
+// cannot see, match, change or deny a write in another, because its
+// plug-in never hears of one. The plug-ins are made for a space when a
+// write arrives there while the space holds a binding (the server keeps
+// one cache of every space's bindings, to know which do), and stopped when
+// its last binding goes, so that the thousands of spaces with no policy
+// cost nothing.
 //
 // Policies act in the root space, generic spaces and inventory spaces. In
 // a workload description space they are workload, kept to be placed on
@@ -32,11 +34,13 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
@@ -94,10 +98,13 @@ type Admission struct {
 	synced    atomic.Bool
 	// bound counts each space's bindings.
 	bound   map[string]int
-	plugins map[string]*spacePlugin
+	running map[string]*spacePlugin
 }
 
-var _ admission.ValidationInterface = &Admission{}
+var (
+	_ admission.MutationInterface   = &Admission{}
+	_ admission.ValidationInterface = &Admission{}
+)
 
 // New returns the plug-in. authz is the server's authorizer (a policy's
 // CEL asks it about the request's user, in the request's space); isServer
@@ -109,7 +116,7 @@ func New(types SpaceTypes, authz authorizer.Authorizer, isServer func(user.Info)
 		authz:    authz,
 		isServer: isServer,
 		bound:    map[string]int{},
-		plugins:  map[string]*spacePlugin{},
+		running:  map[string]*spacePlugin{},
 	}
 	return a
 }
@@ -125,14 +132,7 @@ func (a *Admission) Start(ctx context.Context, clients Clients) error {
 	a.mu.Lock()
 	a.ctx, a.clients = ctx, clients
 	a.mu.Unlock()
-	bindings := wildcard.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return bindings.List(ctx, o)
-		},
-		WatchFuncWithContext: bindings.Watch,
-	}
-	_, controller := spaces.NewInformerWithOptions(lw, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, cache.ResourceEventHandlerFuncs{
+	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { a.count(obj, 1) },
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
@@ -140,22 +140,38 @@ func (a *Admission) Start(ctx context.Context, clients Clients) error {
 			}
 			a.count(obj, -1)
 		},
-	}, spaces.InformerOptions{Transform: keepSpace})
-	go controller.RunWithContext(ctx)
-	hasSynced := controller.HasSynced
+	}
+	opts := spaces.InformerOptions{Transform: keepSpace}
+	validatingBindings := wildcard.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	_, validating := spaces.NewInformerWithOptions(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return validatingBindings.List(ctx, o)
+		},
+		WatchFuncWithContext: validatingBindings.Watch,
+	}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, handler, opts)
+	mutatingBindings := wildcard.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
+	_, mutating := spaces.NewInformerWithOptions(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return mutatingBindings.List(ctx, o)
+		},
+		WatchFuncWithContext: mutatingBindings.Watch,
+	}, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}, handler, opts)
+	go validating.RunWithContext(ctx)
+	go mutating.RunWithContext(ctx)
+	hasSynced := func() bool { return validating.HasSynced() && mutating.HasSynced() }
 	a.hasSynced.Store(&hasSynced)
 	return nil
 }
 
 // keepSpace keeps of a binding what count reads: its space.
 func keepSpace(obj any) (any, error) {
-	b, ok := obj.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)
+	m, ok := obj.(metav1.Object)
 	if !ok {
 		return obj, nil
 	}
-	return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{
-		Name: b.Name, ResourceVersion: b.ResourceVersion,
-		Annotations: map[string]string{spaces.Annotation: b.Annotations[spaces.Annotation]},
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: m.GetName(), ResourceVersion: m.GetResourceVersion(),
+		Annotations: map[string]string{spaces.Annotation: m.GetAnnotations()[spaces.Annotation]},
 	}}, nil
 }
 
@@ -177,29 +193,47 @@ func (a *Admission) count(obj any, delta int) {
 		return
 	}
 	delete(a.bound, space)
-	if p := a.plugins[space]; p != nil {
+	if p := a.running[space]; p != nil {
 		p.stop()
-		delete(a.plugins, space)
+		delete(a.running, space)
 	}
 }
 
-// Validate runs the policies of the request's space.
-func (a *Admission) Validate(ctx context.Context, attrs admission.Attributes, o admission.ObjectInterfaces) error {
-	if a.isServer(attrs.GetUserInfo()) {
-		return nil
+// Admit runs the MutatingAdmissionPolicies of the request's space.
+func (a *Admission) Admit(ctx context.Context, attrs admission.Attributes, o admission.ObjectInterfaces) error {
+	if attrs.GetOperation() == admission.Delete {
+		return nil // nothing to mutate
 	}
-	space := spaces.SpaceOrRoot(ctx)
-	if spaces.IsMailboxName(space) {
-		return nil
-	}
-	if !a.waitForSync(ctx) {
-		return admission.NewForbidden(attrs, fmt.Errorf("not yet ready to handle request: the server has not yet read every space's ValidatingAdmissionPolicyBindings"))
-	}
-	p, err := a.pluginFor(ctx, space)
+	p, err := a.plugins(ctx, attrs)
 	if err != nil || p == nil {
 		return err
 	}
-	return p.Validate(ctx, attrs, o)
+	return p.mutating.Admit(ctx, attrs, o)
+}
+
+// Validate runs the ValidatingAdmissionPolicies of the request's space.
+func (a *Admission) Validate(ctx context.Context, attrs admission.Attributes, o admission.ObjectInterfaces) error {
+	p, err := a.plugins(ctx, attrs)
+	if err != nil || p == nil {
+		return err
+	}
+	return p.validating.Validate(ctx, attrs, o)
+}
+
+// plugins returns the plug-ins of the request's space, or nil when no
+// policy of that space could act on it.
+func (a *Admission) plugins(ctx context.Context, attrs admission.Attributes) (*spacePlugin, error) {
+	if a.isServer(attrs.GetUserInfo()) {
+		return nil, nil
+	}
+	space := spaces.SpaceOrRoot(ctx)
+	if spaces.IsMailboxName(space) {
+		return nil, nil
+	}
+	if !a.waitForSync(ctx) {
+		return nil, admission.NewForbidden(attrs, fmt.Errorf("not yet ready to handle request: the server has not yet read every space's admission policy bindings"))
+	}
+	return a.pluginFor(ctx, space)
 }
 
 // waitForSync waits, for as long as admission plug-ins wait to be ready,
@@ -223,18 +257,18 @@ func (a *Admission) waitForSync(ctx context.Context) bool {
 // long as k8s.io/apiserver's admission plug-ins wait to be ready.
 const readyWithin = 10 * time.Second
 
-// pluginFor returns the plug-in of a space whose policies act and that
-// holds a binding (nil for any other), making it on first use.
-func (a *Admission) pluginFor(ctx context.Context, space string) (*validating.Plugin, error) {
+// pluginFor returns the plug-ins of a space whose policies act and that
+// holds a binding (nil for any other), making them on first use.
+func (a *Admission) pluginFor(ctx context.Context, space string) (*spacePlugin, error) {
 	a.mu.Lock()
 	bound := a.bound[space] > 0
-	p := a.plugins[space]
+	p := a.running[space]
 	a.mu.Unlock()
 	if !bound {
 		return nil, nil
 	}
 	if p != nil {
-		return p.plugin, nil
+		return p, nil
 	}
 	if space != spaces.Root {
 		typ, found, err := a.types.SpaceType(space)
@@ -247,8 +281,8 @@ func (a *Admission) pluginFor(ctx context.Context, space string) (*validating.Pl
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if p := a.plugins[space]; p != nil {
-		return p.plugin, nil
+	if p := a.running[space]; p != nil {
+		return p, nil
 	}
 	if a.bound[space] == 0 {
 		return nil, nil
@@ -258,17 +292,18 @@ func (a *Admission) pluginFor(ctx context.Context, space string) (*validating.Pl
 		klog.FromContext(ctx).Error(err, "starting a space's admission policies", "space", space)
 		return nil, apierrors.NewInternalError(fmt.Errorf("starting the admission policies of space %q: %w", space, err))
 	}
-	a.plugins[space] = p
-	return p.plugin, nil
+	a.running[space] = p
+	return p, nil
 }
 
-// spacePlugin is Kubernetes' plug-in for one space, and how to stop it.
+// spacePlugin is Kubernetes' plug-ins for one space, and how to stop them.
 type spacePlugin struct {
-	plugin *validating.Plugin
-	stop   context.CancelFunc
+	validating *validating.Plugin
+	mutating   *mutating.Plugin
+	stop       context.CancelFunc
 }
 
-// newSpacePlugin makes and starts the plug-in of a space. Called with
+// newSpacePlugin makes and starts the plug-ins of a space. Called with
 // a.mu held.
 func (a *Admission) newSpacePlugin(space string) (*spacePlugin, error) {
 	kube, err := a.clients.Kube(space)
@@ -280,22 +315,42 @@ func (a *Admission) newSpacePlugin(space string) (*spacePlugin, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(a.ctx)
-	plugin, err := validating.NewPlugin(nil)
+	validatingPlugin, err := validating.NewPlugin(nil)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	factory := informers.NewSharedInformerFactory(kube, 0)
-	plugin.SetExternalKubeInformerFactory(factory)
-	plugin.SetExternalKubeClientSet(kube)
-	plugin.SetDynamicClient(dyn)
-	plugin.SetRESTMapper(restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())))
-	plugin.SetDrainedNotification(ctx.Done())
-	plugin.SetUnconditionalAuthorizer(a.authz)
-	plugin.SetExcludedAdmissionResources(excluded)
-	if err := plugin.ValidateInitialization(); err != nil {
+	mutatingPlugin, err := mutating.NewPlugin(nil)
+	if err != nil {
 		cancel()
 		return nil, err
+	}
+	mutatingPlugin.SetEnabled(true)
+	// One factory: the two share their informers of namespaces and
+	// parameters.
+	factory := informers.NewSharedInformerFactory(kube, 0)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
+	for _, plugin := range []interface {
+		SetExternalKubeInformerFactory(informers.SharedInformerFactory)
+		SetExternalKubeClientSet(kubernetes.Interface)
+		SetDynamicClient(dynamic.Interface)
+		SetRESTMapper(meta.RESTMapper)
+		SetDrainedNotification(<-chan struct{})
+		SetUnconditionalAuthorizer(authorizer.UnconditionalAuthorizer)
+		SetExcludedAdmissionResources([]schema.GroupResource)
+		ValidateInitialization() error
+	}{validatingPlugin, mutatingPlugin} {
+		plugin.SetExternalKubeInformerFactory(factory)
+		plugin.SetExternalKubeClientSet(kube)
+		plugin.SetDynamicClient(dyn)
+		plugin.SetRESTMapper(mapper)
+		plugin.SetDrainedNotification(ctx.Done())
+		plugin.SetUnconditionalAuthorizer(a.authz)
+		plugin.SetExcludedAdmissionResources(excluded)
+		if err := plugin.ValidateInitialization(); err != nil {
+			cancel()
+			return nil, err
+		}
 	}
 	factory.Start(ctx.Done())
 	go func() {
@@ -303,15 +358,15 @@ func (a *Admission) newSpacePlugin(space string) (*spacePlugin, error) {
 		factory.Shutdown()
 	}()
 	klog.FromContext(ctx).V(2).Info("started a space's admission policies", "space", space)
-	return &spacePlugin{plugin: plugin, stop: cancel}, nil
+	return &spacePlugin{validating: validatingPlugin, mutating: mutatingPlugin, stop: cancel}, nil
 }
 
 // Spaces returns the spaces whose plug-ins run, for tests and metrics.
 func (a *Admission) Spaces() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make([]string, 0, len(a.plugins))
-	for space := range a.plugins {
+	out := make([]string, 0, len(a.running))
+	for space := range a.running {
 		out = append(out, space)
 	}
 	return out

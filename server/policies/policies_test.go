@@ -49,7 +49,7 @@ func TestWhichSpacesGetAPlugin(t *testing.T) {
 	}
 
 	stopped := false
-	a.plugins["team-a"] = &spacePlugin{stop: func() { stopped = true }}
+	a.running["team-a"] = &spacePlugin{stop: func() { stopped = true }}
 	a.count(binding("team-a", "b1"), -1)
 	require.False(t, stopped, "one binding is left")
 	a.count(binding("team-a", "b2"), -1)

@@ -39,11 +39,35 @@ spec:
 `
 }
 
+// stamp is a MutatingAdmissionPolicy, with its binding, that labels every
+// ConfigMap created stamped=value.
+func stamp(value string) string {
+	return `apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: stamp}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  mutations:
+  - patchType: ApplyConfiguration
+    applyConfiguration:
+      expression: 'Object{metadata: Object.metadata{labels: {"stamped": "` + value + `"}}}'
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata: {name: stamp}
+spec:
+  policyName: stamp
+`
+}
+
 // TestAdmissionPoliciesActInTheirSpace: a tenant's ValidatingAdmissionPolicy
 // acts on the writes of its space, as in a cluster (deny with its message,
 // warn, its namespaceSelector read from the space's own namespaces), and
 // on nothing in any other space: two spaces hold policies of the same name
-// with different rules, the root space's policy governs no tenant, and a
+// with different rules, a MutatingAdmissionPolicy changes its own space's
+// writes only (and not the server's own), the root space's policy governs no tenant, and a
 // WDS's policy is workload for edges. Policies keep acting across a
 // restart, and stop when their binding goes.
 func TestAdmissionPoliciesActInTheirSpace(t *testing.T) {
@@ -82,6 +106,17 @@ func TestAdmissionPoliciesActInTheirSpace(t *testing.T) {
 	// team-b's policy of the same name has its own rule.
 	pollDenied(t, b, "mode risky is not allowed in prod", "team-b's policy to deny", "create", "configmap", "c1", "-n", "prod", "--from-literal=mode=risky")
 	b.MustRun(t, "create", "configmap", "c2", "-n", "prod", "--from-literal=mode=unsafe")
+
+	// A MutatingAdmissionPolicy labels what is created in its space only,
+	// and not what the server makes there.
+	a.MustRunStdin(t, strings.NewReader(stamp("team-a")), "apply", "-f", "-")
+	poll(t, a, equals("team-a"), "team-a's MutatingAdmissionPolicy to act",
+		"create", "configmap", "m1", "-n", "dev", "--dry-run=server", "-o", "jsonpath={.metadata.labels.stamped}")
+	require.Equal(t, "team-a", a.MustRun(t, "create", "configmap", "m1", "-n", "dev", "-o", "jsonpath={.metadata.labels.stamped}"))
+	require.Empty(t, b.MustRun(t, "create", "configmap", "m1", "-n", "dev", "-o", "jsonpath={.metadata.labels.stamped}"), "team-a's policy changed team-b's write")
+	a.MustRun(t, "create", "namespace", "later")
+	poll(t, a, equals(""), "the server's own ConfigMap in a new namespace, unstamped",
+		"get", "configmap", "kube-root-ca.crt", "-n", "later", "-o", "jsonpath={.metadata.labels.stamped}")
 
 	// The root space's policy governs the root space, not tenants'.
 	admin.MustRun(t, "--context", "root", "label", "namespace", "default", "env=prod")
