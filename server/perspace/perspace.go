@@ -1,0 +1,252 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package perspace keeps a thing per space (Kubernetes admission plug-ins
+// fed by that space alone: its admission policies, its ResourceQuotas) for
+// only those spaces that need one.
+//
+// A space needs one while it holds at least one object of the kinds that
+// call for it, its triggers (policy bindings, ResourceQuotas). One slim
+// cache of the triggers of every space, read through the wildcard space,
+// counts them; a space's thing is made on the first request that asks for
+// it and stopped when the space's last trigger goes, so that the thousands
+// of spaces with none cost nothing. Triggers act in the root space,
+// generic spaces and inventory spaces: in a workload description space
+// they are workload for edges, and mailboxes hold copies.
+package perspace
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// SpaceTypes tells a space's type.
+type SpaceTypes interface {
+	SpaceType(name string) (string, bool, error)
+}
+
+// Set is the things of the spaces that need one.
+type Set[T any] struct {
+	// triggers names the triggers in messages ("admission policy
+	// bindings").
+	triggers string
+	types    SpaceTypes
+	make     func(ctx context.Context, space string) (T, error)
+
+	// Eager, set before Start, makes a space's thing as soon as the space
+	// holds a trigger, not on the first request that asks: for things that
+	// work on their own (a quota's status).
+	Eager bool
+
+	hasSynced atomic.Pointer[func() bool]
+	synced    atomic.Bool
+
+	mu sync.Mutex
+	// ctx is the server's, set by Start: each thing's is a child.
+	ctx     context.Context
+	bound   map[string]int
+	running map[string]*entry[T]
+}
+
+type entry[T any] struct {
+	value T
+	stop  context.CancelFunc
+}
+
+// New returns a set. make makes a space's thing, to run until its context
+// ends; triggers names the kinds that call for it, for messages.
+func New[T any](triggers string, types SpaceTypes, make func(ctx context.Context, space string) (T, error)) *Set[T] {
+	return &Set[T]{triggers: triggers, types: types, make: make, bound: map[string]int{}, running: map[string]*entry[T]{}}
+}
+
+// Watch makes the cache of one kind of trigger across every space from lw
+// (a list and watch through the wildcard space) and objType; Start runs
+// it.
+func (s *Set[T]) Watch(lw cache.ListerWatcher, objType runtime.Object) cache.Controller {
+	_, c := spaces.NewInformerWithOptions(lw, objType, cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { s.count(obj, 1) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			s.count(obj, -1)
+		},
+	}, spaces.InformerOptions{Transform: keepSpace})
+	return c
+}
+
+// Start runs the caches of triggers until ctx ends; For waits for them.
+func (s *Set[T]) Start(ctx context.Context, caches ...cache.Controller) {
+	s.mu.Lock()
+	s.ctx = ctx
+	s.mu.Unlock()
+	for _, c := range caches {
+		go c.RunWithContext(ctx)
+	}
+	hasSynced := func() bool {
+		for _, c := range caches {
+			if !c.HasSynced() {
+				return false
+			}
+		}
+		return true
+	}
+	s.hasSynced.Store(&hasSynced)
+}
+
+// keepSpace keeps of a trigger what count reads: its space.
+func keepSpace(obj any) (any, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return obj, nil
+	}
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: m.GetName(), Namespace: m.GetNamespace(), ResourceVersion: m.GetResourceVersion(),
+		Annotations: map[string]string{spaces.Annotation: m.GetAnnotations()[spaces.Annotation]},
+	}}, nil
+}
+
+// count adds delta to the triggers of obj's space; a space left with none
+// has its thing stopped.
+func (s *Set[T]) count(obj any, delta int) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return
+	}
+	space := m.GetAnnotations()[spaces.Annotation]
+	if space == "" || spaces.IsMailboxName(space) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bound[space] += delta
+	if s.bound[space] > 0 {
+		if s.Eager && s.running[space] == nil {
+			if err := s.start(space); err != nil {
+				klog.FromContext(s.ctx).Error(err, "starting what a space's triggers call for", "space", space, "triggers", s.triggers)
+			}
+		}
+		return
+	}
+	delete(s.bound, space)
+	if e := s.running[space]; e != nil {
+		e.stop()
+		delete(s.running, space)
+	}
+}
+
+// readyWithin is how long a request waits for the caches of triggers, as
+// long as k8s.io/apiserver's admission plug-ins wait to be ready.
+const readyWithin = 10 * time.Second
+
+// For returns the thing of a space, making it on first use; ok is false
+// for a space that holds no trigger, or whose triggers do not act. Until
+// the caches of triggers have synced it waits, and then fails with
+// ServiceUnavailable.
+func (s *Set[T]) For(ctx context.Context, space string) (value T, ok bool, err error) {
+	if !s.waitForSync(ctx) {
+		return value, false, apierrors.NewServiceUnavailable(fmt.Sprintf("the server has not yet read every space's %s", s.triggers))
+	}
+	s.mu.Lock()
+	bound := s.bound[space] > 0
+	e := s.running[space]
+	s.mu.Unlock()
+	if !bound {
+		return value, false, nil
+	}
+	if e != nil {
+		return e.value, true, nil
+	}
+	acts, err := s.acts(space)
+	if err != nil || !acts {
+		return value, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bound[space] == 0 {
+		return value, false, nil
+	}
+	if s.running[space] == nil {
+		if err := s.start(space); err != nil {
+			klog.FromContext(ctx).Error(err, "starting what a space's triggers call for", "space", space, "triggers", s.triggers)
+			return value, false, apierrors.NewInternalError(fmt.Errorf("starting what the %s of space %q call for: %w", s.triggers, space, err))
+		}
+	}
+	if e := s.running[space]; e != nil {
+		return e.value, true, nil
+	}
+	return value, false, nil
+}
+
+// acts reports whether the triggers of a space act there: not in a
+// workload description space, a mailbox, or a space unknown.
+func (s *Set[T]) acts(space string) (bool, error) {
+	if space == spaces.Root {
+		return true, nil
+	}
+	typ, found, err := s.types.SpaceType(space)
+	if err != nil {
+		return false, apierrors.NewServiceUnavailable(fmt.Sprintf("space %q: %v", space, err))
+	}
+	return found && typ != tenancyv1alpha1.SpaceTypeWDS && typ != tenancyv1alpha1.SpaceTypeMailbox, nil
+}
+
+// start makes the thing of a space whose triggers act. Called with s.mu
+// held.
+func (s *Set[T]) start(space string) error {
+	if s.Eager {
+		// From count: For has not looked at the space's type.
+		if acts, err := s.acts(space); err != nil || !acts {
+			return err
+		}
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(s.ctx, klog.FromContext(s.ctx).WithValues("space", space)))
+	v, err := s.make(ctx, space)
+	if err != nil {
+		cancel()
+		return err
+	}
+	s.running[space] = &entry[T]{value: v, stop: cancel}
+	return nil
+}
+
+// waitForSync waits, for at most readyWithin, until the caches of triggers
+// have synced.
+func (s *Set[T]) waitForSync(ctx context.Context) bool {
+	if s.synced.Load() {
+		return true
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, readyWithin, true, func(context.Context) (bool, error) {
+		f := s.hasSynced.Load()
+		return f != nil && (*f)(), nil
+	})
+	if err != nil {
+		return false
+	}
+	s.synced.Store(true)
+	return true
+}
+
+// Spaces returns the spaces whose things run.
+func (s *Set[T]) Spaces() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.running))
+	for space := range s.running {
+		out = append(out, space)
+	}
+	return out
+}
