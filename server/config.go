@@ -61,6 +61,7 @@ import (
 	"github.com/kubestellar/kubestellar/server/policies"
 	"github.com/kubestellar/kubestellar/server/quota"
 	"github.com/kubestellar/kubestellar/server/rbac"
+	"github.com/kubestellar/kubestellar/server/resourcequota"
 	"github.com/kubestellar/kubestellar/server/satoken"
 	"github.com/kubestellar/kubestellar/server/storage"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -102,9 +103,11 @@ type Config struct {
 	objects *objectCounter
 	// quotas bound what each tenant space holds.
 	quotas *spaceQuotas
-	// policies runs each space's ValidatingAdmissionPolicies.
+	// policies runs each space's admission policies.
 	policies *policies.Admission
-	lock     *dataDirLock
+	// resourceQuotas enforces and computes each space's ResourceQuotas.
+	resourceQuotas *resourcequota.Admission
+	lock           *dataDirLock
 }
 
 // Close stops the datastore and releases the data directory; Server.Run
@@ -464,8 +467,9 @@ func (c *Config) configureAPIs(core *genericapiserver.RecommendedConfig, scheme 
 // configureAdmission chains the server's admission: the built-in checks,
 // the edge's (what a syncer may write), per-space RBAC's escalation and
 // ownership checks, tenant spaces' limits (server/quota), each space's
-// ValidatingAdmissionPolicies (server/policies), and StatusCollectors' CEL
-// budgets. The placement
+// admission policies (server/policies) and ResourceQuotas
+// (server/resourcequota, last, as in Kubernetes: what another check
+// refuses uses no quota), and StatusCollectors' CEL budgets. The placement
 // translator writes its copies of built-in kinds through it, in-process.
 func (c *Config) configureAdmission(core *genericapiserver.RecommendedConfig, scheme *runtime.Scheme, authz builtin.SelfReviews, namespaces rest.Getter) error {
 	isSyncer := func(u user.Info) bool {
@@ -473,9 +477,10 @@ func (c *Config) configureAdmission(core *genericapiserver.RecommendedConfig, sc
 		return ok
 	}
 	c.policies = policies.New(c.spaces, authz, admission.IsServer)
+	c.resourceQuotas = resourcequota.New(c.spaces, admission.IsServer)
 	core.AdmissionControl = k8sadmission.NewChainHandler(admission.New(namespaces), admission.NewEdge(c.spaces, c.syncerConfigs, builtin.IsBuiltInGroup, c.mailboxQuota()),
 		rbac.NewAdmission(c.rbac, authz, isSyncer, rbac.SpacesBound{Max: c.Options.SpacesPerUser, Flag: SpacesPerUserFlag, OwnedBy: c.spaces.OwnedBy}),
-		c.quotas.admission(), c.policies)
+		c.quotas.admission(), c.policies, c.resourceQuotas)
 	var err error
 	if core.AdmissionControl, err = admission.WithStatusCollectorCost(core.AdmissionControl); err != nil {
 		return err
