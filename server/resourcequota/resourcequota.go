@@ -51,6 +51,7 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -62,6 +63,13 @@ import (
 // recountEvery is how often each quota's usage is counted again, which is
 // how soon a delete shows in it.
 const recountEvery = 10 * time.Second
+
+// listsPerSecond bounds the lists every space's status loops make
+// together, with the server's identity (which fair shares do not bound):
+// a tenant with a thousand quotas makes its own usage show later, not the
+// server slower. At 20 a second, 200 quotas of one name each are counted
+// every 10 s.
+const listsPerSecond, listsBurst = 20, 40
 
 // Clients gives clients of one space (or of the wildcard space).
 type Clients interface {
@@ -79,6 +87,8 @@ type Admission struct {
 	isServer func(user.Info) bool
 	clients  Clients
 	set      *perspace.Set[*quotaadmission.QuotaAdmission]
+	// lists is the status loops' shared budget of lists.
+	lists flowcontrol.RateLimiter
 }
 
 var _ admission.ValidationInterface = &Admission{}
@@ -86,7 +96,8 @@ var _ admission.ValidationInterface = &Admission{}
 // New returns the plug-in; isServer tells the server's own requests, which
 // quotas count but never refuse.
 func New(types perspace.SpaceTypes, isServer func(user.Info) bool) *Admission {
-	a := &Admission{Handler: admission.NewHandler(admission.Create, admission.Update), isServer: isServer}
+	a := &Admission{Handler: admission.NewHandler(admission.Create, admission.Update), isServer: isServer,
+		lists: flowcontrol.NewTokenBucketRateLimiter(listsPerSecond, listsBurst)}
 	a.set = perspace.New("ResourceQuotas", types, a.newSpaceQuota)
 	a.set.Eager = true // a quota's status is computed whether or not anyone writes
 	return a
@@ -157,6 +168,7 @@ func (a *Admission) newSpaceQuota(ctx context.Context, space string) (*quotaadmi
 		quotas:  kube.CoreV1(),
 		dynamic: dyn,
 		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
+		lists:   a.lists,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "resourcequota-status"}),
 	}
@@ -185,6 +197,7 @@ type statusLoop struct {
 	lister  corev1listers.ResourceQuotaLister
 	dynamic dynamic.Interface
 	mapper  meta.ResettableRESTMapper
+	lists   flowcontrol.RateLimiter
 	queue   workqueue.TypedRateLimitingInterface[string]
 }
 
@@ -318,6 +331,9 @@ func (l *statusLoop) list(ctx context.Context, namespace string, gr schema.Group
 		return nil, false, nil
 	}
 	if err != nil {
+		return nil, false, err
+	}
+	if err := l.lists.Wait(ctx); err != nil {
 		return nil, false, err
 	}
 	list, err := l.dynamic.Resource(gvr).Namespace(namespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
