@@ -270,26 +270,17 @@ func defaultServiceType(svc *corev1.Service) {
 // type, they are the same on every cluster: a copy placed on an edge
 // carries what the edge would set.
 func defaultPolicy(p *admissionregistrationv1.ValidatingAdmissionPolicy) {
-	if p.Spec.FailurePolicy == nil {
-		fail := admissionregistrationv1.Fail
-		p.Spec.FailurePolicy = &fail
-	}
+	defaultFailurePolicy(&p.Spec.FailurePolicy)
 	defaultMatchResources(p.Spec.MatchConstraints)
 }
 
 func defaultPolicyBinding(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	defaultMatchResources(b.Spec.MatchResources)
-	if r := b.Spec.ParamRef; r != nil && r.ParameterNotFoundAction == nil {
-		deny := admissionregistrationv1.DenyAction
-		r.ParameterNotFoundAction = &deny
-	}
+	defaultParamRef(b.Spec.ParamRef)
 }
 
 func defaultMutatingPolicy(p *admissionregistrationv1.MutatingAdmissionPolicy) {
-	if p.Spec.FailurePolicy == nil {
-		fail := admissionregistrationv1.Fail
-		p.Spec.FailurePolicy = &fail
-	}
+	defaultFailurePolicy(&p.Spec.FailurePolicy)
 	if p.Spec.ReinvocationPolicy == "" {
 		p.Spec.ReinvocationPolicy = admissionregistrationv1.NeverReinvocationPolicy
 	}
@@ -298,7 +289,18 @@ func defaultMutatingPolicy(p *admissionregistrationv1.MutatingAdmissionPolicy) {
 
 func defaultMutatingPolicyBinding(b *admissionregistrationv1.MutatingAdmissionPolicyBinding) {
 	defaultMatchResources(b.Spec.MatchResources)
-	if r := b.Spec.ParamRef; r != nil && r.ParameterNotFoundAction == nil {
+	defaultParamRef(b.Spec.ParamRef)
+}
+
+func defaultFailurePolicy(p **admissionregistrationv1.FailurePolicyType) {
+	if *p == nil {
+		fail := admissionregistrationv1.Fail
+		*p = &fail
+	}
+}
+
+func defaultParamRef(r *admissionregistrationv1.ParamRef) {
+	if r != nil && r.ParameterNotFoundAction == nil {
 		deny := admissionregistrationv1.DenyAction
 		r.ParameterNotFoundAction = &deny
 	}

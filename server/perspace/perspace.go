@@ -26,6 +26,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -72,10 +75,21 @@ func New[T any](triggers string, types SpaceTypes, make func(ctx context.Context
 	return &Set[T]{triggers: triggers, types: types, make: make, bound: map[string]int{}, running: map[string]*entry[T]{}}
 }
 
-// Watch makes the cache of one kind of trigger across every space from lw
-// (a list and watch through the wildcard space) and objType; Start runs
-// it.
-func (s *Set[T]) Watch(lw cache.ListerWatcher, objType runtime.Object) cache.Controller {
+// Clients gives clients of one space (or of the wildcard space).
+type Clients interface {
+	Kube(space string) (kubernetes.Interface, error)
+	Dynamic(space string) (dynamic.Interface, error)
+}
+
+// Triggers makes the cache of one kind of trigger across every space, of
+// type objType, listed and watched by list and watch (a client of the
+// wildcard space's); Start runs it.
+func Triggers[T any, L runtime.Object](s *Set[T], objType runtime.Object,
+	list func(context.Context, metav1.ListOptions) (L, error), watch func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.Controller {
+	lw := &cache.ListWatch{
+		ListWithContextFunc:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return list(ctx, o) },
+		WatchFuncWithContext: watch,
+	}
 	_, c := spaces.NewInformerWithOptions(lw, objType, cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { s.count(obj, 1) },
 		DeleteFunc: func(obj any) {

@@ -29,8 +29,6 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
@@ -42,18 +40,11 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/kubestellar/kubestellar/server/perspace"
 	"github.com/kubestellar/kubestellar/spaces"
 )
-
-// Clients gives clients of one space (or of the wildcard space).
-type Clients interface {
-	Kube(space string) (kubernetes.Interface, error)
-	Dynamic(space string) (dynamic.Interface, error)
-}
 
 // excluded are the kinds no policy sees: reviews, which ask and store
 // nothing (as in Kubernetes).
@@ -74,7 +65,7 @@ type Admission struct {
 	authz    authorizer.Authorizer
 	isServer func(user.Info) bool
 	// clients make the plug-ins'; set by Start.
-	clients Clients
+	clients perspace.Clients
 	set     *perspace.Set[*spacePlugin]
 }
 
@@ -98,7 +89,7 @@ func New(types perspace.SpaceTypes, authz authorizer.Authorizer, isServer func(u
 
 // Start watches the bindings of every space through the wildcard space.
 // It returns at once; what it starts stops with ctx.
-func (a *Admission) Start(ctx context.Context, clients Clients) error {
+func (a *Admission) Start(ctx context.Context, clients perspace.Clients) error {
 	wildcard, err := clients.Kube(spaces.Wildcard)
 	if err != nil {
 		return err
@@ -107,18 +98,8 @@ func (a *Admission) Start(ctx context.Context, clients Clients) error {
 	validatingBindings := wildcard.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
 	mutatingBindings := wildcard.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
 	a.set.Start(ctx,
-		a.set.Watch(&cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return validatingBindings.List(ctx, o)
-			},
-			WatchFuncWithContext: validatingBindings.Watch,
-		}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}),
-		a.set.Watch(&cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return mutatingBindings.List(ctx, o)
-			},
-			WatchFuncWithContext: mutatingBindings.Watch,
-		}, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}))
+		perspace.Triggers(a.set, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, validatingBindings.List, validatingBindings.Watch),
+		perspace.Triggers(a.set, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}, mutatingBindings.List, mutatingBindings.Watch))
 	return nil
 }
 

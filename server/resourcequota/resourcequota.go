@@ -35,7 +35,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	quotaadmission "k8s.io/apiserver/pkg/admission/plugin/resourcequota"
@@ -46,7 +45,6 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/restmapper"
@@ -71,12 +69,6 @@ const recountEvery = 10 * time.Second
 // every 10 s.
 const listsPerSecond, listsBurst = 20, 40
 
-// Clients gives clients of one space (or of the wildcard space).
-type Clients interface {
-	Kube(space string) (kubernetes.Interface, error)
-	Dynamic(space string) (dynamic.Interface, error)
-}
-
 // counted are the core resources quotas count by their own names (as
 // well as count/NAME).
 var counted = []string{"pods", "services", "replicationcontrollers", "resourcequotas", "secrets", "configmaps", "persistentvolumeclaims"}
@@ -85,7 +77,7 @@ var counted = []string{"pods", "services", "replicationcontrollers", "resourcequ
 type Admission struct {
 	*admission.Handler
 	isServer func(user.Info) bool
-	clients  Clients
+	clients  perspace.Clients
 	set      *perspace.Set[*quotaadmission.QuotaAdmission]
 	// lists is the status loops' shared budget of lists.
 	lists flowcontrol.RateLimiter
@@ -105,19 +97,14 @@ func New(types perspace.SpaceTypes, isServer func(user.Info) bool) *Admission {
 
 // Start watches the ResourceQuotas of every space through the wildcard
 // space. It returns at once; what it starts stops with ctx.
-func (a *Admission) Start(ctx context.Context, clients Clients) error {
+func (a *Admission) Start(ctx context.Context, clients perspace.Clients) error {
 	wildcard, err := clients.Kube(spaces.Wildcard)
 	if err != nil {
 		return err
 	}
 	a.clients = clients
 	quotas := wildcard.CoreV1().ResourceQuotas("")
-	a.set.Start(ctx, a.set.Watch(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return quotas.List(ctx, o)
-		},
-		WatchFuncWithContext: quotas.Watch,
-	}, &corev1.ResourceQuota{}))
+	a.set.Start(ctx, perspace.Triggers(a.set, &corev1.ResourceQuota{}, quotas.List, quotas.Watch))
 	return nil
 }
 
@@ -174,8 +161,14 @@ func (a *Admission) newSpaceQuota(ctx context.Context, space string) (*quotaadmi
 	}
 	informer := factory.Core().V1().ResourceQuotas().Informer()
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    l.enqueue,
-		UpdateFunc: func(_, obj any) { l.enqueue(obj) },
+		AddFunc: l.enqueue,
+		UpdateFunc: func(_, obj any) {
+			// Not on every status write: admission writes each create's
+			// usage there, and a count racing it would undo it.
+			if q, ok := obj.(*corev1.ResourceQuota); ok && !equality.Semantic.DeepEqual(q.Spec.Hard, q.Status.Hard) {
+				l.enqueue(obj)
+			}
+		},
 	}); err != nil {
 		return nil, err
 	}
@@ -318,8 +311,8 @@ func (l *statusLoop) servicePorts(ctx context.Context, namespace string, name co
 	return n, true, nil
 }
 
-// list lists a resource in a namespace, from the watch cache where there
-// is one; ok is false when the space serves no such resource (nothing of
+// list lists a resource in a namespace, from the datastore (a count from
+// a cache a moment behind would undo the usage admission just wrote); ok is false when the space serves no such resource (nothing of
 // it to count).
 func (l *statusLoop) list(ctx context.Context, namespace string, gr schema.GroupResource) ([]unstructured.Unstructured, bool, error) {
 	gvr, err := l.mapper.ResourceFor(gr.WithVersion(""))
@@ -336,7 +329,7 @@ func (l *statusLoop) list(ctx context.Context, namespace string, gr schema.Group
 	if err := l.lists.Wait(ctx); err != nil {
 		return nil, false, err
 	}
-	list, err := l.dynamic.Resource(gvr).Namespace(namespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	list, err := l.dynamic.Resource(gvr).Namespace(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, false, err
 	}

@@ -23,13 +23,8 @@ import (
 func TestNamespaceDefaults(t *testing.T) {
 	srv := harness.StartBinary(t, "")
 	admin := srv.Kubectl()
-	admin.MustRun(t, "--context", "root", "create", "clusterrole", "space-creator", "--verb=create,get,list,watch", "--resource=spaces.tenancy.kubestellar.io")
-	admin.MustRun(t, "--context", "root", "create", "clusterrolebinding", "tenants-create-spaces", "--clusterrole=space-creator", "--user=alice")
-	alice := newTenant(t, srv, "alice")
-	out, err := alice.cli(t, "space", "create", "team-a")
-	require.NoError(t, err, out)
-	a := alice.in(t, "team-a")
-	poll(t, a, isYes, "alice to be the admin of team-a", "auth", "can-i", "*", "*")
+	letCreateSpaces(t, admin, "alice")
+	a := newTenant(t, srv, "alice").ownSpace(t, "team-a")
 
 	cfg, err := clientcmd.LoadFromFile(srv.Kubeconfig)
 	require.NoError(t, err)

@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -39,6 +40,44 @@ spec:
 `
 }
 
+// sized is a parameterized ValidatingAdmissionPolicy, with its binding:
+// a ConfigMap created in namespace dev may have at most as many keys as
+// the ConfigMap dev/limits says under max (which, labelled role, is not
+// itself checked); without that ConfigMap, the binding denies.
+const sized = `apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: sized}
+spec:
+  paramKind: {apiVersion: v1, kind: ConfigMap}
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  matchConditions:
+  - {name: in-dev, expression: "object.metadata.namespace == 'dev'"}
+  validations:
+  - expression: "object.data.size() <= int(params.data.max)"
+    messageExpression: "'at most ' + params.data.max + ' keys'"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: sized}
+spec:
+  policyName: sized
+  validationActions: [Deny]
+  paramRef: {name: limits, namespace: dev, parameterNotFoundAction: Deny}
+  matchResources:
+    objectSelector: {matchExpressions: [{key: role, operator: DoesNotExist}]}
+`
+
+// limits is the parameter of sized: at most max keys.
+func limits(max int) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: ConfigMap
+metadata: {name: limits, namespace: dev, labels: {role: limits}}
+data: {max: "%d"}
+`, max)
+}
+
 // stamp is a MutatingAdmissionPolicy, with its binding, that labels every
 // ConfigMap created stamped=value.
 func stamp(value string) string {
@@ -67,25 +106,16 @@ spec:
 // warn, its namespaceSelector read from the space's own namespaces), and
 // on nothing in any other space: two spaces hold policies of the same name
 // with different rules, a MutatingAdmissionPolicy changes its own space's
-// writes only (and not the server's own), the root space's policy governs no tenant, and a
-// WDS's policy is workload for edges. Policies keep acting across a
-// restart, and stop when their binding goes.
+// writes only (and not the server's own), and the root space's policy
+// governs no tenant, and a policy's parameters are read in its own space.
+// Policies keep acting across a restart, and stop when their binding goes. (In a WDS they are workload for edges:
+// server/admission's TestWhatASpaceCannotServe.)
 func TestAdmissionPoliciesActInTheirSpace(t *testing.T) {
 	srv := harness.StartBinary(t, "")
 	admin := srv.Kubectl()
-	admin.MustRun(t, "--context", "root", "create", "clusterrole", "space-creator", "--verb=create,get,list,watch", "--resource=spaces.tenancy.kubestellar.io")
-	admin.MustRun(t, "--context", "root", "create", "clusterrolebinding", "tenants-create-spaces", "--clusterrole=space-creator", "--user=alice", "--user=bob")
-	alice, bob := newTenant(t, srv, "alice"), newTenant(t, srv, "bob")
-	for _, s := range []struct {
-		who   *tenant
-		space string
-	}{{alice, "team-a"}, {bob, "team-b"}} {
-		out, err := s.who.cli(t, "space", "create", s.space)
-		require.NoError(t, err, out)
-	}
-	a, b := alice.in(t, "team-a"), bob.in(t, "team-b")
+	letCreateSpaces(t, admin, "alice", "bob")
+	a, b := newTenant(t, srv, "alice").ownSpace(t, "team-a"), newTenant(t, srv, "bob").ownSpace(t, "team-b")
 	for _, k := range []harness.Kubectl{a, b} {
-		poll(t, k, isYes, "the owner to be the admin of their space", "auth", "can-i", "*", "*")
 		// The same namespaces in both; prod is labelled in team-a only.
 		k.MustRun(t, "create", "namespace", "prod")
 		k.MustRun(t, "create", "namespace", "dev")
@@ -124,6 +154,18 @@ func TestAdmissionPoliciesActInTheirSpace(t *testing.T) {
 	pollDenied(t, admin, "mode rootless is not allowed in default", "the root space's policy to deny",
 		"--context", "root", "create", "configmap", "r1", "-n", "default", "--from-literal=mode=rootless")
 	a.MustRun(t, "create", "configmap", "c4", "-n", "prod", "--from-literal=mode=rootless")
+
+	// A policy's parameters are its own space's: team-a's policy reads
+	// "limits" in team-a, which does not exist yet (and so denies), not
+	// team-b's of the same name.
+	b.MustRunStdin(t, strings.NewReader(limits(9)), "apply", "-f", "-")
+	a.MustRunStdin(t, strings.NewReader(sized), "apply", "-f", "-")
+	pollDenied(t, a, "no params found for policy binding with `Deny` parameterNotFoundAction",
+		"team-a's parameterized policy to deny without its parameters", "create", "configmap", "s1", "-n", "dev", "--from-literal=a=1", "--from-literal=b=2")
+	a.MustRunStdin(t, strings.NewReader(limits(3)), "apply", "-f", "-")
+	pollDenied(t, a, "at most 3 keys", "team-a's parameters to act", "create", "configmap", "s2", "-n", "dev",
+		"--from-literal=a=1", "--from-literal=b=2", "--from-literal=c=3", "--from-literal=d=4")
+	a.MustRun(t, "create", "configmap", "s3", "-n", "dev", "--from-literal=a=1", "--from-literal=b=2")
 
 	// Across a restart, they still act.
 	srv.Restart(t)

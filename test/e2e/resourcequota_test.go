@@ -20,16 +20,10 @@ import (
 func TestResourceQuotasInTheirSpace(t *testing.T) {
 	srv := harness.StartBinary(t, "")
 	admin := srv.Kubectl()
-	admin.MustRun(t, "--context", "root", "create", "clusterrole", "space-creator", "--verb=create,get,list,watch", "--resource=spaces.tenancy.kubestellar.io")
-	admin.MustRun(t, "--context", "root", "create", "clusterrolebinding", "tenants-create-spaces", "--clusterrole=space-creator", "--user=alice")
+	letCreateSpaces(t, admin, "alice")
 	alice := newTenant(t, srv, "alice")
-	for _, space := range []string{"team-a", "team-b"} {
-		out, err := alice.cli(t, "space", "create", space)
-		require.NoError(t, err, out)
-	}
-	a, b := alice.in(t, "team-a"), alice.in(t, "team-b")
+	a, b := alice.ownSpace(t, "team-a"), alice.ownSpace(t, "team-b")
 	for _, k := range []harness.Kubectl{a, b} {
-		poll(t, k, isYes, "alice to be the admin of her space", "auth", "can-i", "*", "*")
 		k.MustRun(t, "create", "namespace", "app")
 		k.MustRun(t, "create", "quota", "q", "-n", "app", "--hard=configmaps=3,count/deployments.apps=1,requests.cpu=1")
 	}

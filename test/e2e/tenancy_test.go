@@ -63,6 +63,29 @@ func (u *tenant) cli(t *testing.T, args ...string) (string, error) {
 	return string(out), err
 }
 
+// letCreateSpaces lets users create spaces: a ClusterRole and its binding
+// in the root space, made by admin.
+func letCreateSpaces(t *testing.T, admin harness.Kubectl, users ...string) {
+	t.Helper()
+	admin.MustRun(t, "--context", "root", "create", "clusterrole", "space-creator", "--verb=create,get,list,watch", "--resource=spaces.tenancy.kubestellar.io")
+	args := []string{"--context", "root", "create", "clusterrolebinding", "tenants-create-spaces", "--clusterrole=space-creator"}
+	for _, u := range users {
+		args = append(args, "--user="+u)
+	}
+	admin.MustRun(t, args...)
+}
+
+// ownSpace has the tenant create a generic space with the CLI, waits
+// until the tenant is its admin, and returns kubectl in it.
+func (u *tenant) ownSpace(t *testing.T, space string) harness.Kubectl {
+	t.Helper()
+	out, err := u.cli(t, "space", "create", space)
+	require.NoError(t, err, out)
+	k := u.in(t, space)
+	poll(t, k, isYes, u.name+" to be the admin of "+space, "auth", "can-i", "*", "*")
+	return k
+}
+
 // TestTenantsAndRBAC: users with tokens of their own do in each space what
 // that space's RBAC grants them, and nothing else; nobody grants what they
 // lack; the creator of a space is its admin.
