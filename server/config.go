@@ -65,6 +65,7 @@ import (
 	"github.com/kubestellar/kubestellar/server/satoken"
 	"github.com/kubestellar/kubestellar/server/storage"
 	"github.com/kubestellar/kubestellar/spaces"
+	"github.com/kubestellar/kubestellar/spaces/garbagecollector"
 )
 
 // KubernetesVersion is the Kubernetes API version the server emulates.
@@ -107,7 +108,10 @@ type Config struct {
 	policies *policies.Admission
 	// resourceQuotas enforces and computes each space's ResourceQuotas.
 	resourceQuotas *resourcequota.Admission
-	lock           *dataDirLock
+	// garbage deletes, in each space, what its owners no longer hold; it
+	// learns of the writes from the storage of each resource.
+	garbage *garbagecollector.Collector
+	lock    *dataDirLock
 }
 
 // Close stops the datastore and releases the data directory; Server.Run
@@ -126,7 +130,7 @@ func PKIDir(dataDir string) string { return filepath.Join(dataDir, "pki") }
 // authentication, authorization, fairness, storage, the handler chain,
 // the APIs, admission, then the apiextensions server for CRDs.
 func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) {
-	c := &Config{Options: o, spaces: &spaceLookup{}, crds: &crdIndex{}, syncerConfigs: &syncerConfigCache{}, objects: &objectCounter{}}
+	c := &Config{Options: o, spaces: &spaceLookup{}, crds: &crdIndex{}, syncerConfigs: &syncerConfigCache{}, objects: &objectCounter{}, garbage: garbagecollector.New()}
 	c.quotas = newSpaceQuotas(o.SpaceLimits, c.spaces, c.crds)
 	defer func() {
 		if err != nil {
@@ -409,6 +413,7 @@ func (c *Config) configureVersionAndOpenAPI(core *genericapiserver.RecommendedCo
 // from code) it does not replace.
 func (c *Config) configureStorage(core *genericapiserver.RecommendedConfig, codecs serializer.CodecFactory) {
 	core.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: c.Datastore, SpaceScoped: true, WatchCache: c.Options.WatchCache, Codec: builtinCodec(codecs),
+		Observe: c.garbage.Observe,
 		Decorators: map[schema.GroupResource]func(apiserverstorage.Interface) apiserverstorage.Interface{
 			rbacv1.Resource("clusterroles"):        c.rbac.ClusterRolesWithDefaults,
 			rbacv1.Resource("clusterrolebindings"): c.rbac.ClusterRoleBindingsWithDefaults,
@@ -504,6 +509,7 @@ func (c *Config) configureExtensions(core *genericapiserver.RecommendedConfig) {
 		GenericConfig: &extGeneric,
 		ExtraConfig: apiextensionsapiserver.ExtraConfig{
 			CRDRESTOptionsGetter: storage.RESTOptionsGetter{Datastore: c.Datastore, SpaceScoped: true, WatchCache: c.Options.WatchCache, Codec: customResourceCodec,
+				Observe: c.garbage.Observe,
 				// Everyone lists the Spaces they may see.
 				Decorators: map[schema.GroupResource]func(apiserverstorage.Interface) apiserverstorage.Interface{
 					tenancyv1alpha1.Resource("spaces"): func(s apiserverstorage.Interface) apiserverstorage.Interface {

@@ -36,6 +36,14 @@ var loops = []loop{
 	{name: "namespace", leader: true, workers: 2, new: newNamespaceLoop},
 	{name: "namespace-defaults", leader: true, workers: 2, new: newNamespaceDefaultsLoop},
 	{name: "crd-instances", leader: true, workers: 1, new: newCRDInstancesLoop},
+	// Each server collects the garbage of the deletes it commits.
+	{name: "garbage-collector", workers: 2, new: func(s *Server, d *loopDeps) (runner, error) {
+		return runFunc(func(ctx context.Context, workers int) { s.cfg.garbage.Run(ctx, workers, d.clients) }), nil
+	}},
+	// The leader looks for what a server left uncollected when it stopped.
+	{name: "garbage-sweep", leader: true, workers: 1, new: func(s *Server, d *loopDeps) (runner, error) {
+		return runFunc(func(ctx context.Context, _ int) { s.cfg.garbage.Sweep(ctx, garbageSweepEvery, d.clients) }), nil
+	}},
 	// What each tenant space stores, against its limits, on its Space.
 	{name: "space-usage", leader: true, workers: 1, new: newSpaceUsageLoop},
 	// Workload management, made together around the caches they share
@@ -185,6 +193,10 @@ func newCRDInstancesLoop(_ *Server, d *loopDeps) (runner, error) {
 	}
 	return runFunc(func(ctx context.Context, _ int) { c.Run(ctx) }), nil
 }
+
+// garbageSweepEvery is how often the leader sweeps every space for
+// garbage left uncollected (and when it starts to lead).
+const garbageSweepEvery = 30 * time.Minute
 
 // spaceUsageEvery is how often the Spaces' usage is brought up to date.
 const spaceUsageEvery = 10 * time.Second

@@ -34,15 +34,15 @@ func TestLoopsTable(t *testing.T) {
 // several servers; with several, every server keeps its Lease and its own
 // tunnels' conditions, and the leader runs the controllers and the sweep.
 func TestWhatRunsWhere(t *testing.T) {
-	controllers := []string{"space", "namespace", "namespace-defaults", "crd-instances", "space-usage", "scheduler", "mailbox", "placement-translator", "status-summarizer", "upsync"}
+	controllers := []string{"space", "namespace", "namespace-defaults", "crd-instances", "garbage-sweep", "space-usage", "scheduler", "mailbox", "placement-translator", "status-summarizer", "upsync"}
 	for _, tc := range []struct {
 		name            string
 		leader, several bool
 		want            []string
 	}{
-		{name: "alone, every server's", want: []string{"syncer-connected"}},
+		{name: "alone, every server's", want: []string{"garbage-collector", "syncer-connected"}},
 		{name: "alone, the leader's", leader: true, want: controllers},
-		{name: "several, every server's", several: true, want: []string{"syncer-connected", "server-lease"}},
+		{name: "several, every server's", several: true, want: []string{"garbage-collector", "syncer-connected", "server-lease"}},
 		{name: "several, the leader's", leader: true, several: true, want: append(controllers, "dead-server-sweep")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -29,9 +29,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
@@ -598,6 +600,14 @@ func (c *spaceClients) Kube(space string) (kubernetes.Interface, error) {
 
 func (c *spaceClients) Dynamic(space string) (dynamic.Interface, error) {
 	return dynamic.NewForConfig(c.config(space))
+}
+
+func (c *spaceClients) Metadata(space string) (metadata.Interface, error) {
+	return metadata.NewForConfig(c.config(space))
+}
+
+func (c *spaceClients) Discovery(space string) (discovery.DiscoveryInterface, error) {
+	return discovery.NewDiscoveryClientForConfig(c.config(space))
 }
 
 // spaceLookup answers the request filter from the cache of Space objects;

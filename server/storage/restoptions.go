@@ -47,6 +47,12 @@ type RESTOptionsGetter struct {
 	// watch cache, as kube-apiserver's --watch-cache does (see
 	// spaces.CacheSource for what it holds).
 	WatchCache bool
+	// Observe, when set, wraps the storage of every SpaceScoped resource
+	// outside the rest, to learn of the writes committed: the garbage
+	// collector's (spaces/garbagecollector). With it the stores add the
+	// collector's finalizers (foregroundDeletion, orphan) as a delete's
+	// propagation policy asks.
+	Observe func(schema.GroupResource, apiserverstorage.Interface) apiserverstorage.Interface
 }
 
 // uncached are the resources without a watch cache, as kube-apiserver
@@ -80,10 +86,21 @@ func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Obj
 	}
 	cfg.DBMetricPollInterval = 0
 	spaceScoped := g.SpaceScoped
+	decorate := g.Decorators[gr]
+	observed := spaceScoped && g.Observe != nil
+	if observed {
+		inner := decorate
+		decorate = func(s apiserverstorage.Interface) apiserverstorage.Interface {
+			if inner != nil {
+				s = inner(s)
+			}
+			return g.Observe(gr, s)
+		}
+	}
 	return generic.RESTOptions{
 		StorageConfig:           cfg.ForResource(gr),
-		Decorator:               decorator(g.Datastore.rawStorage, g.Datastore.sourceStorage(), &g.Datastore.caches, gr, spaceScoped, g.WatchCache && spaceScoped && !uncached[gr], g.Decorators[gr]),
-		EnableGarbageCollection: false,
+		Decorator:               decorator(g.Datastore.rawStorage, g.Datastore.sourceStorage(), &g.Datastore.caches, gr, spaceScoped, g.WatchCache && spaceScoped && !uncached[gr], decorate),
+		EnableGarbageCollection: observed,
 		DeleteCollectionWorkers: 4,
 		ResourcePrefix:          ResourcePrefix(gr),
 		CountMetricPollPeriod:   time.Minute,
