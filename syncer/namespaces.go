@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/internal/crdversion"
 )
 
 // Namespaces and CRDs hold other objects: deleting one at the edge deletes
@@ -292,7 +293,7 @@ func (s *Syncer) forgetRemovalLocked(key objKey) {
 // keeps it.
 func (s *Syncer) holdersOf(ctx context.Context, key objKey, cur *unstructured.Unstructured, owner string) ([]edgeItem, error) {
 	if key.GVR == crdsGVR {
-		gvr, err := servedVersion(cur)
+		gvr, err := crdversion.Served(cur)
 		if err != nil {
 			return nil, err
 		}
@@ -331,28 +332,6 @@ func (s *Syncer) holdersOf(ctx context.Context, key objKey, cur *unstructured.Un
 		}
 	}
 	return holders(items, owner, scope), nil
-}
-
-// servedVersion is the resource of a CRD's instances, in its storage
-// version if that is served, else its first served one.
-func servedVersion(crd *unstructured.Unstructured) (schema.GroupVersionResource, error) {
-	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
-	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	version := ""
-	for _, v := range versions {
-		m, _ := v.(map[string]any)
-		name, _ := m["name"].(string)
-		served, _ := m["served"].(bool)
-		storage, _ := m["storage"].(bool)
-		if served && (version == "" || storage) {
-			version = name
-		}
-	}
-	if group == "" || plural == "" || version == "" {
-		return schema.GroupVersionResource{}, fmt.Errorf("CRD %s serves no version of its instances, so they cannot be listed", crd.GetName())
-	}
-	return schema.GroupVersionResource{Group: group, Version: version, Resource: plural}, nil
 }
 
 // holders returns the items that keep their namespace (or CRD) at the

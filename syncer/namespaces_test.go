@@ -419,25 +419,6 @@ func withNamespace(it edgeItem, ns string) edgeItem {
 	return it
 }
 
-func TestServedVersion(t *testing.T) {
-	crd := func(versions ...any) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "widgets.example.com"},
-			"spec": map[string]any{"group": "example.com", "names": map[string]any{"plural": "widgets"}, "versions": versions}}}
-	}
-	v := func(name string, served, storage bool) any {
-		return map[string]any{"name": name, "served": served, "storage": storage}
-	}
-	got, err := servedVersion(crd(v("v1", true, false), v("v2", true, true), v("v3", true, false)))
-	require.NoError(t, err)
-	require.Equal(t, "v2", got.Version, "the storage version")
-	got, err = servedVersion(crd(v("v1", false, true), v("v2", true, false)))
-	require.NoError(t, err)
-	require.Equal(t, widgetsGVR.GroupResource(), got.GroupResource())
-	require.Equal(t, "v2", got.Version, "a served one when the storage version is not")
-	_, err = servedVersion(crd(v("v1", false, true)))
-	require.ErrorContains(t, err, "serves no version")
-}
-
 // A namespace deleted in the mailbox stays there, Terminating, until the
 // server has emptied it: the syncer counts it as gone from the mailbox
 // from then on (its grace period starts), not once the server is done.

@@ -13,12 +13,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/klog/v2"
 
+	"github.com/kubestellar/kubestellar/internal/crdversion"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -129,31 +129,9 @@ func sweptResources(ctx context.Context, clients Clients) ([]schema.GroupVersion
 		return nil, fmt.Errorf("listing CRDs: %w", err)
 	}
 	for _, crd := range crds.Items {
-		if gvr, ok := servedResource(&crd); ok {
+		if gvr, err := crdversion.Served(&crd); err == nil {
 			add(gvr)
 		}
 	}
 	return out, nil
-}
-
-// servedResource is the resource a CRD serves, at its storage version if
-// served, else at the first version served.
-func servedResource(crd *unstructured.Unstructured) (schema.GroupVersionResource, bool) {
-	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
-	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
-	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-	version := ""
-	for _, v := range versions {
-		m, _ := v.(map[string]any)
-		name, _ := m["name"].(string)
-		served, _ := m["served"].(bool)
-		storage, _ := m["storage"].(bool)
-		if served && (storage || version == "") {
-			version = name
-		}
-	}
-	if version == "" || plural == "" {
-		return schema.GroupVersionResource{}, false
-	}
-	return schema.GroupVersionResource{Group: group, Version: version, Resource: plural}, true
 }
