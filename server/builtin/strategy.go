@@ -79,6 +79,21 @@ func (s *strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 	if hasField(obj, "Spec") {
 		setGeneration(obj, 1)
 	}
+	applyDefaults(obj)
+	switch o := obj.(type) {
+	case *corev1.Namespace:
+		o.Status.Phase = corev1.NamespaceActive
+		// As in Kubernetes, every namespace carries the finalizer that has
+		// the namespace controller empty it, whatever other finalizers it has.
+		if !slices.Contains(o.Spec.Finalizers, corev1.FinalizerKubernetes) {
+			o.Spec.Finalizers = append(o.Spec.Finalizers, corev1.FinalizerKubernetes)
+		}
+	}
+}
+
+// applyDefaults gives obj what a cluster gives it on every write, create
+// and update alike.
+func applyDefaults(obj runtime.Object) {
 	defaultFlowControl(obj)
 	switch o := obj.(type) {
 	case *corev1.Secret:
@@ -93,13 +108,6 @@ func (s *strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
 		defaultMutatingPolicy(o)
 	case *admissionregistrationv1.MutatingAdmissionPolicyBinding:
 		defaultMutatingPolicyBinding(o)
-	case *corev1.Namespace:
-		o.Status.Phase = corev1.NamespaceActive
-		// As in Kubernetes, every namespace carries the finalizer that has
-		// the namespace controller empty it, whatever other finalizers it has.
-		if !slices.Contains(o.Spec.Finalizers, corev1.FinalizerKubernetes) {
-			o.Spec.Finalizers = append(o.Spec.Finalizers, corev1.FinalizerKubernetes)
-		}
 	}
 }
 
@@ -125,20 +133,8 @@ func (s *strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) 
 	if hasStatus(s.kind) {
 		copyField(obj, old, "Status")
 	}
-	defaultFlowControl(obj)
+	applyDefaults(obj)
 	switch o := obj.(type) {
-	case *corev1.Secret:
-		foldStringData(o)
-	case *corev1.Service:
-		defaultServiceType(o)
-	case *admissionregistrationv1.ValidatingAdmissionPolicy:
-		defaultPolicy(o)
-	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
-		defaultPolicyBinding(o)
-	case *admissionregistrationv1.MutatingAdmissionPolicy:
-		defaultMutatingPolicy(o)
-	case *admissionregistrationv1.MutatingAdmissionPolicyBinding:
-		defaultMutatingPolicyBinding(o)
 	case *corev1.Namespace:
 		oldNS := old.(*corev1.Namespace)
 		o.Spec.Finalizers = oldNS.Spec.Finalizers

@@ -166,6 +166,17 @@ func (s *Set[T]) count(obj any, delta int) {
 // long as k8s.io/apiserver's admission plug-ins wait to be ready.
 const readyWithin = 10 * time.Second
 
+// ForRequest returns the thing of the space of an admission request (in
+// ctx), as For does, except for the server's own writes (fromServer) and
+// for mailboxes, which hold copies: false for those.
+func (s *Set[T]) ForRequest(ctx context.Context, fromServer bool) (value T, ok bool, err error) {
+	space := spaces.SpaceOrRoot(ctx)
+	if fromServer || spaces.IsMailboxName(space) {
+		return value, false, nil
+	}
+	return s.For(ctx, space)
+}
+
 // For returns the thing of a space, making it on first use; ok is false
 // for a space that holds no trigger, or whose triggers do not act. Until
 // the caches of triggers have synced it waits, and then fails with

@@ -127,14 +127,7 @@ func (a *Admission) Validate(ctx context.Context, attrs admission.Attributes, o 
 // plugins returns the plug-ins of the request's space, or nil when no
 // policy of that space could act on it.
 func (a *Admission) plugins(ctx context.Context, attrs admission.Attributes) (*spacePlugin, error) {
-	if a.isServer(attrs.GetUserInfo()) {
-		return nil, nil
-	}
-	space := spaces.SpaceOrRoot(ctx)
-	if spaces.IsMailboxName(space) {
-		return nil, nil
-	}
-	p, ok, err := a.set.For(ctx, space)
+	p, ok, err := a.set.ForRequest(ctx, a.isServer(attrs.GetUserInfo()))
 	if err != nil || !ok {
 		return nil, err
 	}

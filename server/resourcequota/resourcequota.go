@@ -110,14 +110,10 @@ func (a *Admission) Start(ctx context.Context, clients perspace.Clients) error {
 
 // Validate enforces the ResourceQuotas of the request's space.
 func (a *Admission) Validate(ctx context.Context, attrs admission.Attributes, o admission.ObjectInterfaces) error {
-	if attrs.GetNamespace() == "" || a.isServer(attrs.GetUserInfo()) {
+	if attrs.GetNamespace() == "" {
 		return nil
 	}
-	space := spaces.SpaceOrRoot(ctx)
-	if spaces.IsMailboxName(space) {
-		return nil
-	}
-	p, ok, err := a.set.For(ctx, space)
+	p, ok, err := a.set.ForRequest(ctx, a.isServer(attrs.GetUserInfo()))
 	if err != nil || !ok {
 		return err
 	}
