@@ -34,7 +34,7 @@ echo "== generated code"
 "$root/hack/verify-codegen.sh" || fail=1
 
 echo "== go.mod tidy"
-for mod in . hack/tools test/edgecluster/tools test/edgecluster/kine test/edgecluster/konnectivity test/helmtool; do
+for mod in . hack/tools test/edgecluster/tools test/edgecluster/kine test/edgecluster/konnectivity test/helmtool test/conformance/suite; do
   [ -f "$mod/go.mod" ] || continue
   (cd "$mod" && cp go.mod /tmp/verify-go.mod && cp go.sum /tmp/verify-go.sum &&
     go mod tidy >/dev/null 2>&1 &&

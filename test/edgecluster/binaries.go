@@ -382,7 +382,19 @@ func (o *BuildOptions) build(ctx context.Context, keyDir, binDir, key, goVersion
 
 // goBuild builds pkg in o.ToolsDir into out, with cgo or without.
 func (o *BuildOptions) goBuild(ctx context.Context, buildLog io.Writer, logPath, what, note, out, pkg, ldflags string, cgo bool) error {
-	args := []string{"build", "-trimpath", "-buildvcs=false", "-ldflags", strings.TrimSpace("-s -w " + ldflags), "-o", out}
+	return o.goCompile(ctx, buildLog, logPath, what, note, []string{"build", "-buildvcs=false"}, out, pkg, ldflags, cgo)
+}
+
+// goTestBuild compiles the tests of pkg into the test binary out (go test
+// -c), as goBuild builds a command.
+func (o *BuildOptions) goTestBuild(ctx context.Context, buildLog io.Writer, logPath, what, note, out, pkg string, cgo bool) error {
+	return o.goCompile(ctx, buildLog, logPath, what, note, []string{"test", "-c", "-vet=off"}, out, pkg, "", cgo)
+}
+
+// goCompile runs the go command (verb: build, or test -c) on pkg into out,
+// logging to buildLog and saying every 30 seconds that it still runs.
+func (o *BuildOptions) goCompile(ctx context.Context, buildLog io.Writer, logPath, what, note string, verb []string, out, pkg, ldflags string, cgo bool) error {
+	args := append(append([]string{}, verb...), "-trimpath", "-ldflags", strings.TrimSpace("-s -w "+ldflags), "-o", out)
 	if o.Parallelism > 0 {
 		args = append(args, "-p", strconv.Itoa(o.Parallelism))
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -26,6 +27,9 @@ type toolModule struct {
 	recipe               string // changes whenever the way it is built changes
 	cachePrefix          string // of its cache directory's name
 	cgo                  bool
+	// test builds each command as the test binary of its package (go
+	// test -c), not as a command.
+	test bool
 	note                 string // said while the build runs: how long it takes
 	// commands are the binaries built, by file name, and their packages.
 	commands map[string]string
@@ -132,7 +136,13 @@ func (o *BuildOptions) buildToolModule(ctx context.Context, m toolModule, keyDir
 	}
 	defer os.RemoveAll(tmp)
 	for name, pkg := range m.commands {
-		if err := o.goBuild(ctx, buildLog, logPath, name, m.note, filepath.Join(tmp, name), pkg, "", m.cgo); err != nil {
+		build := o.goBuild
+		if m.test {
+			build = func(ctx context.Context, buildLog io.Writer, logPath, what, note, out, pkg, _ string, cgo bool) error {
+				return o.goTestBuild(ctx, buildLog, logPath, what, note, out, pkg, cgo)
+			}
+		}
+		if err := build(ctx, buildLog, logPath, name, m.note, filepath.Join(tmp, name), pkg, "", m.cgo); err != nil {
 			return err
 		}
 	}
