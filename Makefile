@@ -58,7 +58,7 @@ bench: build bench-deps ## Measure the server, syncer, tunnels and datastores (p
 	$(GO) run ./test/bench -kubestellar $(BIN) $(BENCH_ARGS)
 
 conformance: build edgecluster-tools ## Run Kubernetes' own sig-api-machinery and sig-cli e2e specs against a space and a stock kube-apiserver (no nodes); table to docs/conformance.md (builds e2e.test once per machine; an hour or more; CONFORMANCE_FOCUS, CONFORMANCE_SKIP, CONFORMANCE_PARALLEL)
-	KUBESTELLAR_BIN=$(CURDIR)/$(BIN) KUBESTELLAR_CONFORMANCE=1 KUBESTELLAR_CONFORMANCE_OUT=$(CURDIR)/docs/conformance.md \
+	KUBESTELLAR_BIN=$(CURDIR)/$(BIN) KUBESTELLAR_CONFORMANCE=1 KUBESTELLAR_CONFORMANCE_OUT=$(CURDIR)/docs/conformance.md KUBESTELLAR_CONFORMANCE_REPORTS=$(CURDIR)/_output/conformance \
 	KUBESTELLAR_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' KUBESTELLAR_CONFORMANCE_SKIP='$(CONFORMANCE_SKIP)' KUBESTELLAR_CONFORMANCE_PARALLEL=$(CONFORMANCE_PARALLEL) \
 	$(GO) test ./test/conformance/ -run TestConformance -count=1 -timeout 8h -v
 

@@ -39,6 +39,8 @@ const (
 	envSkip     = "KUBESTELLAR_CONFORMANCE_SKIP"
 	envParallel = "KUBESTELLAR_CONFORMANCE_PARALLEL"
 	envOut      = "KUBESTELLAR_CONFORMANCE_OUT"
+	// envReports keeps each spec's report and output there, by server.
+	envReports = "KUBESTELLAR_CONFORMANCE_REPORTS"
 )
 
 const (
@@ -85,7 +87,11 @@ func TestConformance(t *testing.T) {
 	spaceKubeconfig := filepath.Join(t.TempDir(), "space.kubeconfig")
 	require.NoError(t, os.WriteFile(spaceKubeconfig, []byte(srv.CLIStdout(t, "kubeconfig", "--space", "conformance")), 0o600))
 
-	reports := t.TempDir()
+	reports := os.Getenv(envReports)
+	if reports == "" {
+		reports = t.TempDir()
+	}
+	t.Logf("conformance: each spec's report and output are in %s", reports)
 	started := time.Now()
 	onStock := runSpecs(ctx, t, suite, stock.KubeconfigPath, filepath.Join(reports, "stock"), specs, parallel)
 	t.Logf("conformance: stock server done in %s", time.Since(started).Round(time.Second))
@@ -223,9 +229,11 @@ func runSpec(ctx context.Context, suite, kubeconfig, dir, spec string) result {
 	ctx, cancel := context.WithTimeout(ctx, specTimeout+time.Minute)
 	defer cancel()
 	report := filepath.Join(dir, "report.json")
+	// The spec's full text, to its end: ginkgo matches the focus against
+	// the texts of its containers and its own, after a space.
 	cmd := exec.CommandContext(ctx, suite,
 		"--kubeconfig="+kubeconfig, "--provider=skeleton", "--num-nodes=0", "--allowed-not-ready-nodes=-1",
-		"--report-dir="+dir, "--ginkgo.focus=^"+regexp.QuoteMeta(spec)+"$", "--ginkgo.json-report="+report,
+		"--report-dir="+dir, "--ginkgo.focus=(^|\\s)"+regexp.QuoteMeta(spec)+"$", "--ginkgo.json-report="+report,
 		"--ginkgo.no-color", "--ginkgo.timeout="+specTimeout.String())
 	cmd.Dir = dir
 	var out bytes.Buffer

@@ -387,8 +387,8 @@ func (o *BuildOptions) goBuild(ctx context.Context, buildLog io.Writer, logPath,
 
 // goTestBuild compiles the tests of pkg into the test binary out (go test
 // -c), as goBuild builds a command.
-func (o *BuildOptions) goTestBuild(ctx context.Context, buildLog io.Writer, logPath, what, note, out, pkg string, cgo bool) error {
-	return o.goCompile(ctx, buildLog, logPath, what, note, []string{"test", "-c", "-vet=off"}, out, pkg, "", cgo)
+func (o *BuildOptions) goTestBuild(ctx context.Context, buildLog io.Writer, logPath, what, note, out, pkg, ldflags string, cgo bool) error {
+	return o.goCompile(ctx, buildLog, logPath, what, note, []string{"test", "-c", "-vet=off"}, out, pkg, ldflags, cgo)
 }
 
 // goCompile runs the go command (verb: build, or test -c) on pkg into out,

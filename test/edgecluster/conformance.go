@@ -20,7 +20,7 @@ const ConformanceSuiteBinary = "e2e.test"
 const (
 	// conformanceRecipe changes whenever the way the suite is built
 	// changes, so that a cached build is not reused.
-	conformanceRecipe     = "conformance-suite-recipe-1"
+	conformanceRecipe     = "conformance-suite-recipe-2"
 	conformanceModulePath = "github.com/kubestellar/kubestellar/test/conformance/suite"
 	conformanceVersions   = "CONFORMANCE-VERSIONS.json"
 )
@@ -37,7 +37,10 @@ func (o BuildOptions) EnsureConformanceSuite(ctx context.Context) (string, error
 		commands:     map[string]string{ConformanceSuiteBinary: "."},
 		versions:     map[string]string{"kubernetes": "k8s.io/kubernetes"},
 		versionsFile: conformanceVersions,
-		buildHint:    "build it with `go test -c -o e2e.test .` in test/conformance/suite and copy it there",
+		// Stamped as Kubernetes' own builds are, so that e2e.test --version
+		// and the specs that read the client's version see the release.
+		ldflags:   func(v map[string]string) (string, error) { return kubeVersionLDFlags(v["kubernetes"]) },
+		buildHint: "build it with `go test -c -o e2e.test .` in test/conformance/suite and copy it there",
 	})
 	if err != nil {
 		return "", err

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -30,7 +29,10 @@ type toolModule struct {
 	// test builds each command as the test binary of its package (go
 	// test -c), not as a command.
 	test bool
-	note                 string // said while the build runs: how long it takes
+	// ldflags, when set, gives the linker flags from the versions of the
+	// modules versions names (a version stamped into the binaries).
+	ldflags func(versions map[string]string) (string, error)
+	note    string // said while the build runs: how long it takes
 	// commands are the binaries built, by file name, and their packages.
 	commands map[string]string
 	// versions names the modules whose versions are recorded beside the
@@ -138,11 +140,15 @@ func (o *BuildOptions) buildToolModule(ctx context.Context, m toolModule, keyDir
 	for name, pkg := range m.commands {
 		build := o.goBuild
 		if m.test {
-			build = func(ctx context.Context, buildLog io.Writer, logPath, what, note, out, pkg, _ string, cgo bool) error {
-				return o.goTestBuild(ctx, buildLog, logPath, what, note, out, pkg, cgo)
+			build = o.goTestBuild
+		}
+		ldflags := ""
+		if m.ldflags != nil {
+			if ldflags, err = m.ldflags(versions); err != nil {
+				return err
 			}
 		}
-		if err := build(ctx, buildLog, logPath, name, m.note, filepath.Join(tmp, name), pkg, "", m.cgo); err != nil {
+		if err := build(ctx, buildLog, logPath, name, m.note, filepath.Join(tmp, name), pkg, ldflags, m.cgo); err != nil {
 			return err
 		}
 	}
