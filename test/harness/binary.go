@@ -81,9 +81,12 @@ func (p *Process) start(t testing.TB, extraArgs ...string) {
 	}
 }
 
-// Restart starts the server again on the same data dir and port.
+// Restart starts the server again on the same data dir and port, stopping
+// it first (SIGTERM) if it still runs: a second process beside the first
+// would wait for the data dir's lock while the first answered on the port.
 func (p *Process) Restart(t testing.TB, extraArgs ...string) {
 	t.Helper()
+	p.Stop(t)
 	p.start(t, extraArgs...)
 }
 
