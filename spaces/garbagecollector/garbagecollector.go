@@ -282,6 +282,23 @@ func (c *Collector) check(ctx context.Context, v *view, i item) error {
 		c.ownersChanged(i.space, obj.Namespace, waiting)
 		return nil
 	case len(waiting) > 0:
+		// A dependent of its own that is deleting in the foreground too
+		// may be waiting for it in a circle (a owns b owns c owns a):
+		// as Kubernetes does, it stops blocking its owners, so that they
+		// need not wait for it, and then goes in the foreground.
+		deps, err := v.dependents(ctx, obj.Namespace, !res.namespaced, func(r metav1.OwnerReference) bool { return r.UID == obj.UID })
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(deps, func(d dependent) bool { return deletingDependents(d.obj) }) {
+			if refs, changed := unblocked(obj.OwnerReferences); changed {
+				logger.V(2).Info("a dependent of a dependent deletes its own in the foreground: unblocking its owners, against a circle")
+				if err := v.patchMeta(ctx, res, obj, "ownerReferences", refs); err != nil {
+					return err
+				}
+				c.ownersChanged(i.space, obj.Namespace, obj.OwnerReferences)
+			}
+		}
 		logger.V(2).Info("deleting a dependent in the foreground, as its owner is")
 		return v.delete(ctx, res, obj, metav1.DeletePropagationForeground)
 	default:
@@ -336,7 +353,7 @@ func (c *Collector) ownerState(ctx context.Context, v *view, dependent *metav1.P
 		return 0, err
 	case owner.UID != ref.UID:
 		return ownerGone, nil
-	case owner.DeletionTimestamp != nil && slices.Contains(owner.Finalizers, metav1.FinalizerDeleteDependents):
+	case deletingDependents(owner):
 		return ownerWaiting, nil
 	}
 	return ownerSolid, nil
@@ -393,9 +410,8 @@ func (c *Collector) finalize(ctx context.Context, v *view, i item) error {
 	blocking := 0
 	for _, d := range deps {
 		if d.obj.DeletionTimestamp == nil {
-			if err := v.delete(ctx, d.res, d.obj, metav1.DeletePropagationForeground); err != nil && !apierrors.IsNotFound(err) {
-				return err
-			}
+			// check deletes it in the foreground, as its owner is.
+			c.enqueue(item{op: opCheck, space: i.space, group: d.res.gvr.Group, resource: d.res.gvr.Resource, namespace: d.obj.Namespace, name: d.obj.Name})
 		}
 		for _, r := range d.obj.OwnerReferences {
 			if r.UID == obj.UID && r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion {
@@ -411,6 +427,27 @@ func (c *Collector) finalize(ctx context.Context, v *view, i item) error {
 	}
 	logger.V(2).Info("deleted the dependents of an owner in the foreground", "dependents", len(deps))
 	return v.patchMeta(ctx, res, obj, "finalizers", without(obj.Finalizers, metav1.FinalizerDeleteDependents))
+}
+
+// deletingDependents tells whether an object deletes in the foreground,
+// waiting for its dependents.
+func deletingDependents(obj *metav1.PartialObjectMetadata) bool {
+	return obj.DeletionTimestamp != nil && slices.Contains(obj.Finalizers, metav1.FinalizerDeleteDependents)
+}
+
+// unblocked returns refs with none blocking its owner's deletion, and
+// whether any did.
+func unblocked(refs []metav1.OwnerReference) ([]metav1.OwnerReference, bool) {
+	out := slices.Clone(refs)
+	changed := false
+	for j := range out {
+		if out[j].BlockOwnerDeletion != nil && *out[j].BlockOwnerDeletion {
+			no := false
+			out[j].BlockOwnerDeletion = &no
+			changed = true
+		}
+	}
+	return out, changed
 }
 
 func without(finalizers []string, f string) []string {

@@ -153,6 +153,26 @@ func TestGarbageCollectionPerSpace(t *testing.T) {
 		}, "both Widgets to be deleted")
 	})
 
+	t.Run("a circle deleted in the foreground", func(t *testing.T) {
+		// c1 owns c2 owns c3 owns c1, every reference blocking: each
+		// waits for the next, until one stops blocking (as Kubernetes'
+		// collector unblocks a circle).
+		cms := one.CoreV1().ConfigMaps("default")
+		c1, err := cms.Create(ctx, configMap("default", "c1", "1"), metav1.CreateOptions{})
+		require.NoError(t, err)
+		c2, err := cms.Create(ctx, ownedConfigMap("default", "c2", configMapRef(c1, true)), metav1.CreateOptions{})
+		require.NoError(t, err)
+		c3, err := cms.Create(ctx, ownedConfigMap("default", "c3", configMapRef(c2, true)), metav1.CreateOptions{})
+		require.NoError(t, err)
+		c1.OwnerReferences = []metav1.OwnerReference{configMapRef(c3, true)}
+		_, err = cms.Update(ctx, c1, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, cms.Delete(ctx, "c1", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}))
+		for _, name := range []string{"c1", "c2", "c3"} {
+			configMapGone(t, one, "default", name)
+		}
+	})
+
 	// A dependent that blocks its owner's foreground deletion, held by a
 	// finalizer of its own across a restart.
 	owner, err := one.CoreV1().ConfigMaps("default").Create(ctx, configMap("default", "fg-owner", "o"), metav1.CreateOptions{})
