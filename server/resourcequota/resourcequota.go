@@ -8,33 +8,33 @@
 // Each space that holds a ResourceQuota (server/perspace) gets its own
 // instance of Kubernetes' quota admission (k8s.io/apiserver's
 // resourcequota plug-in), which refuses a create that would pass a quota's
-// hard limit and records the new usage, and its own status loop, which
-// computes every quota's status.used from the space's objects when the
-// quota changes and every recountEvery (so that deletes are counted). Both
-// read the space through a client of that space alone.
+// hard limit and records the new usage, and its own instance of
+// Kubernetes' quota controller (k8s.io/kubernetes/pkg/controller/
+// resourcequota), which computes every quota's status.used from the
+// space's objects when the quota changes and every recountEvery (so that
+// deletes are counted). Both use Kubernetes' evaluators and read the space
+// through a client of that space alone.
 //
-// What is counted: object counts, count/<resource>[.<group>] for any kind
-// the space serves (its CRDs' too), and the core names pods, services,
-// replicationcontrollers, resourcequotas, secrets, configmaps and
-// persistentvolumeclaims; services.loadbalancers and services.nodeports
-// are computed for status. Compute resources (cpu, memory, storage) are
-// neither computed nor enforced: nothing runs at the center. Quotas with
-// scopes are stored and do not act.
+// What is counted is what a cluster counts: object counts,
+// count/<resource>[.<group>] for any kind the space serves (its CRDs'
+// too); pods' compute resources and scopes (Terminating, BestEffort,
+// PriorityClass, CrossNamespacePodAffinity), services' load balancers and
+// node ports, claims' storage per storage class. Nothing runs at the
+// center, so a pod's requests count as long as the pod is stored.
 package resourcequota
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
 	quotaadmission "k8s.io/apiserver/pkg/admission/plugin/resourcequota"
@@ -45,15 +45,16 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	resourcequotacontroller "k8s.io/kubernetes/pkg/controller/resourcequota"
+	"k8s.io/kubernetes/pkg/quota/v1/evaluator/core"
+	"k8s.io/kubernetes/pkg/quota/v1/install"
 
-	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/server/perspace"
 	"github.com/kubestellar/kubestellar/spaces"
 )
@@ -69,9 +70,9 @@ const recountEvery = 10 * time.Second
 // every 10 s.
 const listsPerSecond, listsBurst = 20, 40
 
-// counted are the core resources quotas count by their own names (as
-// well as count/NAME).
-var counted = []string{"pods", "services", "replicationcontrollers", "resourcequotas", "secrets", "configmaps", "persistentvolumeclaims"}
+// rediscoverEvery is how often a quota naming a kind the space does not
+// serve has the space's discovery read again.
+const rediscoverEvery = 5 * time.Second
 
 // Admission is the admission plug-in, and the status loops behind it.
 type Admission struct {
@@ -139,195 +140,169 @@ func (a *Admission) newSpaceQuota(ctx context.Context, space string) (*quotaadmi
 	plugin.SetDrainedNotification(ctx.Done())
 	plugin.SetExternalKubeClientSet(kube)
 	plugin.SetExternalKubeInformerFactory(factory)
-	var evaluators []quota.Evaluator
-	for _, name := range counted {
-		evaluators = append(evaluators, generic.NewObjectCountEvaluator(corev1.Resource(name), nil, corev1.ResourceName(name)))
+	// Admission judges each object by itself: its evaluators list nothing.
+	admitting, err := core.NewEvaluators(nil, nil, served)
+	if err != nil {
+		return nil, err
 	}
-	plugin.SetQuotaConfiguration(generic.NewConfiguration(evaluators, nil))
+	plugin.SetQuotaConfiguration(generic.NewConfiguration(admitting, install.DefaultIgnoredResources()))
 	if err := plugin.ValidateInitialization(); err != nil {
 		return nil, err
 	}
-	l := &statusLoop{
-		quotas:  kube.CoreV1(),
-		dynamic: dyn,
-		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
-		lists:   a.lists,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "resourcequota-status"}),
+
+	// The status is Kubernetes' own quota controller's, counting from the
+	// datastore through the shared budget of lists.
+	lister := func(gvr schema.GroupVersionResource) (cache.GenericLister, error) {
+		return &storeLister{ctx: ctx, dynamic: dyn, gvr: gvr, lists: a.lists}, nil
 	}
-	informer := factory.Core().V1().ResourceQuotas().Informer()
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: l.enqueue,
-		UpdateFunc: func(_, obj any) {
-			// Not on every status write: admission writes each create's
-			// usage there, and a count racing it would undo it.
-			if q, ok := obj.(*corev1.ResourceQuota); ok && !equality.Semantic.DeepEqual(q.Spec.Hard, q.Status.Hard) {
-				l.enqueue(obj)
-			}
-		},
-	}); err != nil {
+	counting, err := core.NewEvaluators(lister, nil, served)
+	if err != nil {
 		return nil, err
 	}
-	l.lister = factory.Core().V1().ResourceQuotas().Lister()
+	quotas := factory.Core().V1().ResourceQuotas()
+	reg := &registry{Registry: generic.NewRegistry(counting), quotas: quotas.Lister(), listerFor: lister,
+		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
+		counts: map[schema.GroupResource]quota.Evaluator{}}
+	controller, err := resourcequotacontroller.NewController(ctx, &resourcequotacontroller.ControllerOptions{
+		QuotaClient:           kube.CoreV1(),
+		ResourceQuotaInformer: quotas,
+		ResyncPeriod:          func() time.Duration { return recountEvery },
+		Registry:              reg,
+		// No DiscoveryFunc: Kubernetes would watch every kind of the space
+		// to see deletes at once; here each quota is counted again every
+		// recountEvery instead.
+	})
+	if err != nil {
+		return nil, err
+	}
 	factory.Start(ctx.Done())
 	go func() {
 		<-ctx.Done()
-		l.queue.ShutDown()
 		factory.Shutdown()
 	}()
-	go l.run(ctx, informer.HasSynced)
-	klog.FromContext(ctx).V(2).Info("started a space's ResourceQuotas")
+	go controller.Run(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("space", space)), 1)
 	return plugin, nil
 }
 
-// statusLoop computes the status of a space's quotas.
-type statusLoop struct {
-	quotas  corev1client.ResourceQuotasGetter
-	lister  corev1listers.ResourceQuotaLister
-	dynamic dynamic.Interface
-	mapper  meta.ResettableRESTMapper
-	lists   flowcontrol.RateLimiter
-	queue   workqueue.TypedRateLimitingInterface[string]
+// served tells the core evaluators a space serves: those of the core
+// group (pods, services, persistent volume claims), not resource claims.
+func served(gvr schema.GroupVersionResource) bool { return gvr.Group == "" }
+
+// registry is Kubernetes' evaluators for the core kinds, and an object
+// count evaluator for every other count/<resource>.<group> a quota of the
+// space names that the space serves (in a cluster, the quota monitor adds
+// those from discovery, with a watch of each).
+type registry struct {
+	quota.Registry
+	quotas    corev1listers.ResourceQuotaLister
+	listerFor quota.ListerForResourceFunc
+	mapper    meta.ResettableRESTMapper
+
+	mu        sync.Mutex
+	counts    map[schema.GroupResource]quota.Evaluator
+	lastReset time.Time
 }
 
-func (l *statusLoop) enqueue(obj any) {
-	key, err := cache.MetaNamespaceKeyFunc(obj)
-	if err == nil {
-		l.queue.Add(key)
+// List adds the count evaluators of what the quotas name now.
+func (r *registry) List() []quota.Evaluator {
+	all := r.Registry.List()
+	qs, err := r.quotas.List(labels.Everything())
+	if err != nil {
+		return all
 	}
-}
-
-// run works the queue, and queues every quota every recountEvery.
-func (l *statusLoop) run(ctx context.Context, synced cache.InformerSynced) {
-	if !cache.WaitForCacheSync(ctx.Done(), synced) {
-		return
-	}
-	worker.Loop[string]{Name: "resourcequota-status", Queue: l.queue, Failure: "counting a ResourceQuota's usage failed, will retry",
-		Process: func(ctx context.Context, key string) (bool, error) { return false, l.reconcile(ctx, key) }}.Start(ctx, 1)
-	ticker := time.NewTicker(recountEvery)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-			all, err := l.lister.List(labels.Everything())
-			if err != nil {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	added := map[schema.GroupResource]bool{}
+	for _, q := range qs {
+		for name := range q.Spec.Hard {
+			rest, ok := strings.CutPrefix(string(name), "count/")
+			if !ok {
 				continue
 			}
-			for _, q := range all {
-				l.enqueue(q)
+			gr := schema.ParseGroupResource(rest)
+			if added[gr] || r.Get(gr) != nil {
+				continue
+			}
+			if e := r.count(gr); e != nil {
+				all = append(all, e)
+				added[gr] = true
 			}
 		}
 	}
+	return all
 }
 
-// reconcile writes a quota's status: its hard limits, and the usage of
-// each it can count.
-func (l *statusLoop) reconcile(ctx context.Context, key string) error {
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+// count is the object count evaluator of a resource, or nil if the space
+// serves none of that name. A name not found has the space's discovery
+// read again, at most every few seconds (a CRD made since).
+func (r *registry) count(gr schema.GroupResource) quota.Evaluator {
+	if e, ok := r.counts[gr]; ok {
+		return e
+	}
+	gvr, err := r.mapper.ResourceFor(gr.WithVersion(""))
+	if meta.IsNoMatchError(err) && time.Since(r.lastReset) > rediscoverEvery {
+		r.lastReset = time.Now()
+		r.mapper.Reset()
+		gvr, err = r.mapper.ResourceFor(gr.WithVersion(""))
+	}
 	if err != nil {
 		return nil
 	}
-	q, err := l.lister.ResourceQuotas(namespace).Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	used := corev1.ResourceList{}
-	if len(q.Spec.Scopes) == 0 && q.Spec.ScopeSelector == nil {
-		for resourceName := range q.Spec.Hard {
-			n, ok, err := l.usage(ctx, namespace, resourceName)
-			if err != nil {
-				return err
-			}
-			if ok {
-				used[resourceName] = *resource.NewQuantity(n, resource.DecimalSI)
-			}
-		}
-	}
-	if equality.Semantic.DeepEqual(q.Status.Hard, q.Spec.Hard) && equality.Semantic.DeepEqual(q.Status.Used, used) {
-		return nil
-	}
-	q = q.DeepCopy()
-	q.Status.Hard, q.Status.Used = q.Spec.Hard, used
-	_, err = l.quotas.ResourceQuotas(namespace).UpdateStatus(ctx, q, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil // the quota's next event brings it back
-	}
-	return err
+	e := generic.NewObjectCountEvaluator(gr, generic.ListResourceUsingListerFunc(r.listerFor, gvr), "")
+	r.counts[gr] = e
+	return e
 }
 
-// usage counts one resource name of a quota in a namespace; ok is false
-// for a name it does not count (compute resources, storage).
-func (l *statusLoop) usage(ctx context.Context, namespace string, name corev1.ResourceName) (int64, bool, error) {
-	var gr schema.GroupResource
-	switch {
-	case strings.HasPrefix(string(name), "count/"):
-		gr = schema.ParseGroupResource(strings.TrimPrefix(string(name), "count/"))
-	case name == corev1.ResourceServicesLoadBalancers || name == corev1.ResourceServicesNodePorts:
-		return l.servicePorts(ctx, namespace, name)
-	default:
-		for _, c := range counted {
-			if string(name) == c {
-				gr = corev1.Resource(c)
-			}
-		}
-		if gr.Resource == "" {
-			return 0, false, nil
-		}
-	}
-	items, _, err := l.list(ctx, namespace, gr)
-	if err != nil {
-		return 0, false, err
-	}
-	return int64(len(items)), true, nil
+// storeLister lists a resource of a space from the datastore (a count
+// from a cache a moment behind would undo the usage admission just
+// wrote), waiting its turn in the shared budget. Kinds client-go knows
+// come back typed, as Kubernetes' evaluators expect.
+type storeLister struct {
+	ctx       context.Context
+	dynamic   dynamic.Interface
+	gvr       schema.GroupVersionResource
+	lists     flowcontrol.RateLimiter
+	namespace string
 }
 
-// servicePorts counts the LoadBalancer Services of a namespace, or the
-// node ports its NodePort and LoadBalancer Services take.
-func (l *statusLoop) servicePorts(ctx context.Context, namespace string, name corev1.ResourceName) (int64, bool, error) {
-	items, _, err := l.list(ctx, namespace, corev1.Resource("services"))
+var _ cache.GenericLister = &storeLister{}
+
+func (l *storeLister) List(selector labels.Selector) ([]runtime.Object, error) {
+	if err := l.lists.Wait(l.ctx); err != nil {
+		return nil, err
+	}
+	list, err := l.dynamic.Resource(l.gvr).Namespace(l.namespace).List(l.ctx, metav1.ListOptions{LabelSelector: selector.String()})
 	if err != nil {
-		return 0, false, err
+		return nil, err
 	}
-	var n int64
-	for _, item := range items {
-		typ, _, _ := unstructured.NestedString(item.Object, "spec", "type")
-		switch {
-		case name == corev1.ResourceServicesLoadBalancers && typ == string(corev1.ServiceTypeLoadBalancer):
-			n++
-		case name == corev1.ResourceServicesNodePorts && (typ == string(corev1.ServiceTypeNodePort) || typ == string(corev1.ServiceTypeLoadBalancer)):
-			ports, _, _ := unstructured.NestedSlice(item.Object, "spec", "ports")
-			n += int64(len(ports))
+	// Items carry their kind; if one does not, it is the list's.
+	listKind := schema.FromAPIVersionAndKind(list.GetAPIVersion(), strings.TrimSuffix(list.GetKind(), "List"))
+	objs := make([]runtime.Object, 0, len(list.Items))
+	for i := range list.Items {
+		item := &list.Items[i]
+		gvk := item.GroupVersionKind()
+		if gvk.Kind == "" {
+			gvk = listKind
 		}
+		typed, err := clientgoscheme.Scheme.New(gvk)
+		if err != nil {
+			objs = append(objs, item)
+			continue
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, typed); err != nil {
+			return nil, err
+		}
+		objs = append(objs, typed)
 	}
-	return n, true, nil
+	return objs, nil
 }
 
-// list lists a resource in a namespace, from the datastore (a count from
-// a cache a moment behind would undo the usage admission just wrote); ok is false when the space serves no such resource (nothing of
-// it to count).
-func (l *statusLoop) list(ctx context.Context, namespace string, gr schema.GroupResource) ([]unstructured.Unstructured, bool, error) {
-	gvr, err := l.mapper.ResourceFor(gr.WithVersion(""))
-	if meta.IsNoMatchError(err) {
-		l.mapper.Reset() // a CRD made since the last look
-		gvr, err = l.mapper.ResourceFor(gr.WithVersion(""))
-	}
-	if meta.IsNoMatchError(err) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	if err := l.lists.Wait(ctx); err != nil {
-		return nil, false, err
-	}
-	list, err := l.dynamic.Resource(gvr).Namespace(namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, false, err
-	}
-	return list.Items, true, nil
+func (l *storeLister) Get(name string) (runtime.Object, error) {
+	return nil, fmt.Errorf("a quota's usage is listed, not got: %s %q", l.gvr, name)
+}
+
+func (l *storeLister) ByNamespace(namespace string) cache.GenericNamespaceLister {
+	n := *l
+	n.namespace = namespace
+	return &n
 }

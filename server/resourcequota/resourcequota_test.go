@@ -15,11 +15,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	quota "k8s.io/apiserver/pkg/quota/v1"
+	"k8s.io/apiserver/pkg/quota/v1/generic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/kubernetes/pkg/quota/v1/evaluator/core"
 )
 
 // resettable is a fixed RESTMapper.
@@ -27,23 +29,20 @@ type resettable struct{ meta.RESTMapper }
 
 func (resettable) Reset() {}
 
-// TestStatus: a quota's status holds its hard limits and the usage of the
-// names it counts, in its namespace only: core names, count/ names of any
-// group, node ports; not compute resources; a scoped quota counts
-// nothing. A status already right is not written again.
-func TestStatus(t *testing.T) {
+// TestUsage: Kubernetes' usage calculation, fed by the space's registry
+// and the datastore lister, counts what a cluster counts in the quota's
+// namespace only: core names, count/ names of any group the space serves
+// (not of one it does not), node ports and load balancers, pods' compute
+// requests, and a scoped quota only what is in its scope.
+func TestUsage(t *testing.T) {
 	ctx := context.Background()
-	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "app"},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
-			"configmaps": resource.MustParse("5"), "count/deployments.apps": resource.MustParse("1"), "count/widgets.example.com": resource.MustParse("1"),
-			"services.nodeports": resource.MustParse("9"), "services.loadbalancers": resource.MustParse("9"), "requests.cpu": resource.MustParse("1"),
-		}}}
-	scoped := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "scoped", Namespace: "app"},
-		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"pods": resource.MustParse("1")}, Scopes: []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeBestEffort}}}
-	kube := fake.NewClientset(quota, scoped)
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	require.NoError(t, indexer.Add(quota))
-	require.NoError(t, indexer.Add(scoped))
+	hard := corev1.ResourceList{
+		"configmaps": resource.MustParse("5"), "count/deployments.apps": resource.MustParse("1"), "count/widgets.example.com": resource.MustParse("1"),
+		"count/gadgets.example.com": resource.MustParse("1"), "services.nodeports": resource.MustParse("9"), "services.loadbalancers": resource.MustParse("9"),
+		"requests.cpu": resource.MustParse("1"), "pods": resource.MustParse("9"),
+	}
+	quotas := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, quotas.Add(&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "app"}, Spec: corev1.ResourceQuotaSpec{Hard: hard}}))
 
 	scheme := runtime.NewScheme()
 	require.NoError(t, corev1.AddToScheme(scheme))
@@ -55,6 +54,13 @@ func TestStatus(t *testing.T) {
 		}
 		return s
 	}
+	pod := func(name, namespace, cpu string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
+		if cpu != "" {
+			p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{"cpu": resource.MustParse(cpu)}
+		}
+		return p
+	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
 		{Group: "example.com", Version: "v1", Resource: "widgets"}: "WidgetList"},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "app"}},
@@ -62,41 +68,34 @@ func TestStatus(t *testing.T) {
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "other"}},
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "app"}},
 		service("np", "NodePort", 2), service("lb", "LoadBalancer", 1), service("ip", "ClusterIP", 3),
+		pod("small", "app", "100m"), pod("big", "app", "300m"), pod("none", "app", ""), pod("elsewhere", "other", "2"),
 	)
 	mapper := meta.NewDefaultRESTMapper(nil)
-	mapper.Add(corev1.SchemeGroupVersion.WithKind("ConfigMap"), meta.RESTScopeNamespace)
-	mapper.Add(corev1.SchemeGroupVersion.WithKind("Service"), meta.RESTScopeNamespace)
-	mapper.Add(appsv1.SchemeGroupVersion.WithKind("Deployment"), meta.RESTScopeNamespace)
-	mapper.Add(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, meta.RESTScopeNamespace)
-	l := &statusLoop{quotas: kube.CoreV1(), lister: corev1listers.NewResourceQuotaLister(indexer), dynamic: dyn,
-		mapper: resettable{mapper}, lists: flowcontrol.NewFakeAlwaysRateLimiter()}
-
-	require.NoError(t, l.reconcile(ctx, "app/q"))
-	got, err := kube.CoreV1().ResourceQuotas("app").Get(ctx, "q", metav1.GetOptions{})
+	for _, gvk := range []schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("ConfigMap"), corev1.SchemeGroupVersion.WithKind("Service"),
+		corev1.SchemeGroupVersion.WithKind("Pod"), appsv1.SchemeGroupVersion.WithKind("Deployment"), {Group: "example.com", Version: "v1", Kind: "Widget"}} {
+		mapper.Add(gvk, meta.RESTScopeNamespace)
+	}
+	lister := func(gvr schema.GroupVersionResource) (cache.GenericLister, error) {
+		return &storeLister{ctx: ctx, dynamic: dyn, gvr: gvr, lists: flowcontrol.NewFakeAlwaysRateLimiter()}, nil
+	}
+	counting, err := core.NewEvaluators(lister, nil, served)
 	require.NoError(t, err)
-	require.Equal(t, quota.Spec.Hard, got.Status.Hard)
+	reg := &registry{Registry: generic.NewRegistry(counting), quotas: corev1listers.NewResourceQuotaLister(quotas), listerFor: lister,
+		mapper: resettable{mapper}, counts: map[schema.GroupResource]quota.Evaluator{}}
+
+	used, err := quota.CalculateUsage("app", nil, hard, reg, nil)
+	require.NoError(t, err)
 	want := corev1.ResourceList{"configmaps": resource.MustParse("2"), "count/deployments.apps": resource.MustParse("1"),
-		"count/widgets.example.com": resource.MustParse("0"), "services.nodeports": resource.MustParse("3"), "services.loadbalancers": resource.MustParse("1")}
-	require.Len(t, got.Status.Used, len(want), "%v", got.Status.Used)
+		"count/widgets.example.com": resource.MustParse("0"), "services.nodeports": resource.MustParse("3"), "services.loadbalancers": resource.MustParse("1"),
+		"requests.cpu": resource.MustParse("400m"), "pods": resource.MustParse("3")}
+	require.Len(t, used, len(want), "%v (count/gadgets.example.com is not served: not counted)", used)
 	for name, q := range want {
-		used := got.Status.Used[name]
-		require.Zero(t, q.Cmp(used), "%s: %s", name, used.String())
+		got := used[name]
+		require.Zero(t, q.Cmp(got), "%s: %s", name, got.String())
 	}
 
-	require.NoError(t, l.reconcile(ctx, "app/scoped"))
-	got, err = kube.CoreV1().ResourceQuotas("app").Get(ctx, "scoped", metav1.GetOptions{})
+	used, err = quota.CalculateUsage("app", []corev1.ResourceQuotaScope{corev1.ResourceQuotaScopeBestEffort}, corev1.ResourceList{"pods": resource.MustParse("9")}, reg, nil)
 	require.NoError(t, err)
-	require.Empty(t, got.Status.Used, "a scoped quota counts nothing")
-
-	// Up to date: no write.
-	require.NoError(t, indexer.Update(func() *corev1.ResourceQuota {
-		q, err := kube.CoreV1().ResourceQuotas("app").Get(ctx, "q", metav1.GetOptions{})
-		require.NoError(t, err)
-		return q
-	}()))
-	kube.ClearActions()
-	require.NoError(t, l.reconcile(ctx, "app/q"))
-	for _, a := range kube.Actions() {
-		require.NotEqual(t, "update", a.GetVerb(), "a status already right is written again")
-	}
+	got, one := used["pods"], resource.MustParse("1")
+	require.Zero(t, one.Cmp(got), "a BestEffort quota counts the pod without requests only: %s", got.String())
 }
