@@ -106,6 +106,9 @@ type Config struct {
 	quotas *spaceQuotas
 	// policies runs each space's admission policies.
 	policies *policies.Admission
+	// typeChecks writes each space's ValidatingAdmissionPolicies' type
+	// checks.
+	typeChecks *policies.TypeChecks
 	// resourceQuotas enforces and computes each space's ResourceQuotas.
 	resourceQuotas *resourcequota.Admission
 	// garbage deletes, in each space, what its owners no longer hold; it
@@ -482,6 +485,7 @@ func (c *Config) configureAdmission(core *genericapiserver.RecommendedConfig, sc
 		return ok
 	}
 	c.policies = policies.New(c.spaces, authz, admission.IsServer)
+	c.typeChecks = policies.NewTypeChecks(c.spaces)
 	c.resourceQuotas = resourcequota.New(c.spaces, admission.IsServer)
 	core.AdmissionControl = k8sadmission.NewChainHandler(admission.New(namespaces), admission.NewEdge(c.spaces, c.syncerConfigs, builtin.IsBuiltInGroup, c.mailboxQuota()),
 		rbac.NewAdmission(c.rbac, authz, isSyncer, rbac.SpacesBound{Max: c.Options.SpacesPerUser, Flag: SpacesPerUserFlag, OwnedBy: c.spaces.OwnedBy}),

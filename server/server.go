@@ -555,12 +555,15 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 	crdLister := crds.Lister()
 	s.cfg.crds.lister.Store(&crdLister)
 
-	// Each space's admission policies and ResourceQuotas: which spaces
-	// have any.
+	// Each space's admission policies (and their type checks) and
+	// ResourceQuotas: which spaces have any.
 	if err := s.cfg.policies.Start(ctx, clients); err != nil {
 		return err
 	}
 	if err := s.cfg.resourceQuotas.Start(ctx, clients); err != nil {
+		return err
+	}
+	if err := s.cfg.typeChecks.Start(ctx, clients); err != nil {
 		return err
 	}
 

@@ -26,8 +26,11 @@ package policies
 
 import (
 	"context"
+	"strings"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission"
@@ -112,7 +115,7 @@ func (a *Admission) Admit(ctx context.Context, attrs admission.Attributes, o adm
 	if err != nil || p == nil {
 		return err
 	}
-	return p.mutating.Admit(ctx, attrs, o)
+	return p.admit(ctx, attrs, o)
 }
 
 // Validate runs the ValidatingAdmissionPolicies of the request's space.
@@ -138,6 +141,37 @@ func (a *Admission) plugins(ctx context.Context, attrs admission.Attributes) (*s
 type spacePlugin struct {
 	validating *validating.Plugin
 	mutating   *mutating.Plugin
+	// started is when the plug-ins were made.
+	started time.Time
+}
+
+// schemasWithin is how long after a space's plug-ins are made the mutating
+// one may not yet have read the space's OpenAPI (it reads it at once, in
+// the background, and then every 5 s).
+const schemasWithin = 10 * time.Second
+
+// admit runs the mutating policies. In a cluster the plug-in has read the
+// schemas long before the first request; here it is made by the first
+// request of a space with a binding, and a request that finds no schema
+// for its kind while the plug-in is that new waits for the first read
+// rather than failing with ServiceUnavailable.
+func (p *spacePlugin) admit(ctx context.Context, attrs admission.Attributes, o admission.ObjectInterfaces) error {
+	err := p.mutating.Admit(ctx, attrs, o)
+	for noSchemaYet(err) && time.Since(p.started) < schemasWithin {
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+		err = p.mutating.Admit(ctx, attrs, o)
+	}
+	return err
+}
+
+// noSchemaYet tells the mutating plug-in's refusal of a kind whose schema
+// it has not read.
+func noSchemaYet(err error) bool {
+	return apierrors.IsServiceUnavailable(err) && strings.Contains(err.Error(), "There can be a delay between when CustomResourceDefinitions are created")
 }
 
 // newSpacePlugin makes and starts the plug-ins of a space, to run until
@@ -191,7 +225,7 @@ func (a *Admission) newSpacePlugin(ctx context.Context, space string) (*spacePlu
 		factory.Shutdown()
 	}()
 	klog.FromContext(ctx).V(2).Info("started a space's admission policies")
-	return &spacePlugin{validating: validatingPlugin, mutating: mutatingPlugin}, nil
+	return &spacePlugin{validating: validatingPlugin, mutating: mutatingPlugin, started: time.Now()}, nil
 }
 
 // Spaces returns the spaces whose plug-ins run, for tests.
