@@ -34,6 +34,7 @@ openapi_pkgs=(
   k8s.io/api/node/v1
   k8s.io/api/admissionregistration/v1
   k8s.io/api/flowcontrol/v1
+  k8s.io/api/storagemigration/v1
   k8s.io/api/authentication/v1
   k8s.io/api/authorization/v1
   k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1

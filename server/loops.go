@@ -23,6 +23,7 @@ import (
 	"github.com/kubestellar/kubestellar/spaces/namespacecontroller"
 	"github.com/kubestellar/kubestellar/spaces/namespacedefaults"
 	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
+	"github.com/kubestellar/kubestellar/spaces/storageversionmigrator"
 )
 
 // loops is every control loop the server runs: this table is the answer to
@@ -43,6 +44,10 @@ var loops = []loop{
 	// The leader looks for what a server left uncollected when it stopped.
 	{name: "garbage-sweep", leader: true, workers: 1, new: func(s *Server, d *loopDeps) (runner, error) {
 		return runFunc(func(ctx context.Context, _ int) { s.cfg.garbage.Sweep(ctx, garbageSweepEvery, d.clients) }), nil
+	}},
+	// Each space's StorageVersionMigrations.
+	{name: "storage-version-migrator", leader: true, workers: 1, new: func(_ *Server, d *loopDeps) (runner, error) {
+		return storageversionmigrator.New(d.clients)
 	}},
 	// What each tenant space stores, against its limits, on its Space.
 	{name: "space-usage", leader: true, workers: 1, new: newSpaceUsageLoop},

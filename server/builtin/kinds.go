@@ -19,6 +19,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	storagemigrationv1 "k8s.io/api/storagemigration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -63,6 +64,7 @@ var groupVersions = []struct {
 	{nodev1.SchemeGroupVersion, nodev1.AddToScheme},
 	{admissionregistrationv1.SchemeGroupVersion, admissionregistrationv1.AddToScheme},
 	{flowcontrolv1.SchemeGroupVersion, flowcontrolv1.AddToScheme},
+	{storagemigrationv1.SchemeGroupVersion, storagemigrationv1.AddToScheme},
 }
 
 func k(gv schema.GroupVersion, resource, kind string, namespaced bool) Kind {
@@ -126,6 +128,9 @@ func Kinds() []Kind {
 		k(admissionregistrationv1.SchemeGroupVersion, "validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding", false).cats("api-extensions"),
 		k(admissionregistrationv1.SchemeGroupVersion, "mutatingadmissionpolicies", "MutatingAdmissionPolicy", false).cats("api-extensions"),
 		k(admissionregistrationv1.SchemeGroupVersion, "mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBinding", false).cats("api-extensions"),
+		// Rewrites a resource's objects in its space's storage version
+		// (spaces/storageversionmigrator).
+		k(storagemigrationv1.SchemeGroupVersion, "storageversionmigrations", "StorageVersionMigration", false),
 		// API Priority and Fairness: the server's, in the root space only.
 		k(flowcontrolv1.SchemeGroupVersion, "flowschemas", "FlowSchema", false).cols(flowSchemaColumns...),
 		k(flowcontrolv1.SchemeGroupVersion, "prioritylevelconfigurations", "PriorityLevelConfiguration", false).cols(priorityLevelColumns...),

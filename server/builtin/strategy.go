@@ -11,6 +11,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagemigrationv1 "k8s.io/api/storagemigration/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -171,6 +172,11 @@ func (s *strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) 
 	}
 	errs := apimachineryvalidation.ValidateObjectMetaAccessorUpdate(newMeta, oldMeta, field.NewPath("metadata"))
 	errs = append(errs, validateFlowControl(ctx, obj, s.status)...)
+	if n, ok := obj.(*storagemigrationv1.StorageVersionMigration); ok {
+		if o, ok := old.(*storagemigrationv1.StorageVersionMigration); ok && n.Spec != o.Spec {
+			errs = append(errs, field.Forbidden(field.NewPath("spec"), "field is immutable"))
+		}
+	}
 	return append(errs, validateKind(obj)...)
 }
 
@@ -215,6 +221,10 @@ func validateKind(obj runtime.Object) field.ErrorList {
 		}
 	case *corev1.Secret:
 		checkKeys(field.NewPath("data"), keysOf(o.Data))
+	case *storagemigrationv1.StorageVersionMigration:
+		if o.Spec.Resource.Resource == "" {
+			errs = append(errs, field.Required(field.NewPath("spec", "resource", "resource"), "the resource to migrate"))
+		}
 	}
 	return errs
 }
@@ -328,7 +338,7 @@ var statusKinds = map[string]bool{
 	"Deployment": true, "StatefulSet": true, "DaemonSet": true, "ReplicaSet": true,
 	"Job": true, "CronJob": true, "HorizontalPodAutoscaler": true,
 	"Ingress": true, "PodDisruptionBudget": true, "ValidatingAdmissionPolicy": true,
-	"FlowSchema": true, "PriorityLevelConfiguration": true,
+	"FlowSchema": true, "PriorityLevelConfiguration": true, "StorageVersionMigration": true,
 }
 
 func hasField(obj runtime.Object, name string) bool {
