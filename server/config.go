@@ -58,6 +58,7 @@ import (
 	"github.com/kubestellar/kubestellar/server/builtin"
 	"github.com/kubestellar/kubestellar/server/fairness"
 	"github.com/kubestellar/kubestellar/server/openapi"
+	"github.com/kubestellar/kubestellar/server/ownerrefs"
 	"github.com/kubestellar/kubestellar/server/policies"
 	"github.com/kubestellar/kubestellar/server/quota"
 	"github.com/kubestellar/kubestellar/server/rbac"
@@ -109,6 +110,9 @@ type Config struct {
 	// typeChecks writes each space's ValidatingAdmissionPolicies' type
 	// checks.
 	typeChecks *policies.TypeChecks
+	// ownerRefs guards ownerReferences with the user's rights in each
+	// space.
+	ownerRefs *ownerrefs.Admission
 	// resourceQuotas enforces and computes each space's ResourceQuotas.
 	resourceQuotas *resourcequota.Admission
 	// garbage deletes, in each space, what its owners no longer hold; it
@@ -474,7 +478,8 @@ func (c *Config) configureAPIs(core *genericapiserver.RecommendedConfig, scheme 
 
 // configureAdmission chains the server's admission: the built-in checks,
 // the edge's (what a syncer may write), per-space RBAC's escalation and
-// ownership checks, tenant spaces' limits (server/quota), each space's
+// ownership checks, who may change ownerReferences (server/ownerrefs),
+// tenant spaces' limits (server/quota), each space's
 // admission policies (server/policies) and ResourceQuotas
 // (server/resourcequota, last, as in Kubernetes: what another check
 // refuses uses no quota), and StatusCollectors' CEL budgets. The placement
@@ -487,9 +492,10 @@ func (c *Config) configureAdmission(core *genericapiserver.RecommendedConfig, sc
 	c.policies = policies.New(c.spaces, authz, admission.IsServer)
 	c.typeChecks = policies.NewTypeChecks(c.spaces)
 	c.resourceQuotas = resourcequota.New(c.spaces, admission.IsServer)
+	c.ownerRefs = ownerrefs.New(authz, admission.IsServer)
 	core.AdmissionControl = k8sadmission.NewChainHandler(admission.New(namespaces), admission.NewEdge(c.spaces, c.syncerConfigs, builtin.IsBuiltInGroup, c.mailboxQuota()),
 		rbac.NewAdmission(c.rbac, authz, isSyncer, rbac.SpacesBound{Max: c.Options.SpacesPerUser, Flag: SpacesPerUserFlag, OwnedBy: c.spaces.OwnedBy}),
-		c.quotas.admission(), c.policies, c.resourceQuotas)
+		c.ownerRefs, c.quotas.admission(), c.policies, c.resourceQuotas)
 	var err error
 	if core.AdmissionControl, err = admission.WithStatusCollectorCost(core.AdmissionControl); err != nil {
 		return err

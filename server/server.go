@@ -566,6 +566,7 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 	if err := s.cfg.typeChecks.Start(ctx, clients); err != nil {
 		return err
 	}
+	s.cfg.ownerRefs.Start(clients)
 
 	// The control loops (loops.go): every server's, then the leader's.
 	deps := &loopDeps{loopback: loopback, clients: clients, root: root, rootKube: rootKube, ext: extClient,
