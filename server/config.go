@@ -172,7 +172,9 @@ func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) 
 		return nil, err
 	}
 	c.configureVersionAndOpenAPI(core, scheme)
-	c.configureStorage(core, codecs)
+	if err := c.configureStorage(ctx, core, codecs); err != nil {
+		return nil, err
+	}
 	core.BuildHandlerChainFunc = c.handlerChain(authz)
 	namespaces, err := c.configureAPIs(core, scheme, codecs, authz, saKey, serviceAccounts)
 	if err != nil {
@@ -418,13 +420,23 @@ func (c *Config) configureVersionAndOpenAPI(core *genericapiserver.RecommendedCo
 // configureStorage stores built-in kinds per space in the datastore. Every
 // space shows the default ClusterRoles and ClusterRoleBindings (served
 // from code) it does not replace.
-func (c *Config) configureStorage(core *genericapiserver.RecommendedConfig, codecs serializer.CodecFactory) {
+func (c *Config) configureStorage(ctx context.Context, core *genericapiserver.RecommendedConfig, codecs serializer.CodecFactory) error {
 	core.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: c.Datastore, SpaceScoped: true, WatchCache: c.Options.WatchCache, Codec: builtinCodec(codecs),
 		Observe: c.garbage.Observe,
 		Decorators: map[schema.GroupResource]func(apiserverstorage.Interface) apiserverstorage.Interface{
 			rbacv1.Resource("clusterroles"):        c.rbac.ClusterRolesWithDefaults,
 			rbacv1.Resource("clusterrolebindings"): c.rbac.ClusterRoleBindingsWithDefaults,
 		}}
+	if c.Datastore == nil {
+		return nil
+	}
+	// The datastore's health, in /healthz, /livez and /readyz.
+	check, err := c.Datastore.HealthCheck(ctx.Done())
+	if err != nil {
+		return err
+	}
+	core.AddHealthChecks(check)
+	return nil
 }
 
 // handlerChain returns the server's filters around the API handler, listed

@@ -30,22 +30,23 @@ import (
 func TestExternalDatastores(t *testing.T) {
 	for _, ds := range []struct {
 		name  string
-		start func(t *testing.T) (args []string, secret string)
+		start func(t *testing.T) (args []string, secret string, stop func())
 	}{
-		{"postgresql", func(t *testing.T) ([]string, string) {
+		{"postgresql", func(t *testing.T) ([]string, string, func()) {
 			pg := harness.StartPostgres(t)
-			return []string{"--datastore-endpoint", pg.DSN}, pg.Password
+			return []string{"--datastore-endpoint", pg.DSN}, pg.Password, pg.Stop
 		}},
-		{"mysql", func(t *testing.T) ([]string, string) {
+		{"mysql", func(t *testing.T) ([]string, string, func()) {
 			my := harness.StartMySQL(t)
-			return []string{"--datastore-endpoint", my.DSN}, my.Password
+			return []string{"--datastore-endpoint", my.DSN}, my.Password, my.Stop
 		}},
-		{"etcd", func(t *testing.T) ([]string, string) {
-			return harness.StartEtcd(t).ServerArgs(), ""
+		{"etcd", func(t *testing.T) ([]string, string, func()) {
+			e := harness.StartEtcd(t)
+			return e.ServerArgs(), "", e.Stop
 		}},
 	} {
 		t.Run(ds.name, func(t *testing.T) {
-			args, secret := ds.start(t)
+			args, secret, stopDatastore := ds.start(t)
 			args = append(args, "--token", "cluster-secret")
 			a := harness.StartBinary(t, "", args...)
 			b := harness.StartBinary(t, "", args...)
@@ -88,6 +89,21 @@ func TestExternalDatastores(t *testing.T) {
 					require.NotContains(t, readFile(t, p.LogPath), secret, "the datastore password is in %s", p.LogPath)
 				}
 			}
+
+			// The datastore's health is in /readyz (and /healthz): a load
+			// balancer in front of the servers leaves out one that has
+			// lost it.
+			require.Contains(t, a.Kubectl().MustRun(t, "get", "--raw", "/readyz?verbose"), "[+]etcd ok")
+			stopDatastore()
+			var lastErr string
+			err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				_, errOut, _ := a.Kubectl().Run(ctx, "get", "--raw", "/readyz?verbose")
+				lastErr = errOut
+				return strings.Contains(errOut, "[-]etcd failed"), nil
+			})
+			require.NoError(t, err, "/readyz to say the datastore is gone; last: %s", lastErr)
 		})
 	}
 }
