@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagemigrationv1 "k8s.io/api/storagemigration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -19,8 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/kubestellar/kubestellar/internal/provenance"
 )
 
 // strategy is the create, update and delete strategy every built-in kind
@@ -172,6 +176,11 @@ func (s *strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) 
 	}
 	errs := apimachineryvalidation.ValidateObjectMetaAccessorUpdate(newMeta, oldMeta, field.NewPath("metadata"))
 	errs = append(errs, validateFlowControl(ctx, obj, s.status)...)
+	if n, ok := obj.(*corev1.Pod); ok && !s.status && !fromServer(ctx) {
+		if o, ok := old.(*corev1.Pod); ok {
+			errs = append(errs, validatePodSpecUpdate(n, o)...)
+		}
+	}
 	if n, ok := obj.(*storagemigrationv1.StorageVersionMigration); ok {
 		if o, ok := old.(*storagemigrationv1.StorageVersionMigration); ok && n.Spec != o.Spec {
 			errs = append(errs, field.Forbidden(field.NewPath("spec"), "field is immutable"))
@@ -375,4 +384,63 @@ func equalIgnoringMeta(a, b runtime.Object) bool {
 		}
 	}
 	return true
+}
+
+// fromServer reports whether a request is the server's own (a placed
+// copy, which follows its original whatever it becomes).
+func fromServer(ctx context.Context) bool {
+	u, ok := genericapirequest.UserFrom(ctx)
+	return ok && provenance.IsServer(u)
+}
+
+// updatablePodSpec says what of a pod's spec an update may change, in
+// Kubernetes' words.
+const updatablePodSpec = "`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`," +
+	"`spec.tolerations` (only additions to existing tolerations),`spec.schedulingGates` (only removals)," +
+	"`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)"
+
+// validatePodSpecUpdate refuses an update of a pod's spec beyond what
+// Kubernetes allows (its ValidatePodUpdate): a pod's resources, volumes
+// and the rest are fixed once it exists, and quotas count on that.
+func validatePodSpecUpdate(n, o *corev1.Pod) field.ErrorList {
+	specPath := field.NewPath("spec")
+	var errs field.ErrorList
+	if n.Spec.ActiveDeadlineSeconds == nil && o.Spec.ActiveDeadlineSeconds != nil {
+		errs = append(errs, field.Invalid(specPath.Child("activeDeadlineSeconds"), nil, "must not update from a positive integer to nil value"))
+	}
+	if n.Spec.ActiveDeadlineSeconds != nil && o.Spec.ActiveDeadlineSeconds != nil && *n.Spec.ActiveDeadlineSeconds > *o.Spec.ActiveDeadlineSeconds {
+		errs = append(errs, field.Invalid(specPath.Child("activeDeadlineSeconds"), *n.Spec.ActiveDeadlineSeconds, "must be less than or equal to previous value"))
+	}
+	for _, t := range o.Spec.Tolerations {
+		if !slices.ContainsFunc(n.Spec.Tolerations, func(x corev1.Toleration) bool { return equality.Semantic.DeepEqual(x, t) }) {
+			errs = append(errs, field.Forbidden(specPath.Child("tolerations"), "existing tolerations may not be changed or removed"))
+			break
+		}
+	}
+	for _, g := range n.Spec.SchedulingGates {
+		if !slices.Contains(o.Spec.SchedulingGates, g) {
+			errs = append(errs, field.Forbidden(specPath.Child("schedulingGates"), "only deletion is allowed"))
+			break
+		}
+	}
+	if len(n.Spec.Containers) != len(o.Spec.Containers) || len(n.Spec.InitContainers) != len(o.Spec.InitContainers) {
+		return append(errs, field.Forbidden(specPath, "pod updates may not add or remove containers"))
+	}
+	munged := n.Spec.DeepCopy()
+	for i := range munged.Containers {
+		munged.Containers[i].Image = o.Spec.Containers[i].Image
+	}
+	for i := range munged.InitContainers {
+		munged.InitContainers[i].Image = o.Spec.InitContainers[i].Image
+	}
+	munged.ActiveDeadlineSeconds = o.Spec.ActiveDeadlineSeconds
+	munged.Tolerations = o.Spec.Tolerations
+	munged.SchedulingGates = o.Spec.SchedulingGates
+	if g := o.Spec.TerminationGracePeriodSeconds; g != nil && *g < 0 && munged.TerminationGracePeriodSeconds != nil && *munged.TerminationGracePeriodSeconds == 1 {
+		munged.TerminationGracePeriodSeconds = g
+	}
+	if !equality.Semantic.DeepEqual(*munged, o.Spec) {
+		errs = append(errs, field.Forbidden(specPath, "pod updates may not change fields other than "+updatablePodSpec))
+	}
+	return errs
 }

@@ -9,14 +9,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubestellar/kubestellar/internal/provenance"
 	"github.com/stretchr/testify/require"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/authentication/user"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
@@ -507,4 +511,53 @@ func TestPolicyDefaults(t *testing.T) {
 	require.Equal(t, admissionregistrationv1.Fail, *m.Spec.FailurePolicy)
 	require.Equal(t, admissionregistrationv1.NeverReinvocationPolicy, m.Spec.ReinvocationPolicy)
 	require.Equal(t, admissionregistrationv1.Equivalent, *m.Spec.MatchConstraints.MatchPolicy)
+}
+
+// TestValidatePodUpdate: a pod's spec is fixed once it exists but for
+// what Kubernetes lets an update change; the server's own writes (placed
+// copies, which follow their original) are not held to it; status is.
+func TestValidatePodUpdate(t *testing.T) {
+	s := strategyFor(t, "Pod")
+	old := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", ResourceVersion: "1", UID: "u1"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "a:1",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}},
+			ActiveDeadlineSeconds: ptr.To[int64](100),
+			Tolerations:           []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}}}
+	tests := []struct {
+		desc   string
+		mutate func(*corev1.Pod)
+		want   []string
+	}{
+		{desc: "image", mutate: func(p *corev1.Pod) { p.Spec.Containers[0].Image = "a:2" }},
+		{desc: "labels", mutate: func(p *corev1.Pod) { p.Labels = map[string]string{"x": "y"} }},
+		{desc: "deadline lowered", mutate: func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To[int64](50) }},
+		{desc: "toleration added", mutate: func(p *corev1.Pod) {
+			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: "j", Operator: corev1.TolerationOpExists})
+		}},
+		{desc: "resources", mutate: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
+		}, want: []string{"spec: FieldValueForbidden"}},
+		{desc: "deadline raised", mutate: func(p *corev1.Pod) { p.Spec.ActiveDeadlineSeconds = ptr.To[int64](200) },
+			want: []string{"spec.activeDeadlineSeconds: FieldValueInvalid"}},
+		{desc: "toleration removed", mutate: func(p *corev1.Pod) { p.Spec.Tolerations = nil }, want: []string{"spec.tolerations: FieldValueForbidden"}},
+		{desc: "container added", mutate: func(p *corev1.Pod) {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "d", Image: "b"})
+		}, want: []string{"spec: FieldValueForbidden"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			obj := old.DeepCopy()
+			tc.mutate(obj)
+			want := tc.want
+			if want == nil {
+				want = []string{}
+			}
+			require.Equal(t, want, errorFields(s.ValidateUpdate(context.Background(), obj, old)))
+		})
+	}
+	changed := old.DeepCopy()
+	changed.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
+	server := genericapirequest.WithUser(context.Background(), provenance.Vouch(&user.DefaultInfo{Name: user.APIServerUser, Groups: []string{user.SystemPrivilegedGroup}}))
+	require.Empty(t, s.ValidateUpdate(server, changed, old), "the server's own write")
+	require.Empty(t, s.statusStrategy().ValidateUpdate(context.Background(), changed, old), "a status update (its spec is reset)")
 }
