@@ -5,6 +5,7 @@ package builtin
 
 import (
 	"fmt"
+	"reflect"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -71,6 +72,15 @@ func NewScheme() (*runtime.Scheme, error) {
 	unversioned := schema.GroupVersion{Group: "", Version: "v1"}
 	scheme.AddUnversionedTypes(unversioned,
 		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{}, &metav1.APIGroup{}, &metav1.APIResourceList{})
+	// Built-in kinds are stored as written. Kubernetes' own packages (the
+	// quota evaluators import k8s.io/kubernetes/pkg/apis/core/v1) add
+	// Kubernetes' defaulting functions to k8s.io/api's scheme builders
+	// when they are linked in: none of them applies here.
+	for _, typ := range scheme.AllKnownTypes() {
+		if obj, ok := reflect.New(typ).Interface().(runtime.Object); ok {
+			scheme.AddTypeDefaultingFunc(obj, func(any) {})
+		}
+	}
 	return scheme, nil
 }
 

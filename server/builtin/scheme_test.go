@@ -9,6 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	// Linked in as in the server binary (the quota evaluators import it).
+	_ "k8s.io/kubernetes/pkg/apis/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -100,4 +103,19 @@ func TestSingular(t *testing.T) {
 	for kind, want := range map[string]string{"Deployment": "deployment", "ReplicaSet": "replicaset", "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybinding"} {
 		require.Equal(t, want, singular(Kind{Kind: kind}))
 	}
+}
+
+// TestNewSchemeDefaultsNothing: the scheme stores built-in kinds as
+// written, even with Kubernetes' own API packages linked in (they add
+// Kubernetes' defaulting functions to k8s.io/api's scheme builders).
+func TestNewSchemeDefaultsNothing(t *testing.T) {
+	scheme := newTestScheme(t)
+	svc := &corev1.Service{Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	scheme.Default(svc)
+	scheme.Default(pod)
+	require.Empty(t, svc.Spec.Ports[0].Protocol)
+	require.Empty(t, svc.Spec.Type)
+	require.Empty(t, pod.Spec.RestartPolicy)
+	require.Empty(t, pod.Spec.Containers[0].TerminationMessagePath)
 }
