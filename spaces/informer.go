@@ -14,8 +14,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/tools/cache"
 )
+
+// Enqueue adds obj's key (KeyFunc) to q; an object that has none is
+// reported, not queued.
+func Enqueue(q interface{ Add(string) }, obj any) {
+	key, err := KeyFunc(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	q.Add(key)
+}
 
 // KeyFunc keys an object by space, namespace and name
 // ("space|namespace/name", or "space|name" for cluster-scoped objects), from

@@ -89,12 +89,7 @@ func (c *Controller) enqueue(obj any) {
 	if !ok || ns.DeletionTimestamp == nil {
 		return
 	}
-	key, err := spaces.KeyFunc(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	c.queue.Add(key)
+	spaces.Enqueue(c.queue, obj)
 }
 
 // Run processes namespaces until ctx is done.

@@ -94,12 +94,7 @@ func (c *Controller) enqueue(obj any) {
 	if !ok || finished(m) || spaces.IsMailboxName(m.Annotations[spaces.Annotation]) {
 		return
 	}
-	key, err := spaces.KeyFunc(obj)
-	if err != nil {
-		utilruntime.HandleError(err)
-		return
-	}
-	c.queue.Add(key)
+	spaces.Enqueue(c.queue, obj)
 }
 
 // Run works off migrations until ctx is done.

@@ -52,13 +52,8 @@ func TestBuiltinKindsStoredAsProtobuf(t *testing.T) {
 	require.True(t, bytes.HasPrefix(value, protobufMagic), "a new ConfigMap is stored as protobuf, got %q", truncate(value))
 
 	// Rewrite it as JSON, as releases before this one stored built-in kinds.
-	cm.APIVersion, cm.Kind = "v1", "ConfigMap"
-	cm.ResourceVersion = ""
 	cm.Data = map[string]string{"k": "stored as JSON"}
-	asJSON, err := json.Marshal(cm)
-	require.NoError(t, err)
-	_, err = db.ExecContext(ctx, `UPDATE kine SET value = ? WHERE id = (SELECT MAX(id) FROM kine WHERE name = ?)`, asJSON, key)
-	require.NoError(t, err)
+	storeAsJSON(t, db, key, cm)
 	require.NoError(t, db.Close())
 
 	s = harness.StartInProcess(t, dataDir)
@@ -192,6 +187,18 @@ func openState(t *testing.T, dataDir string) *sql.DB {
 	db, err := sql.Open("sqlite3", filepath.Join(dataDir, "db", "state.db"))
 	require.NoError(t, err)
 	return db
+}
+
+// storeAsJSON rewrites the newest row of key in a stopped server's SQLite
+// file as cm in JSON, as releases before protobuf stored built-in kinds.
+func storeAsJSON(t *testing.T, db *sql.DB, key string, cm *corev1.ConfigMap) {
+	t.Helper()
+	cm = cm.DeepCopy()
+	cm.APIVersion, cm.Kind, cm.ResourceVersion = "v1", "ConfigMap", ""
+	asJSON, err := json.Marshal(cm)
+	require.NoError(t, err)
+	_, err = db.ExecContext(context.Background(), `UPDATE kine SET value = ? WHERE id = (SELECT MAX(id) FROM kine WHERE name = ?)`, asJSON, key)
+	require.NoError(t, err)
 }
 
 // latestRow returns the key and value of the newest kine row whose key is

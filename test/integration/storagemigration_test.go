@@ -60,12 +60,7 @@ func TestStorageVersionMigrationPerSpace(t *testing.T) {
 	db := openState(t, dataDir)
 	for _, space := range []string{"one", "two"} {
 		key, _ := latestRow(t, db, "%/configmaps/"+space+"/default/old")
-		cm := old[space]
-		cm.APIVersion, cm.Kind, cm.ResourceVersion = "v1", "ConfigMap", ""
-		asJSON, err := json.Marshal(cm)
-		require.NoError(t, err)
-		_, err = db.ExecContext(ctx, `UPDATE kine SET value = ? WHERE id = (SELECT MAX(id) FROM kine WHERE name = ?)`, asJSON, key)
-		require.NoError(t, err)
+		storeAsJSON(t, db, key, old[space])
 	}
 	require.NoError(t, db.Close())
 
