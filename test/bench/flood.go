@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -75,7 +77,7 @@ func floodBench(ctx context.Context, bin string, o floodOptions, progress func(s
 		return nil, err
 	}
 
-	progress("flood: the flooder makes an inventory and a WDS, and then spaces until refused, and fills each with 2.9 MB ConfigMaps and small ones until refused")
+	progress("flood: the flooder makes an inventory and a WDS, and then spaces until refused, each with a ResourceQuota and an admission policy, and fills each with 2.9 MB ConfigMaps and small ones until refused")
 	began := time.Now()
 	placedSpaces, err := floodPlacementSpaces(ctx, s, flooder)
 	if err != nil {
@@ -226,11 +228,43 @@ func floodSpaces(ctx context.Context, s *server, token string) (made []string, r
 	}
 	// The owner's binding is made as the space is set up.
 	for _, name := range made {
-		if err := untilListable(ctx, kubernetes.NewForConfigOrDie(userConfig(s.config(name), token)), time.Minute, "the flooder", name); err != nil {
+		client := kubernetes.NewForConfigOrDie(userConfig(s.config(name), token))
+		if err := untilListable(ctx, client, time.Minute, "the flooder", name); err != nil {
 			return nil, 0, err
+		}
+		if err := armSpace(ctx, client); err != nil {
+			return nil, 0, fmt.Errorf("space %s: %w", name, err)
 		}
 	}
 	return made, refused, nil
+}
+
+// armSpace gives a flood space what runs per space: a ResourceQuota (its
+// admission and Kubernetes' quota controller), and an admission policy
+// with its binding (the policy plug-ins and the type checks), none of
+// which refuses the flood before the space's own limits do.
+func armSpace(ctx context.Context, client kubernetes.Interface) error {
+	_, err := client.CoreV1().ResourceQuotas(metav1.NamespaceDefault).Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "flood"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/configmaps": resource.MustParse("1000000")}}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("a ResourceQuota: %w", err)
+	}
+	rules := &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+		RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}}}}
+	_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "flood"}, Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{MatchConstraints: rules,
+			Validations: []admissionregistrationv1.Validation{{Expression: "object.metadata.name.size() < 254"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("a ValidatingAdmissionPolicy: %w", err)
+	}
+	_, err = client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "flood"}, Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: "flood",
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("a ValidatingAdmissionPolicyBinding: %w", err)
+	}
+	return nil
 }
 
 // amplification is what the flooder's own inventory made of its WDS.
