@@ -11,10 +11,10 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	// Linked in as in the server binary (the quota evaluators import it).
-	_ "k8s.io/kubernetes/pkg/apis/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	_ "k8s.io/kubernetes/pkg/apis/core/v1"
 )
 
 func newTestScheme(t *testing.T) *runtime.Scheme {

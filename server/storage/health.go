@@ -30,7 +30,7 @@ const healthTimeout = 2 * time.Second
 func (d *Datastore) HealthCheck(stop <-chan struct{}) (healthz.HealthChecker, error) {
 	if d.local == nil {
 		check, err := factory.CreateHealthCheck(storagebackend.Config{Type: storagebackend.StorageTypeETCD3,
-			Transport: storagebackend.TransportConfig{ServerList: d.Endpoints, CertFile: d.TLS.CertFile, KeyFile: d.TLS.KeyFile, TrustedCAFile: d.TLS.CAFile},
+			Transport:          storagebackend.TransportConfig{ServerList: d.Endpoints, CertFile: d.TLS.CertFile, KeyFile: d.TLS.KeyFile, TrustedCAFile: d.TLS.CAFile},
 			HealthcheckTimeout: healthTimeout}, stop)
 		if err != nil {
 			return nil, err
