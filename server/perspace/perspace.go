@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -79,6 +80,7 @@ func New[T any](triggers string, types SpaceTypes, make func(ctx context.Context
 type Clients interface {
 	Kube(space string) (kubernetes.Interface, error)
 	Dynamic(space string) (dynamic.Interface, error)
+	Metadata(space string) (metadata.Interface, error)
 }
 
 // Triggers makes the cache of one kind of trigger across every space, of

@@ -47,6 +47,7 @@ import (
 	"k8s.io/client-go/informers"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
@@ -152,8 +153,12 @@ func (a *Admission) newSpaceQuota(ctx context.Context, space string) (*quotaadmi
 
 	// The status is Kubernetes' own quota controller's, counting from the
 	// datastore through the shared budget of lists.
+	md, err := a.clients.Metadata(space)
+	if err != nil {
+		return nil, err
+	}
 	lister := func(gvr schema.GroupVersionResource) (cache.GenericLister, error) {
-		return &storeLister{ctx: ctx, dynamic: dyn, gvr: gvr, lists: a.lists}, nil
+		return &storeLister{ctx: ctx, dynamic: dyn, metadata: md, gvr: gvr, lists: a.lists}, nil
 	}
 	counting, err := core.NewEvaluators(lister, nil, served)
 	if err != nil {
@@ -255,14 +260,25 @@ func (r *registry) count(gr schema.GroupResource) quota.Evaluator {
 
 // storeLister lists a resource of a space from the datastore (a count
 // from a cache a moment behind would undo the usage admission just
-// wrote), waiting its turn in the shared budget. Kinds client-go knows
-// come back typed, as Kubernetes' evaluators expect.
+// wrote), waiting its turn in the shared budget. The kinds whose usage is
+// more than a count (pods, services, claims) come back whole and typed,
+// as Kubernetes' evaluators expect; the others as metadata only, which is
+// all a count needs (a space's ConfigMaps may hold megabytes).
 type storeLister struct {
 	ctx       context.Context
 	dynamic   dynamic.Interface
+	metadata  metadata.Interface
 	gvr       schema.GroupVersionResource
 	lists     flowcontrol.RateLimiter
 	namespace string
+}
+
+// evaluatedWhole are the resources Kubernetes' evaluators read more of
+// than their count.
+var evaluatedWhole = map[schema.GroupVersionResource]bool{
+	corev1.SchemeGroupVersion.WithResource("pods"):                   true,
+	corev1.SchemeGroupVersion.WithResource("services"):               true,
+	corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims"): true,
 }
 
 var _ cache.GenericLister = &storeLister{}
@@ -270,6 +286,17 @@ var _ cache.GenericLister = &storeLister{}
 func (l *storeLister) List(selector labels.Selector) ([]runtime.Object, error) {
 	if err := l.lists.Wait(l.ctx); err != nil {
 		return nil, err
+	}
+	if !evaluatedWhole[l.gvr] {
+		list, err := l.metadata.Resource(l.gvr).Namespace(l.namespace).List(l.ctx, metav1.ListOptions{LabelSelector: selector.String()})
+		if err != nil {
+			return nil, err
+		}
+		objs := make([]runtime.Object, len(list.Items))
+		for i := range list.Items {
+			objs[i] = &list.Items[i]
+		}
+		return objs, nil
 	}
 	list, err := l.dynamic.Resource(l.gvr).Namespace(l.namespace).List(l.ctx, metav1.ListOptions{LabelSelector: selector.String()})
 	if err != nil {

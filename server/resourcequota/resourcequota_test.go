@@ -19,6 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/quota/v1/generic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/kubernetes/pkg/quota/v1/evaluator/core"
@@ -61,22 +62,29 @@ func TestUsage(t *testing.T) {
 		}
 		return p
 	}
+	// Whole objects for the kinds evaluated whole, metadata for those
+	// counted.
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
 		{Group: "example.com", Version: "v1", Resource: "widgets"}: "WidgetList"},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "app"}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt", Namespace: "app"}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "other"}},
-		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "app"}},
 		service("np", "NodePort", 2), service("lb", "LoadBalancer", 1), service("ip", "ClusterIP", 3),
 		pod("small", "app", "100m"), pod("big", "app", "300m"), pod("none", "app", ""), pod("elsewhere", "other", "2"),
 	)
+	counted := func(apiVersion, kind, namespace, name string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: apiVersion, Kind: kind},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}}
+	}
+	metaScheme := metadatafake.NewTestScheme()
+	require.NoError(t, metav1.AddMetaToScheme(metaScheme))
+	md := metadatafake.NewSimpleMetadataClient(metaScheme,
+		counted("v1", "ConfigMap", "app", "a"), counted("v1", "ConfigMap", "app", "kube-root-ca.crt"), counted("v1", "ConfigMap", "other", "a"),
+		counted("apps/v1", "Deployment", "app", "d"))
 	mapper := meta.NewDefaultRESTMapper(nil)
 	for _, gvk := range []schema.GroupVersionKind{corev1.SchemeGroupVersion.WithKind("ConfigMap"), corev1.SchemeGroupVersion.WithKind("Service"),
 		corev1.SchemeGroupVersion.WithKind("Pod"), appsv1.SchemeGroupVersion.WithKind("Deployment"), {Group: "example.com", Version: "v1", Kind: "Widget"}} {
 		mapper.Add(gvk, meta.RESTScopeNamespace)
 	}
 	lister := func(gvr schema.GroupVersionResource) (cache.GenericLister, error) {
-		return &storeLister{ctx: ctx, dynamic: dyn, gvr: gvr, lists: flowcontrol.NewFakeAlwaysRateLimiter()}, nil
+		return &storeLister{ctx: ctx, dynamic: dyn, metadata: md, gvr: gvr, lists: flowcontrol.NewFakeAlwaysRateLimiter()}, nil
 	}
 	counting, err := core.NewEvaluators(lister, nil, served)
 	require.NoError(t, err)
