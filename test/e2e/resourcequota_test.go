@@ -28,12 +28,12 @@ func TestResourceQuotasInTheirSpace(t *testing.T) {
 		k.MustRun(t, "create", "quota", "q", "-n", "app", "--hard=configmaps=3,count/deployments.apps=1,requests.cpu=1")
 	}
 	// The server's kube-root-ca.crt is one of the namespace's ConfigMaps,
-	// as in a cluster.
+	// as in a cluster; the namespace holds no pods, so no CPU is requested.
 	used := func(k harness.Kubectl, want string) {
 		t.Helper()
 		poll(t, k, equals(want), "the quota's usage", "get", "quota", "q", "-n", "app", "-o", `jsonpath={.status.used}`)
 	}
-	used(a, `{"configmaps":"1","count/deployments.apps":"0"}`)
+	used(a, `{"configmaps":"1","count/deployments.apps":"0","requests.cpu":"0"}`)
 	require.Equal(t, `{"configmaps":"3","count/deployments.apps":"1","requests.cpu":"1"}`,
 		a.MustRun(t, "get", "quota", "q", "-n", "app", "-o", `jsonpath={.status.hard}`))
 
@@ -45,20 +45,20 @@ func TestResourceQuotasInTheirSpace(t *testing.T) {
 	a.MustRun(t, "create", "deployment", "d1", "-n", "app", "--image=nginx")
 	errOut = a.MustFail(t, "create", "deployment", "d2", "-n", "app", "--image=nginx")
 	require.Contains(t, errOut, `exceeded quota: q, requested: count/deployments.apps=1, used: count/deployments.apps=1, limited: count/deployments.apps=1`)
-	used(a, `{"configmaps":"3","count/deployments.apps":"1"}`)
+	used(a, `{"configmaps":"3","count/deployments.apps":"1","requests.cpu":"0"}`)
 
 	// The same quota in team-b counts team-b's objects only.
 	for i := range 2 {
 		b.MustRun(t, "create", "configmap", fmt.Sprintf("c%d", i), "-n", "app")
 	}
-	used(b, `{"configmaps":"3","count/deployments.apps":"0"}`)
+	used(b, `{"configmaps":"3","count/deployments.apps":"0","requests.cpu":"0"}`)
 	b.MustRun(t, "create", "deployment", "d1", "-n", "app", "--image=nginx")
 
 	// Across a restart the quota still refuses; a delete makes room.
 	srv.Restart(t)
 	pollDenied(t, a, "exceeded quota: q", "the quota to refuse after a restart", "create", "configmap", "c3", "-n", "app")
 	a.MustRun(t, "delete", "configmap", "c0", "-n", "app")
-	used(a, `{"configmaps":"2","count/deployments.apps":"1"}`)
+	used(a, `{"configmaps":"2","count/deployments.apps":"1","requests.cpu":"0"}`)
 	a.MustRun(t, "create", "configmap", "c3", "-n", "app")
 
 	// Without the quota, nothing is bounded.
