@@ -49,6 +49,7 @@ import (
 	"k8s.io/klog/v2"
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/controllers/syncerconnected"
 	"github.com/kubestellar/kubestellar/internal/certs"
 	"github.com/kubestellar/kubestellar/internal/principal"
 	"github.com/kubestellar/kubestellar/internal/version"
@@ -99,8 +100,8 @@ type Config struct {
 	rbac *rbac.Store
 	// flowcontrol writes the APF configuration (server/fairness).
 	flowcontrol flowcontrolclient.FlowcontrolV1Interface
-	// tunnelConditions records syncers' tunnels on their SyncTargets.
-	tunnelConditions *tunnelConditions
+	// syncerConnected records syncers' tunnels on their SyncTargets.
+	syncerConnected *syncerconnected.Controller
 	// objects counts what a mailbox holds, for the syncers' quota.
 	objects *objectCounter
 	// quotas bound what each tenant space holds.
@@ -378,8 +379,7 @@ func (c *Config) configureFairness(core *genericapiserver.RecommendedConfig) err
 	core.MaxRequestsInFlight, core.MaxMutatingRequestsInFlight = o.MaxRequestsInFlight, o.MaxMutatingRequestsInFlight
 	core.FlowControl = fairness.New(core.SharedInformerFactory, loopback.FlowcontrolV1(), o.MaxRequestsInFlight+o.MaxMutatingRequestsInFlight, spaces.SpaceOrRoot)
 	c.flowcontrol = loopback.FlowcontrolV1()
-	c.tunnelConditions = newTunnelConditions(o.SelfURL())
-	c.tunnelConditions.cached = c.syncers.SyncTargets.Get
+	c.syncerConnected = syncerconnected.New(o.SelfURL(), c.syncers.SyncTargets.Get)
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/controllers"
+	"github.com/kubestellar/kubestellar/controllers/syncerconnected"
 	"github.com/kubestellar/kubestellar/server/quota"
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/spaces/crdcontroller"
@@ -24,6 +25,7 @@ import (
 	"github.com/kubestellar/kubestellar/spaces/namespacedefaults"
 	"github.com/kubestellar/kubestellar/spaces/spacecontroller"
 	"github.com/kubestellar/kubestellar/spaces/storageversionmigrator"
+	"github.com/kubestellar/kubestellar/tunnel"
 )
 
 // loops is every control loop the server runs: this table is the answer to
@@ -60,16 +62,24 @@ var loops = []loop{
 	{name: "upsync", leader: true, workers: 2, new: func(_ *Server, d *loopDeps) (runner, error) { return d.workloads.Upsync, nil }},
 	// The tunnels this server holds: each server writes its own
 	// SyncTargets' SyncerConnected.
-	{name: "syncer-connected", workers: 1, new: func(s *Server, d *loopDeps) (runner, error) {
-		return runFunc(func(ctx context.Context, _ int) { s.cfg.tunnelConditions.run(ctx, d.clients, s.tunnels.Connected) }), nil
+	{name: syncerconnected.Name, workers: 8, new: func(s *Server, d *loopDeps) (runner, error) {
+		return runFunc(func(ctx context.Context, workers int) {
+			// Time for syncers to come back before a tunnel said open here
+			// but not open now is said closed.
+			s.cfg.syncerConnected.Run(ctx, workers, d.clients, s.tunnels.Connected, 2*tunnel.DeadAfter)
+		}), nil
 	}},
 	// Several servers on one datastore: each says it is alive, and the
 	// leader says which dead server's tunnels are gone.
 	{name: "server-lease", several: true, workers: 1, new: func(s *Server, d *loopDeps) (runner, error) {
-		return runFunc(func(ctx context.Context, _ int) { keepServerLease(ctx, d.rootKube, s.cfg.Options.SelfURL()) }), nil
+		return runFunc(func(ctx context.Context, _ int) {
+			syncerconnected.KeepServerLease(ctx, d.rootKube, s.cfg.Options.SelfURL())
+		}), nil
 	}},
 	{name: "dead-server-sweep", leader: true, several: true, workers: 1, new: func(s *Server, d *loopDeps) (runner, error) {
-		return runFunc(func(ctx context.Context, _ int) { s.cfg.tunnelConditions.sweepDeadServers(ctx, d.clients, d.rootKube) }), nil
+		return runFunc(func(ctx context.Context, _ int) {
+			syncerconnected.SweepDeadServers(ctx, d.clients, d.rootKube, s.cfg.Options.SelfURL())
+		}), nil
 	}},
 }
 

@@ -157,7 +157,7 @@ func (s *Server) serveTunnels(ctx context.Context) error {
 	c := s.cfg
 	// The tunnels outlive ctx: the pre-shutdown hook ends them, once their
 	// SyncTargets say so.
-	s.tunnels = tunnel.NewServer(context.WithoutCancel(ctx), tunnelOwner, c.tunnelConditions.changed, c.syncers.SyncTargets.UIDOf)
+	s.tunnels = tunnel.NewServer(context.WithoutCancel(ctx), tunnelOwner, c.syncerConnected.Changed, c.syncers.SyncTargets.UIDOf)
 	if c.Options.DatastoreEndpoint != "" {
 		clients := &spaceClients{base: s.core.LoopbackClientConfig}
 		peers, err := tunnel.NewPeers(c.Options.SelfURL(), c.CA.PEM, c.AdminToken, clients.tunnelServer)
@@ -213,7 +213,7 @@ func (s *Server) addHooks(ctx context.Context) error {
 	// back stays shown so. No tunnel opens meanwhile (Drain).
 	if err := core.AddPreShutdownHook("kubestellar-tunnels", func() error {
 		defer s.tunnels.Close()
-		return c.tunnelConditions.closing(s.tunnels.Drain())
+		return c.syncerConnected.Closing(s.tunnels.Drain())
 	}); err != nil {
 		return err
 	}

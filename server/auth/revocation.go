@@ -16,9 +16,12 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/kubestellar/kubestellar/internal/principal"
+	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -35,17 +38,22 @@ type Revoker struct {
 	// stillValid tells whether a token, which authenticated a syncer for
 	// the SyncTarget with a UID, still would (see SyncerTokens.StillValid).
 	stillValid func(tokenID string, uid types.UID) (time.Time, error)
-	now        func() time.Time
+	clock      clock.WithTicker
+	// queue holds what to check again: a token (by id), or the tokens of a
+	// SyncTarget; a token's expiration is a check queued for then.
+	queue workqueue.TypedRateLimitingInterface[checkKey]
 
 	mu      sync.Mutex
 	live    map[liveKey]*liveToken
 	nextReq uint64
-	// pending are tokens to check again, by id; pendingTargets are
-	// SyncTargets ("inventory/name") whose tokens to check again.
-	pending        map[string]bool
-	pendingTargets map[string]bool
-	wake           chan struct{}
 }
+
+// checkKey is a token to check again (tokenID), or a SyncTarget
+// ("inventory/name") whose tokens to check again.
+type checkKey struct{ tokenID, syncTarget string }
+
+// revokerName names the Revoker's queue and loop.
+const revokerName = "syncer-token-revoker"
 
 type liveKey struct {
 	tokenID string
@@ -61,8 +69,13 @@ type liveToken struct {
 
 // NewRevoker returns a Revoker that checks tokens with stillValid.
 func NewRevoker(stillValid func(tokenID string, uid types.UID) (time.Time, error)) *Revoker {
-	return &Revoker{stillValid: stillValid, now: time.Now, live: map[liveKey]*liveToken{},
-		pending: map[string]bool{}, pendingTargets: map[string]bool{}, wake: make(chan struct{}, 1)}
+	return newRevoker(stillValid, clock.RealClock{})
+}
+
+func newRevoker(stillValid func(tokenID string, uid types.UID) (time.Time, error), clk clock.WithTicker) *Revoker {
+	return &Revoker{stillValid: stillValid, clock: clk, live: map[liveKey]*liveToken{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[checkKey](),
+			workqueue.TypedRateLimitingQueueConfig[checkKey]{Name: revokerName, Clock: clk})}
 }
 
 // WithSyncerRequests registers, in r, every request of a syncer identity
@@ -126,7 +139,7 @@ func (r *Revoker) Track(ctx context.Context, u user.Info) (_ context.Context, do
 		r.mu.Lock()
 		lt.expires = expires
 		r.mu.Unlock()
-		r.poke() // the timer may have to fire sooner
+		r.checkAt(tokenID, expires)
 	}
 	return ctx, done
 }
@@ -145,68 +158,38 @@ func (r *Revoker) Live(tokenID string) int {
 }
 
 // TokenChanged asks for a token to be checked again.
-func (r *Revoker) TokenChanged(tokenID string) {
-	r.mu.Lock()
-	r.pending[tokenID] = true
-	r.mu.Unlock()
-	r.poke()
-}
+func (r *Revoker) TokenChanged(tokenID string) { r.queue.Add(checkKey{tokenID: tokenID}) }
 
 // SyncTargetChanged asks for the tokens of a SyncTarget to be checked again.
 func (r *Revoker) SyncTargetChanged(inventorySpace, name string) {
-	r.mu.Lock()
-	r.pendingTargets[inventorySpace+"/"+name] = true
-	r.mu.Unlock()
-	r.poke()
+	r.queue.Add(checkKey{syncTarget: inventorySpace + "/" + name})
 }
 
-func (r *Revoker) poke() {
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+// checkAt queues a token's check for a moment past its expiration: the
+// token is expired by then.
+func (r *Revoker) checkAt(tokenID string, expires time.Time) {
+	r.queue.AddAfter(checkKey{tokenID: tokenID}, max(expires.Sub(r.clock.Now())+10*time.Millisecond, 0))
 }
 
 // Run checks tokens again as asked, and as they expire, until ctx is done.
 func (r *Revoker) Run(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-r.wake:
-		case <-timer.C:
-		}
-		next := r.CheckPending(ctx)
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		wait := time.Hour
-		if !next.IsZero() {
-			// A moment past the expiration: the token is expired by then.
-			wait = min(wait, max(next.Sub(r.now())+10*time.Millisecond, 0))
-		}
-		timer.Reset(wait)
-	}
+	worker.Loop[checkKey]{Name: revokerName, Queue: r.queue, Failure: "cannot check syncer tokens again",
+		Process: func(ctx context.Context, k checkKey) (bool, error) {
+			r.check(ctx, k)
+			return false, nil
+		}}.Run(ctx, 1, nil)
 }
 
-// CheckPending checks the tokens asked for, and those expired by now; it
-// ends the requests of those that no longer authenticate and returns the
-// next expiration of a token with requests open (zero for none).
-func (r *Revoker) CheckPending(ctx context.Context) time.Time {
-	now := r.now()
+// check checks again the tokens with requests open that k names; it ends
+// the requests of those that no longer authenticate.
+func (r *Revoker) check(ctx context.Context, k checkKey) {
 	r.mu.Lock()
 	var check []liveKey
 	for key, lt := range r.live {
-		if r.pending[key.tokenID] || r.pendingTargets[lt.syncTarget] || (!lt.expires.IsZero() && !now.Before(lt.expires)) {
+		if (k.tokenID != "" && key.tokenID == k.tokenID) || (k.syncTarget != "" && lt.syncTarget == k.syncTarget) {
 			check = append(check, key)
 		}
 	}
-	r.pending, r.pendingTargets = map[string]bool{}, map[string]bool{}
 	r.mu.Unlock()
 
 	for _, key := range check {
@@ -220,6 +203,9 @@ func (r *Revoker) CheckPending(ctx context.Context) time.Time {
 		if err == nil {
 			lt.expires = expires
 			r.mu.Unlock()
+			if !expires.IsZero() {
+				r.checkAt(key.tokenID, expires)
+			}
 			continue
 		}
 		delete(r.live, key)
@@ -231,16 +217,6 @@ func (r *Revoker) CheckPending(ctx context.Context) time.Time {
 			cancel(err)
 		}
 	}
-
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var next time.Time
-	for _, lt := range r.live {
-		if !lt.expires.IsZero() && (next.IsZero() || lt.expires.Before(next)) {
-			next = lt.expires
-		}
-	}
-	return next
 }
 
 // TokenSecretHandler hears changes of token Secrets.

@@ -22,17 +22,20 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/kubestellar/kubestellar/internal/principal"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
-// fakeTokens is what StillValid would say, per token id.
+// fakeTokens is what StillValid would say, per token id, by the clock
+// the Revoker's queue uses.
 type fakeTokens struct {
 	mu      sync.Mutex
 	expires map[string]time.Time
 	invalid map[string]error
-	now     time.Time
+	clock   clock.Clock
 	checks  int
 }
 
@@ -43,7 +46,7 @@ func (f *fakeTokens) stillValid(id string, _ types.UID) (time.Time, error) {
 	if err := f.invalid[id]; err != nil {
 		return time.Time{}, err
 	}
-	if exp := f.expires[id]; !exp.IsZero() && !f.now.Before(exp) {
+	if exp := f.expires[id]; !exp.IsZero() && !f.clock.Now().Before(exp) {
 		return exp, fmt.Errorf("syncer token %s expired", id)
 	}
 	return f.expires[id], nil
@@ -55,15 +58,19 @@ func (f *fakeTokens) revoke(id string) {
 	f.invalid[id] = fmt.Errorf("syncer token %s was revoked", id)
 }
 
-func newFakeRevoker() (*Revoker, *fakeTokens) {
-	f := &fakeTokens{expires: map[string]time.Time{}, invalid: map[string]error{}, now: testNow}
-	r := NewRevoker(f.stillValid)
-	r.now = func() time.Time {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return f.now
+func newFakeRevoker(clk clock.WithTicker) (*Revoker, *fakeTokens) {
+	f := &fakeTokens{expires: map[string]time.Time{}, invalid: map[string]error{}, clock: clk}
+	return newRevoker(f.stillValid, clk), f
+}
+
+// drain checks, in the calling goroutine, every key the Revoker's queue
+// holds now, as Run's worker would.
+func drain(ctx context.Context, r *Revoker) {
+	for r.queue.Len() > 0 {
+		k, _ := r.queue.Get()
+		r.check(ctx, k)
+		r.queue.Done(k)
 	}
-	return r, f
 }
 
 func ended(ctx context.Context) bool { return ctx.Err() != nil }
@@ -76,27 +83,33 @@ func TestRevoker(t *testing.T) {
 	for _, tc := range []struct {
 		desc string
 		// change makes a token stop authenticating and tells the revoker.
-		change    func(r *Revoker, f *fakeTokens)
+		change    func(t *testing.T, r *Revoker, f *fakeTokens)
 		wantEnded []bool // edge1, edge1Again, edge2
 		wantCause string
 	}{
-		{desc: "nothing changed", change: func(r *Revoker, _ *fakeTokens) { r.TokenChanged("aaaaaa") }, wantEnded: []bool{false, false, false}},
-		{desc: "token revoked", change: func(r *Revoker, f *fakeTokens) { f.revoke("aaaaaa"); r.TokenChanged("aaaaaa") },
+		{desc: "nothing changed", change: func(_ *testing.T, r *Revoker, _ *fakeTokens) { r.TokenChanged("aaaaaa") }, wantEnded: []bool{false, false, false}},
+		{desc: "token revoked", change: func(_ *testing.T, r *Revoker, f *fakeTokens) { f.revoke("aaaaaa"); r.TokenChanged("aaaaaa") },
 			wantEnded: []bool{true, false, false}, wantCause: "syncer token aaaaaa was revoked"},
-		{desc: "revoked, but not said so", change: func(_ *Revoker, f *fakeTokens) { f.revoke("aaaaaa") }, wantEnded: []bool{false, false, false}},
-		{desc: "SyncTarget deleted", change: func(r *Revoker, f *fakeTokens) {
+		{desc: "revoked, but not said so", change: func(_ *testing.T, _ *Revoker, f *fakeTokens) { f.revoke("aaaaaa") }, wantEnded: []bool{false, false, false}},
+		{desc: "SyncTarget deleted", change: func(_ *testing.T, r *Revoker, f *fakeTokens) {
 			f.invalid["aaaaaa"], f.invalid["bbbbbb"] = errors.New("gone"), errors.New("gone")
 			r.SyncTargetChanged("inv1", "edge1")
 		}, wantEnded: []bool{true, true, false}, wantCause: "gone"},
-		{desc: "another SyncTarget deleted", change: func(r *Revoker, f *fakeTokens) {
+		{desc: "another SyncTarget deleted", change: func(_ *testing.T, r *Revoker, f *fakeTokens) {
 			f.invalid["aaaaaa"] = errors.New("gone")
 			r.SyncTargetChanged("inv1", "edge2")
 		}, wantEnded: []bool{false, false, false}},
-		{desc: "token expired", change: func(_ *Revoker, f *fakeTokens) { f.now = f.expires["cccccc"] },
-			wantEnded: []bool{false, false, true}, wantCause: "syncer token cccccc expired"},
+		{desc: "token expired", change: func(t *testing.T, r *Revoker, f *fakeTokens) {
+			// The check queued for its expiration comes due.
+			f.clock.(*testingclock.FakeClock).SetTime(f.expires["cccccc"].Add(time.Second))
+			require.NoError(t, wait.PollUntilContextTimeout(t.Context(), time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+				return r.queue.Len() > 0, nil
+			}), "the expiration's check is queued")
+		}, wantEnded: []bool{false, false, true}, wantCause: "syncer token cccccc expired"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			r, f := newFakeRevoker()
+			r, f := newFakeRevoker(testingclock.NewFakeClock(testNow))
+			defer r.queue.ShutDown()
 			f.expires["cccccc"] = testNow.Add(time.Minute)
 			var ctxs []context.Context
 			for _, u := range []user.Info{edge1, edge1Again, edge2} {
@@ -104,9 +117,9 @@ func TestRevoker(t *testing.T) {
 				defer done()
 				ctxs = append(ctxs, ctx)
 			}
-			require.Equal(t, testNow.Add(time.Minute), r.CheckPending(t.Context()), "the next expiration")
-			tc.change(r, f)
-			r.CheckPending(t.Context())
+			require.Zero(t, r.queue.Len(), "the expiration is a check queued for later")
+			tc.change(t, r, f)
+			drain(t.Context(), r)
 			for i, ctx := range ctxs {
 				require.Equal(t, tc.wantEnded[i], ended(ctx), "request %d", i)
 				if ended(ctx) {
@@ -117,7 +130,7 @@ func TestRevoker(t *testing.T) {
 	}
 
 	t.Run("not a syncer with a token", func(t *testing.T) {
-		r, f := newFakeRevoker()
+		r, f := newFakeRevoker(testingclock.NewFakeClock(testNow))
 		for _, u := range []user.Info{AdminInfo(), principal.SyncerUser("inv1", "edge1"), &user.DefaultInfo{Name: "alice"}} {
 			ctx, done := r.Track(t.Context(), u)
 			require.Equal(t, t.Context(), ctx, "left alone")
@@ -126,7 +139,7 @@ func TestRevoker(t *testing.T) {
 		require.Zero(t, f.checks)
 	})
 	t.Run("revoked before it was tracked", func(t *testing.T) {
-		r, f := newFakeRevoker()
+		r, f := newFakeRevoker(testingclock.NewFakeClock(testNow))
 		f.revoke("aaaaaa")
 		ctx, done := r.Track(t.Context(), edge1)
 		defer done()
@@ -134,7 +147,7 @@ func TestRevoker(t *testing.T) {
 		require.ErrorContains(t, context.Cause(ctx), "revoked")
 	})
 	t.Run("done forgets the request", func(t *testing.T) {
-		r, _ := newFakeRevoker()
+		r, _ := newFakeRevoker(testingclock.NewFakeClock(testNow))
 		_, done1 := r.Track(t.Context(), edge1)
 		ctx2, done2 := r.Track(t.Context(), edge1)
 		require.Equal(t, 2, r.Live("aaaaaa"))
@@ -150,7 +163,7 @@ func TestRevoker(t *testing.T) {
 // TestRevokerRun: the informers' events reach Run, which ends the
 // requests of the token (here a request held open, as a watch is).
 func TestRevokerRun(t *testing.T) {
-	r, f := newFakeRevoker()
+	r, f := newFakeRevoker(clock.RealClock{})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go r.Run(ctx)
@@ -214,24 +227,16 @@ func TestRevokerRun(t *testing.T) {
 	f.invalid["dddddd"] = errors.New("made again")
 	f.mu.Unlock()
 	r.SyncTargetHandler().OnUpdate(st("uid-3"), st("uid-3"))
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return len(r.pendingTargets) == 0, nil
-	}))
+	require.Zero(t, r.queue.Len(), "a status update asks for no check")
 	stillOpen(w2, "a status update")
 	r.SyncTargetHandler().OnUpdate(st("uid-3"), st("uid-4"))
 	waitEnd(w2, "made again")
 
 	// Expired: Run's timer.
 	f.mu.Lock()
-	f.now = time.Now()
-	f.expires["eeeeee"] = f.now.Add(200 * time.Millisecond)
+	f.expires["eeeeee"] = time.Now().Add(200 * time.Millisecond)
 	f.mu.Unlock()
 	w3 := serve(principal.SyncerTokenUser("inv1", "edge4", "eeeeee", "uid-5"))
-	f.mu.Lock()
-	f.now = f.expires["eeeeee"] // what the token store will say once the timer fires
-	f.mu.Unlock()
 	waitEnd(w3, "expired")
 	stillOpen(other, "another token")
 }

@@ -1,7 +1,7 @@
 // Copyright The KubeStellar Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package server
+package syncerconnected
 
 import (
 	"encoding/json"
@@ -50,8 +50,8 @@ type fakeSyncTarget struct {
 	gets, updates int
 }
 
-func (f *fakeSyncTarget) writer() tunnelConditionWriter {
-	return tunnelConditionWriter{
+func (f *fakeSyncTarget) writer() conditionWriter {
+	return conditionWriter{
 		cached: func() (*unstructured.Unstructured, bool) { return f.cache, f.cache != nil },
 		get: func() (*unstructured.Unstructured, error) {
 			f.gets++

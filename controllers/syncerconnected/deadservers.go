@@ -1,7 +1,7 @@
 // Copyright The KubeStellar Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package server
+package syncerconnected
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-helpers/apimachinery/lease"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
+	"k8s.io/utils/clock"
 )
 
 // Each server of a cluster on a shared datastore keeps a Lease of its own
@@ -38,35 +38,25 @@ func serverLeaseName(self string) string {
 	return serverLeasePrefix + hex.EncodeToString(sum[:])[:12]
 }
 
-// keepServerLease renews this server's Lease until ctx ends.
-func keepServerLease(ctx context.Context, client kubernetes.Interface, self string) {
-	logger := klog.FromContext(ctx)
-	leases := client.CoordinationV1().Leases(LeaseNamespace)
-	name := serverLeaseName(self)
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		now := metav1.NewMicroTime(time.Now())
-		lease, err := leases.Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			lease = &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: LeaseNamespace, Labels: map[string]string{ServerLeaseLabel: "true"}},
-				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(self), LeaseDurationSeconds: ptr.To(int32(serverLeaseTTL.Seconds())),
-					AcquireTime: &now, RenewTime: &now},
-			}
-			_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
-		} else if err == nil {
-			lease.Spec.RenewTime = &now
-			_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+// KeepServerLease renews the Lease of the server whose advertised URL is
+// self until ctx ends, with Kubernetes' lease controller (the one that
+// keeps kube-apiserver's identity Lease and the kubelet's node Lease).
+func KeepServerLease(ctx context.Context, client kubernetes.Interface, self string) {
+	labelled := func(l *coordinationv1.Lease) error {
+		if l.Labels == nil {
+			l.Labels = map[string]string{}
 		}
-		if err != nil && ctx.Err() == nil {
-			logger.Error(err, "cannot renew this server's lease", "lease", LeaseNamespace+"/"+name)
-		}
-	}, serverLeaseRenew)
+		l.Labels[ServerLeaseLabel] = "true"
+		return nil
+	}
+	lease.NewController(clock.RealClock{}, client, self, int32(serverLeaseTTL.Seconds()), nil, serverLeaseRenew,
+		serverLeaseName(self), metav1.NamespaceSystem, labelled).Run(ctx)
 }
 
 // serverLeases returns, for each server that has a Lease, whether it is
 // fresh.
 func serverLeases(ctx context.Context, client kubernetes.Interface, now time.Time) (map[string]bool, error) {
-	list, err := client.CoordinationV1().Leases(LeaseNamespace).List(ctx, metav1.ListOptions{LabelSelector: ServerLeaseLabel + "=true"})
+	list, err := client.CoordinationV1().Leases(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: ServerLeaseLabel + "=true"})
 	if err != nil {
 		return nil, err
 	}
@@ -81,22 +71,22 @@ func serverLeases(ctx context.Context, client kubernetes.Interface, now time.Tim
 	return alive, nil
 }
 
-// sweepDeadServers says, every deadServerSweep until ctx ends, that
+// SweepDeadServers says, every deadServerSweep until ctx ends, that
 // SyncTargets whose tunnel a dead server held are not connected: a server
 // that was killed could not say so itself. A server is dead when its Lease
 // ran out; one with no Lease at all (older, or not yet started) only once
 // the SyncTarget has said connected for two Lease lifetimes. The leader
-// runs it.
-func (t *tunnelConditions) sweepDeadServers(ctx context.Context, clients *spaceClients, client kubernetes.Interface) {
+// runs it; self is its advertised URL.
+func SweepDeadServers(ctx context.Context, clients Clients, client kubernetes.Interface, self string) {
 	logger := klog.FromContext(ctx)
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := t.sweepDeadServersOnce(ctx, clients, client, time.Now()); err != nil && ctx.Err() == nil {
+		if err := sweepDeadServersOnce(ctx, clients, client, self, time.Now()); err != nil && ctx.Err() == nil {
 			logger.Error(err, "cannot look for tunnels of servers that died")
 		}
 	}, deadServerSweep)
 }
 
-func (t *tunnelConditions) sweepDeadServersOnce(ctx context.Context, clients *spaceClients, client kubernetes.Interface, now time.Time) error {
+func sweepDeadServersOnce(ctx context.Context, clients Clients, client kubernetes.Interface, self string, now time.Time) error {
 	alive, err := serverLeases(ctx, client, now)
 	if err != nil {
 		return err
@@ -107,7 +97,7 @@ func (t *tunnelConditions) sweepDeadServersOnce(ctx context.Context, clients *sp
 	}
 	for _, st := range targets {
 		holder := st.Status.TunnelServer
-		if holder == "" || holder == t.self {
+		if holder == "" || holder == self {
 			continue
 		}
 		fresh, hasLease := alive[holder]
@@ -117,7 +107,7 @@ func (t *tunnelConditions) sweepDeadServersOnce(ctx context.Context, clients *sp
 		klog.FromContext(ctx).Info("the server holding a SyncTarget's tunnel is gone: recording the tunnel closed",
 			"syncTarget", st.inv+"/"+st.Name, "server", holder)
 		// Recorded as that server would have: only if it still holds it.
-		if err := writeTunnelCondition(ctx, clients, nil, holder, time.Time{}, st.inv, st.Name, false); err != nil {
+		if err := writeCondition(ctx, clients, nil, holder, time.Time{}, st.inv, st.Name, false); err != nil {
 			return fmt.Errorf("SyncTarget %s/%s: %w", st.inv, st.Name, err)
 		}
 	}
