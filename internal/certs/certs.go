@@ -66,6 +66,22 @@ func EnsureCA(dir, commonName string) (*CA, error) {
 				p, CACertFile, CAKeyFile)
 		}
 	}
+	ca, err := NewCA(commonName, 10*365*24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := ca.KeyPEM()
+	if err != nil {
+		return nil, err
+	}
+	if err := writeKeyPair(certPath, keyPath, ca.PEM, keyPEM); err != nil {
+		return nil, err
+	}
+	return loadCA(certPath, keyPath)
+}
+
+// NewCA makes a CA in memory, valid from an hour ago for validity.
+func NewCA(commonName string, validity time.Duration) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -75,19 +91,63 @@ func EnsureCA(dir, commonName string) (*CA, error) {
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.AddDate(10, 0, 0),
+		NotAfter:              now.Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {
+		return nil, fmt.Errorf("creating CA certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
 		return nil, err
 	}
-	if err := writeKeyPair(certPath, keyPath, der, key); err != nil {
+	return &CA{Cert: cert, Key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+}
+
+// KeyPEM returns the CA's key, PEM encoded (SEC 1 for an ECDSA key, as the
+// CA has always been written).
+func (ca *CA) KeyPEM() ([]byte, error) {
+	if k, ok := ca.Key.(*ecdsa.PrivateKey); ok {
+		der, err := x509.MarshalECPrivateKey(k)
+		if err != nil {
+			return nil, err
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(ca.Key)
+	if err != nil {
 		return nil, err
 	}
-	return loadCA(certPath, keyPath)
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// Issue signs a certificate made from tmpl (its subject, names and usages)
+// for a new key, valid from an hour ago for validity; without a KeyUsage,
+// the certificate's is digital signature. It returns the certificate and
+// the key, PEM encoded.
+func (ca *CA) Issue(tmpl x509.Certificate, validity time.Duration) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	tmpl.SerialNumber = serial()
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(validity)
+	if tmpl.KeyUsage == 0 {
+		tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	}
+	der, err := x509.CreateCertificate(rand.Reader, &tmpl, ca.Cert, key.Public(), ca.Key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating certificate %q: %w", tmpl.Subject.CommonName, err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
 
 func loadCA(certPath, keyPath string) (*CA, error) {
@@ -132,26 +192,17 @@ func EnsureServingCert(dir string, ca *CA, hosts []string) (certPath, keyPath st
 			return certPath, keyPath, nil
 		}
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certPEM, keyPEM, err := ca.Issue(x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kubestellar-server"},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    dnsNames,
+		IPAddresses: ips,
+	}, 365*24*time.Hour)
 	if err != nil {
 		return "", "", err
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: "kubestellar-server"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.AddDate(1, 0, 0),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     dnsNames,
-		IPAddresses:  ips,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
-	if err != nil {
-		return "", "", err
-	}
-	return certPath, keyPath, writeKeyPair(certPath, keyPath, der, key)
+	return certPath, keyPath, writeKeyPair(certPath, keyPath, certPEM, keyPEM)
 }
 
 func covers(cert *x509.Certificate, ca *CA, dnsNames []string, ips []net.IP) bool {
@@ -181,15 +232,11 @@ func parseCert(data []byte) (*x509.Certificate, error) {
 
 // writeKeyPair writes the key (0600) before the certificate, each through a
 // temporary file, so a crash never leaves a certificate without its key.
-func writeKeyPair(certPath, keyPath string, der []byte, key *ecdsa.PrivateKey) error {
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
+func writeKeyPair(certPath, keyPath string, certPEM, keyPEM []byte) error {
+	if err := WriteFileAtomic(keyPath, keyPEM, 0o600); err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		return err
-	}
-	return WriteFileAtomic(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	return WriteFileAtomic(certPath, certPEM, 0o644)
 }
 
 // WriteFileAtomic writes data to path through a temporary file in the same

@@ -4,19 +4,18 @@
 package edgecluster
 
 import (
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/kubestellar/kubestellar/internal/certs"
 )
 
 // pki is the set of keys and certificates of one cluster, all made here:
@@ -49,11 +48,6 @@ type pki struct {
 // certValidity is long enough for a cluster left running by hand.
 const certValidity = 365 * 24 * time.Hour
 
-type issuer struct {
-	cert *x509.Certificate
-	key  crypto.Signer
-}
-
 func newPKI(dir string) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -68,7 +62,7 @@ func newPKI(dir string) (*pki, error) {
 		return nil, err
 	}
 
-	servingCert, servingKey, err := ca.issue(x509.Certificate{
+	servingCert, servingKey, err := issue(ca, x509.Certificate{
 		Subject:     pkix.Name{CommonName: "edgecluster-serving"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
@@ -83,7 +77,7 @@ func newPKI(dir string) (*pki, error) {
 	}
 
 	client := func(cn string, orgs ...string) ([]byte, []byte, error) {
-		return ca.issue(x509.Certificate{
+		return issue(ca, x509.Certificate{
 			Subject:     pkix.Name{CommonName: cn, Organization: orgs},
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		})
@@ -142,56 +136,19 @@ func newPKI(dir string) (*pki, error) {
 	return p, nil
 }
 
-// newCA makes a CA: its issuer, and its certificate and key as PEM.
-func newCA(commonName string) (ca issuer, certPEM, keyPEMBytes []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return issuer{}, nil, nil, err
+// newCA makes a CA (internal/certs', as the server makes its own): the CA,
+// and its certificate and key as PEM.
+func newCA(commonName string) (ca *certs.CA, certPEM, keyPEM []byte, err error) {
+	if ca, err = certs.NewCA(commonName, certValidity); err != nil {
+		return nil, nil, nil, err
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: commonName},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(certValidity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return issuer{}, nil, nil, fmt.Errorf("creating CA certificate: %w", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return issuer{}, nil, nil, err
-	}
-	if keyPEMBytes, err = keyPEM(key); err != nil {
-		return issuer{}, nil, nil, err
-	}
-	return issuer{cert: cert, key: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEMBytes, nil
+	keyPEM, err = ca.KeyPEM()
+	return ca, ca.PEM, keyPEM, err
 }
 
 // issue signs a certificate made from tmpl with a new key.
-func (ca issuer) issue(tmpl x509.Certificate) (certPEM, keyPEMBytes []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	now := time.Now()
-	tmpl.SerialNumber = serial()
-	tmpl.NotBefore = now.Add(-time.Hour)
-	tmpl.NotAfter = now.Add(certValidity)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, &tmpl, ca.cert, key.Public(), ca.key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating certificate %q: %w", tmpl.Subject.CommonName, err)
-	}
-	keyPEMBytes, err = keyPEM(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEMBytes, nil
+func issue(ca *certs.CA, tmpl x509.Certificate) (certPEM, keyPEM []byte, err error) {
+	return ca.Issue(tmpl, certValidity)
 }
 
 func (p *pki) write(name string, certPEM, keyPEMBytes []byte) (certPath, keyPath string, err error) {
@@ -212,13 +169,4 @@ func keyPEM(key *ecdsa.PrivateKey) ([]byte, error) {
 		return nil, err
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
-}
-
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		// crypto/rand does not fail on supported platforms.
-		panic(err)
-	}
-	return n
 }

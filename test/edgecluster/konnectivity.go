@@ -300,7 +300,7 @@ func konnectivityCerts(dir string) (*konnectivityPKI, error) {
 	if out.ca, _, err = p.write("ca", caPEM, caKeyPEM); err != nil {
 		return nil, err
 	}
-	serverCert, serverKey, err := ca.issue(x509.Certificate{
+	serverCert, serverKey, err := issue(ca, x509.Certificate{
 		Subject:     pkix.Name{CommonName: "konnectivity-server"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
@@ -311,7 +311,7 @@ func konnectivityCerts(dir string) (*konnectivityPKI, error) {
 	if out.serverCert, out.serverKey, err = p.write("server", serverCert, serverKey); err != nil {
 		return nil, err
 	}
-	agentCert, agentKey, err := ca.issue(x509.Certificate{
+	agentCert, agentKey, err := issue(ca, x509.Certificate{
 		Subject:     pkix.Name{CommonName: "konnectivity-agent"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})
