@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -193,46 +194,31 @@ func mailboxLimit(err error) (string, bool) {
 // After a call fails (or panics) no new one starts; the first error seen
 // is returned once the calls running are done.
 func (r *mailboxReconciler) inParallel(ctx context.Context, keys []string, fn func(key string) error) error {
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-	)
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if firstErr == nil {
-			firstErr = err
-		}
-	}
-	failed := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return firstErr != nil
-	}
-	slots := make(chan struct{}, max(r.writers, 1))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(r.writers, 1))
 	for _, k := range keys {
-		slots <- struct{}{}
-		if failed() {
-			break
+		if gctx.Err() != nil {
+			break // a call failed, or ctx ended
 		}
-		wg.Go(func() {
-			defer func() { <-slots }()
+		g.Go(func() (err error) {
+			if gctx.Err() != nil {
+				return nil // a call failed while this one waited for its turn
+			}
 			// A panic fails this reconcile, as the worker loop makes it do
 			// when it happens there, and never the server.
 			defer func() {
 				if p := recover(); p != nil {
 					klog.FromContext(ctx).Error(nil, "panic writing a mailbox", "key", k, "panic", p, "stack", string(debug.Stack()))
-					fail(fmt.Errorf("panic on %s: %v", k, p))
+					err = fmt.Errorf("panic on %s: %v", k, p)
 				}
 			}()
-			if err := fn(k); err != nil {
-				fail(err)
-			}
+			return fn(k)
 		})
 	}
-	wg.Wait()
-	return firstErr
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return ctx.Err()
 }
 
 // write creates or updates one copy, unless it is unchanged (by content
