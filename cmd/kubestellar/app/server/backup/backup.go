@@ -52,7 +52,10 @@ func runE(cmd *cobra.Command, o *options, file string, streams iostreams.IOStrea
 	if file != "-" {
 		// Written beside its final name and renamed, so that a failed
 		// backup never leaves a file that looks whole.
-		f, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*")
+		// err, not a new one: the deferred functions below read the
+		// error runE returns.
+		var f *os.File
+		f, err = os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*")
 		if err != nil {
 			return fmt.Errorf("FILE: %w", err)
 		}
