@@ -157,11 +157,17 @@ func runE(ctx context.Context, o *options, name string, streams iostreams.IOStre
 		return err
 	}
 	fmt.Fprintf(streams.ErrOut, "token %s created for %s (expires: %s)\n", info.ID, info.SyncTargetRef(), center.DescribeExpiration(info, time.Now()))
-	fmt.Fprintln(streams.ErrOut, "Run this where kubectl reaches the edge cluster (add --kubeconfig PATH for an edge cluster other than the default kubeconfig's):")
-	fmt.Fprintf(streams.Out, "kubestellar syncer join --server %s --token %s --sync-target %s\n", server, tok.String(), name)
-	fmt.Fprintf(streams.ErrOut, "Or, to run it as a systemd service there (kubestellar-syncer@%s):\n  sudo kubestellar syncer install --server %s --token %s --sync-target %s\n",
-		name, server, tok.String(), name)
+	printJoin(streams, server, tok.String(), name)
 	return nil
+}
+
+// printJoin prints the command that joins the edge cluster, the only line
+// that goes to stdout, and on stderr where to run it and its service form.
+func printJoin(streams iostreams.IOStreams, server, token, name string) {
+	fmt.Fprintln(streams.ErrOut, "Run this where kubectl reaches the edge cluster (add --kubeconfig PATH for an edge cluster other than the default kubeconfig's):")
+	fmt.Fprintf(streams.Out, "kubestellar syncer join --server %s --token %s --sync-target %s\n", server, token, name)
+	fmt.Fprintf(streams.ErrOut, "Or, to run it as a systemd service there (kubestellar-syncer@%s):\n  sudo kubestellar syncer install --server %s --token %s --sync-target %s\n",
+		name, server, token, name)
 }
 
 // ensureSyncTarget creates the SyncTarget, or adds the labels to the one

@@ -34,11 +34,13 @@ type options struct {
 	client         clientconfig.Options
 	inventorySpace string
 	timeout        time.Duration
+	// connect is center.Connect, or a fake in tests.
+	connect func(*clientconfig.Options) (*center.Center, error)
 }
 
 // NewCommand returns the command.
 func NewCommand(streams iostreams.IOStreams) *cobra.Command {
-	o := &options{}
+	o := &options{connect: center.Connect}
 	cmd := &cobra.Command{
 		Use:   "delete NAME --inventory-space SPACE",
 		Short: "Remove an edge cluster: its syncer tokens, its Location and its SyncTarget",
@@ -61,7 +63,7 @@ func runE(ctx context.Context, o *options, name string, streams iostreams.IOStre
 	if o.inventorySpace == "" {
 		return fmt.Errorf("--inventory-space is required: the space holding the SyncTarget")
 	}
-	c, err := center.Connect(&o.client)
+	c, err := o.connect(&o.client)
 	if err != nil {
 		return err
 	}

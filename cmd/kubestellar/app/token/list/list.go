@@ -22,11 +22,13 @@ import (
 type options struct {
 	client clientconfig.Options
 	output output.Options
+	// connect is center.Connect, or a fake in tests.
+	connect func(*clientconfig.Options) (*center.Center, error)
 }
 
 // NewCommand returns the command.
 func NewCommand(streams iostreams.IOStreams) *cobra.Command {
-	o := &options{}
+	o := &options{connect: center.Connect}
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -52,7 +54,7 @@ func runE(ctx context.Context, o *options, streams iostreams.IOStreams) error {
 	if err := o.output.Validate(); err != nil {
 		return err
 	}
-	c, err := center.Connect(&o.client)
+	c, err := o.connect(&o.client)
 	if err != nil {
 		return err
 	}

@@ -19,11 +19,13 @@ import (
 
 type options struct {
 	client clientconfig.Options
+	// connect is center.Connect, or a fake in tests.
+	connect func(*clientconfig.Options) (*center.Center, error)
 }
 
 // NewCommand returns the command.
 func NewCommand(streams iostreams.IOStreams) *cobra.Command {
-	o := &options{}
+	o := &options{connect: center.Connect}
 	cmd := &cobra.Command{
 		Use:   "revoke ID",
 		Short: "Revoke a syncer token; it stops working at once",
@@ -44,7 +46,7 @@ func runE(ctx context.Context, o *options, arg string, streams iostreams.IOStrea
 		}
 		id = tok.ID
 	}
-	c, err := center.Connect(&o.client)
+	c, err := o.connect(&o.client)
 	if err != nil {
 		return err
 	}
