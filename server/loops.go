@@ -66,7 +66,7 @@ var loops = []loop{
 		return runFunc(func(ctx context.Context, workers int) {
 			// Time for syncers to come back before a tunnel said open here
 			// but not open now is said closed.
-			s.cfg.syncerConnected.Run(ctx, workers, d.clients, s.tunnels.Connected, 2*tunnel.DeadAfter)
+			s.cfg.syncerConnected.Run(ctx, workers, d.clients, s.tunnels.Held, 2*tunnel.DeadAfter)
 		}), nil
 	}},
 	// Several servers on one datastore: each says it is alive, and the

@@ -291,6 +291,31 @@ func (c *connectionChanges) get() []string {
 	return append([]string(nil), c.changes...)
 }
 
+// TestHeldIsWhatOnChangeSays: when onChange hears a SyncTarget's first
+// tunnel open (before the tunnel carries requests) or its last one close,
+// Held already says so; a writer of the SyncTarget's condition reads it.
+func TestHeldIsWhatOnChangeSays(t *testing.T) {
+	var s *Server
+	var mu sync.Mutex
+	var seen []string
+	onChange := func(_ context.Context, inv, st string, connected bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, fmt.Sprintf("%s/%s=%t held=%t", inv, st, connected, s.Held(inv, st)))
+	}
+	s = NewServer(t.Context(), syncerOwner, onChange, fixtureUIDs)
+	ts := newTunnelTestServer(t, s, map[string]user.Info{"edge1": syncerUser("inv1", "edge1")})
+	ws, _, _, err := ts.rawTunnel(t.Context(), "edge1")
+	require.NoError(t, err)
+	waitFor(t, "the tunnel to open", func() bool { return s.Tunnels() == 1 })
+	require.True(t, s.Held("inv1", "edge1"))
+	require.False(t, s.Held("inv1", "edge2"))
+	ws.Close()
+	waitFor(t, "the tunnel to close", func() bool { return s.Tunnels() == 0 })
+	waitFor(t, "both changes heard", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == 2 })
+	require.Equal(t, []string{"inv1/edge1=true held=true", "inv1/edge1=false held=false"}, seen)
+}
+
 // TestOversizeMessageClosesTunnel: a syncer that sends a message over
 // MaxMessageBytes (here a list of its connections, which the tunnel library
 // reads whole into memory) has its tunnel closed, and the server's heap

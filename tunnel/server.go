@@ -266,6 +266,15 @@ func (s *Server) Connected(inventorySpace, syncTarget string) bool {
 	return ok
 }
 
+// Held reports whether this server counts a tunnel of the SyncTarget open:
+// the state onChange reports, true from before a new tunnel carries
+// requests (Connected) to after it stopped.
+func (s *Server) Held(inventorySpace, syncTarget string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.targets[inventorySpace+"/"+syncTarget] != nil
+}
+
 // Open lists the SyncTargets ("inventory/name") with a tunnel open.
 func (s *Server) Open() []string {
 	s.mu.Lock()

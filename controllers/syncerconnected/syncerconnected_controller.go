@@ -88,7 +88,9 @@ func (c *Controller) Changed(_ context.Context, inventorySpace, syncTarget strin
 }
 
 // Run writes the conditions with workers at once until ctx ends; connected
-// says whether a SyncTarget has a tunnel to this server now. sweepAfter
+// says whether a SyncTarget has a tunnel to this server now, as Changed
+// heard it (the tunnel server's Held: counted open, not only once it
+// carries requests). sweepAfter
 // after it starts (time for syncers to come back), SyncTargets still said
 // connected to this server from before, but without a tunnel now, are said
 // not to be. (Tunnels said held by other servers are theirs; the leader
