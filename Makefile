@@ -21,7 +21,7 @@ UNIT_PACKAGES = $$($(GO) list ./... | grep -v -e /test/integration -e /test/e2e)
 RACE_PACKAGES = ./controllers/... ./internal/... ./spaces/... ./server/... ./dashboard/... ./tunnel/... ./test/integration/...
 NON_RACE_PACKAGES = $$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PACKAGES))")
 
-.PHONY: help build run test test-deps test-unit test-integration test-e2e verify codegen bench bench-compare bench-deps clean deb deb-test soak chaos
+.PHONY: help build run test test-deps test-unit test-integration test-e2e verify codegen docs bench bench-compare bench-deps clean deb deb-test soak chaos
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-20s %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ verify: ## gofmt, go vet, staticcheck, generated code and go.mod drift
 
 codegen: ## Regenerate deepcopy, CRDs and OpenAPI models
 	hack/update-codegen.sh
+
+docs: ## Regenerate the reference docs: the CLI's (docs/reference/commands/) from its cobra tree, the API's (docs/reference/api.md) from apis/
+	$(GO) run ./hack/gendocs
 
 bench: build bench-deps ## Measure the server, syncer, tunnels and datastores (prints each section's table as it ends; writes them to _output/bench/ as JSON and Markdown; installs what it needs first)
 	$(GO) run ./test/bench -kubestellar $(BIN) $(BENCH_ARGS)

@@ -30,6 +30,9 @@ go run ./hack/headers || fail=1
 echo "== docs: links and kubestellar commands"
 go run ./hack/docscheck || fail=1
 
+echo "== generated docs"
+go run ./hack/gendocs -check || fail=1
+
 echo "== generated code"
 "$root/hack/verify-codegen.sh" || fail=1
 

@@ -170,12 +170,17 @@ func checkCommand(root *cobra.Command, line string) []string {
 	}
 	words := strings.Fields(line)
 	var out []string
-	for i, w := range words {
-		if filepath.Base(strings.TrimLeft(w, "=`$(")) != "kubestellar" {
+	for i := 0; i < len(words); i++ {
+		if filepath.Base(strings.TrimLeft(words[i], "=`$(")) != "kubestellar" {
 			continue
 		}
 		if problem := checkInvocation(root, words[i+1:]); problem != "" {
 			out = append(out, problem)
+		}
+		// The invocation's own words (--data-dir /srv/kubestellar) start
+		// no other.
+		for i+1 < len(words) && !commandEnds[words[i+1]] {
+			i++
 		}
 	}
 	return out
@@ -325,6 +330,9 @@ func main() {
 	dir := flag.String("C", ".", "the repository's root")
 	flag.Parse()
 	cli := app.NewCommand(app.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard})
+	// cobra adds the completion command when the CLI runs, not when it is
+	// built; the docs (the generated reference) may name it.
+	cli.InitDefaultCompletionCmd()
 	problems, err := run(*dir, cli)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "docscheck:", err)

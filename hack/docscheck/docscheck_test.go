@@ -31,6 +31,8 @@ func TestCheckCommand(t *testing.T) {
 		{line: "kubectl get ns && kubestellar space list | head"},
 		{line: "ExecStart=/usr/bin/kubestellar server start $KUBESTELLAR_ARGS"},
 		{line: "kubestellar space create NAME"},
+		{line: "sudo kubestellar server install --data-dir /srv/kubestellar --no-start"},
+		{line: "kubestellar server backup - | ssh host /opt/kubestellar server start --prot 1", want: "kubestellar server start has no flag --prot"},
 		{line: "# kubestellar does things --whatever"},
 		{line: "kubestellar spaces list", want: `kubestellar has no subcommand "spaces"`},
 		{line: "kubestellar server start --prot 7443", want: "kubestellar server start has no flag --prot"},
