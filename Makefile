@@ -20,6 +20,12 @@ UNIT_PACKAGES = $$($(GO) list ./... | grep -v -e /test/integration -e /test/e2e)
 # runs as it is.
 RACE_PACKAGES = ./controllers/... ./internal/... ./spaces/... ./server/... ./dashboard/... ./tunnel/... ./test/integration/...
 NON_RACE_PACKAGES = $$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PACKAGES))")
+# The bench driver and the dashboard's browser test (browser/) are a module
+# of their own, so that chromedp is not in the product's go.mod: go -C runs
+# in it. Its tests run as they are, like the end-to-end suite; make
+# test-unit runs all but the browser test.
+BENCH_MODULE := test/bench
+BENCH_UNIT_PACKAGES = $$($(GO) -C $(BENCH_MODULE) list ./... | grep -v /browser)
 
 .PHONY: help build run test test-deps test-unit test-integration test-e2e verify codegen docs bench bench-compare bench-deps clean deb deb-test soak chaos
 
@@ -34,19 +40,22 @@ run: build ## Run the server on its embedded default (SQLite in ~/.kubestellar o
 
 test: build test-deps edgecluster-tools ## Run every test: unit, integration (in-process server), e2e (built binary, real kubectl, edge clusters, proxies, databases); the server's packages and the integration suite under -race
 	$(GO) test $(TEST_FLAGS) -timeout 60m $(NON_RACE_PACKAGES)
+	$(GO) -C $(BENCH_MODULE) test $(TEST_FLAGS) -timeout 60m ./...
 	$(GO) test $(TEST_FLAGS) -race -timeout 60m $(RACE_PACKAGES)
 
 test-deps: ## Install the Debian packages the tests use, where missing (as root; else says what to install)
 	hack/test-deps.sh
 
-test-unit: ## Run the unit tests only: no server, no binary, no edge cluster (all packages but test/integration and test/e2e, -short)
+test-unit: ## Run the unit tests only: no server, no binary, no edge cluster (all packages but test/integration, test/e2e and test/bench/browser, -short)
 	$(GO) test $(TEST_FLAGS) -short $(UNIT_PACKAGES)
+	$(GO) -C $(BENCH_MODULE) test $(TEST_FLAGS) -short $(BENCH_UNIT_PACKAGES)
 
 test-integration: ## Run the integration tests: the server in-process, nothing else built or installed
 	$(GO) test $(TEST_FLAGS) -timeout 60m ./test/integration/...
 
 test-e2e: build test-deps edgecluster-tools ## Run the end-to-end tests (built binary, real kubectl, edge clusters, proxies, databases)
 	$(GO) test $(TEST_FLAGS) -timeout 60m ./test/e2e/...
+	$(GO) -C $(BENCH_MODULE) test $(TEST_FLAGS) -timeout 60m ./browser/...
 
 verify: ## gofmt, go vet, staticcheck, generated code and go.mod drift
 	hack/verify.sh
@@ -58,7 +67,7 @@ docs: ## Regenerate the reference docs: the CLI's (docs/reference/commands/) fro
 	$(GO) run ./hack/gendocs
 
 bench: build bench-deps ## Measure the server, syncer, tunnels and datastores (prints each section's table as it ends; writes them to _output/bench/ as JSON and Markdown; installs what it needs first)
-	$(GO) run ./test/bench -kubestellar $(BIN) $(BENCH_ARGS)
+	$(GO) -C $(BENCH_MODULE) run . -kubestellar $(CURDIR)/$(BIN) $(BENCH_ARGS)
 
 conformance: build edgecluster-tools ## Run Kubernetes' own sig-api-machinery and sig-cli e2e specs against a space and a stock kube-apiserver (no nodes); table to docs/conformance.md (builds e2e.test once per machine; an hour or more; CONFORMANCE_FOCUS, CONFORMANCE_SKIP, CONFORMANCE_PARALLEL)
 	KUBESTELLAR_BIN=$(CURDIR)/$(BIN) KUBESTELLAR_CONFORMANCE=1 KUBESTELLAR_CONFORMANCE_OUT=$(CURDIR)/docs/conformance.md KUBESTELLAR_CONFORMANCE_REPORTS=$(CURDIR)/_output/conformance \
@@ -67,13 +76,13 @@ conformance: build edgecluster-tools ## Run Kubernetes' own sig-api-machinery an
 
 bench-compare: ## Compare two make bench reports: make bench-compare OLD=_output/bench/bench-A.json NEW=_output/bench/latest.json
 	@test -n "$(OLD)" -a -n "$(NEW)" || { echo "usage: make bench-compare OLD=_output/bench/bench-....json NEW=_output/bench/latest.json" >&2; exit 2; }
-	$(GO) run ./test/bench -compare $(OLD),$(NEW)
+	$(GO) -C $(BENCH_MODULE) run . -compare $(abspath $(OLD)),$(abspath $(NEW))
 
 soak: build ## Soak one server (SQLite) for 30 min: 50 simulated syncers, churn; table of RSS, goroutines, FDs, SQLite size; fails on >10 % growth after warm-up or anything unreconciled (SOAK_ARGS='-duration 5m')
-	$(GO) run ./test/bench -kubestellar $(BIN) -soak $(SOAK_ARGS)
+	$(GO) -C $(BENCH_MODULE) run . -kubestellar $(CURDIR)/$(BIN) -soak $(SOAK_ARGS)
 
 chaos: build ## kill -9 one SQLite server while it makes 10,000 mailbox copies, restart it, check every mailbox is exact (CHAOS_ARGS='-chaos-targets 1000 -chaos-objects 10')
-	$(GO) run ./test/bench -kubestellar $(BIN) -chaos $(CHAOS_ARGS)
+	$(GO) -C $(BENCH_MODULE) run . -kubestellar $(CURDIR)/$(BIN) -chaos $(CHAOS_ARGS)
 
 bench-deps: edgecluster-tools ## Install what the benchmarks need, where missing: PostgreSQL, MariaDB (as root; else says what), edge cluster binaries
 	hack/bench-deps.sh

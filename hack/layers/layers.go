@@ -15,7 +15,10 @@
 //
 //	go run ./hack/layers [-C DIR]
 //
-// exits 1 and names each import that goes against the layers.
+// exits 1 and names each import that goes against the layers. DIR may be a
+// module nested in the repository (test/bench): its packages are then in
+// the layer of the folder it sits in, and its imports of the enclosing
+// module's packages are checked as that module's own.
 package main
 
 import (
@@ -24,6 +27,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -164,6 +168,42 @@ func goList(dir string, args ...string) (string, error) {
 	return string(out), nil
 }
 
+// enclosingModule returns the path of the module that a module nested in
+// it (module, in dir) extends, as test/bench's github.com/kubestellar/
+// kubestellar/test/bench extends github.com/kubestellar/kubestellar: the
+// nearest go.mod above dir whose module path and folder make module's. It
+// returns module itself when there is none.
+func enclosingModule(dir, module string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		if data, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil {
+			rel, err := filepath.Rel(d, abs)
+			if err != nil {
+				return "", err
+			}
+			if outer := modulePath(data); outer != "" && outer+"/"+filepath.ToSlash(rel) == module {
+				return outer, nil
+			}
+		}
+		if filepath.Dir(d) == d {
+			return module, nil
+		}
+	}
+}
+
+// modulePath returns the path a go.mod's module line declares.
+func modulePath(gomod []byte) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
+}
+
 // run checks the module in dir and returns the violations.
 func run(dir string) ([]violation, error) {
 	module, err := goList(dir, "-m")
@@ -171,6 +211,12 @@ func run(dir string) ([]violation, error) {
 		return nil, err
 	}
 	module = strings.TrimSpace(module)
+	// A nested module's packages are placed in the enclosing module's
+	// layers; the edge's roots are the enclosing module's.
+	base, err := enclosingModule(dir, module)
+	if err != nil {
+		return nil, err
+	}
 	listed, err := goList(dir, "-f", "{{.ImportPath}}\t{{join .Imports \" \"}}", "./...")
 	if err != nil {
 		return nil, err
@@ -180,9 +226,12 @@ func run(dir string) ([]violation, error) {
 		path, imports, _ := strings.Cut(line, "\t")
 		pkgs = append(pkgs, pkg{path: path, imports: strings.Fields(imports)})
 	}
-	out := checkImports(module, pkgs)
+	out := checkImports(base, pkgs)
 	deps := map[string][]string{}
 	for _, root := range edgeRoots {
+		if base != module {
+			break
+		}
 		listed, err := goList(dir, "-deps", "./"+root+"/...")
 		if err != nil {
 			return nil, err

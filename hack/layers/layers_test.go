@@ -4,6 +4,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -102,5 +103,44 @@ func TestRunOnAModule(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].from != mod+"/syncer" || got[0].to != mod+"/server" {
 		t.Fatalf("got %v, want the syncer's import of the server", got)
+	}
+}
+
+// TestRunOnANestedModule plants a violation in a module nested in another
+// (as test/bench is in the repository's): its packages are in the layer of
+// the folder it sits in, and its imports of the enclosing module's packages
+// are checked as that module's.
+func TestRunOnANestedModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	tree := scratch.New(t)
+	write := tree.Write
+	write("go.mod", "module "+mod+"\n\ngo 1.22\n")
+	write("server/server.go", "package server\n\nconst Name = \"server\"\n")
+	write("cmd/cmd.go", "package cmd\n\nconst Name = \"cmd\"\n")
+	nested := func(folder string) string {
+		write(folder+"/go.mod", "module "+mod+"/"+folder+"\n\ngo 1.22\n\nrequire "+mod+" v0.0.0\n\nreplace "+mod+" => ../..\n")
+		return filepath.Join(tree.Dir, folder)
+	}
+
+	bench := nested("test/bench")
+	write("test/bench/main.go", "package main\n\nimport _ \""+mod+"/server\"\n\nfunc main() {}\n")
+	got, err := run(bench)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("a module under test/ may import any layer; got %v", got)
+	}
+
+	extra := nested("server/extra")
+	write("server/extra/extra.go", "package extra\n\nimport _ \""+mod+"/cmd\"\n")
+	got, err = run(extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].from != mod+"/server/extra" || got[0].to != mod+"/cmd" {
+		t.Fatalf("got %v, want the nested module's import of cmd, up from the server's layer", got)
 	}
 }

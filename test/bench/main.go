@@ -11,7 +11,11 @@
 // server side by side with the stock kube-apiserver, on kine/SQLite and on
 // etcd (stock.go).
 //
-//	go run ./test/bench -kubestellar _output/kubestellar   (make bench)
+//	go -C test/bench run .   (make bench)
+//
+// It is a module of its own (go.mod says why). Wherever it runs from, it
+// measures _output/kubestellar and writes to _output/bench/ at the
+// repository's root unless told otherwise (-kubestellar, -out).
 //
 // Before measuring anything it checks that what the chosen sections need is
 // here (preflight.go); `make bench` installs it first (make bench-deps).
@@ -21,7 +25,7 @@
 //
 // Every section's size flag skips the section when 0, e.g. only the syncer:
 //
-//	go run ./test/bench -ready-repeats 0 -throughput-objects 0 -latency-samples 0 \
+//	go run . -ready-repeats 0 -throughput-objects 0 -latency-samples 0 \
 //		-list-objects 0 -spaces 0 -fanout-targets 0 -syncer-objects 200 \
 //		-tunnels 0 -forward-requests 0
 package main
@@ -94,7 +98,7 @@ func (o options) serverSections() bool {
 
 func main() {
 	o := options{}
-	flag.StringVar(&o.bin, "kubestellar", "_output/kubestellar", "the kubestellar binary to measure")
+	flag.StringVar(&o.bin, "kubestellar", filepath.Join(harness.RepoRoot(), "_output", "kubestellar"), "the kubestellar binary to measure")
 	flag.IntVar(&o.spaces, "spaces", 1000, "spaces to create for the memory-per-space figure (0 skips it and the restart)")
 	flag.IntVar(&o.perSpace, "objects-per-space", 10, "ConfigMaps to create in each of those spaces")
 	flag.IntVar(&o.throughputN, "throughput-objects", 2000, "ConfigMaps to create per throughput run (0 skips)")
@@ -127,7 +131,7 @@ func main() {
 	flag.StringVar(&o.noise.kubeconfig, "noise-kubeconfig", "", "internal: run as the tenants section's noisy tenant, with this admin kubeconfig's server and CA")
 	flag.StringVar(&o.noise.space, "noise-space", "", "internal: the noisy tenant's space")
 	flag.IntVar(&o.noise.writers, "noise-writers", 0, "internal: the noisy tenant's writers")
-	flag.StringVar(&o.out, "out", filepath.Join("_output", "bench"), "directory the run's figures are written to, as JSON and Markdown, section by section (empty: nowhere)")
+	flag.StringVar(&o.out, "out", filepath.Join(harness.RepoRoot(), "_output", "bench"), "directory the run's figures are written to, as JSON and Markdown, section by section (empty: nowhere)")
 	compare := flag.String("compare", "", "OLD.json,NEW.json: print the figures of two reports side by side with their ratios, and measure nothing (make bench-compare)")
 	flag.BoolVar(&o.soak.on, "soak", false, "run the soak instead of the sections (soak.go): one server, simulated syncers, churn; fails on growth or anything unreconciled")
 	flag.DurationVar(&o.soak.duration, "duration", 30*time.Minute, "soak: how long the churn runs, warm-up included")

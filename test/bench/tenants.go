@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubestellar/kubestellar/spaces"
+	"github.com/kubestellar/kubestellar/test/harness"
 )
 
 // tenantOptions size the tenants section: fair shares between spaces
@@ -500,13 +501,14 @@ func (g *gate) paused() bool {
 	return g.stopped
 }
 
-// authorizeDecision runs the authorizer's Go benchmark (in
-// server/rbac, from the repository's root, where make bench runs) and
-// returns its p50 and p99.
+// authorizeDecision runs the authorizer's Go benchmark (in server/rbac,
+// in the main module at the repository's root) and returns its p50 and p99.
 func authorizeDecision(ctx context.Context) (p50, p99 string, err error) {
-	out, err := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkAuthorizeDecision$", "-benchtime", "20000x", "./server/rbac").CombinedOutput()
+	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkAuthorizeDecision$", "-benchtime", "20000x", "./server/rbac")
+	cmd.Dir = harness.RepoRoot()
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", "", fmt.Errorf("go test -bench BenchmarkAuthorizeDecision ./server/rbac (run from the repository's root): %w\n%s", err, out)
+		return "", "", fmt.Errorf("go test -bench BenchmarkAuthorizeDecision ./server/rbac in %s: %w\n%s", cmd.Dir, err, out)
 	}
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)

@@ -1,7 +1,7 @@
 // Copyright The KubeStellar Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-package e2e
+package browser
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -257,9 +258,9 @@ func TestDashboard(t *testing.T) {
 	k.MustRun(t, "--context", "inv1", "apply", "-f", writeManifest(t, "location.yaml", dashboardLocation))
 	k.MustRun(t, "--context", "wds1", "apply", "-f", writeManifest(t, "shop.yaml", dashboardWorkload))
 	k.MustRun(t, "--context", "wds1", "apply", "-f", writeManifest(t, "broken.yaml", brokenPlacement))
-	poll(t, ek, equals("2"), "the Deployment to be available at edge1",
+	poll(t, ek, "2", "the Deployment to be available at edge1",
 		"get", "deployment", "web", "-n", "shop", "-o", "jsonpath={.status.availableReplicas}")
-	poll(t, k, equals("True InvalidLocationSelector"), "the placement to be Misconfigured", "--context", "wds1", "get", "edgeplacement", "broken",
+	poll(t, k, "True InvalidLocationSelector", "the placement to be Misconfigured", "--context", "wds1", "get", "edgeplacement", "broken",
 		"-o", `jsonpath={.status.conditions[?(@.type=="Misconfigured")].status} {.status.conditions[?(@.type=="Misconfigured")].reason}`)
 	run(t, ctx, time.Minute, "the misconfigured placement's reason",
 		chromedp.Navigate(srv.BaseURL()+"/dashboard/#placements"),
@@ -406,6 +407,24 @@ spec:
     namespaces: [default]
 `
 )
+
+// poll runs kubectl until its output is want, or fails after a minute
+// with the last output (test/e2e's poll, for this test's two waits).
+func poll(t *testing.T, k harness.Kubectl, want, what string, args ...string) {
+	t.Helper()
+	var last, lastErr string
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		out, errOut, runErr := k.Run(ctx, args...)
+		last, lastErr = out, errOut
+		if runErr != nil && errOut == "" {
+			lastErr = runErr.Error()
+		}
+		return runErr == nil && out == want, nil
+	})
+	require.NoError(t, err, "waiting for %s: kubectl %s\nlast output: %s\nlast error: %s", what, strings.Join(args, " "), last, lastErr)
+}
 
 // writeManifest writes a manifest into the test's temporary directory and
 // returns its path.
