@@ -27,7 +27,7 @@ NON_RACE_PACKAGES = $$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PACKAG
 BENCH_MODULE := test/bench
 BENCH_UNIT_PACKAGES = $$($(GO) -C $(BENCH_MODULE) list ./... | grep -v /browser)
 
-.PHONY: help build run test test-deps test-unit test-integration test-e2e verify codegen docs bench bench-compare bench-deps clean deb deb-test soak chaos
+.PHONY: help build run test test-deps test-unit test-integration test-e2e verify codegen docs bench bench-docs bench-compare bench-deps clean deb deb-test soak chaos
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-20s %s\n", $$1, $$2}'
@@ -66,13 +66,16 @@ codegen: ## Regenerate deepcopy, CRDs and OpenAPI models
 docs: ## Regenerate the reference docs: the CLI's (docs/reference/commands/) from its cobra tree, the API's (docs/reference/api.md) from apis/
 	$(GO) run ./hack/gendocs
 
-bench: build bench-deps ## Measure the server, syncer, tunnels and datastores (prints each section's table as it ends; writes them to _output/bench/ as JSON and Markdown; installs what it needs first)
+bench: build bench-deps ## Measure the server, syncer, tunnels and datastores (prints each section's table as it ends; writes them to _output/bench/ as JSON and Markdown, merges them into docs/performance.json and writes docs/performance.md's table; installs what it needs first)
 	$(GO) -C $(BENCH_MODULE) run . -kubestellar $(CURDIR)/$(BIN) $(BENCH_ARGS)
 
 conformance: build edgecluster-tools ## Run Kubernetes' own sig-api-machinery and sig-cli e2e specs against a space and a stock kube-apiserver (no nodes); table to docs/conformance.md (builds e2e.test once per machine; an hour or more; CONFORMANCE_FOCUS, CONFORMANCE_SKIP, CONFORMANCE_PARALLEL)
 	KUBESTELLAR_BIN=$(CURDIR)/$(BIN) KUBESTELLAR_CONFORMANCE=1 KUBESTELLAR_CONFORMANCE_OUT=$(CURDIR)/docs/conformance.md KUBESTELLAR_CONFORMANCE_REPORTS=$(CURDIR)/_output/conformance \
 	KUBESTELLAR_CONFORMANCE_FOCUS='$(CONFORMANCE_FOCUS)' KUBESTELLAR_CONFORMANCE_SKIP='$(CONFORMANCE_SKIP)' KUBESTELLAR_CONFORMANCE_PARALLEL=$(CONFORMANCE_PARALLEL) \
 	$(GO) test ./test/conformance/ -run TestConformance -count=1 -timeout 8h -v
+
+bench-docs: ## Write docs/performance.md's table again from docs/performance.json (make bench does after each run), measuring nothing
+	$(GO) -C $(BENCH_MODULE) run . -docs
 
 bench-compare: ## Compare two make bench reports: make bench-compare OLD=_output/bench/bench-A.json NEW=_output/bench/latest.json
 	@test -n "$(OLD)" -a -n "$(NEW)" || { echo "usage: make bench-compare OLD=_output/bench/bench-....json NEW=_output/bench/latest.json" >&2; exit 2; }

@@ -87,6 +87,11 @@ type options struct {
 	dashboard        dashboardOptions
 	// out is where the report goes ("" for nowhere).
 	out string
+	// record and doc are the performance record and doc a run updates
+	// (perfdoc.go; "" for none); docsOnly writes the doc from the record
+	// and measures nothing.
+	record, doc string
+	docsOnly    bool
 	// compare is two reports to compare instead of measuring.
 	compare []string
 }
@@ -132,6 +137,9 @@ func main() {
 	flag.StringVar(&o.noise.space, "noise-space", "", "internal: the noisy tenant's space")
 	flag.IntVar(&o.noise.writers, "noise-writers", 0, "internal: the noisy tenant's writers")
 	flag.StringVar(&o.out, "out", filepath.Join(harness.RepoRoot(), "_output", "bench"), "directory the run's figures are written to, as JSON and Markdown, section by section (empty: nowhere)")
+	flag.StringVar(&o.record, "record", filepath.Join(harness.RepoRoot(), "docs", "performance.json"), "the performance record each run merges its sections into, for the doc's table (empty: none)")
+	flag.StringVar(&o.doc, "doc", filepath.Join(harness.RepoRoot(), "docs", "performance.md"), "the doc whose generated table a run writes again from the record (empty: none)")
+	flag.BoolVar(&o.docsOnly, "docs", false, "write the doc's table from the record, and measure nothing (make bench-docs)")
 	compare := flag.String("compare", "", "OLD.json,NEW.json: print the figures of two reports side by side with their ratios, and measure nothing (make bench-compare)")
 	flag.BoolVar(&o.soak.on, "soak", false, "run the soak instead of the sections (soak.go): one server, simulated syncers, churn; fails on growth or anything unreconciled")
 	flag.DurationVar(&o.soak.duration, "duration", 30*time.Minute, "soak: how long the churn runs, warm-up included")
@@ -174,6 +182,8 @@ func main() {
 	switch {
 	case o.compare != nil:
 		err = compareReports(os.Stdout, o.compare[0], o.compare[1])
+	case o.docsOnly:
+		err = docsOnly(o)
 	case o.noise.kubeconfig != "":
 		err = runNoise(ctx, o.noise)
 	default:
@@ -222,6 +232,14 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	err = runSections(ctx, bin, o, progress, section)
+	if o.record != "" && o.doc != "" {
+		// What was measured counts, even when a later section failed.
+		if docErr := updateDocs(rep, o.record, o.doc); docErr != nil {
+			err = errors.Join(err, fmt.Errorf("updating the performance doc: %w", docErr))
+		} else if len(rep.Sections) > 0 {
+			fmt.Fprintf(os.Stderr, "bench: merged into %s; %s's table written again from it\n", o.record, o.doc)
+		}
+	}
 	if all := rep.rows(); len(all) > 0 {
 		fmt.Println("\n== all figures")
 		printRows(os.Stdout, all)

@@ -1,0 +1,134 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubestellar/kubestellar/test/harness"
+	"github.com/stretchr/testify/require"
+)
+
+func runOf(commit string, day int, sections ...reportSection) *report {
+	return &report{Commit: commit, Started: time.Date(2026, 12, day, 10, 0, 0, 0, time.UTC),
+		Machine: machine{Cores: 2, MemoryMiB: 24 * 1024}, Sections: sections}
+}
+
+// TestRecordMerge: a run replaces the sections it measured and keeps the
+// others as their own run left them; a failed or empty section replaces
+// nothing.
+func TestRecordMerge(t *testing.T) {
+	rec := &record{}
+	rec.merge(runOf("aaa", 1,
+		reportSection{Name: "cold start", Rows: []reportRow{{Metric: "time to ready", Value: "1.2 s"}}},
+		reportSection{Name: "fan-out", Rows: []reportRow{{Metric: "fan-out", Value: "34 s"}}}))
+	rec.merge(runOf("bbb", 2,
+		reportSection{Name: "fan-out", Rows: []reportRow{{Metric: "fan-out", Value: "30 s"}}},
+		reportSection{Name: "cold start", Error: "cold start: boom", Rows: []reportRow{{Metric: "time to ready", Value: "9 s"}}},
+		reportSection{Name: "flood"},
+		reportSection{Name: "dashboard", Rows: []reportRow{{Metric: "first render", Value: "136 ms"}}}))
+	var got []string
+	for _, s := range rec.Sections {
+		got = append(got, s.Name+"="+s.Rows[0].Value+"@"+s.Commit)
+	}
+	require.Equal(t, []string{"cold start=1.2 s@aaa", "fan-out=30 s@bbb", "dashboard=136 ms@bbb"}, got)
+
+	// Written and read back, the same.
+	path := filepath.Join(t.TempDir(), "performance.json")
+	require.NoError(t, rec.write(path))
+	back, err := loadRecord(path)
+	require.NoError(t, err)
+	require.Equal(t, rec, back)
+	missing, err := loadRecord(filepath.Join(t.TempDir(), "none.json"))
+	require.NoError(t, err)
+	require.Empty(t, missing.Sections, "no record yet: an empty one")
+}
+
+// TestWithTable: the table between the markers is replaced, the prose
+// around it kept; a doc without the markers is an error that says which.
+func TestWithTable(t *testing.T) {
+	rec := &record{}
+	rec.merge(runOf("abc", 3, reportSection{Name: "one server", Rows: []reportRow{
+		{Metric: "idle RSS", Value: "110.0 MiB", Note: "10 s at rest"},
+		{Metric: "a | b", Value: "1"},
+	}}))
+	doc := []byte("# Performance\n\nProse before.\n\n" + tableBegin + "\nold table\n" + tableEnd + "\n\nProse after.\n")
+	out, err := rec.withTable(doc)
+	require.NoError(t, err)
+	s := string(out)
+	require.True(t, strings.HasPrefix(s, "# Performance\n\nProse before.\n\n"+tableBegin+"\n"))
+	require.True(t, strings.HasSuffix(s, tableEnd+"\n\nProse after.\n"))
+	require.NotContains(t, s, "old table")
+	require.Contains(t, s, "| one server | idle RSS | 110.0 MiB (10 s at rest) | ")
+	require.Contains(t, s, "| a \\| b |", "a cell's bar is escaped")
+	require.Contains(t, s, "2026-12-03 at `abc`; 2 cores, 24 GiB")
+	again, err := rec.withTable(out)
+	require.NoError(t, err)
+	require.Equal(t, out, again, "writing the table twice changes nothing")
+
+	_, err = rec.withTable([]byte("# Performance\n"))
+	require.ErrorContains(t, err, "no generated table")
+}
+
+// TestGoalOf: a row takes the goal of the longest metric prefix given for
+// its section.
+func TestGoalOf(t *testing.T) {
+	saved := goals
+	t.Cleanup(func() { goals = saved })
+	goals = []goal{
+		{section: "s", metric: "", goal: "section-wide", bound: "b0"},
+		{section: "s", metric: "idle", goal: "idle", bound: "b1"},
+		{section: "s", metric: "idle RSS", goal: "≤ 120 MiB", bound: "b2"},
+	}
+	for metric, want := range map[string]string{"idle RSS": "≤ 120 MiB", "idle CPU": "idle", "other": "section-wide"} {
+		g, _ := goalOf("s", metric)
+		require.Equal(t, want, g, metric)
+	}
+	g, b := goalOf("t", "idle RSS")
+	require.Empty(t, g+b, "another section's goals are not this one's")
+}
+
+// TestDocsOnly: -docs writes the doc's table from the record, measuring
+// nothing.
+func TestDocsOnly(t *testing.T) {
+	dir := t.TempDir()
+	rec := &record{}
+	rec.merge(runOf("abc", 3, reportSection{Name: "churn", Rows: []reportRow{{Metric: "state.db after idle", Value: "21 MiB"}}}))
+	recPath, docPath := filepath.Join(dir, "performance.json"), filepath.Join(dir, "performance.md")
+	require.NoError(t, rec.write(recPath))
+	require.NoError(t, os.WriteFile(docPath, []byte(tableBegin+"\n"+tableEnd+"\n"), 0o644))
+	require.NoError(t, docsOnly(options{record: recPath, doc: docPath}))
+	data, err := os.ReadFile(docPath)
+	require.NoError(t, err)
+	require.Contains(t, string(data), "| churn | state.db after idle | 21 MiB |")
+	require.Error(t, docsOnly(options{record: recPath}))
+}
+
+// TestGoalsNameSections: every goal names a section the bench runs
+// (runSections' names), so that none is silently never shown.
+func TestGoalsNameSections(t *testing.T) {
+	sections := map[string]bool{"cold start": true, "one server": true, "fan-out": true, "syncer": true, "tunnels": true, "forwarding": true,
+		"tenants": true, "flood": true, "churn": true, "datastores": true, "stock kube-apiserver side by side": true, "dashboard": true}
+	for _, g := range goals {
+		require.True(t, sections[g.section], "goal %q names section %q, which the bench does not run", g.metric, g.section)
+		require.NotEmpty(t, g.goal+g.bound, "goal %q/%q says nothing", g.section, g.metric)
+	}
+}
+
+// TestPerformanceDocIsGenerated: docs/performance.md's table is what
+// docs/performance.json makes (make bench-docs writes it again).
+func TestPerformanceDocIsGenerated(t *testing.T) {
+	root := harness.RepoRoot()
+	rec, err := loadRecord(filepath.Join(root, "docs", "performance.json"))
+	require.NoError(t, err)
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "performance.md"))
+	require.NoError(t, err)
+	want, err := rec.withTable(doc)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(doc), "docs/performance.md's table is not performance.json's: run make bench-docs")
+}
