@@ -3,7 +3,8 @@
 # anything is measured (make bench-deps; make bench runs it first, and so
 # can any long run that needs the same, such as a soak test): the
 # datastore section runs PostgreSQL and MariaDB servers, as their own users
-# when run as root (runuser). As root it installs them with apt-get;
+# when run as root (runuser), and the dashboard section times the fleet
+# view's first render in chromium. As root it installs them with apt-get;
 # otherwise it says what to install. The test edge cluster's binaries
 # (etcd among them) are built by `make edgecluster-tools`, which
 # `make bench-deps` runs too; the standalone kine (after gcc) and
@@ -11,7 +12,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib/deps.sh"
 ensure_packages "the benchmarks" gcc:gcc runuser:util-linux mariadbd:mariadb-server mariadb-install-db:mariadb-server \
-  '/usr/lib/postgresql/*/bin/initdb:postgresql'
+  '/usr/lib/postgresql/*/bin/initdb:postgresql' chromium:chromium
 # The standalone kine that `make bench` runs the stock kube-apiserver on (the
 # stock section), built with cgo, as kubestellar is, once per machine.
 cd "$(dirname "$0")/.."
