@@ -19,13 +19,17 @@ go vet ./... || fail=1
 # test/bench is a module of its own (the bench and the dashboard's browser
 # test: chromedp stays out of the product's go.mod); ./... stops at it.
 go -C test/bench vet ./... || fail=1
+# So is packaging/image, the image builder (go-containerregistry).
+go -C packaging/image vet ./... || fail=1
 
 echo "== staticcheck"
 # Generated OpenAPI models reference deprecated built-in types on purpose.
 findings=$("$bin/staticcheck" ./... 2>&1 | grep -v '^server/openapi/zz_generated' || true)
 if [ -n "$findings" ]; then echo "$findings"; fail=1; fi
-findings=$(cd test/bench && "$bin/staticcheck" ./... 2>&1 | sed 's|^|test/bench/|' || true)
-if [ -n "$findings" ]; then echo "$findings"; fail=1; fi
+for mod in test/bench packaging/image; do
+  findings=$(cd "$mod" && "$bin/staticcheck" ./... 2>&1 | sed "s|^|$mod/|" || true)
+  if [ -n "$findings" ]; then echo "$findings"; fail=1; fi
+done
 
 echo "== import layers"
 go run ./hack/layers || fail=1
@@ -44,7 +48,7 @@ echo "== generated code"
 "$root/hack/verify-codegen.sh" || fail=1
 
 echo "== go.mod tidy"
-for mod in . test/bench hack/tools test/edgecluster/tools test/edgecluster/kine test/edgecluster/konnectivity test/helmtool test/conformance/suite; do
+for mod in . test/bench packaging/image hack/tools test/edgecluster/tools test/edgecluster/kine test/edgecluster/konnectivity test/helmtool test/conformance/suite; do
   [ -f "$mod/go.mod" ] || continue
   (cd "$mod" && cp go.mod /tmp/verify-go.mod && cp go.sum /tmp/verify-go.sum &&
     go mod tidy >/dev/null 2>&1 &&

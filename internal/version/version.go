@@ -20,6 +20,12 @@ import (
 // report the VCS revision Go recorded, if any (see String).
 var Version = "v0.0.0-dev"
 
+// Commit is the commit the binary is built from, stamped with -ldflags -X
+// by make build and make image (which need not let Go record the VCS
+// state: $GOFLAGS may say -buildvcs=false); unstamped builds report the
+// revision Go recorded, if any.
+var Commit = ""
+
 // Kubernetes is the Kubernetes API version the server emulates: the minor
 // version of the libraries it is built from.
 const Kubernetes = "1.37"
@@ -37,6 +43,27 @@ func String() string {
 		v += "+" + rev[:12]
 	}
 	return v
+}
+
+// Line is what `kubestellar version` and `kubestellar --version` print:
+// the version, the commit the binary is built from when Go recorded it
+// (-dirty for a modified tree), the Kubernetes release of its libraries,
+// the Go release and the platform.
+func Line() string {
+	rev, _, modified := vcs()
+	if Commit != "" {
+		rev, modified = Commit, strings.HasSuffix(Version, "-dirty")
+	}
+	commit := ""
+	if len(rev) >= 12 {
+		commit = "commit " + rev[:12]
+		if modified {
+			commit += "-dirty"
+		}
+		commit += ", "
+	}
+	return fmt.Sprintf("kubestellar %s (%sKubernetes %s, %s, %s/%s)",
+		String(), commit, KubernetesRelease(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 // KubernetesRelease returns the Kubernetes release whose libraries this
@@ -95,6 +122,9 @@ func Info() apimachineryversion.Info {
 	major, minor, _ := strings.Cut(strings.TrimPrefix(release, "v"), ".")
 	minor, _, _ = strings.Cut(minor, ".")
 	rev, date, modified := vcs()
+	if Commit != "" {
+		rev = Commit
+	}
 	build := strings.Trim(notBuildMetadata.ReplaceAllString(strings.TrimPrefix(String(), "v"), "-"), ".-")
 	if build == "" {
 		build = "dev"

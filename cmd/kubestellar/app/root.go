@@ -37,6 +37,7 @@ import (
 	tokenlist "github.com/kubestellar/kubestellar/cmd/kubestellar/app/token/list"
 	tokenrevoke "github.com/kubestellar/kubestellar/cmd/kubestellar/app/token/revoke"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/version"
+	kubestellarversion "github.com/kubestellar/kubestellar/internal/version"
 )
 
 // IOStreams are the standard streams of a command.
@@ -73,6 +74,10 @@ func NewCommand(streams IOStreams) *cobra.Command {
 			}
 		},
 	}
+	// --version prints what `kubestellar version` does: in an image with
+	// no shell, it is the quickest way to ask a binary what it is.
+	cmd.Version = kubestellarversion.Line()
+	cmd.SetVersionTemplate("{{.Version}}\n")
 	cmd.SetIn(streams.In)
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)

@@ -6,7 +6,6 @@ package version
 
 import (
 	"fmt"
-	"runtime"
 
 	"github.com/spf13/cobra"
 
@@ -21,8 +20,7 @@ func NewCommand(streams iostreams.IOStreams) *cobra.Command {
 		Short: "Print the version of kubestellar",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(streams.Out, "kubestellar %s (Kubernetes %s, %s, %s/%s)\n",
-				version.String(), version.KubernetesRelease(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			_, err := fmt.Fprintln(streams.Out, version.Line())
 			return err
 		},
 	}

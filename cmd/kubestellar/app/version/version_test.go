@@ -6,6 +6,7 @@ package version
 import (
 	"bytes"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,7 +20,9 @@ func TestVersion(t *testing.T) {
 	cmd := NewCommand(iostreams.IOStreams{Out: &out})
 	cmd.SetArgs([]string{})
 	require.NoError(t, cmd.Execute())
-	require.Equal(t, "kubestellar "+version.String()+" (Kubernetes "+version.KubernetesRelease()+", "+runtime.Version()+", "+runtime.GOOS+"/"+runtime.GOARCH+")\n", out.String())
+	require.Equal(t, version.Line()+"\n", out.String())
+	require.True(t, strings.HasPrefix(out.String(), "kubestellar "+version.String()+" ("), out.String())
+	require.True(t, strings.HasSuffix(out.String(), "Kubernetes "+version.KubernetesRelease()+", "+runtime.Version()+", "+runtime.GOOS+"/"+runtime.GOARCH+")\n"), out.String())
 
 	cmd.SetArgs([]string{"extra"})
 	cmd.SetOut(&bytes.Buffer{})
