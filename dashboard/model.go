@@ -49,6 +49,8 @@ type Edge struct {
 	Reason        string     `json:"reason,omitempty"`
 	LastHeartbeat *time.Time `json:"lastHeartbeat,omitempty"`
 	SyncerVersion string     `json:"syncerVersion,omitempty"`
+	SyncerMode    string     `json:"syncerMode,omitempty"`
+	SyncerImage   string     `json:"syncerImage,omitempty"`
 	SyncedObjects int32      `json:"syncedObjects"`
 	Conflicts     int32      `json:"conflicts"`
 	ProblemCount  int        `json:"problemCount"`
@@ -69,6 +71,7 @@ type edgeRecord struct {
 func edgeOf(space string, st *edgev2alpha1.SyncTarget) edgeRecord {
 	e := edgeRecord{Edge: Edge{
 		Space: space, Name: st.Name, SyncerVersion: st.Status.SyncerVersion,
+		SyncerMode: st.Status.SyncerMode, SyncerImage: st.Status.SyncerImage,
 		SyncedObjects: st.Status.SyncedObjects, Conflicts: st.Status.Conflicts,
 		ProblemCount: len(st.Status.Problems), Unschedulable: st.Spec.Unschedulable,
 	}}

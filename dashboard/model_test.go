@@ -197,3 +197,14 @@ func TestStoreNoticesSilence(t *testing.T) {
 		t.Fatal("an edge fell silent unnoticed")
 	}
 }
+
+// TestEdgeSyncerWhere: the fleet view says which syncer serves each edge,
+// where it runs and from which image, so that mixed versions show.
+func TestEdgeSyncerWhere(t *testing.T) {
+	st := syncTarget("a", metav1.ConditionTrue, time.Second, 0)
+	st.Status.SyncerVersion, st.Status.SyncerMode, st.Status.SyncerImage = "v0.30.0", edgev2alpha1.SyncerModeInCluster, "registry.example/kubestellar:v0.30.0@sha256:abcd"
+	e := edgeOf("inv", st).at(now)
+	require.Equal(t, "v0.30.0", e.SyncerVersion)
+	require.Equal(t, "in-cluster", e.SyncerMode)
+	require.Equal(t, "registry.example/kubestellar:v0.30.0@sha256:abcd", e.SyncerImage)
+}

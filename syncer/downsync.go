@@ -32,6 +32,9 @@ func (s *Syncer) reconcileDownsync(ctx context.Context, key objKey) (bool, error
 	logger := klog.FromContext(ctx).WithValues("object", key.String())
 
 	cur, err := s.edgeGet(ctx, key)
+	if apierrors.IsForbidden(err) {
+		return false, s.forbidden(ctx, key, "get", err)
+	}
 	if err != nil {
 		return false, err
 	}
@@ -156,6 +159,8 @@ func (s *Syncer) applyFailed(ctx context.Context, key objKey, d *desired, err er
 			s.setProblem(key, problem{Reason: edgev2alpha1.SyncReasonResourceNotServed, Message: fmt.Sprintf(
 				"the edge cluster does not serve %s (is its CRD established there?)", schema.GroupResource{Group: key.GVR.Group, Resource: key.GVR.Resource})})
 		}
+	case apierrors.IsForbidden(err):
+		return s.forbidden(ctx, key, "patch", err)
 	case isRejection(err):
 		s.setProblem(key, problem{Reason: edgev2alpha1.SyncReasonRejected, Message: "the edge cluster refused it: " + err.Error()})
 	}

@@ -145,6 +145,7 @@ func (s *Syncer) writeStatus(ctx context.Context) error {
 	meta.SetStatusCondition(&st.Status.Conditions, cond)
 	st.Status.LastSyncerHeartbeatTime = &now
 	st.Status.SyncerVersion = version.Version
+	st.Status.SyncerMode, st.Status.SyncerImage = s.where(ctx)
 	st.Status.SyncedObjects = synced
 	st.Status.Conflicts = conflicts
 	st.Status.Problems = problems

@@ -5,6 +5,7 @@ package syncer
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -55,6 +56,15 @@ type Options struct {
 	// A placement of a thousand objects is applied in a burst.
 	EdgeQPS   float32
 	EdgeBurst int
+	// HealthAddress, when set, serves /livez and /readyz there (health.go),
+	// for the kubelet's probes when the syncer runs in a pod.
+	HealthAddress string
+	// ServiceAccountDir holds the pod's service account token, the edge
+	// API's CA and the pod's namespace: the in-cluster configuration used
+	// when no kubeconfig is given or found and $KUBERNETES_SERVICE_HOST is
+	// set, as client-go's in-cluster configuration, but at a path a pod
+	// (or a test) may choose.
+	ServiceAccountDir string
 	// OnReady, if set, is called once the syncer keeps the edge: when it has
 	// connected to the center, or loaded its saved state before that.
 	OnReady func(status string)
@@ -65,6 +75,10 @@ type Options struct {
 // K3S_TOKEN: it keeps the token out of the process list, which every user
 // of the machine reads (the service's EnvironmentFile= sets it).
 const TokenEnv = "KUBESTELLAR_TOKEN"
+
+// DefaultServiceAccountDir is where the kubelet mounts a pod's service
+// account token.
+const DefaultServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 // DefaultDataDir is where the syncer of syncTarget keeps its state.
 func DefaultDataDir(syncTarget string) string {
@@ -79,7 +93,7 @@ func DefaultDataDir(syncTarget string) string {
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{HeartbeatInterval: 10 * time.Second, Workers: 16, EdgeQPS: 500, EdgeBurst: 1000}
+	return &Options{HeartbeatInterval: 10 * time.Second, Workers: 16, EdgeQPS: 500, EdgeBurst: 1000, ServiceAccountDir: DefaultServiceAccountDir}
 }
 
 // AddFlags binds the options to flags.
@@ -97,6 +111,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Workers, "workers", o.Workers, "objects kept in step in parallel")
 	fs.Float32Var(&o.EdgeQPS, "edge-qps", o.EdgeQPS, "requests per second the syncer sends to its edge cluster's API at most, over a burst of --edge-burst (-1: no limit but the edge's API Priority and Fairness)")
 	fs.IntVar(&o.EdgeBurst, "edge-burst", o.EdgeBurst, "requests the syncer may send to its edge cluster's API at once, above --edge-qps")
+	fs.StringVar(&o.HealthAddress, "health-address", o.HealthAddress, "HOST:PORT to serve /livez and /readyz on, for a kubelet's probes (default: none)")
+	fs.StringVar(&o.ServiceAccountDir, "service-account-dir", o.ServiceAccountDir, "directory with the pod's service account token, ca.crt and namespace: the edge cluster's credentials in a pod, when no kubeconfig is given or found")
 }
 
 // Complete fills in defaults that depend on other options.
@@ -179,6 +195,11 @@ func (o *Options) Validate() error {
 	}
 	if o.EdgeQPS > 0 && o.EdgeBurst < 1 {
 		return fmt.Errorf("--edge-burst must be at least 1, not %d", o.EdgeBurst)
+	}
+	if o.HealthAddress != "" {
+		if _, port, err := net.SplitHostPort(o.HealthAddress); err != nil || port == "" {
+			return fmt.Errorf("--health-address %q must be HOST:PORT or :PORT, e.g. :8081", o.HealthAddress)
+		}
 	}
 	return nil
 }

@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +68,14 @@ type Syncer struct {
 	mailboxCaches dynamic.Interface
 	connected     atomic.Bool
 	announced     bool // readiness was announced
+	health        *health
+	// mayI asks the edge what the syncer may do (permissions.go).
+	mayI accessCheck
+	// inCluster: the syncer runs in a pod of its edge cluster, named
+	// podNamespace/podName, whose image podImage holds once read (where.go).
+	inCluster             bool
+	podName, podNamespace string
+	podImage              atomic.Pointer[string]
 
 	downQ   workqueue.TypedRateLimitingInterface[objKey]
 	reportQ workqueue.TypedRateLimitingInterface[objKey]
@@ -144,7 +154,7 @@ func Run(ctx context.Context, o *Options, out io.Writer) error {
 		return err
 	}
 	defer lock.Release()
-	edgeCfg, err := edgeConfig(o)
+	edgeCfg, inCluster, err := edgeConfig(o, os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -152,22 +162,68 @@ func Run(ctx context.Context, o *Options, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	s.inCluster, s.podName, s.podNamespace = inCluster, os.Getenv(PodNameEnv), os.Getenv(PodNamespaceEnv)
+	if o.HealthAddress != "" {
+		addr, err := serveHealth(ctx, o.HealthAddress, s.health)
+		if err != nil {
+			return err
+		}
+		klog.FromContext(ctx).Info("serving /livez and /readyz", "address", addr.String())
+	}
 	return s.run(ctx)
 }
 
-func edgeConfig(o *Options) (*rest.Config, error) {
+// edgeConfig finds the edge cluster as client-go does: --kubeconfig,
+// $KUBECONFIG, ~/.kube/config, else the pod's service account when
+// $KUBERNETES_SERVICE_HOST says it runs in one (inCluster), read from
+// --service-account-dir rather than client-go's fixed path.
+func edgeConfig(o *Options, getenv func(string) string) (cfg *rest.Config, inCluster bool, err error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.Kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context}).ClientConfig()
-	if err != nil {
-		if o.Kubeconfig == "" {
-			return nil, fmt.Errorf("no edge cluster to sync to: pass --kubeconfig (or set $KUBECONFIG): %w", err)
+	inCluster = o.Kubeconfig == "" && getenv("KUBECONFIG") == "" && getenv("KUBERNETES_SERVICE_HOST") != "" && !fileExists(clientcmd.RecommendedHomeFile)
+	if inCluster {
+		cfg, err = inClusterConfig(o.ServiceAccountDir, getenv)
+	} else {
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context}).ClientConfig()
+		switch {
+		case err != nil && o.Kubeconfig == "":
+			err = fmt.Errorf("no edge cluster to sync to: pass --kubeconfig (or set $KUBECONFIG), or run in a pod: %w", err)
+		case err != nil:
+			err = fmt.Errorf("--kubeconfig %s: %w", o.Kubeconfig, err)
 		}
-		return nil, fmt.Errorf("--kubeconfig %s: %w", o.Kubeconfig, err)
+	}
+	if err != nil {
+		return nil, false, err
 	}
 	cfg.QPS, cfg.Burst = o.EdgeQPS, o.EdgeBurst
 	cfg.UserAgent = FieldManager
-	return cfg, nil
+	return cfg, inCluster, nil
+}
+
+// inClusterConfig is the pod's own credentials: the API server from the
+// environment the kubelet sets, the service account token (re-read as the
+// kubelet rotates it) and CA from dir.
+func inClusterConfig(dir string, getenv func(string) string) (*rest.Config, error) {
+	host, port := getenv("KUBERNETES_SERVICE_HOST"), getenv("KUBERNETES_SERVICE_PORT")
+	if port == "" {
+		return nil, fmt.Errorf("$KUBERNETES_SERVICE_HOST is set but $KUBERNETES_SERVICE_PORT is not: is this a pod?")
+	}
+	token, ca := filepath.Join(dir, "token"), filepath.Join(dir, "ca.crt")
+	for _, f := range []string{token, ca} {
+		if !fileExists(f) {
+			return nil, fmt.Errorf("--service-account-dir %s has no %s: mount the pod's service account token (automountServiceAccountToken) or pass --kubeconfig", dir, filepath.Base(f))
+		}
+	}
+	return &rest.Config{
+		Host:            "https://" + net.JoinHostPort(host, port),
+		TLSClientConfig: rest.TLSClientConfig{CAFile: ca},
+		BearerTokenFile: token,
+	}, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func newSyncer(o *Options, out io.Writer, tok jointoken.Token, edgeCfg *rest.Config) (*Syncer, error) {
@@ -180,6 +236,10 @@ func newSyncer(o *Options, out io.Writer, tok jointoken.Token, edgeCfg *rest.Con
 		return nil, fmt.Errorf("edge cluster: %w", err)
 	}
 	md, err := metadata.NewForConfig(edgeCfg)
+	if err != nil {
+		return nil, fmt.Errorf("edge cluster: %w", err)
+	}
+	mayI, err := selfAccessCheck(edgeCfg)
 	if err != nil {
 		return nil, fmt.Errorf("edge cluster: %w", err)
 	}
@@ -202,7 +262,7 @@ func newSyncer(o *Options, out io.Writer, tok jointoken.Token, edgeCfg *rest.Con
 		upsyncGVRs: map[schema.GroupVersionResource]bool{}, edgeObjs: map[schema.GroupVersionResource]*running{},
 		workloadUID: map[string]objKey{},
 		removing:    map[objKey]time.Time{}, contents: newEdgeContents(disc, md), now: time.Now,
-		removalGrace: removalGrace, keptRecheck: keptRecheck,
+		removalGrace: removalGrace, keptRecheck: keptRecheck, health: &health{}, mayI: mayI,
 	}, nil
 }
 
@@ -211,8 +271,12 @@ func newLimiter() *rate.Limiter { return rate.NewLimiter(rate.Limit(50), 300) }
 
 // ready says the syncer keeps the edge, once.
 func (s *Syncer) ready(status string) {
-	if s.opts.OnReady != nil && !s.announced {
-		s.announced = true
+	if s.announced {
+		return
+	}
+	s.announced = true
+	s.health.setReady(status)
+	if s.opts.OnReady != nil {
 		s.opts.OnReady(status)
 	}
 }
@@ -304,12 +368,15 @@ func (s *Syncer) run(ctx context.Context) error {
 // isExpected are errors retried without logging: another writer was first,
 // or the center is unreachable (reported once by the heartbeat).
 func isExpected(err error) bool {
-	return worker.Conflicts(err) || errors.Is(err, errOffline) || errors.Is(err, errRetry)
+	return worker.Conflicts(err) || errors.Is(err, errOffline) || errors.Is(err, errRetry) || errors.Is(err, errMissingPermission)
 }
 
 var (
 	errOffline = errors.New("the center is unreachable")
 	errRetry   = errors.New("not yet")
+	// errMissingPermission is an edge request the syncer's credentials do
+	// not allow: reported on the object, retried quietly.
+	errMissingPermission = errors.New("missing permission at the edge")
 )
 
 // connect finds the server's CA, learns the token's SyncTarget and its

@@ -139,8 +139,7 @@ func decide(claims []*claim, current metav1.Object, where string) (*desiredCopy,
 	for _, cl := range claims {
 		switch {
 		case cl.wds != owner:
-			conflicts = append(conflicts, conflict{cl.source, problem{edgev2alpha1.ConflictReasonOtherSpace,
-				fmt.Sprintf("%s is placed from EdgePlacement %s, not from this one: a copy stays with the source that holds it, and goes to the older placement when none does", what(), winnerName)}})
+			conflicts = append(conflicts, conflict{cl.source, problem{Reason: edgev2alpha1.ConflictReasonOtherSpace, Message: fmt.Sprintf("%s is placed from EdgePlacement %s, not from this one: a copy stays with the source that holds it, and goes to the older placement when none does", what(), winnerName)}})
 		case winner == nil || cl.failed:
 			// Its own problem is reported already.
 		case cl == winner || cl.obj == winner.obj || apiequality.Semantic.DeepEqual(cl.obj.Object, winner.obj.Object):
@@ -149,8 +148,7 @@ func decide(claims []*claim, current metav1.Object, where string) (*desiredCopy,
 				d.selectedBy(cl.ep, c)
 			}
 		default:
-			conflicts = append(conflicts, conflict{cl.source, problem{edgev2alpha1.ConflictReasonCustomization,
-				fmt.Sprintf("%s is customized differently by EdgePlacement %s, whose copy is kept: a copy stays with the placement that holds it, and goes to the older one when none does", what(), winnerName)}})
+			conflicts = append(conflicts, conflict{cl.source, problem{Reason: edgev2alpha1.ConflictReasonCustomization, Message: fmt.Sprintf("%s is customized differently by EdgePlacement %s, whose copy is kept: a copy stays with the placement that holds it, and goes to the older one when none does", what(), winnerName)}})
 		}
 	}
 	return d, conflicts

@@ -248,9 +248,9 @@ func TestDecideIsStableOnceWritten(t *testing.T) {
 }
 
 func TestPlacementConditions(t *testing.T) {
-	conflictA := problem{edgev2alpha1.ConflictReasonOtherSpace, "configmap default/shared for SyncTarget inv1/edge1 is placed from EdgePlacement wds1/p"}
-	conflictB := problem{edgev2alpha1.ConflictReasonCustomization, "configmap default/other for SyncTarget inv1/edge2 is customized differently"}
-	failure := problem{"CustomizerNotFound", "deployment common/bad names Customizer common/nope, which does not exist"}
+	conflictA := problem{Reason: edgev2alpha1.ConflictReasonOtherSpace, Message: "configmap default/shared for SyncTarget inv1/edge1 is placed from EdgePlacement wds1/p"}
+	conflictB := problem{Reason: edgev2alpha1.ConflictReasonCustomization, Message: "configmap default/other for SyncTarget inv1/edge2 is customized differently"}
+	failure := problem{Reason: "CustomizerNotFound", Message: "deployment common/bad names Customizer common/nope, which does not exist"}
 	for _, tc := range []struct {
 		name           string
 		problems       []problem

@@ -36,6 +36,9 @@ var errRetryLater = errors.New("some resources named by placements are not serve
 type problem struct {
 	Reason  string
 	Message string
+	// Edge is a syncer's problem with a copy at its edge (edgeproblems.go),
+	// reported in the Synced condition rather than Propagated.
+	Edge bool
 }
 
 // desiredCopy is one object a mailbox should hold.
@@ -208,7 +211,9 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	if !synced {
 		return true, nil
 	}
-	desired := decideAll(sel, current, "SyncTarget "+crossspace.SpaceOf(st)+"/"+st.Name)
+	where := "SyncTarget " + crossspace.SpaceOf(st) + "/" + st.Name
+	desired := decideAll(sel, current, where)
+	edgeProblems(sel, current, where)
 	r.recordProblems(mailbox, sel.placements, sel.problems)
 	addImpliedNamespaces(desired)
 	r.holdEmptyNamespaces(key, mailbox, desired, current)

@@ -435,7 +435,7 @@ func TestMailboxReconcileSequence(t *testing.T) {
 			},
 			wantCalls: []string{"recordProblems 1", "create namespaces b", "create configmaps b/w", "create configmaps b/z", "createSyncerConfig"},
 			check: func(t *testing.T, f *fakeMailbox) {
-				require.Equal(t, map[string][]problem{spaces.Key("wds1", "", "p"): {{"NotPermitted", "configmaps in a may not be read"}}}, f.problems)
+				require.Equal(t, map[string][]problem{spaces.Key("wds1", "", "p"): {{Reason: "NotPermitted", Message: "configmaps in a may not be read"}}}, f.problems)
 				require.Equal(t, 2, f.asked)
 			},
 		},
@@ -454,7 +454,7 @@ func TestMailboxReconcileSequence(t *testing.T) {
 			wantErr:   errRetryLater.Error(),
 			check: func(t *testing.T, f *fakeMailbox) {
 				require.NotNil(t, f.get(cmGVR, f.mailbox(), "a", "x"), "a copy went while access could not be checked")
-				require.Equal(t, map[string][]problem{spaces.Key("wds1", "", "p"): {{reasonAccessUnknown, "configmaps in a: cannot ask"}}}, f.problems)
+				require.Equal(t, map[string][]problem{spaces.Key("wds1", "", "p"): {{Reason: reasonAccessUnknown, Message: "configmaps in a: cannot ask"}}}, f.problems)
 				// Answered again: the mailbox catches up.
 				f.unanswered = nil
 				calls, _, err := f.run(t)
@@ -574,7 +574,7 @@ func TestMailboxReconcileSequence(t *testing.T) {
 			wantCalls: []string{"recordProblems 1", "create namespaces default", "create configmaps default/cm", "createSyncerConfig"},
 			wantErr:   errRetryLater.Error(),
 			check: func(t *testing.T, f *fakeMailbox) {
-				require.Equal(t, []problem{{"UnknownResource", "spec.downsync[1]: no resource gizmos is served"}}, f.problems[spaces.Key("wds1", "", "p")])
+				require.Equal(t, []problem{{Reason: "UnknownResource", Message: "spec.downsync[1]: no resource gizmos is served"}}, f.problems[spaces.Key("wds1", "", "p")])
 			},
 		},
 		{
@@ -587,7 +587,7 @@ func TestMailboxReconcileSequence(t *testing.T) {
 			},
 			wantCalls: []string{"recordProblems 1", "create namespaces default", "createSyncerConfig"},
 			check: func(t *testing.T, f *fakeMailbox) {
-				require.Equal(t, []problem{{"CustomizerNotFound", "configmap default/cm names Customizer default/nope, which does not exist"}},
+				require.Equal(t, []problem{{Reason: "CustomizerNotFound", Message: "configmap default/cm names Customizer default/nope, which does not exist"}},
 					f.problems[spaces.Key("wds1", "", "p")])
 				require.Nil(t, f.get(cmGVR, f.mailbox(), "default", "cm"))
 			},

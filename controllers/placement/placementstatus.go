@@ -80,15 +80,18 @@ func isConflict(p problem) bool {
 	return p.Reason == edgev2alpha1.ConflictReasonOtherSpace || p.Reason == edgev2alpha1.ConflictReasonCustomization
 }
 
-// placementConditions sets a placement's Propagated and Conflicted
-// conditions from its problems (in mailbox order) and reports whether
-// anything changed.
+// placementConditions sets a placement's Propagated, Conflicted and
+// Synced conditions from its problems (in mailbox order) and reports
+// whether anything changed.
 func placementConditions(ep *edgev2alpha1.EdgePlacement, all []problem) bool {
-	var failures, conflicts []problem
+	var failures, conflicts, edge []problem
 	for _, p := range all {
-		if isConflict(p) {
+		switch {
+		case p.Edge:
+			edge = append(edge, p)
+		case isConflict(p):
 			conflicts = append(conflicts, p)
-		} else {
+		default:
 			failures = append(failures, p)
 		}
 	}
@@ -103,6 +106,12 @@ func placementConditions(ep *edgev2alpha1.EdgePlacement, all []problem) bool {
 	} else {
 		changed = meta.RemoveStatusCondition(&ep.Status.Conditions, edgev2alpha1.EdgePlacementConflicted)
 	}
+	synced := metav1.Condition{Type: edgev2alpha1.EdgePlacementSynced, Status: metav1.ConditionTrue, Reason: "NoProblems",
+		Message: "no syncer reports a problem with a copy of this placement"}
+	if len(edge) > 0 {
+		synced.Status, synced.Reason, synced.Message = metav1.ConditionFalse, edge[0].Reason, summarize(edge)
+	}
+	changed = epstatus.SetReport(ep, synced) || changed
 	return epstatus.Set(ep, cond) || changed
 }
 

@@ -116,10 +116,10 @@ func (r *mailboxReconciler) selectAll(ctx context.Context, sources []placed) (*s
 				ok, why, err := r.mayUpsync(ctx, p.wds, p.ep, i, c)
 				switch {
 				case err != nil:
-					probs = append(probs, problem{reasonAccessUnknown, err.Error()})
+					probs = append(probs, problem{Reason: reasonAccessUnknown, Message: err.Error()})
 					continue
 				case !ok:
-					probs = append(probs, problem{"NotPermitted", why})
+					probs = append(probs, problem{Reason: "NotPermitted", Message: why})
 					continue
 				}
 			}
@@ -160,9 +160,9 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 		answered[k] = ok
 		switch {
 		case err != nil:
-			problems = append(problems, problem{reasonAccessUnknown, err.Error()})
+			problems = append(problems, problem{Reason: reasonAccessUnknown, Message: err.Error()})
 		case !ok:
-			problems = append(problems, problem{"NotPermitted", why})
+			problems = append(problems, problem{Reason: "NotPermitted", Message: why})
 		}
 		return ok
 	}
@@ -176,12 +176,12 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 	for i, raw := range p.ep.Spec.Downsync {
 		cl, err := parseClause(i, raw)
 		if err != nil {
-			problems = append(problems, problem{"InvalidDownsyncClause", err.Error()})
+			problems = append(problems, problem{Reason: "InvalidDownsyncClause", Message: err.Error()})
 			continue
 		}
 		resources, err := r.resolve(raw.APIGroup, raw.Resources)
 		if err != nil {
-			problems = append(problems, problem{"UnknownResource", fmt.Sprintf("spec.downsync[%d]: %v", i, err)})
+			problems = append(problems, problem{Reason: "UnknownResource", Message: fmt.Sprintf("spec.downsync[%d]: %v", i, err)})
 		}
 		for _, res := range resources {
 			if res.GroupResource() == crdResource {
@@ -271,12 +271,12 @@ func (r *mailboxReconciler) makeCopy(wds string, obj *unstructured.Unstructured,
 		if !hasNS {
 			ns, name = obj.GetNamespace(), ref
 			if ns == "" {
-				return nil, nil, &problem{"CustomizerNotFound", fmt.Sprintf("%s is cluster-scoped and must name its Customizer as NAMESPACE/NAME, not %q", what(), ref)}
+				return nil, nil, &problem{Reason: "CustomizerNotFound", Message: fmt.Sprintf("%s is cluster-scoped and must name its Customizer as NAMESPACE/NAME, not %q", what(), ref)}
 			}
 		}
 		found, ok := r.customizer(wds, ns, name)
 		if !ok {
-			return nil, nil, &problem{"CustomizerNotFound", fmt.Sprintf("%s names Customizer %s/%s, which does not exist", what(), ns, name)}
+			return nil, nil, &problem{Reason: "CustomizerNotFound", Message: fmt.Sprintf("%s names Customizer %s/%s, which does not exist", what(), ns, name)}
 		}
 		cust = found
 	}
@@ -288,7 +288,7 @@ func (r *mailboxReconciler) makeCopy(wds string, obj *unstructured.Unstructured,
 	}
 	cp := strip(obj)
 	if err := customize(cp, cust, expand, dest); err != nil {
-		return nil, nil, &problem{"CustomizationFailed", fmt.Sprintf("%s for SyncTarget %s: %v", what(), dest.syncTarget.GetName(), err)}
+		return nil, nil, &problem{Reason: "CustomizationFailed", Message: fmt.Sprintf("%s for SyncTarget %s: %v", what(), dest.syncTarget.GetName(), err)}
 	}
 	setMeta(cp, "annotations", edgev2alpha1.SourceSpaceAnnotation, wds)
 	return cp, nil, nil

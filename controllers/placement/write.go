@@ -147,7 +147,7 @@ func (l *leftOut) add(d *desiredCopy, message string) {
 	for name := range d.placements {
 		key := spaces.Key(wds, "", name)
 		if !slices.ContainsFunc(l.problems[key], func(p problem) bool { return p.Message == message }) {
-			l.problems[key] = append(l.problems[key], problem{edgev2alpha1.MailboxLimitReason, message})
+			l.problems[key] = append(l.problems[key], problem{Reason: edgev2alpha1.MailboxLimitReason, Message: message})
 		}
 	}
 }

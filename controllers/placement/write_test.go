@@ -59,8 +59,7 @@ func TestMailboxLimitLeavesCopiesOut(t *testing.T) {
 		"app/d is not tried: its namespace was refused")
 	require.NotNil(t, f.get(cmGVR, f.mailbox(), "default", "b"))
 	require.Nil(t, f.get(cmGVR, f.mailbox(), "default", "a"))
-	require.Equal(t, []problem{{edgev2alpha1.MailboxLimitReason,
-		`the mailboxes of inventory space "inv1" hold what its limit allows (10, set by SpaceQuota "q" spec.limits.mailboxObjects): copies past it are not placed`}},
+	require.Equal(t, []problem{{Reason: edgev2alpha1.MailboxLimitReason, Message: `the mailboxes of inventory space "inv1" hold what its limit allows (10, set by SpaceQuota "q" spec.limits.mailboxObjects): copies past it are not placed`}},
 		f.problems[spaces.Key("wds1", "", "p")])
 	require.Equal(t, []time.Duration{mailboxLimitRetry}, requeued)
 

@@ -117,6 +117,8 @@ func TestSyncerScenario(t *testing.T) {
 			"-o", `jsonpath={.status.conditions[?(@.type=="SyncerConnected")].status}`)
 	}
 	require.NotEmpty(t, k.MustRun(t, "--context", "inv1", "get", "synctarget", "edge2", "-o", "jsonpath={.status.syncerVersion}"))
+	require.Equal(t, "host ", k.MustRun(t, "--context", "inv1", "get", "synctarget", "edge2", "-o", "jsonpath={.status.syncerMode} {.status.syncerImage}"),
+		"a syncer run by syncer join says it runs on a host, with no image")
 
 	// Upsync: a ConfigMap made at edge1 in the upsynced namespace shows up in the WDS.
 	e1.k.MustRun(t, "create", "namespace", "reports")

@@ -19,6 +19,7 @@ import (
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Locations",type=integer,JSONPath=`.status.matchingLocationCount`
 // +kubebuilder:printcolumn:name="Problem",type=string,JSONPath=`.status.conditions[?(@.type=="Misconfigured")].message`,priority=1
+// +kubebuilder:printcolumn:name="Edges-Synced",type=string,JSONPath=`.status.conditions[?(@.type=="Synced")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EdgePlacement struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -114,6 +115,11 @@ const (
 	// it while it still selects the object there; when none holds it, the
 	// older EdgePlacement wins (creationTimestamp, then WDS, then name).
 	EdgePlacementConflicted = "Conflicted"
+	// EdgePlacementSynced is False while a syncer reports that it cannot
+	// keep a copy of the placement in step at its edge (the reason is the
+	// syncer's, such as MissingPermission or Rejected; the message names
+	// the SyncTarget and the object), True when none does.
+	EdgePlacementSynced = "Synced"
 	// ConflictReasonOtherSpace: another WDS places an object of the same
 	// group, resource, namespace and name at the same destination.
 	ConflictReasonOtherSpace = "PlacedFromAnotherSpace"

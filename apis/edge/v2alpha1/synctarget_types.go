@@ -17,6 +17,8 @@ import (
 // +kubebuilder:printcolumn:name="Mailbox",type=string,JSONPath=`.status.mailboxSpace`
 // +kubebuilder:printcolumn:name="Synced",type=integer,JSONPath=`.status.syncedObjects`,priority=1
 // +kubebuilder:printcolumn:name="Drift",type=integer,JSONPath=`.status.drift.reverted`,priority=1
+// +kubebuilder:printcolumn:name="Syncer",type=string,JSONPath=`.status.syncerVersion`,priority=1
+// +kubebuilder:printcolumn:name="Runs",type=string,JSONPath=`.status.syncerMode`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SyncTarget struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -58,6 +60,18 @@ type SyncTargetStatus struct {
 	// SyncerVersion is the version of the syncer serving this cluster.
 	// +optional
 	SyncerVersion string `json:"syncerVersion,omitempty"`
+	// SyncerMode is where the syncer runs: in-cluster (a pod of the edge
+	// cluster, from the kubestellar image) or host (a process beside the
+	// cluster, `syncer join` or its systemd service).
+	// +optional
+	// +kubebuilder:validation:Enum=in-cluster;host
+	SyncerMode string `json:"syncerMode,omitempty"`
+	// SyncerImage is the image an in-cluster syncer's pod runs, as its
+	// pod spec names it, with the digest the kubelet resolved when it
+	// reports one (IMAGE@sha256:...).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	SyncerImage string `json:"syncerImage,omitempty"`
 	// TunnelServer is the server (its advertised URL) that holds the
 	// syncer's tunnel while SyncerConnected is True. Another server of the
 	// same cluster forwards edge requests there.
@@ -134,6 +148,12 @@ type DriftRevert struct {
 	Time metav1.Time `json:"time"`
 }
 
+// Where a syncer runs (SyncTargetStatus.SyncerMode).
+const (
+	SyncerModeInCluster = "in-cluster"
+	SyncerModeHost      = "host"
+)
+
 // Reasons a syncer gives for an object it cannot keep in step.
 const (
 	// SyncReasonConflict: an edge object of the same name exists that the
@@ -150,6 +170,12 @@ const (
 	// would delete objects the syncer did not make (the namespace's, or the
 	// CRD's instances); the message names them. It goes once they are gone.
 	SyncReasonKeptInUse = "KeptInUse"
+	// SyncReasonMissingPermission: the syncer's credentials at the edge do
+	// not allow what keeping the object needs (an in-cluster syncer with
+	// least-privilege RBAC, and a kind placed after its manifest was
+	// made); the message names the permission. Retried with backoff, so
+	// granting it is enough.
+	SyncReasonMissingPermission = "MissingPermission"
 	// SyncReasonStatusTooLarge: the edge object's status is longer than
 	// MaxCopyStatusLength; the copy keeps its last status, with the
 	// EdgeSynced condition saying so.
@@ -168,7 +194,8 @@ type SyncProblem struct {
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
-	// Reason is one of Conflict, Rejected, ResourceNotServed, KeptInUse.
+	// Reason is one of Conflict, Rejected, ResourceNotServed, KeptInUse,
+	// MissingPermission, StatusTooLarge.
 	Reason string `json:"reason"`
 	// +optional
 	Message string `json:"message,omitempty"`

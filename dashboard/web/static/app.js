@@ -140,7 +140,8 @@
         el("td", {}, el("span", { class: "badge " + e.state, title: e.reason || "" }, stateLabel[e.state] || e.state),
           e.unschedulable ? el("span", { class: "tag" }, "unschedulable") : null),
         el("td", {}, e.space), el("th", { scope: "row" }, e.name), hb,
-        el("td", {}, e.syncerVersion || "–"), el("td", {}, String(e.syncedObjects)),
+        el("td", { title: e.syncerImage || "" }, (e.syncerVersion || "–") + (e.syncerMode ? " (" + e.syncerMode + ")" : "")),
+        el("td", {}, String(e.syncedObjects)),
         el("td", { class: e.conflicts ? "warn" : null }, String(e.conflicts)), problems, el("td", {}, String(e.drift)));
     });
     if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "9" }, c.total ? "No SyncTarget matches." : "No SyncTargets you may see yet.")));
