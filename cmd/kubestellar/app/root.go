@@ -30,6 +30,8 @@ import (
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/space/list"
 	syncerinstall "github.com/kubestellar/kubestellar/cmd/kubestellar/app/syncer/install"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/syncer/join"
+	syncermanifest "github.com/kubestellar/kubestellar/cmd/kubestellar/app/syncer/manifest"
+	syncerrbac "github.com/kubestellar/kubestellar/cmd/kubestellar/app/syncer/rbac"
 	synceruninstall "github.com/kubestellar/kubestellar/cmd/kubestellar/app/syncer/uninstall"
 	synctargetcreate "github.com/kubestellar/kubestellar/cmd/kubestellar/app/synctarget/create"
 	synctargetdelete "github.com/kubestellar/kubestellar/cmd/kubestellar/app/synctarget/delete"
@@ -88,8 +90,9 @@ func NewCommand(streams IOStreams) *cobra.Command {
 		serverbackup.NewCommand(streams), serverrestore.NewCommand(streams))
 	space := &cobra.Command{Use: "space", Short: "Create, list and delete spaces (logical clusters)"}
 	space.AddCommand(create.NewCommand(streams), list.NewCommand(streams), spacedelete.NewCommand(streams))
-	syncer := &cobra.Command{Use: "syncer", Short: "Run the edge syncer, or install it as a service"}
-	syncer.AddCommand(join.NewCommand(streams), syncerinstall.NewCommand(streams), synceruninstall.NewCommand(streams))
+	syncer := &cobra.Command{Use: "syncer", Short: "Run the edge syncer, install it as a service, or print the manifest that runs it in its edge cluster"}
+	syncer.AddCommand(join.NewCommand(streams), syncerinstall.NewCommand(streams), synceruninstall.NewCommand(streams),
+		syncermanifest.NewCommand(streams), syncerrbac.NewCommand(streams))
 	synctarget := &cobra.Command{Use: "synctarget", Aliases: []string{"st"}, Short: "Add and remove edge clusters (SyncTargets) and make their syncer tokens"}
 	synctarget.AddCommand(synctargetcreate.NewCommand(streams), synctargetdelete.NewCommand(streams))
 	token := &cobra.Command{Use: "token", Short: "Create, list and revoke syncer tokens"}

@@ -28,7 +28,9 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/clientconfig"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/syncer/manifest"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/token/center"
+	"github.com/kubestellar/kubestellar/packaging"
 	"github.com/kubestellar/kubestellar/server/auth"
 	"github.com/kubestellar/kubestellar/spaces"
 )
@@ -49,7 +51,15 @@ type options struct {
 	location       string
 	server         string
 	ttl            time.Duration
+	output         string
+	syncer         packaging.InClusterSyncer
 }
+
+// The forms of --output.
+const (
+	outputJoin     = "join"
+	outputManifest = "manifest"
+)
 
 // NewCommand returns the command.
 func NewCommand(streams iostreams.IOStreams) *cobra.Command {
@@ -60,9 +70,14 @@ func NewCommand(streams iostreams.IOStreams) *cobra.Command {
 		Long: `Create (or update the labels of) the SyncTarget NAME in an inventory space,
 a Location selecting it (labelled like it, so EdgePlacements can select it),
 and a token for its syncer. Print the command that joins the edge cluster:
-only that goes to stdout, so scripts can capture it.`,
+only that goes to stdout, so scripts can capture it.
+
+With --output manifest, print instead the manifest that runs the syncer
+inside the edge cluster (as 'kubestellar syncer manifest' does), for kubectl
+apply there; --image, --namespace, --rbac-mode and the rest shape it.`,
 		Example: `  kubestellar space create inv1 --type inventory
-  kubestellar synctarget create edge1 --inventory-space inv1 --labels env=prod,region=east`,
+  kubestellar synctarget create edge1 --inventory-space inv1 --labels env=prod,region=east
+  kubestellar synctarget create edge1 --inventory-space inv1 --labels env=prod --output manifest > edge1-syncer.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runE(cmd.Context(), o, args[0], streams) },
 	}
@@ -72,6 +87,8 @@ only that goes to stdout, so scripts can capture it.`,
 	cmd.Flags().StringVar(&o.location, "location", "", "Name of the Location (default: NAME).")
 	cmd.Flags().StringVar(&o.server, "server", "", "URL the edge reaches the server at (default: the kubeconfig's server).")
 	cmd.Flags().DurationVar(&o.ttl, "ttl", 0, "How long the syncer token works, e.g. 24h (default: 0, for ever).")
+	cmd.Flags().StringVarP(&o.output, "output", "o", outputJoin, "What to print: join (the command that joins the edge cluster from a host) or manifest (the objects that run the syncer inside the edge cluster).")
+	manifest.AddSyncerFlags(cmd.Flags(), &o.syncer)
 	return cmd
 }
 
@@ -109,6 +126,14 @@ func (o *options) validate(name string) error {
 		if _, err := center.NormalizeServerURL(o.server); err != nil {
 			return err
 		}
+	}
+	switch o.output {
+	case "", outputJoin, outputManifest:
+	default:
+		return fmt.Errorf("--output %q must be %s or %s", o.output, outputJoin, outputManifest)
+	}
+	if err := o.syncer.Validate(); err != nil {
+		return err
 	}
 	return center.ValidateTTL(o.ttl)
 }
@@ -151,6 +176,10 @@ func runE(ctx context.Context, o *options, name string, streams iostreams.IOStre
 	}
 	fmt.Fprintf(streams.ErrOut, "Location %q %s\n", o.location, msg)
 
+	if o.output == outputManifest {
+		o.syncer.Server = server
+		return manifest.Print(ctx, c, o.inventorySpace, name, &o.syncer, o.ttl, streams)
+	}
 	tok, info, err := auth.CreateToken(ctx, c.Root, auth.NewTokenOptions{InventorySpace: o.inventorySpace, SyncTarget: name, SyncTargetUID: uid,
 		TTL: o.ttl, Description: "made by kubestellar synctarget create", CAPEM: caPEM})
 	if err != nil {

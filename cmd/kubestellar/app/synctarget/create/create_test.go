@@ -25,6 +25,7 @@ import (
 	syncerinstall "github.com/kubestellar/kubestellar/cmd/kubestellar/app/syncer/install"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/syncer/join"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/token/center"
+	"github.com/kubestellar/kubestellar/packaging"
 )
 
 func TestValidate(t *testing.T) {
@@ -50,6 +51,12 @@ func TestValidate(t *testing.T) {
 			err: "--labels: kubestellar.io/made-by=me is reserved"},
 		{name: "bad server", st: "edge1", o: options{inventorySpace: "inv1", server: "center:6443"}, err: `--server: "center:6443" is not a URL`},
 		{name: "negative ttl", st: "edge1", o: options{inventorySpace: "inv1", ttl: -time.Hour}, err: "--ttl: -1h0m0s is negative"},
+		{name: "a manifest", st: "edge1", o: options{inventorySpace: "inv1", output: outputManifest}, wantLocation: "edge1"},
+		{name: "bad output", st: "edge1", o: options{inventorySpace: "inv1", output: "yaml"}, err: `--output "yaml" must be join or manifest`},
+		{name: "bad manifest namespace", st: "edge1", o: options{inventorySpace: "inv1", output: outputManifest, syncer: packaging.InClusterSyncer{Namespace: "Edge"}},
+			err: `--namespace "Edge"`},
+		{name: "bad rbac mode", st: "edge1", o: options{inventorySpace: "inv1", output: outputManifest, syncer: packaging.InClusterSyncer{RBACMode: "all"}},
+			err: `--rbac-mode "all" must be least-privilege or cluster-admin`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.o

@@ -11,15 +11,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/clientconfig"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/token/center"
 	"github.com/kubestellar/kubestellar/server/auth"
-	"github.com/kubestellar/kubestellar/spaces"
 )
 
 type options struct {
@@ -83,32 +79,16 @@ func runE(ctx context.Context, o *options, streams iostreams.IOStreams) error {
 	if err != nil {
 		return err
 	}
-	if err := c.RequireSpace(ctx, "--sync-target", inv); err != nil {
-		return err
-	}
-	st, err := c.Dynamic.Resource(edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")).Get(spaces.WithSpace(ctx, inv), name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("--sync-target: there is no SyncTarget %q in space %q (create it with: kubestellar synctarget create %s --inventory-space %s)", name, inv, name, inv)
-	}
-	if err != nil {
-		return fmt.Errorf("--sync-target: reading SyncTarget %q: %w", name, err)
-	}
-	if st.GetDeletionTimestamp() != nil {
-		return fmt.Errorf("--sync-target: SyncTarget %q is being deleted: a token for it would stop working with it", name)
-	}
-	caPEM, err := c.CACerts(ctx)
+	st, err := c.SyncTarget(ctx, "--sync-target", inv, name)
 	if err != nil {
 		return err
 	}
-	// The token is bound to this SyncTarget, by UID: it stops working if
-	// the SyncTarget is deleted, even if one of the same name is made again.
-	tok, info, err := auth.CreateToken(ctx, c.Root, auth.NewTokenOptions{InventorySpace: inv, SyncTarget: name, SyncTargetUID: st.GetUID(),
-		TTL: o.ttl, Description: o.description, CAPEM: caPEM})
+	tok, note, err := c.SyncerToken(ctx, inv, st, o.ttl, o.description)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(streams.ErrOut, "token %s created for %s (expires: %s)\n", info.ID, info.SyncTargetRef(), center.DescribeExpiration(info, time.Now()))
-	fmt.Fprintln(streams.Out, tok.String())
+	fmt.Fprintln(streams.ErrOut, note)
+	fmt.Fprintln(streams.Out, tok)
 	return nil
 }
 
