@@ -46,5 +46,5 @@ func TestVersion(t *testing.T) {
 		require.Equal(t, []string{"1", "37"}, []string{v.Server.Major, v.Server.Minor})
 		require.NotContains(t, v.Server.GitVersion+v.Server.GitCommit+v.Server.BuildDate, "$Format", "no unstamped placeholder")
 	}
-	require.Contains(t, srv.CLIStdout(t, "version"), "(Kubernetes "+release+",", "kubestellar version prints the Kubernetes release")
+	require.Contains(t, srv.CLIStdout(t, "version"), "Kubernetes "+release+",", "kubestellar version prints the Kubernetes release")
 }

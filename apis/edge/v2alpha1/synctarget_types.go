@@ -15,10 +15,10 @@ import (
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Connected",type=string,JSONPath=`.status.conditions[?(@.type=="SyncerConnected")].status`
 // +kubebuilder:printcolumn:name="Mailbox",type=string,JSONPath=`.status.mailboxSpace`
-// +kubebuilder:printcolumn:name="Synced",type=integer,JSONPath=`.status.syncedObjects`,priority=1
-// +kubebuilder:printcolumn:name="Drift",type=integer,JSONPath=`.status.drift.reverted`,priority=1
 // +kubebuilder:printcolumn:name="Syncer",type=string,JSONPath=`.status.syncerVersion`,priority=1
 // +kubebuilder:printcolumn:name="Runs",type=string,JSONPath=`.status.syncerMode`,priority=1
+// +kubebuilder:printcolumn:name="Synced",type=integer,JSONPath=`.status.syncedObjects`,priority=1
+// +kubebuilder:printcolumn:name="Drift",type=integer,JSONPath=`.status.drift.reverted`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SyncTarget struct {
 	metav1.TypeMeta   `json:",inline"`
