@@ -108,7 +108,7 @@ func TestConformance(t *testing.T) {
 	header := fmt.Sprintf("# Conformance: Kubernetes' own e2e specs against a space\n\n"+
 		"Written by `make conformance` on %s, %s, e2e.test of Kubernetes %s, against a space and against kube-apiserver "+
 		"with kube-controller-manager and no nodes (test/edgecluster). Focus `%s`, skip `%s`: every spec the stock server passes "+
-		"is run against the space. The differences that stay, and why, are in the README (Where a space differs from a cluster).\n\n",
+		"is run against the space. The differences that stay, and why, are in docs/concepts/spaces.md (Where a space differs from a cluster), summed up in the README.\n\n",
 		time.Now().UTC().Format("2006-01-02"), strings.Join(strings.Fields(srv.CLIStdout(t, "version")), " "), suiteVersion(t, suite),
 		envOr(envFocus, defaultFocus), envOr(envSkip, defaultSkip))
 	table := header + render(selected, onStock, inSpace, len(specs))
