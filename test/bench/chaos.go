@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,14 +47,14 @@ type chaosOptions struct {
 	converge time.Duration // how long the restarted server may take
 }
 
-func chaosRun(ctx context.Context, bin string, o chaosOptions) (err error) {
+func chaosRun(ctx context.Context, bin string, o chaosOptions) (rows []row, err error) {
 	progress := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "chaos: "+format+"\n", args...) }
 	if o.objects <= 0 || o.targets <= 0 || o.killAt <= 0 || o.killAt >= 1 {
-		return errors.New("chaos: need -chaos-objects > 0, -chaos-targets > 0 and 0 < -chaos-kill-at < 1")
+		return nil, errors.New("chaos: need -chaos-objects > 0, -chaos-targets > 0 and 0 < -chaos-kill-at < 1")
 	}
 	s, err := start(ctx, bin, "")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	current := s
 	defer func() {
@@ -73,12 +72,12 @@ func chaosRun(ctx context.Context, bin string, o chaosOptions) (err error) {
 
 	for _, args := range [][]string{{chaosInv, "--type", "inventory"}, {chaosWDS, "--type", "wds", "--inventory-space", chaosInv}} {
 		if _, err := s.cli(ctx, bin, append([]string{"space", "create"}, append(args, "--no-context")...)...); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	wds := kubernetes.NewForConfigOrDie(s.config(chaosWDS))
 	if _, err := wds.CoreV1().Namespaces().Create(ctx, namespace(chaosNS), metav1.CreateOptions{}); err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := parallel(16, o.objects, func(i int) error {
 		cm := configMap(fmt.Sprintf("obj-%04d", i))
@@ -87,7 +86,7 @@ func chaosRun(ctx context.Context, bin string, o chaosOptions) (err error) {
 		_, err := wds.CoreV1().ConfigMaps(chaosNS).Create(ctx, cm, metav1.CreateOptions{})
 		return err
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	progress("creating %d SyncTargets and Locations", o.targets)
 	inv := dynamic.NewForConfigOrDie(s.config(chaosInv))
@@ -102,7 +101,7 @@ func chaosRun(ctx context.Context, bin string, o chaosOptions) (err error) {
 		}), metav1.CreateOptions{})
 		return err
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	if err := pollProgress(ctx, 10*time.Minute, "SyncTargets with a mailbox", progress, func(ctx context.Context) (int, error) {
 		list, err := inv.Resource(stGVR).List(ctx, metav1.ListOptions{})
@@ -117,7 +116,7 @@ func chaosRun(ctx context.Context, bin string, o chaosOptions) (err error) {
 		}
 		return n, nil
 	}, o.targets); err != nil {
-		return err
+		return nil, err
 	}
 
 	// Count copies as they appear, with one watch across all spaces.
@@ -126,7 +125,7 @@ func chaosRun(ctx context.Context, bin string, o chaosOptions) (err error) {
 	w, err := kubernetes.NewForConfigOrDie(wildcard).CoreV1().ConfigMaps("").Watch(ctx,
 		metav1.ListOptions{LabelSelector: edgev2alpha1.PlacementCopyLabel + "=true"})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer w.Stop()
 	ep := &edgev2alpha1.EdgePlacement{
@@ -139,32 +138,32 @@ func chaosRun(ctx context.Context, bin string, o chaosOptions) (err error) {
 	}
 	u, err := toUnstructured(ep)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	killAt := int(o.killAt * float64(want))
 	progress("placing; kill -9 once %d of %d copies are made", killAt, want)
 	placed := time.Now()
 	if _, err := dynamic.NewForConfigOrDie(s.config(chaosWDS)).Resource(epGVR).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-		return err
+		return nil, err
 	}
 	seen := map[string]bool{}
 	for len(seen) < killAt {
 		select {
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return fmt.Errorf("the watch of copies ended after %d of %d", len(seen), want)
+				return nil, fmt.Errorf("the watch of copies ended after %d of %d", len(seen), want)
 			}
 			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Added {
 				seen[cm.Annotations[spaces.Annotation]+"/"+cm.Name] = true
 			}
 		case <-time.After(5 * time.Minute):
-			return fmt.Errorf("only %d of %d copies after 5 minutes without progress", len(seen), want)
+			return nil, fmt.Errorf("only %d of %d copies after 5 minutes without progress", len(seen), want)
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 	if err := s.cmd.Process.Kill(); err != nil {
-		return fmt.Errorf("kill -9 of the server: %w", err)
+		return nil, fmt.Errorf("kill -9 of the server: %w", err)
 	}
 	killed := time.Now()
 	<-s.done
@@ -173,11 +172,11 @@ func chaosRun(ctx context.Context, bin string, o chaosOptions) (err error) {
 	progress("killed (SIGKILL) %s after placing, with %d of %d copies seen made", killed.Sub(placed).Round(time.Millisecond), madeAtKill, want)
 
 	if err := os.Rename(filepath.Join(s.dataDir, "server.log"), filepath.Join(s.dataDir, "server.before-kill.log")); err != nil {
-		return err
+		return nil, err
 	}
 	s2, err := startOn(ctx, bin, s.dataDir, s.port, time.Minute)
 	if err != nil {
-		return fmt.Errorf("restarting on the same data dir: %w", err)
+		return nil, fmt.Errorf("restarting on the same data dir: %w", err)
 	}
 	current = s2
 	ready := time.Now()
@@ -185,44 +184,38 @@ func chaosRun(ctx context.Context, bin string, o chaosOptions) (err error) {
 	x := exactness{gvr: corev1.SchemeGroupVersion.WithResource("configmaps"), inventory: chaosInv, wds: chaosWDS}
 	f, counts, took, err := converge(ctx, s2, x, o.converge, progress)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	converged := f.total() == 0
 	held, heldCounts := findings{}, counts
 	if converged {
 		progress("exact %s after ready; checking that it stays so for %s", took.Round(time.Millisecond), chaosHold)
 		if err := sleep(ctx, chaosHold); err != nil {
-			return err
+			return nil, err
 		}
 		if held, heldCounts, err = x.check(ctx, s2); err != nil {
-			return err
+			return nil, err
 		}
 	}
 
-	tw := tabwriter.NewWriter(os.Stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprintf(tw, "CHAOS: kill -9 of one SQLite server during a fan-out of %d objects × %d SyncTargets\tVALUE\n", o.objects, o.targets)
-	fmt.Fprintf(tw, "copies expected\t%d\n", counts.expected)
-	fmt.Fprintf(tw, "copies seen made before the kill\t%d (%.0f %%), %s after placing\n", madeAtKill, 100*float64(madeAtKill)/float64(want), killed.Sub(placed).Round(time.Millisecond))
-	fmt.Fprintf(tw, "copies found after the restart\t%d\n", counts.found)
-	fmt.Fprintf(tw, "missing\t%d\n", counts.missing)
-	fmt.Fprintf(tw, "extra\t%d\n", counts.extra)
-	fmt.Fprintf(tw, "duplicated\t%d\n", counts.duplicated)
-	fmt.Fprintf(tw, "unlike what the translator makes\t%d\n", counts.unlike)
-	fmt.Fprintf(tw, "other unreconciled (namespaces, mailboxes)\t%d\n", f.total()-counts.missing-counts.extra-counts.duplicated-counts.unlike)
-	fmt.Fprintf(tw, "kill -9 → ready\t%s\n", long(ready.Sub(killed)))
-	if converged {
-		fmt.Fprintf(tw, "ready → every mailbox exact\t%s\n", long(took))
-		fmt.Fprintf(tw, "still exact %s later\t%t (%d copies)\n", chaosHold, held.total() == 0, heldCounts.found)
-	} else {
-		fmt.Fprintf(tw, "ready → every mailbox exact\tnot within %s\n", o.converge)
+	what := fmt.Sprintf("%d objects × %d SyncTargets", o.objects, o.targets)
+	rows = []row{
+		{"chaos: copies expected (" + what + ")", itoa(int64(counts.expected)), ""},
+		{"chaos: copies seen made before the kill -9", fmt.Sprintf("%d (%.0f %%)", madeAtKill, 100*float64(madeAtKill)/float64(want)), killed.Sub(placed).Round(time.Millisecond).String() + " after placing"},
+		{"chaos: after the restart: found, missing, extra, duplicated, unlike the translator's", fmt.Sprintf("%d, %d, %d, %d, %d", counts.found, counts.missing, counts.extra, counts.duplicated, counts.unlike), ""},
+		{"chaos: other unreconciled (namespaces, mailboxes)", itoa(int64(f.total() - counts.missing - counts.extra - counts.duplicated - counts.unlike)), ""},
+		{"chaos: kill -9 → ready", long(ready.Sub(killed)), ""},
 	}
-	_ = tw.Flush()
 	switch {
 	case !converged:
-		return fmt.Errorf("chaos failed: %d unreconciled %s after the restart:%s", f.total(), o.converge, f)
+		rows = append(rows, row{"chaos: ready → every mailbox exact", "not within " + o.converge.String(), ""})
+		return append(rows, row{"chaos: verdict", "failed", ""}),
+			&verdictError{fmt.Errorf("chaos failed: %d unreconciled %s after the restart:%s", f.total(), o.converge, f)}
 	case held.total() > 0:
-		return fmt.Errorf("chaos failed: exact once, but %d unreconciled %s later:%s", held.total(), chaosHold, held)
+		rows = append(rows, row{"chaos: ready → every mailbox exact", long(took), fmt.Sprintf("but %d unreconciled %s later", held.total(), chaosHold)})
+		return append(rows, row{"chaos: verdict", "failed", ""}),
+			&verdictError{fmt.Errorf("chaos failed: exact once, but %d unreconciled %s later:%s", held.total(), chaosHold, held)}
 	}
-	fmt.Println("chaos passed: every mailbox exact after kill -9 and restart")
-	return nil
+	rows = append(rows, row{"chaos: ready → every mailbox exact", long(took), fmt.Sprintf("still exact %s later (%d copies)", chaosHold, heldCounts.found)})
+	return append(rows, row{"chaos: verdict", "passed", "every mailbox exact after kill -9 and restart"}), nil
 }

@@ -210,9 +210,9 @@ func run(ctx context.Context, o options) error {
 	case o.soak.on && o.chaos.on:
 		return errors.New("-soak and -chaos are separate runs: choose one")
 	case o.soak.on:
-		return soakRun(ctx, bin, o.soak)
+		return runAlone(o, "soak", func() ([]row, error) { return soakRun(ctx, bin, o.soak) })
 	case o.chaos.on:
-		return chaosRun(ctx, bin, o.chaos)
+		return runAlone(o, "chaos", func() ([]row, error) { return chaosRun(ctx, bin, o.chaos) })
 	}
 	progress := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
 	if err := prerequisites(ctx, o, progress); err != nil {
@@ -247,6 +247,36 @@ func run(ctx context.Context, o options) error {
 	if o.out != "" {
 		fmt.Fprintf(os.Stderr, "bench: the figures are in %s (JSON and Markdown; latest.json is the newest; make bench-compare OLD=... NEW=... compares two)\n",
 			filepath.Join(o.out, rep.base+".json"))
+	}
+	return err
+}
+
+// verdictError is a run that measured what it should and failed its
+// checks (the soak's growth, the chaos test's exactness): its figures are
+// recorded with the verdict, and the run still fails.
+type verdictError struct{ error }
+
+func (e *verdictError) Unwrap() error { return e.error }
+
+// runAlone runs the soak or the chaos test as a report of one section,
+// recorded and written into the doc as make bench's sections are.
+func runAlone(o options, name string, f func() ([]row, error)) error {
+	rep := newReport(o.out, os.Stdout)
+	rows, err := f()
+	var verdict *verdictError
+	recordErr := err
+	if errors.As(err, &verdict) {
+		recordErr = nil
+	}
+	if saveErr := rep.add(name, rows, recordErr); saveErr != nil {
+		err = errors.Join(err, saveErr)
+	}
+	if o.record != "" && o.doc != "" && recordErr == nil && len(rows) > 0 {
+		if docErr := updateDocs(rep, o.record, o.doc); docErr != nil {
+			err = errors.Join(err, fmt.Errorf("updating the performance doc: %w", docErr))
+		} else {
+			fmt.Fprintf(os.Stderr, "bench: merged into %s; %s's table written again from it\n", o.record, o.doc)
+		}
 	}
 	return err
 }

@@ -125,6 +125,14 @@ var goals = []goal{
 		bound: "The watch cache's decoded objects (1,000 per space), each space's quota controller and admission policy plug-ins, and the heap's headroom over them (GOGC 100)."},
 	{section: "flood", metric: "flood: copies placed / left out", goal: "copies bounded by the mailbox limits"},
 	{section: "flood", metric: "flood: quiet p99 beside the full spaces ÷ before", goal: "unchanged within the noise"},
+	{section: "soak", metric: "soak: server RSS", goal: "grows ≤ 10 % after the warm-up",
+		bound: "The heap swings with the churn's work in flight between two collections (GOGC 100); a leak would grow sample after sample."},
+	{section: "soak", metric: "soak: goroutines", goal: "grows ≤ 10 % after the warm-up"},
+	{section: "soak", metric: "soak: SQLite state.db",
+		bound: "One compaction interval (5 min) of history, most of it the syncers' status writes and the controllers' label patches."},
+	{section: "soak", metric: "soak: every mailbox exact", goal: "within -soak-settle (5 min)"},
+	{section: "chaos", metric: "chaos: ready → every mailbox exact", goal: "every mailbox exact, and still 15 s later",
+		bound: "The restarted server lists every mailbox and WDS object once and writes what the kill left missing."},
 }
 
 // goalOf returns the goal and bound of a row.

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,4 +132,32 @@ func TestPerformanceDocIsGenerated(t *testing.T) {
 	want, err := rec.withTable(doc)
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(doc), "docs/performance.md's table is not performance.json's: run make bench-docs")
+}
+
+// TestRunAlone: a soak or chaos run whose checks fail is still recorded,
+// with its verdict, and still fails; a run that broke before measuring
+// records nothing.
+func TestRunAlone(t *testing.T) {
+	dir := t.TempDir()
+	o := options{out: filepath.Join(dir, "out"), record: filepath.Join(dir, "performance.json"), doc: filepath.Join(dir, "performance.md")}
+	require.NoError(t, os.WriteFile(o.doc, []byte(tableBegin+"\n"+tableEnd+"\n"), 0o644))
+
+	failed := &verdictError{errors.New("soak failed: server RSS grew by 12 %")}
+	err := runAlone(o, "soak", func() ([]row, error) {
+		return []row{{"soak: server RSS", "1 → 2 → 3 MiB", ""}, {"soak: verdict", "failed", "RSS grew"}}, failed
+	})
+	require.ErrorIs(t, err, failed)
+	rec, err := loadRecord(o.record)
+	require.NoError(t, err)
+	require.Len(t, rec.Sections, 1)
+	require.Equal(t, "failed", rec.Sections[0].Rows[1].Value)
+
+	err = runAlone(o, "chaos", func() ([]row, error) { return nil, errors.New("the server did not start") })
+	require.ErrorContains(t, err, "did not start")
+	rec, err = loadRecord(o.record)
+	require.NoError(t, err)
+	require.Len(t, rec.Sections, 1, "a run that broke records nothing")
+	doc, err := os.ReadFile(o.doc)
+	require.NoError(t, err)
+	require.Contains(t, string(doc), "| soak | soak: server RSS | 1 → 2 → 3 MiB | grows ≤ 10 % after the warm-up |")
 }

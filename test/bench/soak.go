@@ -98,21 +98,21 @@ var churnWeights = []struct {
 	{"Location swap", 15}, {"placement retarget", 10}, {"placement recreate", 3}, {"syncer reconnect", 12},
 }
 
-func soakRun(ctx context.Context, bin string, o soakOptions) (err error) {
+func soakRun(ctx context.Context, bin string, o soakOptions) (rows []row, err error) {
 	progress := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "soak: "+format+"\n", args...) }
 	if o.warmup == 0 {
 		o.warmup = o.duration / 6
 	}
 	if o.syncers <= 0 || o.rate <= 0 || o.duration <= 0 || o.warmup >= o.duration {
-		return fmt.Errorf("soak: need -soak-syncers > 0, -soak-rate > 0 and -soak-warmup < -duration")
+		return nil, fmt.Errorf("soak: need -soak-syncers > 0, -soak-rate > 0 and -soak-warmup < -duration")
 	}
 	if err := raiseFileLimit(4*o.syncers + 1024); err != nil {
-		return err
+		return nil, err
 	}
 	began := time.Now()
 	s, err := start(ctx, bin, "")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		s.stop()
@@ -128,7 +128,7 @@ func soakRun(ctx context.Context, bin string, o soakOptions) (err error) {
 
 	w, err := setUpSoak(ctx, bin, s, o, progress)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer w.stopSyncers()
 
@@ -161,21 +161,21 @@ func soakRun(ctx context.Context, bin string, o soakOptions) (err error) {
 	}
 
 	if err := measure("start"); err != nil {
-		return err
+		return nil, err
 	}
 	stopProgress := w.reportProgress(ctx, s, began, progress)
 	defer stopProgress()
 	if err := w.churn.run(ctx, o.warmup, o.rate); err != nil {
-		return err
+		return nil, err
 	}
 	if err := measure("after warm-up"); err != nil {
-		return err
+		return nil, err
 	}
 	if err := w.churn.run(ctx, o.duration-o.warmup, o.rate); err != nil {
-		return err
+		return nil, err
 	}
 	if err := measure("end"); err != nil {
-		return err
+		return nil, err
 	}
 	stopProgress()
 
@@ -194,11 +194,13 @@ func soakRun(ctx context.Context, bin string, o soakOptions) (err error) {
 	}
 
 	printSoakTable(samples, w, o, time.Since(began))
+	rows = soakRows(samples, w, o)
 	if len(verdicts) > 0 {
-		return fmt.Errorf("soak failed:\n- %s", strings.Join(verdicts, "\n- "))
+		return append(rows, row{"soak: verdict", "failed", strings.Join(verdicts, "; ")}),
+			&verdictError{fmt.Errorf("soak failed:\n- %s", strings.Join(verdicts, "\n- "))}
 	}
 	fmt.Println("soak passed: nothing unreconciled; memory and goroutines within the limit after the warm-up")
-	return nil
+	return append(rows, row{"soak: verdict", "passed", "nothing unreconciled; RSS and goroutines within the limit after the warm-up"}), nil
 }
 
 // soakWorld is what the soak set up and drives.
@@ -616,6 +618,46 @@ func printSoakTable(samples []soakSample, w *soakWorld, o soakOptions, took time
 	fmt.Fprintf(tw, "syncer heartbeats\t%d\t\n", w.counters.heartbeats.Load())
 	fmt.Fprintf(tw, "syncer request errors\t%d\t(conflicts not counted)\n", w.counters.errors.Load())
 	_ = tw.Flush()
+}
+
+// soakRows are the figures of the soak the record keeps: each quantity at
+// the start, after the warm-up and at the end, with its growth after the
+// warm-up, and the work done.
+func soakRows(samples []soakSample, w *soakWorld, o soakOptions) []row {
+	if len(samples) < 3 {
+		return nil
+	}
+	what := fmt.Sprintf("%d syncers, %s at %g ops/s", o.syncers, o.duration, o.rate)
+	three := func(name string, v func(soakSample) int64, show func(int64) string) row {
+		from, to := v(samples[1]), v(samples[2])
+		note := ""
+		if from > 0 {
+			note = fmt.Sprintf("%+.1f %% after the warm-up", 100*float64(to-from)/float64(from))
+		}
+		return row{fmt.Sprintf("soak: %s, start → warm-up → end (%s)", name, what),
+			fmt.Sprintf("%s → %s → %s", show(v(samples[0])), show(from), show(to)), note}
+	}
+	rows := []row{
+		three("server RSS", func(s soakSample) int64 { return s.rss }, mib),
+		three("Go heap in use after a GC", func(s soakSample) int64 { return s.heap }, mib),
+		three("goroutines", func(s soakSample) int64 { return s.goroutines }, itoa),
+		three("open FDs", func(s soakSample) int64 { return s.fds }, itoa),
+		three("SQLite state.db", func(s soakSample) int64 { return s.db }, mib),
+		three("SQLite WAL", func(s soakSample) int64 { return s.wal }, mib),
+	}
+	ops, failed := w.churn.totals()
+	conv := make([]string, len(samples))
+	for i, smp := range samples {
+		conv[i] = long(smp.converged)
+	}
+	rows = append(rows,
+		row{"soak: copies in mailboxes at the end", itoa(int64(samples[2].copies)), ""},
+		row{"soak: every mailbox exact after the churn paused, start / warm-up / end", strings.Join(conv, " / "), ""},
+		row{"soak: churn operations, failed", fmt.Sprintf("%d, %d failed", ops, failed), ""},
+		row{"soak: syncer status writes, heartbeats, request errors", fmt.Sprintf("%d, %d, %d",
+			w.counters.statusWrites.Load(), w.counters.heartbeats.Load(), w.counters.errors.Load()), "conflicts not counted"},
+	)
+	return rows
 }
 
 // convergedRow is how long the mailboxes took to be exact once the churn
