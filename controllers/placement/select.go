@@ -18,6 +18,7 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/spaces"
+	"github.com/kubestellar/kubestellar/spaces/namespacedefaults"
 )
 
 // placed is a placement that targets a SyncTarget, and the destination it
@@ -204,7 +205,7 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 				// Every mailbox's reconcile goes through every object its
 				// placements might select, so this reads no more of an object
 				// than it needs: GetLabels makes a map each time.
-				if label(obj, edgev2alpha1.PlacementCopyLabel) == "true" || clusterOwned(res.GroupResource(), obj.GetNamespace(), obj.GetName()) {
+				if label(obj, edgev2alpha1.PlacementCopyLabel) == "true" || namespacedefaults.Owned(res.GroupResource(), obj.GetNamespace(), obj.GetName()) {
 					continue
 				}
 				var objLabels map[string]string
@@ -238,25 +239,6 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 		}
 	}
 	return problems, true
-}
-
-// clusterOwned reports whether an object is one a namespace gets from its
-// cluster itself, at the center and at each edge alike: the default
-// ServiceAccount, the root CA ConfigMap, and default's kubernetes Service
-// with its endpoints (spaces/namespacedefaults). They are never placed:
-// the center's would overwrite each edge's own, its CA and its API
-// server's address above all.
-func clusterOwned(gr schema.GroupResource, namespace, name string) bool {
-	switch gr {
-	case schema.GroupResource{Resource: "serviceaccounts"}:
-		return name == "default"
-	case schema.GroupResource{Resource: "configmaps"}:
-		return name == "kube-root-ca.crt"
-	case schema.GroupResource{Resource: "services"}, schema.GroupResource{Resource: "endpoints"},
-		schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}:
-		return namespace == "default" && name == "kubernetes"
-	}
-	return false
 }
 
 // makeCopy strips and customizes a workload object for a destination. A

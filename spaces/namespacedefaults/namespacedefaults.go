@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -59,6 +60,24 @@ const (
 	descriptionAnnotation = "kubernetes.io/description"
 	description           = "The CA that signs this kubestellar server's certificate: clients in this space verify the server with it."
 )
+
+// Owned reports whether an object is one a namespace gets from its
+// cluster itself, at the center and at each edge alike: the default
+// ServiceAccount, the root CA ConfigMap, and default's kubernetes Service
+// with its endpoints. They are never placed: the center's would overwrite
+// each edge's own, its CA and its API server's address above all.
+func Owned(gr schema.GroupResource, namespace, name string) bool {
+	switch gr {
+	case schema.GroupResource{Resource: "serviceaccounts"}:
+		return name == DefaultServiceAccount
+	case schema.GroupResource{Resource: "configmaps"}:
+		return name == RootCAConfigMap
+	case schema.GroupResource{Resource: "services"}, schema.GroupResource{Resource: "endpoints"},
+		schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}:
+		return namespace == metav1.NamespaceDefault && name == KubernetesService
+	}
+	return false
+}
 
 // resyncEvery is how often every namespace is looked at again.
 const resyncEvery = 10 * time.Minute

@@ -24,6 +24,7 @@ import (
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
+	"github.com/kubestellar/kubestellar/spaces/namespacedefaults"
 )
 
 // The soak's and the chaos run's verdict: whether every mailbox is exactly
@@ -383,6 +384,9 @@ func destinations(ep *edgev2alpha1.EdgePlacement, locations []edgev2alpha1.Locat
 // object of resource gvr. It models the clause fields the bench uses; a
 // clause with selectors is refused rather than judged wrongly.
 func selects(ep *edgev2alpha1.EdgePlacement, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) (bool, error) {
+	if namespacedefaults.Owned(gvr.GroupResource(), obj.GetNamespace(), obj.GetName()) {
+		return false, nil
+	}
 	for i, c := range ep.Spec.Downsync {
 		if len(c.LabelSelectors) > 0 || len(c.NamespaceSelectors) > 0 {
 			return false, fmt.Errorf("EdgePlacement %s: spec.downsync[%d] has selectors, which this check does not model", ep.Name, i)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
@@ -99,6 +100,15 @@ func TestDestinationsAndSelects(t *testing.T) {
 		got, err := selects(ep, gaugesGVR, tc.obj)
 		require.NoError(t, err)
 		require.Equal(t, tc.want, got, objectKey(tc.obj))
+	}
+	cms := placementObject("cms", nil, edgev2alpha1.DownsyncClause{APIGroup: ptr.To(""), Resources: []string{"configmaps"}, Namespaces: []string{"chaos"}})
+	for name, want := range map[string]bool{"obj-1": true, "kube-root-ca.crt": false} {
+		cm := &unstructured.Unstructured{}
+		cm.SetNamespace("chaos")
+		cm.SetName(name)
+		got, err := selects(cms, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, cm)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "%s: the namespace's own root CA is never placed", name)
 	}
 	ep.Spec.Downsync[0].LabelSelectors = []metav1.LabelSelector{{}}
 	_, err = selects(ep, gaugesGVR, soakGauge("ns-0", "g", 1))
