@@ -147,7 +147,10 @@ func soakRun(ctx context.Context, bin string, o soakOptions) (rows []row, err er
 		if _, err := settle(ctx, s.cmd.Process.Pid, time.Minute); err != nil {
 			return err
 		}
-		if err := collectGarbage(ctx, s); err != nil {
+		// Each sample's heap profile stays in the data dir (kept when the
+		// soak fails): go tool pprof -diff_base heap-after-warm-up.pb.gz
+		// heap-end.pb.gz shows what grew.
+		if err := heapProfile(ctx, s, filepath.Join(s.dataDir, "heap-"+strings.ReplaceAll(when, " ", "-")+".pb.gz")); err != nil {
 			return err
 		}
 		smp, err := takeSample(ctx, s)
@@ -498,14 +501,25 @@ func adminGet(ctx context.Context, s *server, path string) (*http.Response, erro
 // collectGarbage makes the server run a garbage collection (the heap
 // profile does, with gc=1), so that the heap figure that follows is the
 // live heap, not wherever the collector's cycle happens to be.
-func collectGarbage(ctx context.Context, s *server) error {
+func collectGarbage(ctx context.Context, s *server) error { return heapProfile(ctx, s, "") }
+
+// heapProfile has the server collect its garbage and writes its heap
+// profile, after the collection, to path ("" for nowhere).
+func heapProfile(ctx context.Context, s *server, path string) error {
 	resp, err := adminGet(ctx, s, "/debug/pprof/heap?gc=1")
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	_, err = io.Copy(io.Discard, resp.Body)
-	return err
+	if path == "" {
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
 }
 
 // scrape reads unlabelled samples from the server's /metrics.
