@@ -74,7 +74,7 @@ test-e2e: build test-deps edgecluster-tools ## Run the end-to-end tests (built b
 	$(GO) test $(TEST_FLAGS) -timeout 60m ./test/e2e/...
 	$(GO) -C $(BENCH_MODULE) test $(TEST_FLAGS) -timeout 60m ./browser/...
 
-verify: ## gofmt, go vet, staticcheck, generated code and go.mod drift
+verify: ## gofmt, go vet, staticcheck, import layers, license headers, the docs' links and commands, generated code and docs, go.mod drift
 	hack/verify.sh
 
 codegen: ## Regenerate deepcopy, CRDs and OpenAPI models
