@@ -75,6 +75,8 @@ type Controller struct {
 	resources *crossspace.SharedDynamic
 	// problems[placement][mailbox] are what kept copies from being written.
 	problems map[string]map[string][]problem
+	// dependencies[placement][mailbox] are what Follow placed there.
+	dependencies map[string]map[string][]edgev2alpha1.DependencyReference
 }
 
 // StoreWriter writes objects of some resources straight to the server's
@@ -101,13 +103,14 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources 
 		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 30*time.Second)
 	}
 	c := &Controller{
-		clients:   clients,
-		mailboxes: workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName}),
-		statuses:  workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-status"}),
-		crds:      crds,
-		resolver:  &resolver{disco: clients.Discovery},
-		resources: resources,
-		problems:  map[string]map[string][]problem{},
+		clients:      clients,
+		mailboxes:    workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName}),
+		statuses:     workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-status"}),
+		crds:         crds,
+		resolver:     &resolver{disco: clients.Discovery},
+		resources:    resources,
+		problems:     map[string]map[string][]problem{},
+		dependencies: map[string]map[string][]edgev2alpha1.DependencyReference{},
 	}
 	resources.AddHandler(func(schema.GroupVersionResource) cache.ResourceEventHandler { return c.resourceEvents() })
 	c.placements = clients.Typed(&edgev2alpha1.EdgePlacementList{}, &edgev2alpha1.EdgePlacement{}, crossspace.Enqueue(func(obj any) {
@@ -237,6 +240,14 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 			return out
 		},
 		resolve: c.resolver.resolve,
+		object: func(gvr schema.GroupVersionResource, space, namespace, name string) (*unstructured.Unstructured, bool, bool) {
+			inf := c.informerFor(gvr)
+			if !inf.HasSynced() {
+				return nil, false, false
+			}
+			obj, ok := crossspace.Get[*unstructured.Unstructured](inf, space, namespace, name)
+			return obj, ok, true
+		},
 		objects: func(gvr schema.GroupVersionResource, space string) ([]*unstructured.Unstructured, bool) {
 			inf := c.informerFor(gvr)
 			if !inf.HasSynced() {

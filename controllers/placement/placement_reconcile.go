@@ -136,6 +136,9 @@ type mailboxReconciler struct {
 	// objects returns the objects of a resource in a space; false when the
 	// cache of the resource has not synced yet.
 	objects func(gvr schema.GroupVersionResource, space string) ([]*unstructured.Unstructured, bool)
+	// object returns one object of a resource in a space, and whether it
+	// exists; synced is false when the cache has not synced yet.
+	object func(gvr schema.GroupVersionResource, space, namespace, name string) (obj *unstructured.Unstructured, exists, synced bool)
 	// records returns the objects of a resource in a mailbox as the cache
 	// holds them (a copy as its crossspace.Copy record): the translator
 	// reads a few fields of each (crossspace.Label, Annotation, StatusOf)
@@ -175,8 +178,10 @@ type mailboxReconciler struct {
 	full *fullInventories
 
 	// recordProblems keeps, for the placements' status, what kept copies
-	// of each placement targeting a mailbox from being written.
-	recordProblems func(mailbox string, placements map[string]bool, problems map[string][]problem)
+	// of each placement targeting a mailbox from being written, and the
+	// dependencies each placed there (sel.placements, sel.problems and
+	// sel.dependencies).
+	recordProblems func(mailbox string, sel *selection)
 }
 
 // reconcile makes the mailbox of a SyncTarget (key: inventory|name) hold
@@ -200,7 +205,7 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 		// looked at again, with backoff. (The placements' status shows
 		// this, in place of conflicts, which are not decided meanwhile.)
 		logger.Error(nil, "the access of a placement's writer could not be checked: the mailbox is left as it is until it can", "problems", unknown)
-		r.recordProblems(mailbox, sel.placements, sel.problems)
+		r.recordProblems(mailbox, sel)
 		return false, errRetryLater
 	}
 	cfg, exists := r.syncerConfig(mailbox)
@@ -214,7 +219,7 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	where := "SyncTarget " + crossspace.SpaceOf(st) + "/" + st.Name
 	desired := decideAll(sel, current, where)
 	edgeProblems(sel, current, where)
-	r.recordProblems(mailbox, sel.placements, sel.problems)
+	r.recordProblems(mailbox, sel)
 	addImpliedNamespaces(desired)
 	r.holdEmptyNamespaces(key, mailbox, desired, current)
 
@@ -239,7 +244,7 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 		for key, probs := range leftOut {
 			sel.problems[key] = append(sel.problems[key], probs...)
 		}
-		r.recordProblems(mailbox, sel.placements, sel.problems)
+		r.recordProblems(mailbox, sel)
 		if r.requeueAfter != nil {
 			r.requeueAfter(key, mailboxLimitRetry)
 		}

@@ -43,6 +43,9 @@ type fakeMailbox struct {
 
 	calls    []string
 	problems map[string][]problem // the last recorded, by placement key
+	// dependencies are the last recorded, by placement key.
+	dependencies map[string][]edgev2alpha1.DependencyReference
+	crds         []*apiextensionsv1.CustomResourceDefinition
 	// slicesAsked are the destinations slicesFor was asked about.
 	slicesAsked []string
 	rv          int
@@ -191,7 +194,7 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 			c, ok := f.customizers[spaces.Key(space, namespace, name)]
 			return c, ok
 		},
-		crds: func() []*apiextensionsv1.CustomResourceDefinition { return nil },
+		crds: func() []*apiextensionsv1.CustomResourceDefinition { return f.crds },
 		resolve: func(_ *string, names []string) ([]resource, error) {
 			var out []resource
 			for _, n := range names {
@@ -218,6 +221,13 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 				}
 			}
 			return out, true
+		},
+		object: func(gvr schema.GroupVersionResource, space, namespace, name string) (*unstructured.Unstructured, bool, bool) {
+			if f.notSynced[gvr] {
+				return nil, false, false
+			}
+			obj := f.get(gvr, space, namespace, name)
+			return obj, obj != nil, true
 		},
 		records: func(gvr schema.GroupVersionResource, space string) ([]metav1.Object, bool) {
 			if f.notSynced[gvr] {
@@ -281,10 +291,16 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 			f.syncerConfigs[spaceOf(ctx)] = cfg.DeepCopy()
 			return nil
 		},
-		recordProblems: func(mailbox string, placements map[string]bool, problems map[string][]problem) {
-			f.calls = append(f.calls, fmt.Sprintf("recordProblems %d", len(placements)))
+		recordProblems: func(mailbox string, sel *selection) {
+			f.calls = append(f.calls, fmt.Sprintf("recordProblems %d", len(sel.placements)))
 			f.problems = map[string][]problem{}
-			for k, p := range problems {
+			f.dependencies = map[string][]edgev2alpha1.DependencyReference{}
+			for k := range sel.placements {
+				if deps := sel.dependenciesOf(k); len(deps) > 0 {
+					f.dependencies[k] = deps
+				}
+			}
+			for k, p := range sel.problems {
 				if len(p) > 0 {
 					f.problems[k] = p
 				}

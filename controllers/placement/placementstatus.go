@@ -6,6 +6,7 @@ package placement
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -18,15 +19,37 @@ import (
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
-// recordProblems stores what kept copies from a mailbox and enqueues the
-// placements whose status may change.
-func (c *Controller) recordProblems(mailbox string, placementsHere map[string]bool, problems map[string][]problem) {
+// recordProblems stores what kept copies from a mailbox, and what Follow
+// placed there, and enqueues the placements whose status may change.
+func (c *Controller) recordProblems(mailbox string, sel *selection) {
+	placementsHere, problems := sel.placements, sel.problems
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for epKey, byMailbox := range c.problems {
 		if _, ok := byMailbox[mailbox]; ok && !placementsHere[epKey] {
 			delete(byMailbox, mailbox)
 			c.statuses.Add(epKey)
+		}
+	}
+	for epKey, byMailbox := range c.dependencies {
+		if _, ok := byMailbox[mailbox]; ok && !placementsHere[epKey] {
+			delete(byMailbox, mailbox)
+			c.statuses.Add(epKey)
+		}
+	}
+	for epKey := range placementsHere {
+		deps := sel.dependenciesOf(epKey)
+		byMailbox := c.dependencies[epKey]
+		if !slices.Equal(byMailbox[mailbox], deps) {
+			c.statuses.Add(epKey)
+			switch {
+			case len(deps) > 0 && byMailbox == nil:
+				c.dependencies[epKey] = map[string][]edgev2alpha1.DependencyReference{mailbox: deps}
+			case len(deps) > 0:
+				byMailbox[mailbox] = deps
+			default:
+				delete(byMailbox, mailbox)
+			}
 		}
 	}
 	for epKey := range placementsHere {
@@ -58,6 +81,7 @@ func (c *Controller) updatePlacementStatus(ctx context.Context, key string) erro
 	if !ok {
 		c.mu.Lock()
 		delete(c.problems, key)
+		delete(c.dependencies, key)
 		c.mu.Unlock()
 		return nil
 	}
@@ -67,12 +91,43 @@ func (c *Controller) updatePlacementStatus(ctx context.Context, key string) erro
 	for _, mb := range mailboxes {
 		all = append(all, c.problems[key][mb]...)
 	}
+	deps := map[edgev2alpha1.DependencyReference]bool{}
+	for _, list := range c.dependencies[key] {
+		for _, ref := range list {
+			deps[ref] = true
+		}
+	}
 	c.mu.Unlock()
 	updated := ep.DeepCopy()
-	if !placementConditions(updated, all) {
+	changed := placementConditions(updated, all)
+	changed = setDependencies(updated, deps) || changed
+	if !changed {
 		return nil
 	}
 	return c.clients.Client.Status().Update(spaces.WithSpace(ctx, space), updated)
+}
+
+// setDependencies sets a placement's status.dependencies (sorted, at most
+// MaxListedDependencies) and dependencyCount from the union of what Follow
+// placed in its mailboxes, and reports whether anything changed.
+func setDependencies(ep *edgev2alpha1.EdgePlacement, set map[edgev2alpha1.DependencyReference]bool) bool {
+	list := make([]edgev2alpha1.DependencyReference, 0, len(set))
+	for ref := range set {
+		list = append(list, ref)
+	}
+	sortDependencies(list)
+	if len(list) > edgev2alpha1.MaxListedDependencies {
+		list = list[:edgev2alpha1.MaxListedDependencies]
+	}
+	if len(list) == 0 {
+		list = nil
+	}
+	count := int32(len(set))
+	if slices.Equal(ep.Status.Dependencies, list) && ep.Status.DependencyCount == count {
+		return false
+	}
+	ep.Status.Dependencies, ep.Status.DependencyCount = list, count
+	return true
 }
 
 // isConflict reports whether a problem is a conflict with another source.

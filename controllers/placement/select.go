@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -79,6 +80,36 @@ type selection struct {
 	// mailbox.
 	problems   map[string][]problem
 	placements map[string]bool
+	// dependencies are, per placement key, the objects placed only
+	// because a workload it selects references them (spec.dependencies:
+	// Follow).
+	dependencies map[string]map[edgev2alpha1.DependencyReference]bool
+}
+
+// addDependency records that a placement placed an object by following a
+// reference.
+func (s *selection) addDependency(epKey string, ref edgev2alpha1.DependencyReference) {
+	if s.dependencies == nil {
+		s.dependencies = map[string]map[edgev2alpha1.DependencyReference]bool{}
+	}
+	if s.dependencies[epKey] == nil {
+		s.dependencies[epKey] = map[edgev2alpha1.DependencyReference]bool{}
+	}
+	s.dependencies[epKey][ref] = true
+}
+
+// dependenciesOf returns a placement's followed dependencies, sorted.
+func (s *selection) dependenciesOf(epKey string) []edgev2alpha1.DependencyReference {
+	set := s.dependencies[epKey]
+	if len(set) == 0 {
+		return nil
+	}
+	out := make([]edgev2alpha1.DependencyReference, 0, len(set))
+	for ref := range set {
+		out = append(out, ref)
+	}
+	sortDependencies(out)
+	return out
 }
 
 // reasonAccessUnknown is a problem's reason when whether the placement's
@@ -174,6 +205,9 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 		}
 		return n.GetLabels(), true
 	}
+	// chosen are the copies this placement's clauses select here, whose
+	// references Follow places too.
+	var chosen []*claim
 	for i, raw := range p.ep.Spec.Downsync {
 		cl, err := parseClause(i, raw)
 		if err != nil {
@@ -233,9 +267,92 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 					sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: obj, failed: true})
 					continue
 				}
-				sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: cp, memo: memo, createOnly: raw.CreateOnly,
-					clauses: []edgev2alpha1.DownsyncClause{raw}})
+				c := &claim{source: p.source, res: res, obj: cp, memo: memo, createOnly: raw.CreateOnly,
+					clauses: []edgev2alpha1.DownsyncClause{raw}}
+				sel.claims[k] = append(sel.claims[k], c)
+				chosen = append(chosen, c)
 			}
+		}
+	}
+	if p.ep.Spec.Dependencies == edgev2alpha1.DependenciesFollow {
+		followed, synced := r.follow(p, sel, chosen, permitted)
+		if !synced {
+			return nil, false
+		}
+		problems = append(problems, followed...)
+	}
+	return problems, true
+}
+
+// ownCRD reports whether a CRD is a space's own: bound to it, and not to
+// every space.
+func ownCRD(crd *apiextensionsv1.CustomResourceDefinition, space string) bool {
+	b := spaces.BindingsOf(crd.Annotations)
+	return b.Has(space) && !b.All()
+}
+
+// follow adds to sel what the chosen copies of a placement reference in
+// its WDS (see dependencies.go), and returns the problems met: references
+// to objects the WDS does not hold. An object reached by two routes, or
+// also selected by a clause, is one copy. What the placement's writer may
+// not read is not placed (permitted reports it). False when a cache it
+// needs has not synced yet.
+func (r *mailboxReconciler) follow(p placed, sel *selection, chosen []*claim, permitted func(schema.GroupVersionResource, string) bool) (problems []problem, synced bool) {
+	epKey := p.key()
+	var crds map[string]*apiextensionsv1.CustomResourceDefinition
+	for _, cl := range chosen {
+		if cl.res.Group != "" {
+			// A custom resource goes with its CRD, as the WDS serves it
+			// (a built-in resource has none by its name).
+			if crds == nil {
+				crds = map[string]*apiextensionsv1.CustomResourceDefinition{}
+				for _, crd := range r.crds() {
+					crds[crd.Name] = crd
+				}
+			}
+			name := cl.res.Resource + "." + cl.res.Group
+			// The WDS's own definition, not one the server serves in every
+			// space (its own kinds).
+			if crd, ok := crds[name]; ok && !sel.crdNames[name] && ownCRD(crd, p.wds) && permitted(crdGVR, "") {
+				sel.crdNames[name] = true
+				sel.addDependency(epKey, dependencyRef(crdGVR, "", name))
+			}
+		}
+		for _, ref := range references(cl.res.GroupResource(), cl.obj) {
+			if namespacedefaults.Owned(ref.gvr.GroupResource(), ref.namespace, ref.name) {
+				continue
+			}
+			k := copyKey(ref.gvr, ref.namespace, ref.name)
+			if list := sel.claims[k]; len(list) > 0 && list[len(list)-1].source.same(p.source) {
+				continue
+			}
+			obj, found, ok := r.object(ref.gvr, p.wds, ref.namespace, ref.name)
+			if !ok {
+				return nil, false
+			}
+			if !found || label(obj, edgev2alpha1.PlacementCopyLabel) == "true" {
+				if !ref.optional {
+					problems = append(problems, problem{Reason: edgev2alpha1.DependencyReasonNotFound, Message: fmt.Sprintf(
+						"%s %s references %s %s/%s (%s), which is not in the WDS", strings.ToLower(cl.obj.GetKind()), qualifiedName(cl.obj),
+						ref.kind, ref.namespace, ref.name, ref.path)})
+				}
+				continue
+			}
+			if !permitted(ref.gvr, ref.namespace) {
+				continue
+			}
+			res := resource{GroupVersionResource: ref.gvr, Kind: ref.kind, Namespaced: true}
+			cp, memo, prob := r.makeCopy(p.wds, obj, p.dest)
+			if prob != nil {
+				problems = append(problems, *prob)
+				sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: obj, failed: true})
+				continue
+			}
+			// An empty clause: the copy is the placement's, with no
+			// StatusCollector of its own.
+			sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: cp, memo: memo,
+				clauses: []edgev2alpha1.DownsyncClause{{}}})
+			sel.addDependency(epKey, dependencyRef(ref.gvr, ref.namespace, ref.name))
 		}
 	}
 	return problems, true

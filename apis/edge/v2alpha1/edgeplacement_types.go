@@ -19,6 +19,7 @@ import (
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Locations",type=integer,JSONPath=`.status.matchingLocationCount`
 // +kubebuilder:printcolumn:name="Problem",type=string,JSONPath=`.status.conditions[?(@.type=="Misconfigured")].message`,priority=1
+// +kubebuilder:printcolumn:name="Dependencies",type=integer,JSONPath=`.status.dependencyCount`,priority=1
 // +kubebuilder:printcolumn:name="Edges-Synced",type=string,JSONPath=`.status.conditions[?(@.type=="Synced")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EdgePlacement struct {
@@ -46,6 +47,50 @@ type EdgePlacementSpec struct {
 	// Upsync selects objects created at the edge to copy back to the WDS.
 	// +optional
 	Upsync []UpsyncClause `json:"upsync,omitempty"`
+	// Dependencies says whether what the selected workloads reference in
+	// the WDS goes with them. None (the default) places only what the
+	// downsync clauses select. Follow also places, with each selected
+	// workload, what it cannot run without: the ConfigMaps, Secrets,
+	// PersistentVolumeClaims, ServiceAccount and image pull Secrets its pod
+	// template references, an Ingress's TLS Secrets and backend Services,
+	// and a custom resource's CRD. They follow it in step, leave with it,
+	// and are listed in status.dependencies; a reference to an object the
+	// WDS does not hold (and does not mark optional) is a problem on the
+	// Propagated condition. Only what the placement's writer may read is
+	// placed.
+	// +optional
+	// +kubebuilder:validation:Enum=None;Follow
+	Dependencies DependencyPolicy `json:"dependencies,omitempty"`
+}
+
+// DependencyPolicy is an EdgePlacement's spec.dependencies.
+type DependencyPolicy string
+
+const (
+	DependenciesNone   DependencyPolicy = "None"
+	DependenciesFollow DependencyPolicy = "Follow"
+)
+
+// DependencyReasonNotFound is the reason of an EdgePlacement's Propagated
+// condition when a selected workload references an object the WDS does not
+// hold (spec.dependencies: Follow).
+const DependencyReasonNotFound = "DependencyNotFound"
+
+// MaxListedDependencies bounds status.dependencies; DependencyCount counts
+// them all.
+const MaxListedDependencies = 100
+
+// DependencyReference names an object placed because a selected workload
+// references it.
+type DependencyReference struct {
+	// APIGroup of the object ("" for the core group).
+	// +optional
+	APIGroup string `json:"apiGroup,omitempty"`
+	// Resource is the lower-case plural resource name.
+	Resource string `json:"resource"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
 }
 
 // DownsyncClause selects workload objects; every field given must hold.
@@ -155,6 +200,14 @@ type EdgePlacementStatus struct {
 	// ObservedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Dependencies are the objects placed at some destination only because
+	// a selected workload references them (spec.dependencies: Follow),
+	// sorted, at most MaxListedDependencies (100) of them.
+	// +optional
+	Dependencies []DependencyReference `json:"dependencies,omitempty"`
+	// DependencyCount is how many such objects there are.
+	// +optional
+	DependencyCount int32 `json:"dependencyCount,omitempty"`
 }
 
 // EdgePlacementList is a list of EdgePlacements.
