@@ -251,6 +251,20 @@ func run(ctx context.Context, o options) error {
 	return err
 }
 
+// fanoutSection names the fan-out section: "fan-out" for the default
+// sizes, and with its sizes otherwise, so that the record keeps a run with
+// other options beside the default one rather than in its place.
+func fanoutSection(o options) string {
+	if o.fanTargets == 1000 && o.fanObjects == 100 && !o.fanSyncerWatches {
+		return "fan-out"
+	}
+	name := fmt.Sprintf("fan-out, %d SyncTargets × %d objects", o.fanTargets, o.fanObjects)
+	if o.fanSyncerWatches {
+		name += ", a syncer's watch per mailbox"
+	}
+	return name
+}
+
 // verdictError is a run that measured what it should and failed its
 // checks (the soak's growth, the chaos test's exactness): its figures are
 // recorded with the verdict, and the run still fails.
@@ -308,7 +322,7 @@ func runSections(ctx context.Context, bin string, o options, progress func(strin
 		}
 	}
 	if o.fanTargets > 0 {
-		if err := section("fan-out", func() ([]row, error) {
+		if err := section(fanoutSection(o), func() ([]row, error) {
 			fs, err := start(ctx, bin, "")
 			if err != nil {
 				return nil, err

@@ -135,11 +135,13 @@ var goals = []goal{
 		bound: "The restarted server lists every mailbox and WDS object once and writes what the kill left missing."},
 }
 
-// goalOf returns the goal and bound of a row.
+// goalOf returns the goal and bound of a row. A section named with its
+// options ("fan-out, 10000 SyncTargets × 100 objects") has the goals of
+// the section it varies.
 func goalOf(section, metric string) (string, string) {
 	best := -1
 	for i, g := range goals {
-		if g.section == section && strings.HasPrefix(metric, g.metric) && (best < 0 || len(g.metric) > len(goals[best].metric)) {
+		if (g.section == section || strings.HasPrefix(section, g.section+", ")) && strings.HasPrefix(metric, g.metric) && (best < 0 || len(g.metric) > len(goals[best].metric)) {
 			best = i
 		}
 	}

@@ -161,3 +161,19 @@ func TestRunAlone(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(doc), "| soak | soak: server RSS | 1 → 2 → 3 MiB | grows ≤ 10 % after the warm-up |")
 }
+
+// TestSectionsWithOptions: a fan-out of other sizes is a section of its
+// own in the record, with the fan-out's goals.
+func TestSectionsWithOptions(t *testing.T) {
+	o := options{fanTargets: 1000, fanObjects: 100}
+	require.Equal(t, "fan-out", fanoutSection(o))
+	o.fanTargets = 10000
+	require.Equal(t, "fan-out, 10000 SyncTargets × 100 objects", fanoutSection(o))
+	o.fanTargets, o.fanSyncerWatches = 1000, true
+	big := fanoutSection(o)
+	require.Equal(t, "fan-out, 1000 SyncTargets × 100 objects, a syncer's watch per mailbox", big)
+	goal, _ := goalOf(big, "fan-out: 100 objects to 1000 mailboxes")
+	require.Equal(t, "≤ 60 s for 1,000 SyncTargets; ≤ 15 min for 10,000", goal)
+	goal, _ = goalOf("fan-outs", "fan-out: x")
+	require.Empty(t, goal, "only the section's own name, or its name with options")
+}
