@@ -49,6 +49,9 @@ func (s *Syncer) reconcileDownsync(ctx context.Context, key objKey) (bool, error
 			s.mu.Unlock()
 			return false, nil
 		}
+		if cur != nil && ownedBy(cur, owner) && s.holding(key) {
+			return false, nil // the edge holds: its delete waits (hold.go)
+		}
 		if isContainer(key.GVR) {
 			// Deleting it would delete what is in it: see namespaces.go.
 			return false, s.reconcileRemoval(ctx, key, cur)
@@ -98,6 +101,9 @@ func (s *Syncer) reconcileDownsync(ctx context.Context, key objKey) (bool, error
 		s.setInStep(key)
 		s.ensureEdgeInformer(ctx, key.GVR)
 		return false, nil
+	}
+	if s.holding(key) {
+		return false, nil // the edge holds: the apply waits (hold.go)
 	}
 	obj, err := s.edgeResource(key).Apply(ctx, key.Name, d.Object, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {

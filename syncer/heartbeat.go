@@ -146,6 +146,7 @@ func (s *Syncer) writeStatus(ctx context.Context) error {
 	st.Status.LastSyncerHeartbeatTime = &now
 	st.Status.SyncerVersion = version.Version
 	st.Status.SyncerMode, st.Status.SyncerImage = s.where(ctx)
+	st.Status.Hold = s.holdStatus()
 	st.Status.SyncedObjects = synced
 	st.Status.Conflicts = conflicts
 	st.Status.Problems = problems

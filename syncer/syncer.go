@@ -92,7 +92,13 @@ type Syncer struct {
 	drift    driftTally          // reverts the SyncTarget's status has yet to count
 	// statusNow asks the heartbeat to write the SyncTarget's status soon.
 	statusNow chan struct{}
-	config    *edgev2alpha1.SyncerConfig
+	// hold is the hold read from the data directory (hold.go), nil for
+	// none; holdOn is whether it held when last read; heldBack are the
+	// objects with a change it held back.
+	hold     *Hold
+	holdOn   bool
+	heldBack map[objKey]bool
+	config   *edgev2alpha1.SyncerConfig
 	// Mailbox caches: copies per resource, the CRDs, upsynced objects.
 	copies     map[schema.GroupVersionResource]*running
 	crds       *running
@@ -257,7 +263,7 @@ func newSyncer(o *Options, out io.Writer, tok jointoken.Token, edgeCfg *rest.Con
 			workqueue.NewTypedItemExponentialFailureRateLimiter[schema.GroupVersionResource](200*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[schema.GroupVersionResource]{Name: "upsync"}),
 		desired: map[objKey]*desired{}, deferred: map[objKey]bool{}, inStep: map[objKey]bool{}, problems: map[objKey]problem{},
-		applied: map[objKey]*applied{}, statusNow: make(chan struct{}, 1),
+		applied: map[objKey]*applied{}, statusNow: make(chan struct{}, 1), heldBack: map[objKey]bool{},
 		copies: map[schema.GroupVersionResource]*running{}, upsynced: map[schema.GroupVersionResource]*running{},
 		upsyncGVRs: map[schema.GroupVersionResource]bool{}, edgeObjs: map[schema.GroupVersionResource]*running{},
 		workloadUID: map[string]objKey{},
@@ -302,6 +308,8 @@ func (s *Syncer) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A hold made while the syncer was stopped holds from its first write.
+	s.loadHold(ctx)
 	if saved != nil && saved.SyncTarget == s.opts.SyncTarget {
 		s.id = Identity{InventorySpace: saved.InventorySpace, SyncTarget: saved.SyncTarget, MailboxSpace: saved.MailboxSpace}
 		s.owner = OwnerValue(saved.InventorySpace, saved.SyncTarget)
@@ -344,6 +352,7 @@ func (s *Syncer) run(ctx context.Context) error {
 		startDown()
 	}
 	start(1, func() { s.saveLoop(ctx) })
+	start(1, func() { s.watchHold(ctx) })
 
 	if err := s.connect(ctx); err != nil || ctx.Err() != nil {
 		return err

@@ -390,7 +390,7 @@ var syncerConditions = []string{edgev2alpha1.SyncTargetHeartbeat, edgev2alpha1.S
 // syncerStatusFields are the SyncTarget status fields that describe the
 // syncer, which it reports; not mailboxSpace, tunnelServer or the server's
 // conditions.
-var syncerStatusFields = []string{"lastSyncerHeartbeatTime", "syncerVersion", "syncerMode", "syncerImage", "syncedObjects", "conflicts", "problems", "drift"}
+var syncerStatusFields = []string{"lastSyncerHeartbeatTime", "syncerVersion", "syncerMode", "syncerImage", "syncedObjects", "conflicts", "problems", "drift", "hold"}
 
 func validateSyncTargetStatus(a admission.Attributes, deny func(string, ...any) error) error {
 	obj, err := toUnstructured(a.GetObject())

@@ -17,6 +17,7 @@ import (
 // +kubebuilder:printcolumn:name="Mailbox",type=string,JSONPath=`.status.mailboxSpace`
 // +kubebuilder:printcolumn:name="Syncer",type=string,JSONPath=`.status.syncerVersion`,priority=1
 // +kubebuilder:printcolumn:name="Runs",type=string,JSONPath=`.status.syncerMode`,priority=1
+// +kubebuilder:printcolumn:name="Held",type=date,JSONPath=`.status.hold.since`,priority=1
 // +kubebuilder:printcolumn:name="Synced",type=integer,JSONPath=`.status.syncedObjects`,priority=1
 // +kubebuilder:printcolumn:name="Drift",type=integer,JSONPath=`.status.drift.reverted`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -48,6 +49,28 @@ const (
 	SyncTargetHeartbeat       = "Heartbeat"
 )
 
+// EdgeHold is a hold the edge put on changes: `kubestellar syncer hold`
+// at the edge, remembered in the syncer's data directory across restarts
+// and kept while the center is unreachable.
+type EdgeHold struct {
+	// Since is when the hold began.
+	Since metav1.Time `json:"since"`
+	// Until is when it ends by itself; absent, it lasts until released.
+	// +optional
+	Until *metav1.Time `json:"until,omitempty"`
+	// Reason is what the edge's operator gave.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Reason string `json:"reason,omitempty"`
+	// Waiting counts the edge objects with a change held back: a create,
+	// an update or a delete from the mailbox, or a revert of drift.
+	// +optional
+	Waiting int32 `json:"waiting,omitempty"`
+}
+
+// MaxHoldReasonLength bounds EdgeHold.Reason, in bytes.
+const MaxHoldReasonLength = 256
+
 // SyncTargetStatus is what the server and the syncer report.
 type SyncTargetStatus struct {
 	// +optional
@@ -72,6 +95,11 @@ type SyncTargetStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	SyncerImage string `json:"syncerImage,omitempty"`
+	// Hold is set while the edge holds back every change from its mailbox
+	// (kubestellar syncer hold, at the edge): the syncer writes nothing to
+	// its cluster until the hold ends. Reported by the syncer.
+	// +optional
+	Hold *EdgeHold `json:"hold,omitempty"`
 	// TunnelServer is the server (its advertised URL) that holds the
 	// syncer's tunnel while SyncerConnected is True. Another server of the
 	// same cluster forwards edge requests there.

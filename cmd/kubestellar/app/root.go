@@ -28,6 +28,7 @@ import (
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/space/create"
 	spacedelete "github.com/kubestellar/kubestellar/cmd/kubestellar/app/space/delete"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/space/list"
+	syncerhold "github.com/kubestellar/kubestellar/cmd/kubestellar/app/syncer/hold"
 	syncerinstall "github.com/kubestellar/kubestellar/cmd/kubestellar/app/syncer/install"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/syncer/join"
 	syncermanifest "github.com/kubestellar/kubestellar/cmd/kubestellar/app/syncer/manifest"
@@ -92,7 +93,8 @@ func NewCommand(streams IOStreams) *cobra.Command {
 	space.AddCommand(create.NewCommand(streams), list.NewCommand(streams), spacedelete.NewCommand(streams))
 	syncer := &cobra.Command{Use: "syncer", Short: "Run the edge syncer, install it as a service, or print the manifest that runs it in its edge cluster"}
 	syncer.AddCommand(join.NewCommand(streams), syncerinstall.NewCommand(streams), synceruninstall.NewCommand(streams),
-		syncermanifest.NewCommand(streams), syncerrbac.NewCommand(streams))
+		syncermanifest.NewCommand(streams), syncerrbac.NewCommand(streams),
+		syncerhold.NewCommand(streams), syncerhold.NewReleaseCommand(streams))
 	synctarget := &cobra.Command{Use: "synctarget", Aliases: []string{"st"}, Short: "Add and remove edge clusters (SyncTargets) and make their syncer tokens"}
 	synctarget.AddCommand(synctargetcreate.NewCommand(streams), synctargetdelete.NewCommand(streams))
 	token := &cobra.Command{Use: "token", Short: "Create, list and revoke syncer tokens"}
