@@ -143,7 +143,7 @@ func main() {
 	compare := flag.String("compare", "", "OLD.json,NEW.json: print the figures of two reports side by side with their ratios, and measure nothing (make bench-compare)")
 	flag.BoolVar(&o.soak.on, "soak", false, "run the soak instead of the sections (soak.go): one server, simulated syncers, churn; fails on growth or anything unreconciled")
 	flag.DurationVar(&o.soak.duration, "duration", 30*time.Minute, "soak: how long the churn runs, warm-up included")
-	flag.DurationVar(&o.soak.warmup, "soak-warmup", 0, "soak: the warm-up, after which growth is measured (0: a sixth of -duration)")
+	flag.DurationVar(&o.soak.warmup, "soak-warmup", 0, "soak: the warm-up, after which growth is measured (0: a sixth of -duration, at least the 5 min the datastore's history takes to fill, or half a shorter soak)")
 	flag.IntVar(&o.soak.syncers, "soak-syncers", 50, "soak: simulated syncers (SyncTargets), each holding a tunnel and writing status")
 	flag.Float64Var(&o.soak.rate, "soak-rate", 2, "soak: churn operations per second")
 	flag.DurationVar(&o.soak.settle, "soak-settle", 5*time.Minute, "soak: how long everything may take to be reconciled once the churn pauses")

@@ -177,3 +177,16 @@ func TestSectionsWithOptions(t *testing.T) {
 	goal, _ = goalOf("fan-outs", "fan-out: x")
 	require.Empty(t, goal, "only the section's own name, or its name with options")
 }
+
+// TestDefaultWarmup: the soak measures growth only once the datastore's
+// history has had time to fill.
+func TestDefaultWarmup(t *testing.T) {
+	for d, want := range map[time.Duration]time.Duration{
+		30 * time.Minute: 5 * time.Minute,
+		10 * time.Minute: 5 * time.Minute,
+		60 * time.Minute: 10 * time.Minute,
+		4 * time.Minute:  2 * time.Minute,
+	} {
+		require.Equal(t, want, defaultWarmup(d), "%s", d)
+	}
+}
