@@ -111,10 +111,12 @@ func TestDocsOnly(t *testing.T) {
 }
 
 // TestGoalsNameSections: every goal names a section the bench runs
-// (runSections' names), so that none is silently never shown.
+// (runSections' names, and the soak's and chaos test's runs), so that none
+// is silently never shown.
 func TestGoalsNameSections(t *testing.T) {
 	sections := map[string]bool{"cold start": true, "one server": true, "fan-out": true, "syncer": true, "tunnels": true, "forwarding": true,
-		"tenants": true, "flood": true, "churn": true, "datastores": true, "stock kube-apiserver side by side": true, "dashboard": true}
+		"tenants": true, "flood": true, "churn": true, "datastores": true, "stock kube-apiserver side by side": true, "dashboard": true,
+		"soak": true, "chaos": true}
 	for _, g := range goals {
 		require.True(t, sections[g.section], "goal %q names section %q, which the bench does not run", g.metric, g.section)
 		require.NotEmpty(t, g.goal+g.bound, "goal %q/%q says nothing", g.section, g.metric)
