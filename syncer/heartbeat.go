@@ -146,7 +146,9 @@ func (s *Syncer) writeStatus(ctx context.Context) error {
 	st.Status.LastSyncerHeartbeatTime = &now
 	st.Status.SyncerVersion = version.Version
 	st.Status.SyncerMode, st.Status.SyncerImage = s.where(ctx)
+	s.setWindows(ctx, st.Spec.UpdateWindows)
 	st.Status.Hold = s.holdStatus()
+	st.Status.UpdateWindow = s.windowStatus()
 	st.Status.SyncedObjects = synced
 	st.Status.Conflicts = conflicts
 	st.Status.Problems = problems

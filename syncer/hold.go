@@ -97,12 +97,14 @@ func ReleaseHold(dataDir string) (bool, error) {
 // watched, and as a safety net when it can.
 const holdReread = 30 * time.Second
 
-// holding reports whether the syncer holds now; if so it remembers key as
-// waiting, to be looked at again when the hold ends.
+// holding reports whether the syncer holds now (a hold, or outside the
+// SyncTarget's update windows); if so it remembers key as waiting, to be
+// looked at again when it stops holding.
 func (s *Syncer) holding(key objKey) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.hold.ActiveAt(s.now()) {
+	now := s.now()
+	if open, _ := s.windows.At(now); open && !s.hold.ActiveAt(now) {
 		return false
 	}
 	if s.heldBack == nil {
@@ -112,9 +114,9 @@ func (s *Syncer) holding(key objKey) bool {
 	return true
 }
 
-// loadHold reads the hold file and, when the hold began or ended, says so
-// and has the status written; when it ended, every object that waited is
-// looked at again. It returns the hold now in force (nil for none).
+// loadHold reads the hold file, says when a hold began or changed, and
+// settles what the syncer holds (settle). It returns the hold now in force
+// (nil for none).
 func (s *Syncer) loadHold(ctx context.Context) *Hold {
 	logger := klog.FromContext(ctx)
 	h, err := ReadHold(s.opts.DataDir)
@@ -127,10 +129,43 @@ func (s *Syncer) loadHold(ctx context.Context) *Hold {
 	}
 	now := s.now()
 	s.mu.Lock()
-	was := s.holdOn
+	was := s.hold.ActiveAt(now)
 	is := h.ActiveAt(now)
 	changed := !sameHold(s.hold, h)
-	s.hold, s.holdOn = h, is
+	s.hold = h
+	s.mu.Unlock()
+	if is && (!was || changed) {
+		until := "released"
+		if h.Until != nil {
+			until = h.Until.Format(time.RFC3339)
+		}
+		logger.Info("holding every change to the edge cluster", "since", h.Since, "until", until, "reason", h.Reason)
+		s.progress("holding every change to the edge cluster (kubestellar syncer release ends it)")
+	}
+	if changed {
+		s.reportSoon()
+	}
+	s.settle(ctx)
+	if is {
+		return h
+	}
+	return nil
+}
+
+// settle works out whether the syncer holds now (a hold, or outside the
+// update windows) and, when it stops holding, queues every object that
+// waited. It returns when that may change by itself next: a hold's --until
+// or a window's opening or closing (zero for neither).
+func (s *Syncer) settle(ctx context.Context) time.Time {
+	logger := klog.FromContext(ctx)
+	now := s.now()
+	s.mu.Lock()
+	open, change := s.windows.At(now)
+	wake := change
+	held := s.hold.ActiveAt(now)
+	was, wasClosed := s.holdOn, s.windowClosed
+	is := held || !open
+	s.holdOn, s.windowClosed = is, !open
 	var waiting []objKey
 	if was && !is {
 		for k := range s.heldBack {
@@ -138,29 +173,28 @@ func (s *Syncer) loadHold(ctx context.Context) *Hold {
 		}
 		s.heldBack = map[objKey]bool{}
 	}
+	if held && s.hold.Until != nil && (wake.IsZero() || s.hold.Until.Before(wake)) {
+		wake = *s.hold.Until
+	}
 	s.mu.Unlock()
 	switch {
-	case is && (!was || changed):
-		until := "released"
-		if h.Until != nil {
-			until = h.Until.Format(time.RFC3339)
-		}
-		logger.Info("holding every change to the edge cluster", "since", h.Since, "until", until, "reason", h.Reason)
-		s.progress("holding every change to the edge cluster (kubestellar syncer release ends it)")
-	case was && !is:
-		logger.Info("the hold ended: bringing what waited in step", "objects", len(waiting))
-		s.progress("the hold ended: %d objects waited", len(waiting))
+	case !open && !wasClosed:
+		logger.Info("outside the SyncTarget's update windows: holding every change to the edge cluster", "opens", change)
+		s.progress("outside the update windows: holding every change until %s", change.Format(time.RFC3339))
+	case open && wasClosed:
+		logger.Info("an update window is open", "closes", change)
+	}
+	if was && !is {
+		logger.Info("no longer holding: bringing what waited in step", "objects", len(waiting))
+		s.progress("no longer holding: %d objects waited", len(waiting))
 		for _, k := range waiting {
 			s.downQ.Add(k)
 		}
 	}
-	if changed || was != is {
+	if windowChanged := wasClosed == open; was != is || windowChanged {
 		s.reportSoon()
 	}
-	if is {
-		return h
-	}
-	return nil
+	return wake
 }
 
 func sameHold(a, b *Hold) bool {
@@ -171,8 +205,10 @@ func sameHold(a, b *Hold) bool {
 		((a.Until == nil && b.Until == nil) || (a.Until != nil && b.Until != nil && a.Until.Equal(*b.Until)))
 }
 
-// watchHold follows the hold file until ctx is done: at once when it is
-// written or removed, when an --until passes, and every holdReread.
+// watchHold follows the hold file and the update windows until ctx is
+// done: at once when the file is written or removed or the SyncTarget's
+// windows change, when a hold's --until passes or a window opens or
+// closes, and every holdReread.
 func (s *Syncer) watchHold(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	var events <-chan fsnotify.Event
@@ -189,31 +225,32 @@ func (s *Syncer) watchHold(ctx context.Context) {
 	}
 	reread := time.NewTicker(holdReread)
 	defer reread.Stop()
-	var expiry *time.Timer
+	var timer *time.Timer
 	defer func() {
-		if expiry != nil {
-			expiry.Stop()
+		if timer != nil {
+			timer.Stop()
 		}
 	}()
 	for {
-		if expiry != nil {
-			expiry.Stop()
-			expiry = nil
+		if timer != nil {
+			timer.Stop()
+			timer = nil
 		}
-		var expired <-chan time.Time
-		if h := s.loadHold(ctx); h != nil && h.Until != nil {
-			expiry = time.NewTimer(time.Until(*h.Until))
-			expired = expiry.C
+		s.loadHold(ctx)
+		var due <-chan time.Time
+		if wake := s.settle(ctx); !wake.IsZero() {
+			timer = time.NewTimer(time.Until(wake))
+			due = timer.C
 		}
-		if !waitForHoldChange(ctx, events, errs, expired, reread.C) {
+		if !waitForHoldChange(ctx, events, errs, s.windowsChanged, due, reread.C) {
 			return
 		}
 	}
 }
 
-// waitForHoldChange returns when the hold file may have changed or an
-// --until passed; false when ctx is done.
-func waitForHoldChange(ctx context.Context, events <-chan fsnotify.Event, errs <-chan error, expired, reread <-chan time.Time) bool {
+// waitForHoldChange returns when the hold file or the windows may have
+// changed, or a time came; false when ctx is done.
+func waitForHoldChange(ctx context.Context, events <-chan fsnotify.Event, errs <-chan error, windowsChanged <-chan struct{}, expired, reread <-chan time.Time) bool {
 	for {
 		select {
 		case <-ctx.Done():
@@ -224,6 +261,8 @@ func waitForHoldChange(ctx context.Context, events <-chan fsnotify.Event, errs <
 			}
 		case err := <-errs:
 			klog.FromContext(ctx).Error(err, "watching the data directory for a hold")
+		case <-windowsChanged:
+			return true
 		case <-expired:
 			return true
 		case <-reread:

@@ -40,6 +40,7 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/internal/datadir"
 	"github.com/kubestellar/kubestellar/internal/jointoken"
+	"github.com/kubestellar/kubestellar/internal/windows"
 	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/tunnel"
 )
@@ -98,7 +99,14 @@ type Syncer struct {
 	hold     *Hold
 	holdOn   bool
 	heldBack map[objKey]bool
-	config   *edgev2alpha1.SyncerConfig
+	// windows are the SyncTarget's update windows (windows.go), as last
+	// read; windowClosed is whether the edge was outside them when last
+	// settled; windowsChanged wakes the hold's watch when they change.
+	windows        windows.Schedule
+	windowSpec     []edgev2alpha1.UpdateWindow
+	windowClosed   bool
+	windowsChanged chan struct{}
+	config         *edgev2alpha1.SyncerConfig
 	// Mailbox caches: copies per resource, the CRDs, upsynced objects.
 	copies     map[schema.GroupVersionResource]*running
 	crds       *running
@@ -264,7 +272,8 @@ func newSyncer(o *Options, out io.Writer, tok jointoken.Token, edgeCfg *rest.Con
 			workqueue.TypedRateLimitingQueueConfig[schema.GroupVersionResource]{Name: "upsync"}),
 		desired: map[objKey]*desired{}, deferred: map[objKey]bool{}, inStep: map[objKey]bool{}, problems: map[objKey]problem{},
 		applied: map[objKey]*applied{}, statusNow: make(chan struct{}, 1), heldBack: map[objKey]bool{},
-		copies: map[schema.GroupVersionResource]*running{}, upsynced: map[schema.GroupVersionResource]*running{},
+		windowsChanged: make(chan struct{}, 1),
+		copies:         map[schema.GroupVersionResource]*running{}, upsynced: map[schema.GroupVersionResource]*running{},
 		upsyncGVRs: map[schema.GroupVersionResource]bool{}, edgeObjs: map[schema.GroupVersionResource]*running{},
 		workloadUID: map[string]objKey{},
 		removing:    map[objKey]time.Time{}, contents: newEdgeContents(disc, md), now: time.Now,
@@ -308,7 +317,9 @@ func (s *Syncer) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// A hold made while the syncer was stopped holds from its first write.
+	// A hold made while the syncer was stopped, and the last update windows
+	// it read, hold from its first write.
+	s.loadWindows(ctx)
 	s.loadHold(ctx)
 	if saved != nil && saved.SyncTarget == s.opts.SyncTarget {
 		s.id = Identity{InventorySpace: saved.InventorySpace, SyncTarget: saved.SyncTarget, MailboxSpace: saved.MailboxSpace}

@@ -151,7 +151,7 @@ func schedulingChanged(old, obj any) bool {
 	switch o := obj.(type) {
 	case *edgev2alpha1.SyncTarget:
 		p, ok := old.(*edgev2alpha1.SyncTarget)
-		return !ok || !apiequality.Semantic.DeepEqual(p.Labels, o.Labels) || p.Spec != o.Spec ||
+		return !ok || !apiequality.Semantic.DeepEqual(p.Labels, o.Labels) || p.Spec.Unschedulable != o.Spec.Unschedulable ||
 			(p.DeletionTimestamp == nil) != (o.DeletionTimestamp == nil)
 	case *edgev2alpha1.Location:
 		p, ok := old.(*edgev2alpha1.Location)

@@ -26,6 +26,7 @@ import (
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/internal/principal"
 	"github.com/kubestellar/kubestellar/internal/provenance"
+	"github.com/kubestellar/kubestellar/internal/windows"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -170,6 +171,35 @@ func (p *edgePlugin) Validate(ctx context.Context, a admission.Attributes, _ adm
 	if want, ok := kindSpaceType[gr.Resource]; ok && a.GetOperation() == admission.Create && typ != want {
 		return apierrors.NewForbidden(gr, a.GetName(), fmt.Errorf(
 			"%s live in spaces of type %q, and space %q is of type %q (kubestellar space create NAME --type %s)", gr.Resource, want, space, typ, want))
+	}
+	if gr == syncTargetResource && a.GetSubresource() == "" {
+		return validateUpdateWindows(a)
+	}
+	return nil
+}
+
+// validateUpdateWindows refuses update windows a syncer could not read: a
+// schedule, duration or time zone it cannot parse, so that a SyncTarget's
+// syncer never meets them.
+func validateUpdateWindows(a admission.Attributes) error {
+	obj, err := toUnstructured(a.GetObject())
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	spec, found, _ := unstructured.NestedMap(obj, "spec")
+	if !found {
+		return nil
+	}
+	var st edgev2alpha1.SyncTargetSpec
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(spec, &st); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	if _, err := windows.Parse(st.UpdateWindows); err != nil {
+		var fe *field.Error
+		if !errors.As(err, &fe) {
+			fe = field.Invalid(field.NewPath("spec", "updateWindows"), nil, err.Error())
+		}
+		return apierrors.NewInvalid(edgev2alpha1.SchemeGroupVersion.WithKind("SyncTarget").GroupKind(), a.GetName(), field.ErrorList{fe})
 	}
 	return nil
 }
@@ -390,7 +420,7 @@ var syncerConditions = []string{edgev2alpha1.SyncTargetHeartbeat, edgev2alpha1.S
 // syncerStatusFields are the SyncTarget status fields that describe the
 // syncer, which it reports; not mailboxSpace, tunnelServer or the server's
 // conditions.
-var syncerStatusFields = []string{"lastSyncerHeartbeatTime", "syncerVersion", "syncerMode", "syncerImage", "syncedObjects", "conflicts", "problems", "drift", "hold"}
+var syncerStatusFields = []string{"lastSyncerHeartbeatTime", "syncerVersion", "syncerMode", "syncerImage", "syncedObjects", "conflicts", "problems", "drift", "hold", "updateWindow"}
 
 func validateSyncTargetStatus(a admission.Attributes, deny func(string, ...any) error) error {
 	obj, err := toUnstructured(a.GetObject())

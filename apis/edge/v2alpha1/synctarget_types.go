@@ -37,6 +37,45 @@ type SyncTargetSpec struct {
 	// there already is withdrawn too.
 	// +optional
 	Unschedulable bool `json:"unschedulable,omitempty"`
+	// UpdateWindows are when the edge takes changes. Outside every window
+	// its syncer writes nothing to its cluster (as during a hold: no create,
+	// update or delete from the mailbox, no revert of drift) and brings
+	// what waited in step when one opens. None: at any time. The syncer
+	// keeps the last windows it read, so they hold while the center is
+	// unreachable.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	UpdateWindows []UpdateWindow `json:"updateWindows,omitempty"`
+}
+
+// UpdateWindow is a recurring time when an edge takes changes.
+type UpdateWindow struct {
+	// Schedule is when the window opens, in cron's five fields (minute
+	// hour day-of-month month day-of-week: "0 2 * * 1-5" is 02:00 on
+	// weekdays) or a descriptor (@daily, @weekly...).
+	// +kubebuilder:validation:MaxLength=128
+	Schedule string `json:"schedule"`
+	// Duration is how long it stays open (at most 168h).
+	Duration metav1.Duration `json:"duration"`
+	// TimeZone of the schedule, an IANA name such as Europe/Paris
+	// (default UTC).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// UpdateWindowStatus is the syncer's view of its windows.
+type UpdateWindowStatus struct {
+	// Open is whether the edge takes changes now.
+	Open bool `json:"open"`
+	// NextChange is when that changes: when the window closes, or when the
+	// next one opens.
+	// +optional
+	NextChange *metav1.Time `json:"nextChange,omitempty"`
+	// Waiting counts the edge objects with a change that waits for a
+	// window.
+	// +optional
+	Waiting int32 `json:"waiting,omitempty"`
 }
 
 // Condition types of a SyncTarget.
@@ -100,6 +139,10 @@ type SyncTargetStatus struct {
 	// its cluster until the hold ends. Reported by the syncer.
 	// +optional
 	Hold *EdgeHold `json:"hold,omitempty"`
+	// UpdateWindow is, when the SyncTarget has update windows, whether the
+	// edge takes changes now, as its syncer reports it.
+	// +optional
+	UpdateWindow *UpdateWindowStatus `json:"updateWindow,omitempty"`
 	// TunnelServer is the server (its advertised URL) that holds the
 	// syncer's tunnel while SyncerConnected is True. Another server of the
 	// same cluster forwards edge requests there.
