@@ -76,6 +76,9 @@ type desired struct {
 	Object     *unstructured.Unstructured `json:"object"`
 	Hash       string                     `json:"hash"`
 	CreateOnly bool                       `json:"createOnly,omitempty"`
+	// Revision is the copy's rollout revision, when its placement is
+	// Progressive (reported back in edgev2alpha1.AppliedAnnotation).
+	Revision string `json:"revision,omitempty"`
 }
 
 // serverFields are metadata the server sets; they never travel between
@@ -97,6 +100,7 @@ func edgeObject(copy *unstructured.Unstructured, gvr schema.GroupVersionResource
 		unstructured.RemoveNestedField(obj.Object, "spec")
 	}
 	createOnly := obj.GetAnnotations()[edgev2alpha1.CreateOnlyAnnotation] == "true"
+	revision := obj.GetAnnotations()[edgev2alpha1.RevisionAnnotation]
 	annotations := map[string]string{}
 	for k, v := range obj.GetAnnotations() {
 		if k == spaceAnnotation || (strings.HasPrefix(k, "edge.kubestellar.io/") && k != edgev2alpha1.SourceSpaceAnnotation) {
@@ -122,7 +126,7 @@ func edgeObject(copy *unstructured.Unstructured, gvr schema.GroupVersionResource
 	hash := hex.EncodeToString(sum[:16])
 	annotations[AppliedHashAnnotation] = hash
 	obj.SetAnnotations(annotations)
-	return &desired{Key: keyOf(gvr, copy), Object: obj, Hash: hash, CreateOnly: createOnly}, nil
+	return &desired{Key: keyOf(gvr, copy), Object: obj, Hash: hash, CreateOnly: createOnly, Revision: revision}, nil
 }
 
 // ownedBy reports whether an edge object carries the owner label value.

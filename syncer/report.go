@@ -126,8 +126,16 @@ func (s *Syncer) reconcileReport(ctx context.Context, key objKey) (bool, error) 
 			tooLong = true
 		}
 	}
+	if rev := cp.GetAnnotations()[edgev2alpha1.RevisionAnnotation]; rev != "" && !hasProblem {
+		s.mu.Lock()
+		d := s.desired[key]
+		s.mu.Unlock()
+		if v := appliedReport(key.GVR, rev, d, edge); v != "" {
+			want[edgev2alpha1.AppliedAnnotation] = v
+		}
+	}
 	patch := map[string]any{}
-	for _, k := range []string{edgev2alpha1.SyncErrorAnnotation, edgev2alpha1.AssociatedStateAnnotation} {
+	for _, k := range []string{edgev2alpha1.SyncErrorAnnotation, edgev2alpha1.AssociatedStateAnnotation, edgev2alpha1.AppliedAnnotation} {
 		have, had := cp.GetAnnotations()[k]
 		w, wanted := want[k]
 		switch {

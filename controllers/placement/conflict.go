@@ -50,6 +50,9 @@ type claim struct {
 	// obj is the copy; when failed, the WDS object (its copy could not be
 	// made, and the placement reports why).
 	obj *unstructured.Unstructured
+	// src is the WDS object obj is made from (a rollout's revision is
+	// over sources, not over customized copies).
+	src *unstructured.Unstructured
 	// memo is obj's memo entry when obj is shared (see makeCopy).
 	memo       *memoEntry
 	failed     bool
@@ -127,7 +130,7 @@ func decide(claims []*claim, current metav1.Object, where string) (*desiredCopy,
 			}
 		}
 	} else {
-		d = &desiredCopy{res: winner.res, obj: winner.obj, memo: winner.memo, createOnly: winner.createOnly, sourcePlacement: winner.ep.Name}
+		d = &desiredCopy{res: winner.res, obj: winner.obj, memo: winner.memo, createOnly: winner.createOnly, sourcePlacement: winner.ep.Name, sourceWDS: winner.wds}
 		winnerName = winner.String()
 	}
 

@@ -46,6 +46,23 @@ type memoEntry struct {
 	// hashes are the content hashes of the mailbox copies made from copy,
 	// by what the translator adds to it (hashKey).
 	hashes map[string]string
+	// sourceHash is copy's content hash, for rollout revisions ("" until
+	// asked for).
+	sourceHash string
+}
+
+// revisionHash returns the content hash of the entry's copy.
+func (e *memoEntry) revisionHash() (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.sourceHash == "" {
+		h, err := contentHash(e.copy)
+		if err != nil {
+			return "", err
+		}
+		e.sourceHash = h
+	}
+	return e.sourceHash, nil
 }
 
 // maxHashesPerEntry bounds the hashes of one entry: one per distinct set
@@ -134,6 +151,7 @@ func (d *desiredCopy) hashKey() string {
 	b = strconv.AppendBool(b, d.createOnly)
 	b = strconv.AppendBool(b, d.singleton)
 	field(d.sourcePlacement)
+	field(d.revision)
 	placements := sortedKeys(d.placements)
 	count(len(placements))
 	for _, p := range placements {

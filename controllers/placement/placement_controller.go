@@ -19,12 +19,14 @@ package placement
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -53,6 +55,8 @@ type Controller struct {
 	clients     *crossspace.Clients
 	mailboxes   workqueue.TypedRateLimitingInterface[string] // SyncTarget keys
 	statuses    workqueue.TypedRateLimitingInterface[string] // EdgePlacement keys
+	rollouts    workqueue.TypedRateLimitingInterface[string] // EdgePlacement keys
+	rolls       *rolloutTracker
 	placements  *crossspace.Informer
 	slices      *crossspace.Informer
 	syncTargets *crossspace.Informer
@@ -106,6 +110,8 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources 
 		clients:      clients,
 		mailboxes:    workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName}),
 		statuses:     workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-status"}),
+		rollouts:     workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-rollout"}),
+		rolls:        newRolloutTracker(),
 		crds:         crds,
 		resolver:     &resolver{disco: clients.Discovery},
 		resources:    resources,
@@ -125,11 +131,13 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources 
 		DeleteFunc: func(obj any) { c.enqueueDestinations(obj) },
 	})
 	crossspace.IndexSlicesByDestination(c.slices)
-	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, crossspace.Enqueue(func(obj any) {
-		if key, err := spaces.KeyFunc(obj); err == nil {
-			c.mailboxes.Add(key)
-		}
-	}))
+	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { c.enqueueSyncTarget(obj, true) },
+		UpdateFunc: func(old, obj any) {
+			c.enqueueSyncTarget(obj, rolloutRelevant(old, obj))
+		},
+		DeleteFunc: func(obj any) { c.enqueueSyncTarget(obj, true) },
+	})
 	crossspace.IndexSyncTargetsByMailbox(c.syncTargets)
 	c.syncerConfigs = clients.Typed(&edgev2alpha1.SyncerConfigList{}, &edgev2alpha1.SyncerConfig{}, cache.ResourceEventHandlerFuncs{})
 	crossspace.IndexSyncTargetsByLabel(c.syncTargets)
@@ -298,6 +306,7 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 			return c.clients.Client.Update(ctx, cfg)
 		},
 		recordProblems: c.recordProblems,
+		admits:         c.rolls.admits,
 	}
 }
 
@@ -314,6 +323,43 @@ func (c *Controller) enqueueDestinations(obj any) {
 		c.mailboxes.Add(spaces.Key(d.Space, "", d.SyncTargetName))
 	}
 	c.statuses.Add(spaces.Key(crossspace.SpaceOf(slice), "", slice.Name))
+	c.rollouts.Add(spaces.Key(crossspace.SpaceOf(slice), "", slice.Name))
+}
+
+// enqueueSyncTarget enqueues a SyncTarget's mailbox and, when what a
+// rollout reads of it changed (rollout), the placements that target it.
+func (c *Controller) enqueueSyncTarget(obj any, rollout bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	key, err := spaces.KeyFunc(obj)
+	if err != nil {
+		return
+	}
+	c.mailboxes.Add(key)
+	st, ok := obj.(*edgev2alpha1.SyncTarget)
+	if !ok || !rollout {
+		return
+	}
+	for _, slice := range crossspace.SlicesTo(c.slices, crossspace.SpaceOf(st), st.Name) {
+		c.rollouts.Add(spaces.Key(crossspace.SpaceOf(slice), "", slice.Name))
+	}
+}
+
+// rolloutRelevant reports whether an update of a SyncTarget changed what
+// a rollout reads of it: its labels (its wave), whether its syncer is
+// connected, its hold or its update window. Heartbeats change none of it.
+func rolloutRelevant(old, obj any) bool {
+	a, okA := old.(*edgev2alpha1.SyncTarget)
+	b, okB := obj.(*edgev2alpha1.SyncTarget)
+	if !okA || !okB {
+		return true
+	}
+	connected := func(st *edgev2alpha1.SyncTarget) bool {
+		return meta.IsStatusConditionTrue(st.Status.Conditions, edgev2alpha1.SyncTargetSyncerConnected)
+	}
+	return !maps.Equal(a.Labels, b.Labels) || connected(a) != connected(b) ||
+		edgeWaiting(a) != edgeWaiting(b)
 }
 
 // enqueueSpace enqueues the mailboxes that placements of a space target.
@@ -339,7 +385,16 @@ func (c *Controller) resourceEvents() cache.ResourceEventHandlerFuncs {
 			obj = d.Obj
 		}
 		m, ok := metaOf(obj)
-		if !ok || !changed {
+		if !ok {
+			return
+		}
+		if crossspace.Annotation(m, edgev2alpha1.RevisionAnnotation) != "" {
+			// A copy of a Progressive placement: its syncer's word on it
+			// moves the rollout on.
+			c.rollouts.Add(spaces.Key(crossspace.Annotation(m, edgev2alpha1.SourceSpaceAnnotation), "",
+				crossspace.Annotation(m, edgev2alpha1.SourcePlacementAnnotation)))
+		}
+		if !changed {
 			return
 		}
 		space := crossspace.SpaceOf(m)
@@ -397,7 +452,7 @@ func sourceChanged(old, obj any) bool {
 func contentChanged(old, obj any) bool {
 	if a, ok := old.(*crossspace.Copy); ok {
 		if b, ok := obj.(*crossspace.Copy); ok {
-			return !a.SameBut(b, edgev2alpha1.AssociatedStateAnnotation)
+			return !a.SameBut(b, edgev2alpha1.AssociatedStateAnnotation, edgev2alpha1.AppliedAnnotation)
 		}
 	}
 	old, obj = crossspace.Expand(old), crossspace.Expand(obj)
@@ -414,6 +469,7 @@ func contentChanged(old, obj any) bool {
 		}
 		annotations := c.GetAnnotations()
 		delete(annotations, edgev2alpha1.AssociatedStateAnnotation)
+		delete(annotations, edgev2alpha1.AppliedAnnotation)
 		c.SetAnnotations(annotations)
 		return c.Object
 	}
@@ -430,6 +486,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
 	defer c.mailboxes.ShutDown()
 	defer c.statuses.ShutDown()
+	defer c.rollouts.ShutDown()
 	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
 	ctx = klog.NewContext(ctx, logger)
 	all := []*crossspace.Informer{c.placements, c.slices, c.syncTargets, c.syncerConfigs, c.locations, c.customizers}
@@ -453,5 +510,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 			}
 			return false, err
 		}}.Start(ctx, 1)
+	worker.Loop[string]{Name: ControllerName + "-rollout", Queue: c.rollouts, Failure: "moving a rollout on failed, will retry",
+		Process: c.reconcileRollout}.Start(ctx, 1)
 	<-ctx.Done()
 }

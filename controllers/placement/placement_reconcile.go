@@ -59,8 +59,12 @@ type desiredCopy struct {
 	placements map[string]bool
 	collectors map[string][]string
 	singleton  bool
-	// sourcePlacement is the placement whose copy this is.
+	// sourcePlacement is the placement whose copy this is, of sourceWDS.
 	sourcePlacement string
+	sourceWDS       string
+	// revision is the rollout revision of a Progressive placement's copy
+	// (RevisionAnnotation).
+	revision string
 	// memo, when set, is where obj comes from: obj is shared with other
 	// mailboxes, and the memo knows hashes of what was written from it.
 	memo *memoEntry
@@ -96,6 +100,9 @@ func (d *desiredCopy) annotate(annotations map[string]string) {
 	}
 	if d.singleton {
 		annotations[edgev2alpha1.WantSingletonAnnotation] = "true"
+	}
+	if d.revision != "" {
+		annotations[edgev2alpha1.RevisionAnnotation] = d.revision
 	}
 }
 
@@ -177,6 +184,11 @@ type mailboxReconciler struct {
 	// none is).
 	full *fullInventories
 
+	// admits tells whether a destination (its SyncTarget's key) may take
+	// a revision of a Progressive placement (its key) now (see gate); nil
+	// admits nothing.
+	admits func(placement, destination, revision string) bool
+
 	// recordProblems keeps, for the placements' status, what kept copies
 	// of each placement targeting a mailbox from being written, and the
 	// dependencies each placed there (sel.placements, sel.problems and
@@ -195,7 +207,8 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	logger := klog.FromContext(ctx).WithValues("syncTarget", key, "mailbox", mailbox)
 	ctx = klog.NewContext(ctx, logger)
 
-	sel, synced := r.selectAll(ctx, r.sources(ctx, st))
+	sources := r.sources(ctx, st)
+	sel, synced := r.selectAll(ctx, sources)
 	if !synced {
 		return true, nil
 	}
@@ -218,6 +231,7 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	}
 	where := "SyncTarget " + crossspace.SpaceOf(st) + "/" + st.Name
 	desired := decideAll(sel, current, where)
+	r.gate(key, sources, sel, desired, current)
 	edgeProblems(sel, current, where)
 	r.recordProblems(mailbox, sel)
 	addImpliedNamespaces(desired)

@@ -59,6 +59,11 @@ type fakeMailbox struct {
 	// outside are the WDSes whose Space does not name inv among its
 	// inventory spaces; every other WDS names it.
 	outside map[string]bool
+	// admitted are the Progressive placements (by key) whose rollout
+	// admits edge1 to the revision it asks about; asked records the
+	// revision last asked about, by placement key.
+	admitted    map[string]bool
+	revisionFor map[string]string
 }
 
 const (
@@ -290,6 +295,13 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 			f.calls = append(f.calls, "updateSyncerConfig")
 			f.syncerConfigs[spaceOf(ctx)] = cfg.DeepCopy()
 			return nil
+		},
+		admits: func(placement, destination, revision string) bool {
+			if f.revisionFor == nil {
+				f.revisionFor = map[string]string{}
+			}
+			f.revisionFor[placement] = revision
+			return destination == spaces.Key(inv, "", stName) && f.admitted[placement]
 		},
 		recordProblems: func(mailbox string, sel *selection) {
 			f.calls = append(f.calls, fmt.Sprintf("recordProblems %d", len(sel.placements)))

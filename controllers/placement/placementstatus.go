@@ -101,6 +101,16 @@ func (c *Controller) updatePlacementStatus(ctx context.Context, key string) erro
 	updated := ep.DeepCopy()
 	changed := placementConditions(updated, all)
 	changed = setDependencies(updated, deps) || changed
+	var rollout *edgev2alpha1.RolloutStatus
+	if ep.Spec.Progressive() {
+		rollout = c.rolls.statusOf(key)
+		if rollout == nil {
+			rollout = ep.Status.Rollout // not looked at since a restart yet
+		}
+	}
+	if !sameRolloutStatus(rollout, ep.Status.Rollout) {
+		updated.Status.Rollout, changed = rollout, true
+	}
 	if !changed {
 		return nil
 	}

@@ -264,10 +264,10 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 				cp, memo, prob := r.makeCopy(wds, obj, p.dest)
 				if prob != nil {
 					problems = append(problems, *prob)
-					sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: obj, failed: true})
+					sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: obj, src: obj, failed: true})
 					continue
 				}
-				c := &claim{source: p.source, res: res, obj: cp, memo: memo, createOnly: raw.CreateOnly,
+				c := &claim{source: p.source, res: res, obj: cp, src: obj, memo: memo, createOnly: raw.CreateOnly,
 					clauses: []edgev2alpha1.DownsyncClause{raw}}
 				sel.claims[k] = append(sel.claims[k], c)
 				chosen = append(chosen, c)
@@ -345,12 +345,12 @@ func (r *mailboxReconciler) follow(p placed, sel *selection, chosen []*claim, pe
 			cp, memo, prob := r.makeCopy(p.wds, obj, p.dest)
 			if prob != nil {
 				problems = append(problems, *prob)
-				sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: obj, failed: true})
+				sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: obj, src: obj, failed: true})
 				continue
 			}
 			// An empty clause: the copy is the placement's, with no
 			// StatusCollector of its own.
-			sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: cp, memo: memo,
+			sel.claims[k] = append(sel.claims[k], &claim{source: p.source, res: res, obj: cp, src: obj, memo: memo,
 				clauses: []edgev2alpha1.DownsyncClause{{}}})
 			sel.addDependency(epKey, dependencyRef(ref.gvr, ref.namespace, ref.name))
 		}

@@ -315,7 +315,7 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current m
 		}
 		current = live
 	}
-	for _, key := range []string{edgev2alpha1.AssociatedStateAnnotation, edgev2alpha1.SyncErrorAnnotation} {
+	for _, key := range []string{edgev2alpha1.AssociatedStateAnnotation, edgev2alpha1.SyncErrorAnnotation, edgev2alpha1.AppliedAnnotation} {
 		if v := crossspace.Annotation(current, key); v != "" {
 			annotations[key] = v
 		}

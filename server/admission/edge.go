@@ -15,9 +15,11 @@ import (
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -106,9 +108,10 @@ func (q MailboxQuota) admit(ctx context.Context, gr schema.GroupResource, mailbo
 var _ admission.ValidationInterface = &edgePlugin{}
 
 var (
-	spacesResource     = tenancyv1alpha1.Resource("spaces")
-	syncTargetResource = edgev2alpha1.SchemeGroupVersion.WithResource("synctargets").GroupResource()
-	namespaceResource  = schema.GroupResource{Resource: "namespaces"}
+	spacesResource        = tenancyv1alpha1.Resource("spaces")
+	syncTargetResource    = edgev2alpha1.SchemeGroupVersion.WithResource("synctargets").GroupResource()
+	edgePlacementResource = edgev2alpha1.SchemeGroupVersion.WithResource("edgeplacements").GroupResource()
+	namespaceResource     = schema.GroupResource{Resource: "namespaces"}
 )
 
 // kindSpaceType is the type of space each of kubestellar's kinds lives in.
@@ -174,6 +177,54 @@ func (p *edgePlugin) Validate(ctx context.Context, a admission.Attributes, _ adm
 	}
 	if gr == syncTargetResource && a.GetSubresource() == "" {
 		return validateUpdateWindows(a)
+	}
+	if gr == edgePlacementResource && a.GetSubresource() == "" {
+		return validateRollout(a)
+	}
+	return nil
+}
+
+// validateRollout refuses a spec.rollout the rollout could not follow:
+// a wave's selector that is not one, two waves of one name, a
+// maxConcurrency that is neither a positive number nor a percentage.
+func validateRollout(a admission.Attributes) error {
+	obj, err := toUnstructured(a.GetObject())
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	raw, found, _ := unstructured.NestedMap(obj, "spec", "rollout")
+	if !found {
+		return nil
+	}
+	var ro edgev2alpha1.Rollout
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &ro); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	path := field.NewPath("spec", "rollout")
+	var errs field.ErrorList
+	names := map[string]bool{}
+	for i, w := range ro.Waves {
+		if names[w.Name] {
+			errs = append(errs, field.Duplicate(path.Child("waves").Index(i).Child("name"), w.Name))
+		}
+		names[w.Name] = true
+		if _, err := metav1.LabelSelectorAsSelector(&w.Selector); err != nil {
+			errs = append(errs, field.Invalid(path.Child("waves").Index(i).Child("selector"), w.Selector, err.Error()))
+		}
+	}
+	if mc := ro.MaxConcurrency; mc != nil {
+		n, err := intstr.GetScaledValueFromIntOrPercent(mc, 100, true)
+		if err != nil || n < 1 {
+			errs = append(errs, field.Invalid(path.Child("maxConcurrency"), mc.String(), "must be a number or a percentage (\"10%\") above zero"))
+		}
+	}
+	for name, d := range map[string]*metav1.Duration{"minSuccessTime": ro.MinSuccessTime, "progressDeadline": ro.ProgressDeadline} {
+		if d != nil && d.Duration < 0 {
+			errs = append(errs, field.Invalid(path.Child(name), d.Duration.String(), "must not be negative"))
+		}
+	}
+	if len(errs) > 0 {
+		return apierrors.NewInvalid(edgev2alpha1.SchemeGroupVersion.WithKind("EdgePlacement").GroupKind(), a.GetName(), errs)
 	}
 	return nil
 }
@@ -279,7 +330,7 @@ var reviewGroups = map[string]bool{"authorization.k8s.io": true, "authentication
 
 // syncerAnnotations are the annotations a syncer owns on the copies in its
 // mailbox.
-var syncerAnnotations = []string{edgev2alpha1.SyncErrorAnnotation, edgev2alpha1.AssociatedStateAnnotation}
+var syncerAnnotations = []string{edgev2alpha1.SyncErrorAnnotation, edgev2alpha1.AssociatedStateAnnotation, edgev2alpha1.AppliedAnnotation}
 
 // syncerAnnotationLimits bound them: the server keeps and reads them for
 // every copy (the status summarizer, the dashboard), so one edge may not
@@ -287,6 +338,7 @@ var syncerAnnotations = []string{edgev2alpha1.SyncErrorAnnotation, edgev2alpha1.
 var syncerAnnotationLimits = map[string]int{
 	edgev2alpha1.SyncErrorAnnotation:       edgev2alpha1.MaxSyncErrorLength,
 	edgev2alpha1.AssociatedStateAnnotation: edgev2alpha1.MaxAssociatedStateLength,
+	edgev2alpha1.AppliedAnnotation:         edgev2alpha1.MaxAppliedLength,
 }
 
 // validateSyncer holds a syncer to what it needs. The authorizer has let it

@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // EdgePlacement says which workload objects of its workload description
@@ -20,6 +21,7 @@ import (
 // +kubebuilder:printcolumn:name="Locations",type=integer,JSONPath=`.status.matchingLocationCount`
 // +kubebuilder:printcolumn:name="Problem",type=string,JSONPath=`.status.conditions[?(@.type=="Misconfigured")].message`,priority=1
 // +kubebuilder:printcolumn:name="Dependencies",type=integer,JSONPath=`.status.dependencyCount`,priority=1
+// +kubebuilder:printcolumn:name="Rollout",type=string,JSONPath=`.status.rollout.phase`,priority=1
 // +kubebuilder:printcolumn:name="Edges-Synced",type=string,JSONPath=`.status.conditions[?(@.type=="Synced")].status`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EdgePlacement struct {
@@ -61,6 +63,173 @@ type EdgePlacementSpec struct {
 	// +optional
 	// +kubebuilder:validation:Enum=None;Follow
 	Dependencies DependencyPolicy `json:"dependencies,omitempty"`
+	// Rollout says how a change of what the placement selects reaches its
+	// destinations: all at once (strategy All, the default), or in waves
+	// that each wait for the edges before them to be healthy (Progressive).
+	// +optional
+	Rollout *Rollout `json:"rollout,omitempty"`
+}
+
+// RolloutStrategy is an EdgePlacement's spec.rollout.strategy.
+type RolloutStrategy string
+
+const (
+	// RolloutAll gives every destination each change at once.
+	RolloutAll RolloutStrategy = "All"
+	// RolloutProgressive gives a change to the destinations wave by wave.
+	RolloutProgressive RolloutStrategy = "Progressive"
+)
+
+// DisconnectedPolicy says what a rollout does with an edge whose syncer is
+// not connected, or that holds or is outside its update windows.
+type DisconnectedPolicy string
+
+const (
+	// DisconnectedWait keeps the wave waiting for the edge.
+	DisconnectedWait DisconnectedPolicy = "Wait"
+	// DisconnectedSkip lets the wave finish without the edge, which gets
+	// the change when it is back (as its wave's turn has passed).
+	DisconnectedSkip DisconnectedPolicy = "Skip"
+)
+
+// Rollout is how a change reaches the destinations of a placement. A
+// change is a new revision: what the placement selects in its WDS (each
+// object without its status, and the Customizers it names) and its
+// downsync and dependencies. While a revision rolls out, a destination not
+// yet reached keeps the copies of the previous revision in its mailbox,
+// exactly; a newer change starts again from the first wave.
+type Rollout struct {
+	// Strategy is All (every destination at once: no revisions are kept)
+	// or Progressive (in waves).
+	// +optional
+	// +kubebuilder:validation:Enum=All;Progressive
+	Strategy RolloutStrategy `json:"strategy,omitempty"`
+	// Waves are taken in order; each takes the destinations whose
+	// SyncTarget its selector matches and no earlier wave took. The
+	// destinations of no wave form a last wave.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=name
+	Waves []RolloutWave `json:"waves,omitempty"`
+	// MaxConcurrency bounds the destinations of a wave that update at once
+	// (updated but not yet healthy for minSuccessTime): a number, or a
+	// percentage of the wave's destinations (rounded up). Default: 100%.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	MaxConcurrency *intstr.IntOrString `json:"maxConcurrency,omitempty"`
+	// MinSuccessTime is how long a destination stays healthy before it
+	// counts as done (and its wave may end). Default: 0.
+	// +optional
+	MinSuccessTime *metav1.Duration `json:"minSuccessTime,omitempty"`
+	// ProgressDeadline is how long an updated destination has to become
+	// healthy before it has failed. Default: 10m.
+	// +optional
+	ProgressDeadline *metav1.Duration `json:"progressDeadline,omitempty"`
+	// MaxFailures is how many destinations may fail before the rollout
+	// pauses by itself. Default: 0.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxFailures int32 `json:"maxFailures,omitempty"`
+	// Paused stops the rollout from reaching more destinations; false
+	// continues where it stopped.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// Disconnected says what a wave does with an edge that cannot take the
+	// change now (its syncer disconnected, holding, or outside its update
+	// windows): Wait for it (the default) or Skip it.
+	// +optional
+	// +kubebuilder:validation:Enum=Wait;Skip
+	Disconnected DisconnectedPolicy `json:"disconnected,omitempty"`
+}
+
+// RolloutWave is one wave of a rollout.
+type RolloutWave struct {
+	// Name names the wave in status.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// Selector selects SyncTargets by label.
+	Selector metav1.LabelSelector `json:"selector"`
+}
+
+// Progressive reports whether the placement rolls changes out in waves.
+func (s *EdgePlacementSpec) Progressive() bool {
+	return s.Rollout != nil && s.Rollout.Strategy == RolloutProgressive
+}
+
+// Rollout phases (status.rollout.phase).
+const (
+	RolloutPhaseProgressing = "Progressing"
+	RolloutPhasePaused      = "Paused"
+	RolloutPhaseComplete    = "Complete"
+)
+
+// Destination states of a rollout (RolloutDestination.State).
+const (
+	// RolloutStateFailed: the edge refused a copy, or the destination was
+	// not healthy by the progress deadline.
+	RolloutStateFailed = "Failed"
+	// RolloutStateWaitingWindow: outside the edge's update windows.
+	RolloutStateWaitingWindow = "Waiting (window)"
+	// RolloutStateHeld: the edge holds (kubestellar syncer hold).
+	RolloutStateHeld = "Held by edge"
+	// RolloutStateDisconnected: the edge's syncer is not connected.
+	RolloutStateDisconnected = "Disconnected"
+)
+
+// RolloutStatus is where a Progressive rollout is.
+type RolloutStatus struct {
+	// Revision is the revision rolling out (or rolled out).
+	Revision string `json:"revision"`
+	// CompletedRevision is the last revision every destination took.
+	// +optional
+	CompletedRevision string `json:"completedRevision,omitempty"`
+	// Phase is Progressing, Paused or Complete.
+	Phase string `json:"phase"`
+	// Message says why it is paused, or what it waits for.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// CurrentWave names the first wave not done.
+	// +optional
+	CurrentWave string `json:"currentWave,omitempty"`
+	// StartTime is when this revision began rolling out.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// Waves count, per wave, the destinations in each state.
+	// +optional
+	Waves []RolloutWaveStatus `json:"waves,omitempty"`
+	// Destinations are those failed or waiting, at most
+	// MaxListedRolloutDestinations of them.
+	// +optional
+	Destinations []RolloutDestination `json:"destinations,omitempty"`
+}
+
+// MaxListedRolloutDestinations bounds status.rollout.destinations.
+const MaxListedRolloutDestinations = 20
+
+// RolloutWaveStatus counts a wave's destinations.
+type RolloutWaveStatus struct {
+	Name string `json:"name"`
+	// Destinations is how many the wave has.
+	Destinations int32 `json:"destinations"`
+	// Updated have the revision in their mailboxes.
+	Updated int32 `json:"updated"`
+	// Healthy report every copy of the revision applied and healthy.
+	Healthy int32 `json:"healthy"`
+	// Failed and Waiting are as RolloutDestination's states say.
+	Failed  int32 `json:"failed"`
+	Waiting int32 `json:"waiting"`
+}
+
+// RolloutDestination is a destination that failed or waits.
+type RolloutDestination struct {
+	// SyncTarget is INVENTORY-SPACE/NAME.
+	SyncTarget string `json:"syncTarget"`
+	Wave       string `json:"wave"`
+	State      string `json:"state"`
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // DependencyPolicy is an EdgePlacement's spec.dependencies.
@@ -208,6 +377,9 @@ type EdgePlacementStatus struct {
 	// DependencyCount is how many such objects there are.
 	// +optional
 	DependencyCount int32 `json:"dependencyCount,omitempty"`
+	// Rollout is where a Progressive rollout is (spec.rollout).
+	// +optional
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
 }
 
 // EdgePlacementList is a list of EdgePlacements.

@@ -92,6 +92,13 @@ const (
 	// SyncErrorAnnotation on a mailbox copy says why the syncer cannot
 	// keep it in step at the edge ("Reason: message"); absent when it can.
 	SyncErrorAnnotation = "edge.kubestellar.io/sync-error"
+	// RevisionAnnotation on a mailbox copy of a Progressive placement is
+	// the rollout revision it was made from.
+	RevisionAnnotation = "edge.kubestellar.io/revision"
+	// AppliedAnnotation on a mailbox copy that carries a revision is the
+	// syncer's word on it, as JSON (see Applied): that the edge object has
+	// the copy's content, and whether it is healthy.
+	AppliedAnnotation = "edge.kubestellar.io/applied"
 	// SyncerOwnerLabel marks the objects a syncer made in its edge cluster;
 	// its value identifies the SyncTarget (see syncer.OwnerValue). A syncer
 	// updates and deletes only objects that carry its value.
@@ -121,4 +128,20 @@ func IsKubestellarKey(key string) bool {
 		return false
 	}
 	return prefix == "kubestellar.io" || strings.HasSuffix(prefix, ".kubestellar.io")
+}
+
+// MaxAppliedLength bounds AppliedAnnotation, in bytes.
+const MaxAppliedLength = 1024
+
+// Applied is the value of AppliedAnnotation: the syncer's report on an
+// edge object made from a copy that carries a revision.
+type Applied struct {
+	// Revision is the copy's revision the edge object has.
+	Revision string `json:"revision"`
+	// Healthy is whether the edge object is healthy by its kind (a
+	// Deployment, StatefulSet or DaemonSet updated and available at its
+	// current generation, a Job complete, anything else applied).
+	Healthy bool `json:"healthy"`
+	// Message says what it waits for, when it is not.
+	Message string `json:"message,omitempty"`
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/dashboard"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/iostreams"
 	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/kubeconfig"
+	"github.com/kubestellar/kubestellar/cmd/kubestellar/app/rollout"
 	serverbackup "github.com/kubestellar/kubestellar/cmd/kubestellar/app/server/backup"
 	serverinstall "github.com/kubestellar/kubestellar/cmd/kubestellar/app/server/install"
 	serverrestore "github.com/kubestellar/kubestellar/cmd/kubestellar/app/server/restore"
@@ -99,6 +100,6 @@ func NewCommand(streams IOStreams) *cobra.Command {
 	synctarget.AddCommand(synctargetcreate.NewCommand(streams), synctargetdelete.NewCommand(streams))
 	token := &cobra.Command{Use: "token", Short: "Create, list and revoke syncer tokens"}
 	token.AddCommand(tokencreate.NewCommand(streams), tokenlist.NewCommand(streams), tokenrevoke.NewCommand(streams))
-	cmd.AddCommand(server, space, syncer, synctarget, token, kubeconfig.NewCommand(streams), version.NewCommand(streams), dashboard.NewCommand(streams))
+	cmd.AddCommand(server, space, syncer, synctarget, token, rollout.NewCommand(streams), kubeconfig.NewCommand(streams), version.NewCommand(streams), dashboard.NewCommand(streams))
 	return cmd
 }

@@ -502,10 +502,10 @@ func lookupPair(h unique.Handle[string], key string) string {
 func (c *Copy) Status() any { return c.status }
 
 // SameBut reports whether two records say the same but for their
-// resource versions, generations, statuses and one annotation (skip):
+// resource versions, generations, statuses and some annotations (skip):
 // what comparing the objects they stand for without those says, without
 // making them.
-func (c *Copy) SameBut(o *Copy, skip string) bool {
+func (c *Copy) SameBut(o *Copy, skip ...string) bool {
 	if c.typ != o.typ || c.key != o.key || c.uid != o.uid || c.uidText != o.uidText ||
 		c.deletionTimestamp != o.deletionTimestamp || c.labels != o.labels {
 		return false
@@ -513,12 +513,12 @@ func (c *Copy) SameBut(o *Copy, skip string) bool {
 	return c.annotations == o.annotations || pairsWithout(c.annotations, skip) == pairsWithout(o.annotations, skip)
 }
 
-// pairsWithout returns what encodePairs encoded, without the pair of key
-// skip: equal for equal sets of the other pairs, as they are sorted.
-func pairsWithout(h unique.Handle[string], skip string) string {
+// pairsWithout returns what encodePairs encoded, without the pairs of the
+// keys skip: equal for equal sets of the other pairs, as they are sorted.
+func pairsWithout(h unique.Handle[string], skip []string) string {
 	var b []byte
 	eachPair(h, func(k, v string) {
-		if k != skip {
+		if !slices.Contains(skip, k) {
 			b = binary.AppendUvarint(b, uint64(len(k)))
 			b = append(b, k...)
 			b = binary.AppendUvarint(b, uint64(len(v)))

@@ -419,6 +419,21 @@ func InSpaceRecords(inf *Informer, space string) []metav1.Object {
 	return out
 }
 
+// GetRecord returns one cached object as the cache holds it (a copy as its
+// Copy record, see InSpaceRecords).
+func GetRecord(inf *Informer, space, namespace, name string) (metav1.Object, bool) {
+	indexer := inf.Indexer
+	if e, ok := indexer.(expanding); ok {
+		indexer = e.Indexer
+	}
+	obj, exists, err := indexer.GetByKey(spaces.Key(space, namespace, name))
+	if err != nil || !exists {
+		return nil, false
+	}
+	m, ok := obj.(metav1.Object)
+	return m, ok
+}
+
 // WaitForSync waits until every informer has synced, or ctx is done.
 func WaitForSync(ctx context.Context, informers ...*Informer) bool {
 	var synced []cache.InformerSynced

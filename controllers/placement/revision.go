@@ -1,0 +1,115 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package placement
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+)
+
+// A Progressive placement's change reaches a destination only when its
+// rollout admits the destination to the change's revision (rollout.go).
+// The translator computes the revision from what it selects for the
+// mailbox, from the same caches the copies are made from, so a copy is
+// never written with content newer than the revision admitted: a change
+// that arrives while the rollout has not seen it yet is a revision nobody
+// is admitted to, and waits.
+
+// revisionOf returns the revision of what a placement selects in sel: a
+// hash over its downsync and dependencies, and each selected object's key
+// and source content (stripped: no status, no server bookkeeping) with
+// the resource version of the Customizer it names. It is the same for
+// every destination (customization is not in it, only what it comes from).
+func (r *mailboxReconciler) revisionOf(sel *selection, p source) string {
+	h := sha256.New()
+	spec, _ := json.Marshal(struct {
+		Downsync     []edgev2alpha1.DownsyncClause
+		Dependencies edgev2alpha1.DependencyPolicy
+	}{p.ep.Spec.Downsync, p.ep.Spec.Dependencies})
+	h.Write(spec)
+	for _, k := range sortedKeys(sel.claims) {
+		for _, cl := range sel.claims[k] {
+			if !cl.source.same(p) || cl.src == nil {
+				continue
+			}
+			fmt.Fprintf(h, "\n%d:%s=%s", len(k), k, r.sourceHash(p.wds, cl.src))
+		}
+	}
+	sum := h.Sum(nil)
+	return hex.EncodeToString(sum[:8])
+}
+
+// sourceHash is the content hash of a WDS object as a revision sees it,
+// with the Customizer it names (by resource version: a Customizer has no
+// status, so that changes only with it).
+func (r *mailboxReconciler) sourceHash(wds string, obj *unstructured.Unstructured) string {
+	var hash string
+	if r.memo != nil {
+		hash, _ = r.memo.copyOf(obj, func() *unstructured.Unstructured { return sourceCopy(wds, obj) }).revisionHash()
+	} else {
+		hash, _ = contentHash(sourceCopy(wds, obj))
+	}
+	if ref := annotation(obj, edgev2alpha1.CustomizerAnnotation); ref != "" {
+		ns, name, hasNS := strings.Cut(ref, "/")
+		if !hasNS {
+			ns, name = obj.GetNamespace(), ref
+		}
+		if cust, ok := r.customizer(wds, ns, name); ok {
+			hash += "+" + cust.ResourceVersion
+		}
+	}
+	return hash
+}
+
+// gate leaves alone, in a mailbox, the copies of each Progressive
+// placement whose current revision the destination (key) is not admitted
+// to: no create, update or delete of them, so that the mailbox keeps the
+// revision it has. Admitted, the placement's copies carry the revision.
+func (r *mailboxReconciler) gate(key string, sources []placed, sel *selection, desired map[string]*desiredCopy, current map[string]metav1.Object) {
+	for _, p := range sources {
+		if !p.ep.Spec.Progressive() {
+			continue
+		}
+		rev := r.revisionOf(sel, p.source)
+		mine := func(d *desiredCopy) bool { return d.sourceWDS == p.wds && d.sourcePlacement == p.ep.Name }
+		if r.admits != nil && r.admits(p.key(), key, rev) {
+			for _, d := range desired {
+				if mine(d) {
+					d.revision = rev
+				}
+			}
+			continue
+		}
+		for k, d := range desired {
+			switch {
+			case !mine(d):
+			case current[k] == nil:
+				delete(desired, k)
+			default:
+				d.keep = true
+			}
+		}
+		for k, cur := range current {
+			if _, ok := desired[k]; ok || crossspace.Label(cur, edgev2alpha1.PlacementCopyLabel) != "true" ||
+				crossspace.Annotation(cur, edgev2alpha1.SourceSpaceAnnotation) != p.wds ||
+				crossspace.Annotation(cur, edgev2alpha1.SourcePlacementAnnotation) != p.ep.Name {
+				continue
+			}
+			// Not in this revision: kept until the destination takes it.
+			stub := &unstructured.Unstructured{}
+			stub.SetNamespace(cur.GetNamespace())
+			stub.SetName(cur.GetName())
+			desired[k] = &desiredCopy{res: resource{GroupVersionResource: gvrOfKey(k), Namespaced: cur.GetNamespace() != ""}, obj: stub, keep: true}
+		}
+	}
+}

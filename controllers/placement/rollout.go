@@ -1,0 +1,514 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package placement
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// A Progressive placement's rollout admits its destinations to the
+// current revision wave by wave (docs/design/rollouts.md). What it decides
+// is kept where it costs nothing more: a destination admitted to a
+// revision holds the revision's copies in its mailbox, in the datastore,
+// so after a restart the rollout finds who was admitted by reading the
+// mailboxes, and the translator (gate) keeps everyone else's copies as
+// they are. What is kept in memory only is timing: when a destination was
+// admitted (for the progress deadline) and since when it has been healthy
+// (for minSuccessTime); a restart starts both clocks again, which can only
+// make a rollout wait longer, never skip a check.
+
+// Defaults of spec.rollout.
+const (
+	defaultProgressDeadline = 10 * time.Minute
+	// rolloutResync looks at a rollout in progress again even without
+	// news, for the clocks of destinations nobody reports on.
+	rolloutResync = 30 * time.Second
+	// lastWaveName names the wave of the destinations no wave selects.
+	lastWaveName = "rest"
+)
+
+// rolloutTracker is what the rollouts decided, per placement key.
+type rolloutTracker struct {
+	mu          sync.Mutex
+	byPlacement map[string]*rolloutState
+}
+
+func newRolloutTracker() *rolloutTracker {
+	return &rolloutTracker{byPlacement: map[string]*rolloutState{}}
+}
+
+// rolloutState is one placement's rollout of one revision.
+type rolloutState struct {
+	revision  string
+	started   time.Time
+	completed string // the last revision every destination took
+	complete  bool   // this revision is complete: every destination may take it
+	// admitted are the destinations admitted to revision, by SyncTarget
+	// key, with when.
+	admitted     map[string]time.Time
+	healthySince map[string]time.Time
+	// failed are the destinations failed, with why.
+	failed map[string]string
+	status *edgev2alpha1.RolloutStatus
+}
+
+// admits tells the translator whether a destination may take a revision.
+func (t *rolloutTracker) admits(placement, destination, revision string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.byPlacement[placement]
+	if s == nil || s.revision != revision {
+		return false
+	}
+	_, ok := s.admitted[destination]
+	return ok || s.complete
+}
+
+// statusOf returns what the placement's status.rollout says (nil: none).
+func (t *rolloutTracker) statusOf(placement string) *edgev2alpha1.RolloutStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.byPlacement[placement]; s != nil && s.status != nil {
+		return s.status.DeepCopy()
+	}
+	return nil
+}
+
+func (t *rolloutTracker) forget(placement string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, had := t.byPlacement[placement]
+	delete(t.byPlacement, placement)
+	return had
+}
+
+// rolloutDest is what a rollout knows of one destination.
+type rolloutDest struct {
+	key  string // the SyncTarget's key (the translator's queue key)
+	name string // INVENTORY/NAME
+	wave int
+	// updated: its mailbox holds the revision's copies; healthy: the
+	// syncer reports each applied and healthy; message: what it waits for.
+	updated, healthy bool
+	message          string
+	// problem: the edge refused a copy (its syncer's sync error).
+	problem string
+	// waiting is a RolloutState* when the edge cannot take a change now.
+	waiting string
+}
+
+// reconcileRollout moves a Progressive placement's rollout on (key: its
+// key): it computes the revision, finds where each destination is, admits
+// what the waves allow, and records the status.
+func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, error) {
+	wds, _, name, err := spaces.SplitKey(key)
+	if err != nil {
+		return false, nil
+	}
+	ep, ok := crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, wds, "", name)
+	if !ok || ep.DeletionTimestamp != nil || !ep.Spec.Progressive() {
+		if c.rolls.forget(key) || (ok && ep.Status.Rollout != nil) {
+			c.statuses.Add(key)
+		}
+		return false, nil
+	}
+	logger := klog.FromContext(ctx).WithValues("placement", wds+"/"+name)
+	ro := ep.Spec.Rollout
+	type target struct {
+		placed
+		st *edgev2alpha1.SyncTarget
+	}
+	var targets []target
+	if slice, ok := crossspace.Get[*edgev2alpha1.SinglePlacementSlice](c.slices, wds, "", name); ok {
+		for _, d := range slice.Destinations {
+			st, ok := crossspace.Get[*edgev2alpha1.SyncTarget](c.syncTargets, d.Space, "", d.SyncTargetName)
+			if !ok || st.UID != d.SyncTargetUID || st.DeletionTimestamp != nil {
+				continue
+			}
+			p := placed{source: source{wds: wds, ep: ep}, dest: destination{syncTarget: st}}
+			if loc, ok := crossspace.Get[*edgev2alpha1.Location](c.locations, d.Space, "", d.LocationName); ok {
+				p.dest.location = loc
+			}
+			targets = append(targets, target{p, st})
+		}
+	}
+	sort.Slice(targets, func(i, j int) bool {
+		a, b := targets[i].st, targets[j].st
+		return crossspace.SpaceOf(a)+"/"+a.Name < crossspace.SpaceOf(b)+"/"+b.Name
+	})
+	revision := ""
+	var copies []string // copy keys of the revision
+	if len(targets) > 0 {
+		// What the placement selects is the same for every destination
+		// (only customization differs, which the revision is not over).
+		sel := &selection{claims: map[string][]*claim{}, crdNames: map[string]bool{}, upsyncCRDs: map[string]bool{}, problems: map[string][]problem{}, placements: map[string]bool{}}
+		if _, synced := c.mailbox.selectFor(ctx, targets[0].placed, sel); !synced {
+			return true, nil
+		}
+		revision = c.mailbox.revisionOf(sel, targets[0].source)
+		for _, k := range sortedKeys(sel.claims) {
+			for _, cl := range sel.claims[k] {
+				if cl.source.same(targets[0].source) && !cl.failed {
+					copies = append(copies, k)
+					break
+				}
+			}
+		}
+	}
+	waves := make([]labels.Selector, len(ro.Waves))
+	for i := range ro.Waves {
+		if waves[i], err = metav1.LabelSelectorAsSelector(&ro.Waves[i].Selector); err != nil {
+			waves[i] = labels.Nothing() // refused at admission; an old object's selects nothing
+		}
+	}
+	dests := make([]*rolloutDest, 0, len(targets))
+	for _, t := range targets {
+		st := t.st
+		d := &rolloutDest{key: spaces.Key(crossspace.SpaceOf(st), "", st.Name), name: crossspace.SpaceOf(st) + "/" + st.Name, wave: len(waves)}
+		for i, sel := range waves {
+			if sel.Matches(labels.Set(st.Labels)) {
+				d.wave = i
+				break
+			}
+		}
+		d.waiting = edgeWaiting(st)
+		c.inspect(d, st, wds, name, revision, copies)
+		dests = append(dests, d)
+	}
+
+	now := time.Now()
+	c.rolls.mu.Lock()
+	s := c.rolls.byPlacement[key]
+	if s == nil || s.revision != revision {
+		completed := ""
+		if s != nil {
+			completed = s.completed
+		} else if ep.Status.Rollout != nil {
+			completed = ep.Status.Rollout.CompletedRevision
+		}
+		if s != nil {
+			logger.Info("a new revision rolls out from the first wave", "revision", revision, "previous", s.revision)
+		}
+		s = &rolloutState{revision: revision, started: now, completed: completed, admitted: map[string]time.Time{}, healthySince: map[string]time.Time{}}
+		if ep.Status.Rollout != nil && ep.Status.Rollout.Revision == revision && ep.Status.Rollout.StartTime != nil {
+			s.started = ep.Status.Rollout.StartTime.Time // the server restarted
+		}
+		c.rolls.byPlacement[key] = s
+	}
+	wasComplete := s.complete
+	admit, requeue := s.step(ro, dests, now)
+	s.status.Waves = waveStatuses(ro, dests, s)
+	c.rolls.mu.Unlock()
+
+	for _, k := range admit {
+		c.mailboxes.Add(k)
+	}
+	if s.complete && !wasComplete {
+		logger.Info("rollout complete", "revision", revision)
+		for _, d := range dests {
+			c.mailboxes.Add(d.key) // those skipped take it now
+		}
+	}
+	if len(admit) > 0 {
+		logger.V(2).Info("destinations admitted", "revision", revision, "destinations", admit)
+	}
+	if current := ep.Status.Rollout; current == nil || !sameRolloutStatus(current, s.status) {
+		c.statuses.Add(key)
+	}
+	if s.status.Phase == edgev2alpha1.RolloutPhaseProgressing && (requeue == 0 || requeue > rolloutResync) {
+		requeue = rolloutResync
+	}
+	if requeue > 0 {
+		c.rollouts.AddAfter(key, requeue)
+	}
+	return false, nil
+}
+
+// edgeWaiting says why an edge cannot take a change now, or "".
+func edgeWaiting(st *edgev2alpha1.SyncTarget) string {
+	switch {
+	case !meta.IsStatusConditionTrue(st.Status.Conditions, edgev2alpha1.SyncTargetSyncerConnected):
+		return edgev2alpha1.RolloutStateDisconnected
+	case st.Status.Hold != nil:
+		return edgev2alpha1.RolloutStateHeld
+	case st.Status.UpdateWindow != nil && !st.Status.UpdateWindow.Open:
+		return edgev2alpha1.RolloutStateWaitingWindow
+	}
+	return ""
+}
+
+// inspect reads, from the mailbox's copies of the revision, whether the
+// destination holds the revision and what its syncer says of each copy.
+func (c *Controller) inspect(d *rolloutDest, st *edgev2alpha1.SyncTarget, wds, placement, revision string, copies []string) {
+	mailbox := spaces.MailboxName(crossspace.SpaceOf(st), string(st.UID))
+	if st.Status.MailboxSpace != mailbox {
+		d.message = "its mailbox is not ready"
+		return
+	}
+	d.updated, d.healthy = true, true
+	for _, k := range copies {
+		gvr := gvrOfKey(k)
+		_, nsName, _ := strings.Cut(k, "|")
+		ns, n, _ := strings.Cut(nsName, "/")
+		rec, ok := crossspace.GetRecord(c.informerFor(gvr), mailbox, ns, n)
+		if ok && (crossspace.Annotation(rec, edgev2alpha1.SourceSpaceAnnotation) != wds || crossspace.Annotation(rec, edgev2alpha1.SourcePlacementAnnotation) != placement) {
+			continue // another placement's copy (a conflict, reported there)
+		}
+		if !ok || crossspace.Annotation(rec, edgev2alpha1.RevisionAnnotation) != revision {
+			d.updated, d.healthy = false, false
+			d.message = "its mailbox does not hold the revision yet"
+			return
+		}
+		if e := crossspace.Annotation(rec, edgev2alpha1.SyncErrorAnnotation); e != "" && d.problem == "" {
+			d.problem = fmt.Sprintf("%s %s: %s", gvr.Resource, nsName, e)
+		}
+		if !d.healthy || isNamespaces(gvr) {
+			continue // the syncer speaks of workload objects, not of namespaces
+		}
+		var a edgev2alpha1.Applied
+		if err := json.Unmarshal([]byte(crossspace.Annotation(rec, edgev2alpha1.AppliedAnnotation)), &a); err != nil || a.Revision != revision {
+			d.healthy, d.message = false, fmt.Sprintf("%s %s is not applied at the edge yet", gvr.Resource, nsName)
+		} else if !a.Healthy {
+			d.healthy, d.message = false, fmt.Sprintf("%s %s: %s", gvr.Resource, nsName, a.Message)
+		}
+	}
+}
+
+// step decides, under the tracker's lock, which destinations the rollout
+// admits now, sets s.status (but its waves), and says when to look again
+// (0: on news only).
+func (s *rolloutState) step(ro *edgev2alpha1.Rollout, dests []*rolloutDest, now time.Time) (admit []string, requeue time.Duration) {
+	deadline := defaultProgressDeadline
+	if ro.ProgressDeadline != nil {
+		deadline = ro.ProgressDeadline.Duration
+	}
+	var minSuccess time.Duration
+	if ro.MinSuccessTime != nil {
+		minSuccess = ro.MinSuccessTime.Duration
+	}
+	soon := func(d time.Duration) {
+		if d > 0 && (requeue == 0 || d < requeue) {
+			requeue = d
+		}
+	}
+	failed := map[string]string{}
+	done := map[string]bool{}
+	for _, d := range dests {
+		if d.updated {
+			if _, ok := s.admitted[d.key]; !ok {
+				s.admitted[d.key] = now // found so: admitted before a restart
+			}
+		}
+		if !d.healthy {
+			delete(s.healthySince, d.key)
+		} else if _, ok := s.healthySince[d.key]; !ok {
+			s.healthySince[d.key] = now
+		}
+		at, admitted := s.admitted[d.key]
+		switch {
+		case d.problem != "":
+			failed[d.key] = "the edge refused a copy: " + d.problem
+		case d.updated && !d.healthy && d.waiting == "":
+			if left := deadline - now.Sub(at); left > 0 {
+				soon(left)
+			} else {
+				failed[d.key] = fmt.Sprintf("not healthy within the progress deadline (%s): %s", deadline, d.message)
+			}
+		}
+		switch {
+		case failed[d.key] != "":
+			done[d.key] = true
+		case d.healthy:
+			if left := minSuccess - now.Sub(s.healthySince[d.key]); left > 0 {
+				soon(left)
+			} else {
+				done[d.key] = true
+			}
+		case d.waiting != "" && ro.Disconnected == edgev2alpha1.DisconnectedSkip:
+			done[d.key] = true
+		case !admitted && s.complete:
+			done[d.key] = true // a joiner, which takes the completed revision
+		}
+	}
+	current := -1
+	for _, d := range dests {
+		if !done[d.key] && (current < 0 || d.wave < current) {
+			current = d.wave
+		}
+	}
+	maxFailures := int(ro.MaxFailures)
+	pausedBy := ""
+	switch {
+	case ro.Paused:
+		pausedBy = "paused by spec.rollout.paused"
+	case len(failed) > maxFailures:
+		var names []string
+		for _, d := range dests {
+			if failed[d.key] != "" {
+				names = append(names, d.name)
+			}
+		}
+		pausedBy = fmt.Sprintf("%d destinations failed, more than maxFailures (%d): %s", len(failed), maxFailures, strings.Join(firstN(names, 5), ", "))
+	}
+	if current >= 0 && pausedBy == "" {
+		size := 0
+		inflight := 0
+		for _, d := range dests {
+			if d.wave == current {
+				size++
+			}
+			if _, ok := s.admitted[d.key]; ok && d.wave <= current && !done[d.key] && d.waiting == "" {
+				inflight++
+			}
+		}
+		limit := concurrency(ro.MaxConcurrency, size)
+		for _, d := range dests { // sorted by name
+			if inflight >= limit {
+				break
+			}
+			if _, ok := s.admitted[d.key]; ok || d.wave > current || d.waiting != "" || done[d.key] {
+				continue
+			}
+			s.admitted[d.key] = now
+			admit = append(admit, d.key)
+			inflight++
+			soon(deadline)
+		}
+	}
+	if current < 0 && !s.complete && pausedBy == "" {
+		// Complete admits every destination, skipped ones included: not
+		// while paused.
+		s.complete, s.completed = true, s.revision
+	}
+	st := &edgev2alpha1.RolloutStatus{Revision: s.revision, CompletedRevision: s.completed, StartTime: &metav1.Time{Time: s.started.Truncate(time.Second)}}
+	switch {
+	case ro.Paused:
+		// Shown even when complete: what the user set is in force for the
+		// next change (a destination that joins still takes this one).
+		st.Phase, st.Message = edgev2alpha1.RolloutPhasePaused, pausedBy
+	case s.complete:
+		st.Phase = edgev2alpha1.RolloutPhaseComplete
+	case pausedBy != "":
+		st.Phase, st.Message = edgev2alpha1.RolloutPhasePaused, pausedBy
+	default:
+		st.Phase = edgev2alpha1.RolloutPhaseProgressing
+	}
+	if current >= 0 {
+		st.CurrentWave = waveName(ro, current)
+		if st.Message == "" {
+			for _, d := range dests {
+				if d.wave == current && !done[d.key] {
+					why := d.message
+					if d.waiting != "" {
+						why = d.waiting
+					} else if _, ok := s.admitted[d.key]; !ok {
+						why = "waiting for its turn"
+					}
+					st.Message = fmt.Sprintf("wave %s: waiting for %s (%s)", st.CurrentWave, d.name, why)
+					break
+				}
+			}
+		}
+	}
+	for _, d := range dests {
+		state, msg := "", ""
+		switch {
+		case failed[d.key] != "":
+			state, msg = edgev2alpha1.RolloutStateFailed, failed[d.key]
+		case d.waiting != "" && !(d.updated && d.healthy):
+			state = d.waiting
+		default:
+			continue
+		}
+		if len(st.Destinations) < edgev2alpha1.MaxListedRolloutDestinations {
+			st.Destinations = append(st.Destinations, edgev2alpha1.RolloutDestination{SyncTarget: d.name, Wave: waveName(ro, d.wave), State: state, Message: cut(msg, 512)})
+		}
+	}
+	s.status = st
+	s.failed = failed
+	return admit, requeue
+}
+
+// waveStatuses counts each wave's destinations.
+func waveStatuses(ro *edgev2alpha1.Rollout, dests []*rolloutDest, s *rolloutState) []edgev2alpha1.RolloutWaveStatus {
+	out := make([]edgev2alpha1.RolloutWaveStatus, len(ro.Waves)+1)
+	for i := range out {
+		out[i].Name = waveName(ro, i)
+	}
+	for _, d := range dests {
+		w := &out[d.wave]
+		w.Destinations++
+		if d.updated {
+			w.Updated++
+		}
+		if d.updated && d.healthy {
+			w.Healthy++
+		}
+		if s.failed[d.key] != "" {
+			w.Failed++
+		} else if d.waiting != "" && !(d.updated && d.healthy) {
+			w.Waiting++
+		}
+	}
+	if out[len(out)-1].Destinations == 0 && len(out) > 1 {
+		out = out[:len(out)-1]
+	}
+	return out
+}
+
+func waveName(ro *edgev2alpha1.Rollout, i int) string {
+	if i < len(ro.Waves) {
+		return ro.Waves[i].Name
+	}
+	return lastWaveName
+}
+
+// concurrency resolves maxConcurrency against a wave's size (at least 1).
+func concurrency(v *intstr.IntOrString, size int) int {
+	if v == nil {
+		return max(size, 1)
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, size, true)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return min(n, math.MaxInt32)
+}
+
+func firstN(s []string, n int) []string {
+	if len(s) > n {
+		return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
+	}
+	return s
+}
+
+func cut(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// sameRolloutStatus compares two rollout statuses.
+func sameRolloutStatus(a, b *edgev2alpha1.RolloutStatus) bool {
+	return apiequality.Semantic.DeepEqual(a, b)
+}

@@ -1,0 +1,231 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package placement
+
+import (
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+)
+
+// fleet is a rollout's destinations, by name, for step.
+type fleet map[string]*rolloutDest
+
+func newFleet(waves map[string]int) fleet {
+	f := fleet{}
+	for name, w := range waves {
+		f[name] = &rolloutDest{key: "inv|" + name, name: "inv/" + name, wave: w, message: "its mailbox does not hold the revision yet"}
+	}
+	return f
+}
+
+// list is the fleet sorted by name, as reconcileRollout gives it.
+func (f fleet) list() []*rolloutDest {
+	var out []*rolloutDest
+	for _, d := range f {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// take makes the admitted destinations hold the revision, healthy or not.
+func (f fleet) take(admit []string, healthy bool) {
+	for _, k := range admit {
+		for _, d := range f {
+			if d.key == k {
+				d.updated, d.healthy = true, healthy
+				if !healthy {
+					d.message = "1 of 2 replicas updated"
+				}
+			}
+		}
+	}
+}
+
+func names(keys []string) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k[len("inv|"):]
+	}
+	return out
+}
+
+func TestRolloutStep(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	waves := []edgev2alpha1.RolloutWave{{Name: "canary", Selector: metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}}}
+	one := intstr.FromInt32(1)
+	half := intstr.FromString("50%")
+
+	t.Run("waves in order, maxConcurrency within a wave, minSuccessTime before the next", func(t *testing.T) {
+		ro := &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive, Waves: waves, MaxConcurrency: &half, MinSuccessTime: &metav1.Duration{Duration: 2 * time.Minute}}
+		f := newFleet(map[string]int{"c1": 0, "e1": 1, "e2": 1, "e3": 1, "e4": 1})
+		s := &rolloutState{revision: "r2", started: t0, admitted: map[string]time.Time{}, healthySince: map[string]time.Time{}}
+		admit, _ := s.step(ro, f.list(), t0)
+		require.Equal(t, []string{"c1"}, names(admit), "the canary alone")
+		require.Equal(t, edgev2alpha1.RolloutPhaseProgressing, s.status.Phase)
+		require.Equal(t, "canary", s.status.CurrentWave)
+
+		f.take(admit, true)
+		admit, requeue := s.step(ro, f.list(), t0.Add(time.Second))
+		require.Empty(t, admit, "the canary is healthy, not for minSuccessTime yet")
+		require.Equal(t, 2*time.Minute, requeue)
+
+		admit, _ = s.step(ro, f.list(), t0.Add(2*time.Minute+time.Second))
+		require.Equal(t, []string{"e1", "e2"}, names(admit), "half of the last wave at once")
+		require.Equal(t, lastWaveName, s.status.CurrentWave)
+
+		f.take(admit[:1], true)
+		admit, _ = s.step(ro, f.list(), t0.Add(3*time.Minute))
+		require.Empty(t, admit, "e1 healthy since now, e2 updating: two in flight")
+		admit, _ = s.step(ro, f.list(), t0.Add(5*time.Minute+time.Second))
+		require.Equal(t, []string{"e3"}, names(admit), "e1 done: a slot")
+
+		f.take([]string{"inv|e2", "inv|e3"}, true)
+		admit, _ = s.step(ro, f.list(), t0.Add(6*time.Minute))
+		require.Empty(t, admit, "e2 and e3 healthy, in flight until minSuccessTime")
+		admit, _ = s.step(ro, f.list(), t0.Add(8*time.Minute))
+		require.Equal(t, []string{"e4"}, names(admit))
+		f.take(admit, true)
+		s.step(ro, f.list(), t0.Add(9*time.Minute))
+		require.Equal(t, edgev2alpha1.RolloutPhaseProgressing, s.status.Phase, "not before minSuccessTime")
+		s.step(ro, f.list(), t0.Add(11*time.Minute))
+		require.Equal(t, edgev2alpha1.RolloutPhaseComplete, s.status.Phase)
+		require.Equal(t, "r2", s.status.CompletedRevision)
+		require.True(t, s.complete)
+	})
+
+	t.Run("past the deadline a destination fails; past maxFailures the rollout pauses and names it", func(t *testing.T) {
+		ro := &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive, Waves: waves, MaxConcurrency: &one,
+			ProgressDeadline: &metav1.Duration{Duration: 5 * time.Minute}}
+		f := newFleet(map[string]int{"c1": 0, "e1": 1, "e2": 1})
+		s := &rolloutState{revision: "r2", completed: "r1", admitted: map[string]time.Time{}, healthySince: map[string]time.Time{}}
+		admit, _ := s.step(ro, f.list(), t0)
+		f.take(admit, false)
+		admit, requeue := s.step(ro, f.list(), t0.Add(time.Minute))
+		require.Empty(t, admit)
+		require.Equal(t, 4*time.Minute, requeue, "looked at again at the deadline")
+		admit, _ = s.step(ro, f.list(), t0.Add(5*time.Minute))
+		require.Empty(t, admit, "no more destinations after a failure past maxFailures (0)")
+		require.Equal(t, edgev2alpha1.RolloutPhasePaused, s.status.Phase)
+		require.Contains(t, s.status.Message, "1 destinations failed, more than maxFailures (0): inv/c1")
+		require.Equal(t, []edgev2alpha1.RolloutDestination{{SyncTarget: "inv/c1", Wave: "canary", State: edgev2alpha1.RolloutStateFailed,
+			Message: "not healthy within the progress deadline (5m0s): 1 of 2 replicas updated"}}, s.status.Destinations)
+		require.Equal(t, "r1", s.status.CompletedRevision)
+
+		// maxFailures 1 lets it go on; an edge's refusal is a failure too.
+		ro.MaxFailures = 1
+		admit, _ = s.step(ro, f.list(), t0.Add(6*time.Minute))
+		require.Equal(t, []string{"e1"}, names(admit))
+		f.take(admit, true)
+		f["e1"].problem = "configmaps default/cm: Conflict: the edge cluster already has it"
+		admit, _ = s.step(ro, f.list(), t0.Add(7*time.Minute))
+		require.Empty(t, admit)
+		require.Equal(t, edgev2alpha1.RolloutPhasePaused, s.status.Phase)
+		require.Contains(t, s.status.Message, "inv/c1, inv/e1")
+	})
+
+	t.Run("paused by hand admits nothing; resumed, it goes on where it stopped", func(t *testing.T) {
+		ro := &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive, Waves: waves, MaxConcurrency: &one}
+		f := newFleet(map[string]int{"c1": 0, "e1": 1})
+		s := &rolloutState{revision: "r2", admitted: map[string]time.Time{}, healthySince: map[string]time.Time{}}
+		admit, _ := s.step(ro, f.list(), t0)
+		f.take(admit, true)
+		ro.Paused = true
+		admit, _ = s.step(ro, f.list(), t0.Add(time.Minute))
+		require.Empty(t, admit)
+		require.Equal(t, edgev2alpha1.RolloutPhasePaused, s.status.Phase)
+		require.Equal(t, "paused by spec.rollout.paused", s.status.Message)
+		ro.Paused = false
+		admit, _ = s.step(ro, f.list(), t0.Add(2*time.Minute))
+		require.Equal(t, []string{"e1"}, names(admit))
+	})
+
+	t.Run("an edge that cannot take a change waits (Wait) or is passed (Skip); it is never failed for it", func(t *testing.T) {
+		for _, policy := range []edgev2alpha1.DisconnectedPolicy{"", edgev2alpha1.DisconnectedSkip} {
+			ro := &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive, Waves: waves, Disconnected: policy,
+				ProgressDeadline: &metav1.Duration{Duration: time.Minute}}
+			f := newFleet(map[string]int{"c1": 0, "c2": 0, "e1": 1})
+			f["c2"].waiting = edgev2alpha1.RolloutStateWaitingWindow
+			s := &rolloutState{revision: "r2", admitted: map[string]time.Time{}, healthySince: map[string]time.Time{}}
+			admit, _ := s.step(ro, f.list(), t0)
+			require.Equal(t, []string{"c1"}, names(admit), "%q: the edge outside its window is not admitted", policy)
+			f.take(admit, true)
+			admit, _ = s.step(ro, f.list(), t0.Add(time.Hour))
+			require.Equal(t, []edgev2alpha1.RolloutDestination{{SyncTarget: "inv/c2", Wave: "canary", State: edgev2alpha1.RolloutStateWaitingWindow}}, s.status.Destinations)
+			if policy == edgev2alpha1.DisconnectedSkip {
+				require.Equal(t, []string{"e1"}, names(admit), "Skip: the next wave goes on")
+				f.take(admit, true)
+				s.step(ro, f.list(), t0.Add(2*time.Hour))
+				require.Equal(t, edgev2alpha1.RolloutPhaseComplete, s.status.Phase, "Skip: complete; the skipped edge takes it when it can")
+			} else {
+				require.Empty(t, admit, "Wait: the wave waits for the window")
+				require.Equal(t, "wave canary: waiting for inv/c2 (Waiting (window))", s.status.Message)
+				f["c2"].waiting = ""
+				admit, _ = s.step(ro, f.list(), t0.Add(2*time.Hour))
+				require.Equal(t, []string{"c2"}, names(admit), "the window opens: its turn")
+			}
+		}
+	})
+
+	t.Run("paused, a rollout whose edges are all skipped does not complete (which would admit them)", func(t *testing.T) {
+		ro := &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive, Disconnected: edgev2alpha1.DisconnectedSkip, Paused: true}
+		f := newFleet(map[string]int{"e1": 0})
+		f["e1"].waiting = edgev2alpha1.RolloutStateDisconnected
+		s := &rolloutState{revision: "r2", completed: "r1", admitted: map[string]time.Time{}, healthySince: map[string]time.Time{}}
+		s.step(ro, f.list(), t0)
+		require.False(t, s.complete)
+		require.Equal(t, "r1", s.status.CompletedRevision)
+		ro.Paused = false
+		s.step(ro, f.list(), t0)
+		require.True(t, s.complete)
+	})
+
+	t.Run("after a restart, who holds the revision is admitted and its clocks start again", func(t *testing.T) {
+		ro := &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive, Waves: waves, MaxConcurrency: &one,
+			MinSuccessTime: &metav1.Duration{Duration: time.Minute}}
+		f := newFleet(map[string]int{"c1": 0, "e1": 1, "e2": 1})
+		f.take([]string{"inv|c1", "inv|e1"}, true)
+		s := &rolloutState{revision: "r2", admitted: map[string]time.Time{}, healthySince: map[string]time.Time{}}
+		admit, _ := s.step(ro, f.list(), t0)
+		require.Empty(t, admit, "e1 is in flight until healthy for a minute from now")
+		admit, _ = s.step(ro, f.list(), t0.Add(time.Minute))
+		require.Equal(t, []string{"e2"}, names(admit))
+	})
+
+	t.Run("a complete revision admits a joiner at once", func(t *testing.T) {
+		tracker := newRolloutTracker()
+		ro := &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive}
+		f := newFleet(map[string]int{"e1": 0})
+		s := &rolloutState{revision: "r2", admitted: map[string]time.Time{}, healthySince: map[string]time.Time{}}
+		tracker.byPlacement["wds|p"] = s
+		admit, _ := s.step(ro, f.list(), t0)
+		f.take(admit, true)
+		s.step(ro, f.list(), t0)
+		require.True(t, s.complete)
+		require.True(t, tracker.admits("wds|p", "inv|joiner", "r2"))
+		require.False(t, tracker.admits("wds|p", "inv|joiner", "r3"), "never a revision the rollout has not seen")
+		f["joiner"] = &rolloutDest{key: "inv|joiner", name: "inv/joiner"}
+		s.step(ro, f.list(), t0)
+		require.Equal(t, edgev2alpha1.RolloutPhaseComplete, s.status.Phase)
+	})
+}
+
+func TestConcurrency(t *testing.T) {
+	pct := func(s string) *intstr.IntOrString { v := intstr.FromString(s); return &v }
+	n := func(i int32) *intstr.IntOrString { v := intstr.FromInt32(i); return &v }
+	for _, tc := range []struct {
+		v    *intstr.IntOrString
+		size int
+		want int
+	}{{nil, 7, 7}, {nil, 0, 1}, {pct("10%"), 7, 1}, {pct("10%"), 25, 3}, {pct("100%"), 4, 4}, {n(2), 9, 2}, {n(0), 9, 1}} {
+		require.Equal(t, tc.want, concurrency(tc.v, tc.size), "%v of %d", tc.v, tc.size)
+	}
+}

@@ -1,0 +1,84 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package syncer
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+)
+
+func edgeObj(generation int64, spec, status map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "x", "generation": generation}, "spec": spec, "status": status}}
+	return u
+}
+
+func TestObjectHealth(t *testing.T) {
+	deploy := schema.GroupResource{Group: "apps", Resource: "deployments"}
+	sts := schema.GroupResource{Group: "apps", Resource: "statefulsets"}
+	ds := schema.GroupResource{Group: "apps", Resource: "daemonsets"}
+	job := schema.GroupResource{Group: "batch", Resource: "jobs"}
+	cm := schema.GroupResource{Resource: "configmaps"}
+	for _, tc := range []struct {
+		name    string
+		gr      schema.GroupResource
+		obj     *unstructured.Unstructured
+		healthy bool
+		message string
+	}{
+		{"a Deployment its controller has not seen", deploy, edgeObj(3, map[string]any{"replicas": int64(2)},
+			map[string]any{"observedGeneration": int64(2), "replicas": int64(2), "updatedReplicas": int64(2), "availableReplicas": int64(2)}), false,
+			"waiting for its controller to observe generation 3 (it has seen 2)"},
+		{"a Deployment half updated", deploy, edgeObj(3, map[string]any{"replicas": int64(2)},
+			map[string]any{"observedGeneration": int64(3), "replicas": int64(3), "updatedReplicas": int64(1), "availableReplicas": int64(2)}), false,
+			"1 of 2 replicas updated"},
+		{"a Deployment with old replicas left", deploy, edgeObj(3, map[string]any{"replicas": int64(2)},
+			map[string]any{"observedGeneration": int64(3), "replicas": int64(3), "updatedReplicas": int64(2), "availableReplicas": int64(2)}), false,
+			"1 old replicas pending termination"},
+		{"a Deployment updated, not available", deploy, edgeObj(3, map[string]any{"replicas": int64(2)},
+			map[string]any{"observedGeneration": int64(3), "replicas": int64(2), "updatedReplicas": int64(2), "availableReplicas": int64(1)}), false,
+			"1 of 2 updated replicas available"},
+		{"a Deployment past its progress deadline", deploy, edgeObj(3, map[string]any{"replicas": int64(2)},
+			map[string]any{"observedGeneration": int64(3), "conditions": []any{map[string]any{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded", "message": "ReplicaSet x has timed out progressing."}}}),
+			false, "its progress deadline passed: ReplicaSet x has timed out progressing."},
+		{"a Deployment done (replicas defaulting to 1)", deploy, edgeObj(1, map[string]any{},
+			map[string]any{"observedGeneration": int64(1), "replicas": int64(1), "updatedReplicas": int64(1), "availableReplicas": int64(1)}), true, ""},
+		{"a StatefulSet not all available", sts, edgeObj(1, map[string]any{"replicas": int64(3)},
+			map[string]any{"observedGeneration": int64(1), "updatedReplicas": int64(3), "availableReplicas": int64(2)}), false, "2 of 3 replicas available"},
+		{"an OnDelete StatefulSet is not waited on to update", sts, edgeObj(1, map[string]any{"replicas": int64(1), "updateStrategy": map[string]any{"type": "OnDelete"}},
+			map[string]any{"observedGeneration": int64(1), "availableReplicas": int64(1)}), true, ""},
+		{"a DaemonSet updating", ds, edgeObj(2, nil,
+			map[string]any{"observedGeneration": int64(2), "desiredNumberScheduled": int64(4), "updatedNumberScheduled": int64(3), "numberAvailable": int64(4)}), false, "3 of 4 pods updated"},
+		{"a Job running", job, edgeObj(1, nil, map[string]any{}), false, "the job has not completed"},
+		{"a Job failed", job, edgeObj(1, nil, map[string]any{"conditions": []any{map[string]any{"type": "Failed", "status": "True", "message": "BackoffLimitExceeded"}}}), false, "the job failed: BackoffLimitExceeded"},
+		{"a Job complete", job, edgeObj(1, nil, map[string]any{"conditions": []any{map[string]any{"type": "Complete", "status": "True"}}}), true, ""},
+		{"a ConfigMap is healthy once there", cm, edgeObj(0, nil, nil), true, ""},
+	} {
+		healthy, message := objectHealth(tc.gr, tc.obj)
+		require.Equal(t, tc.healthy, healthy, tc.name)
+		require.Equal(t, tc.message, message, tc.name)
+	}
+}
+
+// TestAppliedReport: the syncer speaks of a revision only once the edge
+// object has the content of the copy that carries it.
+func TestAppliedReport(t *testing.T) {
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	d := &desired{Hash: "h2", Revision: "r2"}
+	edge := edgeObj(0, nil, nil)
+	edge.SetAnnotations(map[string]string{AppliedHashAnnotation: "h1"})
+	require.Empty(t, appliedReport(gvr, "r2", d, edge), "the edge has the old content")
+	require.Empty(t, appliedReport(gvr, "r2", nil, edge))
+	require.Empty(t, appliedReport(gvr, "r2", d, nil))
+	edge.SetAnnotations(map[string]string{AppliedHashAnnotation: "h2"})
+	require.Empty(t, appliedReport(gvr, "r3", d, edge), "the copy moved on since")
+	var a edgev2alpha1.Applied
+	require.NoError(t, json.Unmarshal([]byte(appliedReport(gvr, "r2", d, edge)), &a))
+	require.Equal(t, edgev2alpha1.Applied{Revision: "r2", Healthy: true}, a)
+}

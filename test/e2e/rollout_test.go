@@ -1,0 +1,163 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kubestellar/kubestellar/test/edgecluster"
+	"github.com/kubestellar/kubestellar/test/harness"
+)
+
+// rolloutWorkload is a Deployment rolled out to every prod edge, the
+// canaries first, one edge at a time, each healthy for 10 seconds before
+// the next.
+const rolloutWorkload = `apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: "registry.example/shop:1"}]
+---
+apiVersion: edge.kubestellar.io/v2alpha1
+kind: EdgePlacement
+metadata: {name: shop}
+spec:
+  locationSelectors: [{matchLabels: {env: prod}}]
+  downsync:
+  - {apiGroup: "", resources: [namespaces], objectNames: [shop]}
+  - {apiGroup: apps, resources: [deployments], namespaces: [shop]}
+  rollout:
+    strategy: Progressive
+    waves: [{name: canary, selector: {matchLabels: {ring: canary}}}]
+    maxConcurrency: 1
+    minSuccessTime: 10s
+    progressDeadline: 20s
+`
+
+// TestProgressiveRollout: two real edge clusters, each with its syncer.
+// A change of a Progressive placement's Deployment reaches the canary
+// first, and the other edge only once the canary's Deployment has been
+// healthy (as its syncer judges it at the edge) for minSuccessTime; a
+// change the canary cannot run pauses the rollout past the progress
+// deadline, names the edge, and never reaches the other edge; reverting
+// it is a new revision that rolls out again; a rollout paused by hand
+// reaches no edge until resumed.
+func TestProgressiveRollout(t *testing.T) {
+	srv := harness.StartBinary(t, "")
+	k := srv.Kubectl()
+	srv.CLI(t, "space", "create", "inv1", "--type", "inventory")
+	srv.CLI(t, "space", "create", "wds1", "--type", "wds", "--inventory-space", "inv1")
+	edges := map[string]harness.Kubectl{}
+	for name, labels := range map[string]string{"edge1": "env=prod,ring=canary", "edge2": "env=prod"} {
+		c := edgecluster.Start(t, edgecluster.Options{Name: name})
+		edges[name] = harness.Kubectl{Kubeconfig: c.KubeconfigPath}
+		harness.StartSyncer(t, srv.JoinCommand(t, name, "--inventory-space", "inv1", "--labels", labels), c.KubeconfigPath, "")
+	}
+	canary, other := edges["edge1"], edges["edge2"]
+	image := func(ek harness.Kubectl) []string {
+		return []string{"get", "deployment", "web", "-n", "shop", "--ignore-not-found", "-o", "jsonpath={.spec.template.spec.containers[0].image}"}
+	}
+	status := func(args ...string) (string, error) {
+		cmd := exec.Command(srv.Bin, append([]string{"rollout", "status", "wds1/shop"}, args...)...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+srv.Kubeconfig)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	setImage := func(tag string) {
+		k.MustRun(t, "--context", "wds1", "-n", "shop", "set", "image", "deployment/web", "web=registry.example/shop:"+tag)
+	}
+
+	manifest := filepath.Join(t.TempDir(), "shop.yaml")
+	require.NoError(t, os.WriteFile(manifest, []byte(rolloutWorkload), 0o600))
+	k.MustRun(t, "--context", "wds1", "apply", "-f", manifest)
+
+	// The first revision rolls out in waves too, to completion.
+	out, err := status("--timeout", "3m")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "EdgePlacement wds1/shop: Complete, revision ")
+	require.Contains(t, out, "  wave canary       1 destinations: 1 updated, 1 healthy, 0 failed, 0 waiting")
+	require.Contains(t, out, "  wave rest         1 destinations: 1 updated, 1 healthy, 0 failed, 0 waiting")
+	for _, ek := range edges {
+		require.Equal(t, "registry.example/shop:1", ek.MustRun(t, image(ek)...))
+	}
+
+	// A change: the canary first; the other edge keeps the old Deployment
+	// while the canary proves itself.
+	setImage("2")
+	poll(t, canary, equals("registry.example/shop:2"), "the change at the canary", image(canary)...)
+	require.Equal(t, "registry.example/shop:1", other.MustRun(t, image(other)...), "the other edge waits for the canary")
+	out, err = status("--watch=false")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "Progressing")
+	require.Contains(t, out, "> wave canary")
+	poll(t, other, equals("registry.example/shop:2"), "the change at the other edge once the canary is done", image(other)...)
+	out, err = status("--timeout", "2m")
+	require.NoError(t, err, out)
+
+	// A change the canary cannot run: its pods find no node.
+	k.MustRun(t, "--context", "wds1", "-n", "shop", "patch", "deployment", "web", "--type", "merge", "-p",
+		`{"spec":{"template":{"spec":{"nodeSelector":{"no-such-node":"true"},"containers":[{"name":"web","image":"registry.example/shop:3"}]}}}}`)
+	poll(t, canary, equals("registry.example/shop:3"), "the bad change at the canary", image(canary)...)
+	out, err = status("--timeout", "2m")
+	require.Error(t, err, "a paused rollout fails the status: %s", out)
+	require.Contains(t, out, "1 destinations failed, more than maxFailures (0): inv1/edge1")
+	require.Contains(t, out, "inv1/edge1 (wave canary): Failed: not healthy within the progress deadline (20s): deployments shop/web:")
+	require.Equal(t, "registry.example/shop:2", other.MustRun(t, image(other)...), "a failed canary stops the rollout")
+	require.Contains(t, k.MustRun(t, "--context", "wds1", "get", "edgeplacement", "shop", "-o", "wide"), "Paused")
+
+	// Rolling back is a change like any other: a new revision, from the
+	// canary on.
+	k.MustRun(t, "--context", "wds1", "-n", "shop", "patch", "deployment", "web", "--type", "json", "-p",
+		`[{"op":"remove","path":"/spec/template/spec/nodeSelector"},{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"registry.example/shop:2"}]`)
+	out, err = status("--timeout", "3m")
+	require.NoError(t, err, out)
+	for _, ek := range edges {
+		require.Equal(t, "registry.example/shop:2", ek.MustRun(t, image(ek)...))
+		require.Equal(t, "", ek.MustRun(t, "get", "deployment", "web", "-n", "shop", "-o", "jsonpath={.spec.template.spec.nodeSelector}"))
+	}
+
+	// Paused by hand: no edge takes a change until resumed.
+	require.Contains(t, srv.CLI(t, "rollout", "pause", "wds1/shop"), "EdgePlacement wds1/shop: rollout paused")
+	poll(t, k, equals("Paused"), "the rollout to show paused", "--context", "wds1", "get", "edgeplacement", "shop", "-o", "jsonpath={.status.rollout.phase}")
+	revision := k.MustRun(t, "--context", "wds1", "get", "edgeplacement", "shop", "-o", "jsonpath={.status.rollout.revision}")
+	setImage("4")
+	poll(t, k, func(s string) bool { return s != "" && s != revision }, "the rollout to see the new revision",
+		"--context", "wds1", "get", "edgeplacement", "shop", "-o", "jsonpath={.status.rollout.revision}")
+	require.Equal(t, "registry.example/shop:2", canary.MustRun(t, image(canary)...), "paused: not even the canary")
+	out, err = status("--timeout", "10s")
+	require.Error(t, err)
+	require.Contains(t, out, "paused by spec.rollout.paused")
+	require.Contains(t, srv.CLI(t, "rollout", "resume", "wds1/shop"), "rollout resumed")
+	out, err = status("--timeout", "3m")
+	require.NoError(t, err, out)
+	for _, ek := range edges {
+		require.Equal(t, "registry.example/shop:4", ek.MustRun(t, image(ek)...))
+	}
+
+	// What the rollout cannot follow is refused, with the field.
+	for patch, want := range map[string]string{
+		`{"spec":{"rollout":{"maxConcurrency":"ten"}}}`: `spec.rollout.maxConcurrency: Invalid value: "ten"`,
+		`{"spec":{"rollout":{"waves":[{"name":"a","selector":{"matchExpressions":[{"key":"ring","operator":"Sometimes"}]}}]}}}`: `spec.rollout.waves[0].selector: Invalid value`,
+	} {
+		out := k.MustFail(t, "--context", "wds1", "patch", "edgeplacement", "shop", "--type", "merge", "-p", patch)
+		require.Contains(t, out, want)
+	}
+	bad, err := exec.Command(srv.Bin, "rollout", "status", "shop").CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(bad), `"shop": name the placement as WDS/NAME`)
+}
