@@ -90,7 +90,11 @@ func New(root *rest.Config, local InProcess) (*Workloads, error) {
 		_, ok := crossspace.SpaceOfType(mailboxes, space, tenancyv1alpha1.SpaceTypeMailbox)
 		return ok
 	})
-	w := &Workloads{Translator: placement.New(clients, crds.Apiextensions().V1().CustomResourceDefinitions().Informer(), resources)}
+	translator, err := placement.New(clients, crds.Apiextensions().V1().CustomResourceDefinitions().Informer(), resources)
+	if err != nil {
+		return nil, err
+	}
+	w := &Workloads{Translator: translator}
 	if local.Writer != nil {
 		w.Translator.WriteInProcess(local.Writer)
 	}

@@ -32,7 +32,7 @@ func appliedReport(gvr schema.GroupVersionResource, rev string, d *desired, edge
 	healthy, message := objectHealth(gvr.GroupResource(), edge)
 	// Within what the center takes (MaxAppliedLength), with room for the
 	// revision and JSON's escapes.
-	data, _ := json.Marshal(edgev2alpha1.Applied{Revision: rev, Healthy: healthy, Message: cut(message, edgev2alpha1.MaxAppliedLength/4)})
+	data, _ := json.Marshal(edgev2alpha1.Applied{Revision: rev, Healthy: healthy, Message: cut(message, edgev2alpha1.MaxAppliedLength/4), Generation: edge.GetGeneration()})
 	return string(data)
 }
 

@@ -81,4 +81,7 @@ func TestAppliedReport(t *testing.T) {
 	var a edgev2alpha1.Applied
 	require.NoError(t, json.Unmarshal([]byte(appliedReport(gvr, "r2", d, edge)), &a))
 	require.Equal(t, edgev2alpha1.Applied{Revision: "r2", Healthy: true}, a)
+	edge.SetGeneration(7)
+	require.NoError(t, json.Unmarshal([]byte(appliedReport(gvr, "r2", d, edge)), &a))
+	require.Equal(t, int64(7), a.Generation, "the edge object's generation, for a health check to compare")
 }

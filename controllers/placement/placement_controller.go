@@ -19,6 +19,7 @@ package placement
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -40,6 +41,7 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/internal/statuscel"
 	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/spaces"
 )
@@ -52,11 +54,13 @@ const FieldManager = "kubestellar-placement-translator"
 
 // Controller translates placements into mailbox contents.
 type Controller struct {
-	clients     *crossspace.Clients
-	mailboxes   workqueue.TypedRateLimitingInterface[string] // SyncTarget keys
-	statuses    workqueue.TypedRateLimitingInterface[string] // EdgePlacement keys
-	rollouts    workqueue.TypedRateLimitingInterface[string] // EdgePlacement keys
-	rolls       *rolloutTracker
+	clients   *crossspace.Clients
+	mailboxes workqueue.TypedRateLimitingInterface[string] // SyncTarget keys
+	statuses  workqueue.TypedRateLimitingInterface[string] // EdgePlacement keys
+	rollouts  workqueue.TypedRateLimitingInterface[string] // EdgePlacement keys
+	rolls     *rolloutTracker
+	// health runs the placements' spec.rollout.healthCheck.cel.
+	health      *statuscel.Compiler
 	placements  *crossspace.Informer
 	slices      *crossspace.Informer
 	syncTargets *crossspace.Informer
@@ -102,7 +106,11 @@ func (c *Controller) WriteInProcess(w StoreWriter) { c.writer = w }
 
 // New returns the controller. crds is an informer on CRDs as stored (with their bindings to spaces);
 // resources are the caches of workload objects and copies it shares.
-func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources *crossspace.SharedDynamic) *Controller {
+func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources *crossspace.SharedDynamic) (*Controller, error) {
+	health, err := statuscel.NewCompiler()
+	if err != nil {
+		return nil, fmt.Errorf("building the rollouts' health checks: %w", err)
+	}
 	rl := func() workqueue.TypedRateLimiter[string] {
 		return workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 30*time.Second)
 	}
@@ -112,6 +120,7 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources 
 		statuses:     workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-status"}),
 		rollouts:     workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-rollout"}),
 		rolls:        newRolloutTracker(),
+		health:       health,
 		crds:         crds,
 		resolver:     &resolver{disco: clients.Discovery},
 		resources:    resources,
@@ -167,7 +176,7 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources 
 	})
 	_, _ = crds.AddEventHandler(crossspace.Enqueue(func(any) { c.enqueueAll() }))
 	c.mailbox = c.newMailboxReconciler()
-	return c
+	return c, nil
 }
 
 // enqueueLocated enqueues the mailboxes of the SyncTargets a Location

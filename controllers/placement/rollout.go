@@ -16,12 +16,15 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/internal/statuscel"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -191,7 +194,7 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 			}
 		}
 		d.waiting = edgeWaiting(st)
-		c.inspect(d, st, wds, name, revision, copies)
+		c.inspect(ctx, d, st, ep, revision, copies)
 		dests = append(dests, d)
 	}
 
@@ -258,7 +261,14 @@ func edgeWaiting(st *edgev2alpha1.SyncTarget) string {
 
 // inspect reads, from the mailbox's copies of the revision, whether the
 // destination holds the revision and what its syncer says of each copy.
-func (c *Controller) inspect(d *rolloutDest, st *edgev2alpha1.SyncTarget, wds, placement, revision string, copies []string) {
+func (c *Controller) inspect(ctx context.Context, d *rolloutDest, st *edgev2alpha1.SyncTarget, ep *edgev2alpha1.EdgePlacement, revision string, copies []string) {
+	wds, placement := crossspace.SpaceOf(ep), ep.Name
+	var check *healthCheck
+	if hc := ep.Spec.Rollout.HealthCheck; hc != nil {
+		eval, done := c.health.NewEvaluation(ctx)
+		defer done()
+		check = &healthCheck{expr: hc.CEL, eval: eval}
+	}
 	mailbox := spaces.MailboxName(crossspace.SpaceOf(st), string(st.UID))
 	if st.Status.MailboxSpace != mailbox {
 		d.message = "its mailbox is not ready"
@@ -285,12 +295,68 @@ func (c *Controller) inspect(d *rolloutDest, st *edgev2alpha1.SyncTarget, wds, p
 			continue // the syncer speaks of workload objects, not of namespaces
 		}
 		var a edgev2alpha1.Applied
-		if err := json.Unmarshal([]byte(crossspace.Annotation(rec, edgev2alpha1.AppliedAnnotation)), &a); err != nil || a.Revision != revision {
+		switch err := json.Unmarshal([]byte(crossspace.Annotation(rec, edgev2alpha1.AppliedAnnotation)), &a); {
+		case err != nil || a.Revision != revision:
 			d.healthy, d.message = false, fmt.Sprintf("%s %s is not applied at the edge yet", gvr.Resource, nsName)
-		} else if !a.Healthy {
+		case check != nil:
+			var source *unstructured.Unstructured
+			if src, ok := crossspace.Get[*unstructured.Unstructured](c.informerFor(gvr), wds, ns, n); ok {
+				source = src
+			}
+			if why := check.run(rec, source, a); why != "" {
+				d.healthy, d.message = false, fmt.Sprintf("%s %s: %s", gvr.Resource, nsName, why)
+			}
+		case !a.Healthy:
 			d.healthy, d.message = false, fmt.Sprintf("%s %s: %s", gvr.Resource, nsName, a.Message)
 		}
 	}
+}
+
+// healthCheck runs a placement's spec.rollout.healthCheck.cel on the
+// copies of one destination, within one evaluation's budget.
+type healthCheck struct {
+	expr edgev2alpha1.Expression
+	eval *statuscel.Evaluation
+}
+
+// run says why a copy is not healthy by the check ("" when it is). obj is
+// the object as its edge reports it: the copy's identity and labels, the
+// edge object's generation, the WDS object's spec and the edge's status.
+func (h *healthCheck) run(rec metav1.Object, source *unstructured.Unstructured, a edgev2alpha1.Applied) string {
+	obj := map[string]any{
+		"metadata": map[string]any{"name": rec.GetName(), "namespace": rec.GetNamespace(), "labels": stringMap(rec.GetLabels()),
+			"annotations": stringMap(rec.GetAnnotations()), "generation": a.Generation},
+	}
+	if t, ok := rec.(interface {
+		GroupVersionKind() schema.GroupVersionKind
+	}); ok {
+		gvk := t.GroupVersionKind()
+		obj["apiVersion"], obj["kind"] = gvk.GroupVersion().String(), gvk.Kind
+	}
+	if source != nil {
+		if spec, ok := source.Object["spec"]; ok {
+			obj["spec"] = spec
+		}
+	}
+	if status := crossspace.StatusOf(rec); status != nil {
+		obj["status"] = status
+	}
+	out, err := h.eval.Eval("spec.rollout.healthCheck.cel", h.expr, map[string]any{"obj": obj})
+	switch {
+	case err != nil:
+		return err.Error()
+	case out == true:
+		return ""
+	}
+	return "spec.rollout.healthCheck.cel is not true"
+}
+
+func stringMap(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 // step decides, under the tracker's lock, which destinations the rollout
@@ -327,7 +393,9 @@ func (s *rolloutState) step(ro *edgev2alpha1.Rollout, dests []*rolloutDest, now 
 		switch {
 		case d.problem != "":
 			failed[d.key] = "the edge refused a copy: " + d.problem
-		case d.updated && !d.healthy && d.waiting == "":
+		case admitted && !d.healthy && d.waiting == "":
+			// From admission: a mailbox that cannot take the revision (at
+			// its object limit, say) fails as an edge that cannot run it.
 			if left := deadline - now.Sub(at); left > 0 {
 				soon(left)
 			} else {

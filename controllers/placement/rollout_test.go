@@ -4,15 +4,19 @@
 package placement
 
 import (
+	"context"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/internal/statuscel"
 )
 
 // fleet is a rollout's destinations, by name, for step.
@@ -228,4 +232,35 @@ func TestConcurrency(t *testing.T) {
 	}{{nil, 7, 7}, {nil, 0, 1}, {pct("10%"), 7, 1}, {pct("10%"), 25, 3}, {pct("100%"), 4, 4}, {n(2), 9, 2}, {n(0), 9, 1}} {
 		require.Equal(t, tc.want, concurrency(tc.v, tc.size), "%v of %d", tc.v, tc.size)
 	}
+}
+
+// TestHealthCheck: a placement's CEL test sees the object as its edge
+// reports it (the edge's generation, the WDS's spec, the edge's status),
+// and anything but true (false, a field not reported yet, a cost past the
+// limit) is not healthy, with why.
+func TestHealthCheck(t *testing.T) {
+	comp, err := statuscel.NewCompiler()
+	require.NoError(t, err)
+	cp := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": "shop", "labels": map[string]any{"edge.kubestellar.io/placement-copy": "true"}},
+		"status":   map[string]any{"observedGeneration": int64(4), "readyReplicas": int64(2)}}}
+	source := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(2)}}}
+	applied := edgev2alpha1.Applied{Revision: "r", Generation: 4}
+	for expr, want := range map[string]string{
+		"obj.kind == 'Deployment' && obj.status.observedGeneration == obj.metadata.generation && obj.status.readyReplicas == obj.spec.replicas": "",
+		"obj.status.readyReplicas > obj.spec.replicas": "spec.rollout.healthCheck.cel is not true",
+		"obj.status.notReported == 1":                  "spec.rollout.healthCheck.cel is not true",
+		"'not a bool'":                                 "spec.rollout.healthCheck.cel is not true",
+	} {
+		eval, done := comp.NewEvaluation(context.Background())
+		h := &healthCheck{expr: edgev2alpha1.Expression(expr), eval: eval}
+		require.Equal(t, want, h.run(crossspace.Record(cp), source, applied), expr)
+		done()
+	}
+	small, err := statuscel.NewCompilerWithLimits(statuscel.Limits{Evaluation: 10, Summary: 10, Expression: 1 << 40, Collector: 1 << 40, Timeout: time.Second}, 8)
+	require.NoError(t, err)
+	eval, done := small.NewEvaluation(context.Background())
+	defer done()
+	h := &healthCheck{expr: "[1,2,3,4,5,6,7,8,9,10].all(x, [1,2,3,4,5,6,7,8,9,10].all(y, x*y > 0))", eval: eval}
+	require.Contains(t, h.run(crossspace.Record(cp), source, applied), "exceeded the cost limit")
 }

@@ -244,20 +244,12 @@ func (c *Compiler) CheckSpec(spec edgev2alpha1.StatusCollectorSpec) (errs field.
 	var total uint64
 	specPath := field.NewPath("spec")
 	check := func(path *field.Path, e edgev2alpha1.Expression) {
-		if strings.TrimSpace(string(e)) == "" {
-			errs = append(errs, field.Required(path, "an expression is required"))
-			return
+		fe, cost, over := c.checkExpression(path, e)
+		if fe != nil {
+			errs = append(errs, fe)
 		}
-		p := c.compile(e)
-		if p.err != nil {
-			errs = append(errs, field.Invalid(path, field.OmitValueType{}, "compilation failed: "+p.err.Error()))
-			return
-		}
-		if p.cost.Max > c.limits.Expression {
-			overBudget = true
-			errs = append(errs, field.Forbidden(path, costMessage("estimated cost", p.cost.Max, c.limits.Expression, "per expression")))
-		}
-		total = addSaturating(total, p.cost.Max)
+		overBudget = overBudget || over
+		total = addSaturating(total, cost)
 	}
 	if spec.Filter != nil {
 		check(specPath.Child("filter"), *spec.Filter)
@@ -290,6 +282,33 @@ func (c *Compiler) CheckSpec(spec edgev2alpha1.StatusCollectorSpec) (errs field.
 		errs = append(errs, field.Forbidden(specPath, costMessage("estimated total cost of the expressions", total, c.limits.Collector, "per StatusCollector")))
 	}
 	return errs, overBudget
+}
+
+// ValidateExpression checks one expression that stands alone (an
+// EdgePlacement's spec.rollout.healthCheck.cel): it compiles, and its
+// estimated cost fits the budget of one expression.
+func (c *Compiler) ValidateExpression(path *field.Path, e edgev2alpha1.Expression) field.ErrorList {
+	if fe, _, _ := c.checkExpression(path, e); fe != nil {
+		return field.ErrorList{fe}
+	}
+	return nil
+}
+
+// checkExpression compiles an expression and checks its estimated cost,
+// returning the problem (nil: none), the cost, and whether it is over
+// budget.
+func (c *Compiler) checkExpression(path *field.Path, e edgev2alpha1.Expression) (*field.Error, uint64, bool) {
+	if strings.TrimSpace(string(e)) == "" {
+		return field.Required(path, "an expression is required"), 0, false
+	}
+	p := c.compile(e)
+	if p.err != nil {
+		return field.Invalid(path, field.OmitValueType{}, "compilation failed: "+p.err.Error()), 0, false
+	}
+	if p.cost.Max > c.limits.Expression {
+		return field.Forbidden(path, costMessage("estimated cost", p.cost.Max, c.limits.Expression, "per expression")), p.cost.Max, true
+	}
+	return nil, p.cost.Max, false
 }
 
 // costMessage says by how much a cost exceeds its budget, in the API

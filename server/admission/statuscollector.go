@@ -9,7 +9,9 @@ import (
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/admission"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
@@ -46,6 +48,9 @@ var statusCollectorsResource = edgev2alpha1.Resource("statuscollectors")
 // that leaves the spec as it is (metadata, status, deletion) passes, so
 // that an object stored before a budget existed can still be handled.
 func (p *statusCollectorCost) Validate(_ context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetResource().GroupResource() == edgePlacementResource && a.GetSubresource() == "" {
+		return p.validateHealthCheck(a)
+	}
 	if a.GetResource().GroupResource() != statusCollectorsResource || a.GetSubresource() != "" {
 		return nil
 	}
@@ -78,4 +83,23 @@ func asStatusCollector(obj runtime.Object) (*edgev2alpha1.StatusCollector, error
 		return sc, nil
 	}
 	return nil, fmt.Errorf("unexpected object %T", obj)
+}
+
+// validateHealthCheck refuses an EdgePlacement whose
+// spec.rollout.healthCheck.cel does not compile or costs too much, as a
+// StatusCollector's expression would be: the rollout runs it within the
+// same budgets.
+func (p *statusCollectorCost) validateHealthCheck(a admission.Attributes) error {
+	obj, err := toUnstructured(a.GetObject())
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	expr, found, _ := unstructured.NestedString(obj, "spec", "rollout", "healthCheck", "cel")
+	if !found {
+		return nil
+	}
+	if errs := p.validator.ValidateExpression(field.NewPath("spec", "rollout", "healthCheck", "cel"), edgev2alpha1.Expression(expr)); len(errs) > 0 {
+		return apierrors.NewInvalid(edgev2alpha1.SchemeGroupVersion.WithKind("EdgePlacement").GroupKind(), a.GetName(), errs)
+	}
+	return nil
 }

@@ -56,7 +56,8 @@ spec:
 // change the canary cannot run pauses the rollout past the progress
 // deadline, names the edge, and never reaches the other edge; reverting
 // it is a new revision that rolls out again; a rollout paused by hand
-// reaches no edge until resumed.
+// reaches no edge until resumed; a placement's own health check (CEL)
+// replaces the syncer's judgement.
 func TestProgressiveRollout(t *testing.T) {
 	srv := harness.StartBinary(t, "")
 	k := srv.Kubectl()
@@ -149,9 +150,21 @@ func TestProgressiveRollout(t *testing.T) {
 		require.Equal(t, "registry.example/shop:4", ek.MustRun(t, image(ek)...))
 	}
 
+	// The placement's own health check replaces the syncer's: one the
+	// canary cannot pass (three ready replicas of two) fails it.
+	k.MustRun(t, "--context", "wds1", "patch", "edgeplacement", "shop", "--type", "merge", "-p",
+		`{"spec":{"rollout":{"healthCheck":{"cel":"obj.status.observedGeneration == obj.metadata.generation && obj.status.readyReplicas >= 3"}}}}`)
+	setImage("5")
+	poll(t, canary, equals("registry.example/shop:5"), "the change at the canary", image(canary)...)
+	out, err = status("--timeout", "2m")
+	require.Error(t, err, "the health check fails the canary: %s", out)
+	require.Contains(t, out, "inv1/edge1 (wave canary): Failed: not healthy within the progress deadline (20s): deployments shop/web: spec.rollout.healthCheck.cel is not true")
+	require.Equal(t, "registry.example/shop:4", other.MustRun(t, image(other)...))
+
 	// What the rollout cannot follow is refused, with the field.
 	for patch, want := range map[string]string{
-		`{"spec":{"rollout":{"maxConcurrency":"ten"}}}`: `spec.rollout.maxConcurrency: Invalid value: "ten"`,
+		`{"spec":{"rollout":{"maxConcurrency":"ten"}}}`:                                                                         `spec.rollout.maxConcurrency: Invalid value: "ten"`,
+		`{"spec":{"rollout":{"healthCheck":{"cel":"obj.status.ready =="}}}}`:                                                    `spec.rollout.healthCheck.cel: Invalid value: compilation failed`,
 		`{"spec":{"rollout":{"waves":[{"name":"a","selector":{"matchExpressions":[{"key":"ring","operator":"Sometimes"}]}}]}}}`: `spec.rollout.waves[0].selector: Invalid value`,
 	} {
 		out := k.MustFail(t, "--context", "wds1", "patch", "edgeplacement", "shop", "--type", "merge", "-p", patch)

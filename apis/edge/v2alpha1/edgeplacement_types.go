@@ -141,6 +141,22 @@ type Rollout struct {
 	// +optional
 	// +kubebuilder:validation:Enum=Wait;Skip
 	Disconnected DisconnectedPolicy `json:"disconnected,omitempty"`
+	// HealthCheck replaces the syncer's judgement of health (per kind) by
+	// the placement's own.
+	// +optional
+	HealthCheck *RolloutHealthCheck `json:"healthCheck,omitempty"`
+}
+
+// RolloutHealthCheck is a placement's own test of a healthy copy.
+type RolloutHealthCheck struct {
+	// CEL is an expression over obj, the workload object as its edge
+	// reports it (apiVersion, kind, metadata with the edge object's
+	// generation, spec as the WDS holds it, status as the edge reports
+	// it), true when it is healthy; false, or an error (a field not
+	// reported yet), is not. It is costed and bounded as a
+	// StatusCollector's expressions are. Namespaces are not tested.
+	// +kubebuilder:validation:MaxLength=5120
+	CEL Expression `json:"cel"`
 }
 
 // RolloutWave is one wave of a rollout.

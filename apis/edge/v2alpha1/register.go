@@ -144,4 +144,7 @@ type Applied struct {
 	Healthy bool `json:"healthy"`
 	// Message says what it waits for, when it is not.
 	Message string `json:"message,omitempty"`
+	// Generation is the edge object's metadata.generation, which its
+	// status.observedGeneration is compared with.
+	Generation int64 `json:"generation,omitempty"`
 }
