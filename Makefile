@@ -19,7 +19,7 @@ UNIT_PACKAGES = $$($(GO) list ./... | grep -v -e /test/integration -e /test/e2e)
 # the shared worker loop, spaces, the API server, the dashboard, the tunnel, and the
 # integration suite, which runs all of them in one process. Everything else
 # runs as it is.
-RACE_PACKAGES = ./controllers/... ./internal/... ./spaces/... ./server/... ./dashboard/... ./tunnel/... ./test/integration/...
+RACE_PACKAGES = ./controllers/... ./internal/... ./spaces/... ./server/... ./dashboard/... ./tunnel/... ./syncer/... ./test/integration/...
 NON_RACE_PACKAGES = $$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PACKAGES))")
 # The bench driver and the dashboard's browser test (browser/) are a module
 # of their own, so that chromedp is not in the product's go.mod: go -C runs
@@ -53,7 +53,7 @@ test-image: ## Build the image twice and check it: platforms, entrypoint, user, 
 run: build ## Run the server on its embedded default (SQLite in ~/.kubestellar or /var/lib/kubestellar)
 	$(BIN) server start $(RUN_ARGS)
 
-test: build test-deps edgecluster-tools ## Run every test: unit, integration (in-process server), e2e (built binary, real kubectl, edge clusters, proxies, databases), the image's; the server's packages and the integration suite under -race
+test: build test-deps edgecluster-tools ## Run every test: unit, integration (in-process server), e2e (built binary, real kubectl, edge clusters, proxies, databases), the image's; the server's and the syncer's packages and the integration suite under -race
 	$(GO) test $(TEST_FLAGS) -timeout 60m $(NON_RACE_PACKAGES)
 	$(MAKE) test-image
 	$(GO) -C $(BENCH_MODULE) test $(TEST_FLAGS) -timeout 60m ./...

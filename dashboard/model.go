@@ -155,11 +155,22 @@ type Placement struct {
 	Conflicted        *Condition    `json:"conflicted,omitempty"`
 	MatchingLocations int32         `json:"matchingLocations"`
 	Destinations      []Destination `json:"destinations"`
+	// Rollout is where a Progressive rollout is (nil: the placement gives
+	// every change to every edge at once).
+	Rollout *Rollout `json:"rollout,omitempty"`
 	// Trouble is true when the placement needs a look: misconfigured,
-	// conflicted or not ready.
+	// conflicted, not ready, or its rollout paused.
 	Trouble bool `json:"trouble"`
 
 	spec edgev2alpha1.EdgePlacementSpec
+}
+
+// Rollout is what the placements view shows of a rollout.
+type Rollout struct {
+	Phase       string `json:"phase"`
+	Revision    string `json:"revision"`
+	CurrentWave string `json:"currentWave,omitempty"`
+	Message     string `json:"message,omitempty"`
 }
 
 func conditionOf(conds []metav1.Condition, t string) *Condition {
@@ -177,9 +188,13 @@ func placementOf(space string, p *edgev2alpha1.EdgePlacement) Placement {
 		Misconfigured: conditionOf(p.Status.Conditions, edgev2alpha1.EdgePlacementMisconfigured),
 		Conflicted:    conditionOf(p.Status.Conditions, edgev2alpha1.EdgePlacementConflicted),
 	}
+	if r := p.Status.Rollout; r != nil && p.Spec.Progressive() {
+		out.Rollout = &Rollout{Phase: r.Phase, Revision: r.Revision, CurrentWave: r.CurrentWave, Message: r.Message}
+	}
 	out.Trouble = (out.Misconfigured != nil && out.Misconfigured.Status == "True") ||
 		(out.Conflicted != nil && out.Conflicted.Status == "True") ||
-		(out.Ready != nil && out.Ready.Status != "True")
+		(out.Ready != nil && out.Ready.Status != "True") ||
+		(out.Rollout != nil && out.Rollout.Phase == edgev2alpha1.RolloutPhasePaused)
 	return out
 }
 

@@ -129,6 +129,19 @@ func TestPlacements(t *testing.T) {
 		view.Placements[1].Destinations)
 
 	require.Len(t, Placements(placements, slices, edges, nil, now, Query{Only: "trouble"}).Placements, 1)
+	require.Nil(t, view.Placements[1].Rollout, "all at once: no rollout")
+
+	// A rollout paused (by hand, or past maxFailures) needs a look.
+	rolling := ready.DeepCopy()
+	rolling.Name = "rolling"
+	rolling.Spec.Rollout = &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive}
+	rolling.Status.Rollout = &edgev2alpha1.RolloutStatus{Revision: "r2", Phase: edgev2alpha1.RolloutPhasePaused, CurrentWave: "canary",
+		Message: "1 destinations failed, more than maxFailures (0): inv/e1"}
+	p := placementOf("wds1", rolling)
+	require.True(t, p.Trouble)
+	require.Equal(t, &Rollout{Phase: "Paused", Revision: "r2", CurrentWave: "canary", Message: "1 destinations failed, more than maxFailures (0): inv/e1"}, p.Rollout)
+	rolling.Status.Rollout.Phase, rolling.Status.Rollout.Message = edgev2alpha1.RolloutPhaseProgressing, ""
+	require.False(t, placementOf("wds1", rolling).Trouble, "progressing is not trouble")
 }
 
 func TestSpaces(t *testing.T) {

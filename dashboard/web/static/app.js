@@ -176,6 +176,17 @@
       c.message && bad ? el("div", { class: "message" }, c.message) : null);
   }
 
+  // rolloutCell: a Progressive placement's rollout, its phase and wave; a
+  // paused one says why.
+  function rolloutCell(r) {
+    if (!r) return el("td", {}, "all at once");
+    const paused = r.phase === "Paused";
+    return el("td", { class: paused ? "bad-cell" : null, "data-rollout": r.phase },
+      el("span", { class: "badge " + (paused ? "disconnected" : r.phase === "Complete" ? "connected" : "new") }, r.phase),
+      r.currentWave && r.phase !== "Complete" ? el("div", { class: "reason" }, "wave " + r.currentWave) : null,
+      r.message ? el("div", { class: "message" }, r.message) : null);
+  }
+
   function stateClass(state) {
     return state === "connected" ? "connected" : state === "new" || state === "unknown" ? "new" : "disconnected";
   }
@@ -210,9 +221,9 @@
       return el("tr", { "data-placement": pl.space + "/" + pl.name, class: pl.trouble ? "trouble" : null },
         el("td", {}, pl.space), el("th", { scope: "row" }, pl.name),
         cond(ready, ready && ready.status !== "True" ? ready.status : "__"),
-        cond(pl.misconfigured, "True"), cond(pl.conflicted, "True"), el("td", {}, dests));
+        cond(pl.misconfigured, "True"), cond(pl.conflicted, "True"), rolloutCell(pl.rollout), el("td", {}, dests));
     });
-    if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "6" }, "No EdgePlacements you may see match.")));
+    if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "7" }, "No EdgePlacements you may see match.")));
     $("placements-table").tBodies[0].replaceChildren(...rows);
     pager("placements", p.paging);
   }

@@ -283,6 +283,7 @@ func TestDashboard(t *testing.T) {
 	require.Equal(t, expected-1, synced, "every copy but the conflicting one synced: %s", copies)
 	require.GreaterOrEqual(t, expected, 2, "the ConfigMap and the Deployment at least: %s", copies)
 	require.Contains(t, copies, "configmaps/shop/taken: Conflict")
+	require.Contains(t, text(t, ctx, `tr[data-placement="wds1/shop"]`), "all at once", "a placement with no rollout says so")
 	screenshot(t, ctx, dir, "04-placements.png")
 
 	// The Deployment's view: where it runs, its copy synced, its pods
