@@ -201,6 +201,7 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 	now := time.Now()
 	c.rolls.mu.Lock()
 	s := c.rolls.byPlacement[key]
+	fresh := s == nil // first look since the server started
 	if s == nil || s.revision != revision {
 		completed := ""
 		if s != nil {
@@ -212,8 +213,13 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 			logger.Info("a new revision rolls out from the first wave", "revision", revision, "previous", s.revision)
 		}
 		s = &rolloutState{revision: revision, started: now, completed: completed, admitted: map[string]time.Time{}, healthySince: map[string]time.Time{}}
-		if ep.Status.Rollout != nil && ep.Status.Rollout.Revision == revision && ep.Status.Rollout.StartTime != nil {
-			s.started = ep.Status.Rollout.StartTime.Time // the server restarted
+		if st := ep.Status.Rollout; fresh && st != nil && st.Revision == revision {
+			// The server restarted during (or after) this revision's
+			// rollout: it began then, and a complete one stays so.
+			if st.StartTime != nil {
+				s.started = st.StartTime.Time
+			}
+			s.complete = st.CompletedRevision == revision
 		}
 		c.rolls.byPlacement[key] = s
 	}
@@ -225,8 +231,10 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 	for _, k := range admit {
 		c.mailboxes.Add(k)
 	}
-	if s.complete && !wasComplete {
-		logger.Info("rollout complete", "revision", revision)
+	if s.complete && (!wasComplete || fresh) {
+		if !wasComplete {
+			logger.Info("rollout complete", "revision", revision)
+		}
 		for _, d := range dests {
 			c.mailboxes.Add(d.key) // those skipped take it now
 		}

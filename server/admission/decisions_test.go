@@ -194,6 +194,26 @@ func TestDecisions(t *testing.T) {
 				u.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: wds,
 					edgev2alpha1.SyncErrorAnnotation: strings.Repeat("x", edgev2alpha1.MaxSyncErrorLength+1)})
 			}), want: denyAdmitted},
+		{name: "syncer reports a copy's revision applied and healthy", who: syncerA, space: mbA, verb: "update", gvr: core("configmaps"), ns: "default", objName: "settings",
+			old: configMapCopy(), obj: with(configMapCopy(), func(u *unstructured.Unstructured) {
+				u.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: wds, edgev2alpha1.AppliedAnnotation: `{"revision":"r1","healthy":true}`})
+			}), want: allow},
+		{name: "syncer reports more than a rollout reads", who: syncerA, space: mbA, verb: "update", gvr: core("configmaps"), ns: "default", objName: "settings",
+			old: configMapCopy(), obj: with(configMapCopy(), func(u *unstructured.Unstructured) {
+				u.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: wds,
+					edgev2alpha1.AppliedAnnotation: `{"revision":"r1","healthy":false,"message":"` + strings.Repeat("x", edgev2alpha1.MaxAppliedLength) + `"}`})
+			}), want: denyAdmitted},
+		{name: "admin places in waves", who: admin, space: wds, verb: "create", gvr: edge("edgeplacements"), objName: "p", obj: with(ep, func(u *unstructured.Unstructured) {
+			u.Object["spec"] = map[string]any{"rollout": map[string]any{"strategy": "Progressive", "maxConcurrency": "10%",
+				"waves": []any{map[string]any{"name": "canary", "selector": map[string]any{"matchLabels": map[string]any{"ring": "canary"}}}}}}
+		}), want: allow},
+		{name: "admin places in waves of one name", who: admin, space: wds, verb: "create", gvr: edge("edgeplacements"), objName: "p", obj: with(ep, func(u *unstructured.Unstructured) {
+			w := map[string]any{"name": "canary", "selector": map[string]any{}}
+			u.Object["spec"] = map[string]any{"rollout": map[string]any{"strategy": "Progressive", "waves": []any{w, w}}}
+		}), want: denyAdmitted},
+		{name: "admin places with no edge at a time", who: admin, space: wds, verb: "create", gvr: edge("edgeplacements"), objName: "p", obj: with(ep, func(u *unstructured.Unstructured) {
+			u.Object["spec"] = map[string]any{"rollout": map[string]any{"strategy": "Progressive", "maxConcurrency": "0%"}}
+		}), want: denyAdmitted},
 		{name: "syncer writes a 200 KiB associated state", who: syncerA, space: mbA, verb: "update", gvr: core("configmaps"), ns: "default", objName: "settings",
 			old: configMapCopy(), obj: with(configMapCopy(), func(u *unstructured.Unstructured) {
 				u.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: wds,

@@ -112,3 +112,32 @@ func TestWithStatusCollectorCost(t *testing.T) {
 	err = chain.(admission.ValidationInterface).Validate(context.Background(), attrs, nil)
 	require.True(t, apierrors.IsInvalid(err), "the chain refuses the attack: %v", err)
 }
+
+// TestHealthCheckCost: an EdgePlacement's spec.rollout.healthCheck.cel is
+// held to what a StatusCollector's expression is: it compiles, and the
+// attack of issue 13 is refused by its estimated cost.
+func TestHealthCheckCost(t *testing.T) {
+	validator, err := statuscel.NewCompiler()
+	require.NoError(t, err)
+	plugin := newStatusCollectorCost(validator)
+	placement := func(expr string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": edgev2alpha1.SchemeGroupVersion.String(), "kind": "EdgePlacement",
+			"metadata": map[string]any{"name": "p"},
+			"spec":     map[string]any{"rollout": map[string]any{"strategy": "Progressive", "healthCheck": map[string]any{"cel": expr}}}}}
+	}
+	for expr, want := range map[string]string{
+		"obj.status.readyReplicas >= obj.spec.replicas": "",
+		"obj.status.ready ==":                           "spec.rollout.healthCheck.cel: Invalid value: compilation failed",
+		nested(10):                                      "spec.rollout.healthCheck.cel: Forbidden: estimated cost",
+	} {
+		attrs := admission.NewAttributesRecord(placement(expr), nil, edgev2alpha1.SchemeGroupVersion.WithKind("EdgePlacement"), "", "p",
+			edgev2alpha1.SchemeGroupVersion.WithResource("edgeplacements"), "", admission.Create, nil, false, &user.DefaultInfo{Name: "tenant"})
+		err := plugin.Validate(context.Background(), attrs, nil)
+		if want == "" {
+			require.NoError(t, err, expr)
+			continue
+		}
+		require.True(t, apierrors.IsInvalid(err), "%s: %v", expr, err)
+		require.Contains(t, err.Error(), want)
+	}
+}

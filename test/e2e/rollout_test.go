@@ -49,6 +49,20 @@ spec:
     progressDeadline: 20s
 `
 
+// noticeWorkload is a ConfigMap given to every prod edge at once.
+const noticeWorkload = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: notice, namespace: shop}
+data: {text: "after the restart"}
+---
+apiVersion: edge.kubestellar.io/v2alpha1
+kind: EdgePlacement
+metadata: {name: notice}
+spec:
+  locationSelectors: [{matchLabels: {env: prod}}]
+  downsync: [{apiGroup: "", resources: [configmaps], namespaces: [shop], objectNames: [notice]}]
+`
+
 // TestProgressiveRollout: two real edge clusters, each with its syncer.
 // A change of a Progressive placement's Deployment reaches the canary
 // first, and the other edge only once the canary's Deployment has been
@@ -56,7 +70,7 @@ spec:
 // change the canary cannot run pauses the rollout past the progress
 // deadline, names the edge, and never reaches the other edge; reverting
 // it is a new revision that rolls out again; a rollout paused by hand
-// reaches no edge until resumed; a placement's own health check (CEL)
+// reaches no edge until resumed, a restart of the server included; a placement's own health check (CEL)
 // replaces the syncer's judgement.
 func TestProgressiveRollout(t *testing.T) {
 	srv := harness.StartBinary(t, "")
@@ -83,6 +97,8 @@ func TestProgressiveRollout(t *testing.T) {
 		k.MustRun(t, "--context", "wds1", "-n", "shop", "set", "image", "deployment/web", "web=registry.example/shop:"+tag)
 	}
 
+	notice := filepath.Join(t.TempDir(), "notice.yaml")
+	require.NoError(t, os.WriteFile(notice, []byte(noticeWorkload), 0o600))
 	manifest := filepath.Join(t.TempDir(), "shop.yaml")
 	require.NoError(t, os.WriteFile(manifest, []byte(rolloutWorkload), 0o600))
 	k.MustRun(t, "--context", "wds1", "apply", "-f", manifest)
@@ -140,6 +156,15 @@ func TestProgressiveRollout(t *testing.T) {
 	poll(t, k, func(s string) bool { return s != "" && s != revision }, "the rollout to see the new revision",
 		"--context", "wds1", "get", "edgeplacement", "shop", "-o", "jsonpath={.status.rollout.revision}")
 	require.Equal(t, "registry.example/shop:2", canary.MustRun(t, image(canary)...), "paused: not even the canary")
+
+	// Across a restart of the server the edges keep the revision they
+	// have: once a change of another placement (all at once) has reached
+	// the canary after the restart, its mailbox has been written since,
+	// and its Deployment is still the old one.
+	srv.Restart(t)
+	k.MustRun(t, "--context", "wds1", "apply", "-f", notice)
+	poll(t, canary, equals("after the restart"), "the notice at the canary", "get", "configmap", "notice", "-n", "shop", "-o", "jsonpath={.data.text}")
+	require.Equal(t, "registry.example/shop:2", canary.MustRun(t, image(canary)...), "a restart gives no edge a revision it was not admitted to")
 	out, err = status("--timeout", "10s")
 	require.Error(t, err)
 	require.Contains(t, out, "paused by spec.rollout.paused")
