@@ -108,7 +108,7 @@ func (c *Controller) updatePlacementStatus(ctx context.Context, key string) erro
 			rollout = ep.Status.Rollout // not looked at since a restart yet
 		}
 	}
-	if !sameRolloutStatus(rollout, ep.Status.Rollout) {
+	if !apiequality.Semantic.DeepEqual(rollout, ep.Status.Rollout) {
 		updated.Status.Rollout, changed = rollout, true
 	}
 	if !changed {

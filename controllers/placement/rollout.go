@@ -226,12 +226,16 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 	wasComplete := s.complete
 	admit, requeue := s.step(ro, dests, now)
 	s.status.Waves = waveStatuses(ro, dests, s)
+	// What is read below is read here: the translator's workers read the
+	// state under the lock meanwhile, and the status's pointer is replaced
+	// (never changed) by the next step.
+	complete, status := s.complete, s.status
 	c.rolls.mu.Unlock()
 
 	for _, k := range admit {
 		c.mailboxes.Add(k)
 	}
-	if s.complete && (!wasComplete || fresh) {
+	if complete && (!wasComplete || fresh) {
 		if !wasComplete {
 			logger.Info("rollout complete", "revision", revision)
 		}
@@ -242,10 +246,10 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 	if len(admit) > 0 {
 		logger.V(2).Info("destinations admitted", "revision", revision, "destinations", admit)
 	}
-	if current := ep.Status.Rollout; current == nil || !sameRolloutStatus(current, s.status) {
+	if current := ep.Status.Rollout; current == nil || !apiequality.Semantic.DeepEqual(current, status) {
 		c.statuses.Add(key)
 	}
-	if s.status.Phase == edgev2alpha1.RolloutPhaseProgressing && (requeue == 0 || requeue > rolloutResync) {
+	if status.Phase == edgev2alpha1.RolloutPhaseProgressing && (requeue == 0 || requeue > rolloutResync) {
 		requeue = rolloutResync
 	}
 	if requeue > 0 {
@@ -577,14 +581,10 @@ func firstN(s []string, n int) []string {
 	return s
 }
 
+// cut shortens s to at most n bytes, never splitting a character.
 func cut(s string, n int) string {
 	if len(s) > n {
-		return s[:n]
+		return strings.ToValidUTF8(s[:n], "")
 	}
 	return s
-}
-
-// sameRolloutStatus compares two rollout statuses.
-func sameRolloutStatus(a, b *edgev2alpha1.RolloutStatus) bool {
-	return apiequality.Semantic.DeepEqual(a, b)
 }
