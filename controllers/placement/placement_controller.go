@@ -59,6 +59,9 @@ type Controller struct {
 	statuses  workqueue.TypedRateLimitingInterface[string] // EdgePlacement keys
 	rollouts  workqueue.TypedRateLimitingInterface[string] // EdgePlacement keys
 	rolls     *rolloutTracker
+	// snaps are the last completed revisions of Progressive placements,
+	// for destinations that join mid-rollout.
+	snaps *snapshots
 	// health runs the placements' spec.rollout.healthCheck.cel.
 	health      *statuscel.Compiler
 	placements  *crossspace.Informer
@@ -107,6 +110,7 @@ func (c *Controller) WriteInProcess(w StoreWriter) { c.writer = w }
 // New returns the controller. crds is an informer on CRDs as stored (with their bindings to spaces);
 // resources are the caches of workload objects and copies it shares.
 func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources *crossspace.SharedDynamic) (*Controller, error) {
+	registerMetrics()
 	health, err := statuscel.NewCompiler()
 	if err != nil {
 		return nil, fmt.Errorf("building the rollouts' health checks: %w", err)
@@ -120,6 +124,7 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources 
 		statuses:     workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-status"}),
 		rollouts:     workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-rollout"}),
 		rolls:        newRolloutTracker(),
+		snaps:        newSnapshots(clients.Client),
 		health:       health,
 		crds:         crds,
 		resolver:     &resolver{disco: clients.Discovery},
@@ -316,6 +321,7 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 		},
 		recordProblems: c.recordProblems,
 		admits:         c.rolls.admits,
+		completed:      c.completedSnapshot,
 	}
 }
 
@@ -508,6 +514,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		return
 	}
 	logger.Info("started controller")
+	go c.sweepSnapshots(ctx)
 	worker.Loop[string]{Name: ControllerName, Queue: c.mailboxes, Failure: "translating placements into mailbox failed, will retry",
 		Process: c.mailbox.reconcile,
 		Quiet:   func(err error) bool { return worker.Conflicts(err) || errors.Is(err, errRetryLater) }}.Start(ctx, workers)

@@ -188,6 +188,10 @@ type mailboxReconciler struct {
 	// a revision of a Progressive placement (its key) now (see gate); nil
 	// admits nothing.
 	admits func(placement, destination, revision string) bool
+	// completed returns the snapshot of the last revision of a
+	// Progressive placement that completed (nil: none is kept), for
+	// destinations that join mid-rollout (atCompleted); nil: none is.
+	completed func(ctx context.Context, p source) (*rolloutSnapshot, error)
 
 	// recordProblems keeps, for the placements' status, what kept copies
 	// of each placement targeting a mailbox from being written, and the
@@ -230,8 +234,12 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 		return true, nil
 	}
 	where := "SyncTarget " + crossspace.SpaceOf(st) + "/" + st.Name
+	given, err := r.atCompleted(ctx, key, sources, sel, current)
+	if err != nil {
+		return false, err
+	}
 	desired := decideAll(sel, current, where)
-	r.gate(key, sources, sel, desired, current)
+	r.gate(key, sources, sel, desired, current, given)
 	edgeProblems(sel, current, where)
 	r.recordProblems(mailbox, sel)
 	addImpliedNamespaces(desired)

@@ -64,6 +64,9 @@ type fakeMailbox struct {
 	// revision last asked about, by placement key.
 	admitted    map[string]bool
 	revisionFor map[string]string
+	// completed are the snapshots of the last completed revisions, by
+	// placement key.
+	completed map[string]*rolloutSnapshot
 }
 
 const (
@@ -302,6 +305,9 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 			}
 			f.revisionFor[placement] = revision
 			return destination == spaces.Key(inv, "", stName) && f.admitted[placement]
+		},
+		completed: func(_ context.Context, p source) (*rolloutSnapshot, error) {
+			return f.completed[p.key()], nil
 		},
 		recordProblems: func(mailbox string, sel *selection) {
 			f.calls = append(f.calls, fmt.Sprintf("recordProblems %d", len(sel.placements)))

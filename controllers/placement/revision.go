@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -60,10 +59,7 @@ func (r *mailboxReconciler) sourceHash(wds string, obj *unstructured.Unstructure
 		hash, _ = contentHash(sourceCopy(wds, obj))
 	}
 	if ref := annotation(obj, edgev2alpha1.CustomizerAnnotation); ref != "" {
-		ns, name, hasNS := strings.Cut(ref, "/")
-		if !hasNS {
-			ns, name = obj.GetNamespace(), ref
-		}
+		ns, name, _ := splitRef(ref, obj.GetNamespace())
 		if cust, ok := r.customizer(wds, ns, name); ok {
 			hash += "+" + cust.ResourceVersion
 		}
@@ -74,14 +70,25 @@ func (r *mailboxReconciler) sourceHash(wds string, obj *unstructured.Unstructure
 // gate leaves alone, in a mailbox, the copies of each Progressive
 // placement whose current revision the destination (key) is not admitted
 // to: no create, update or delete of them, so that the mailbox keeps the
-// revision it has. Admitted, the placement's copies carry the revision.
-func (r *mailboxReconciler) gate(key string, sources []placed, sel *selection, desired map[string]*desiredCopy, current map[string]metav1.Object) {
+// revision it has. Admitted, the placement's copies carry the revision;
+// given (by placement key) is the revision a joiner's copies were made
+// from instead (atCompleted).
+func (r *mailboxReconciler) gate(key string, sources []placed, sel *selection, desired map[string]*desiredCopy, current map[string]metav1.Object, given map[string]string) {
 	for _, p := range sources {
 		if !p.ep.Spec.Progressive() {
 			continue
 		}
-		rev := r.revisionOf(sel, p.source)
 		mine := func(d *desiredCopy) bool { return d.sourceWDS == p.wds && d.sourcePlacement == p.ep.Name }
+		if rev, ok := given[p.key()]; ok {
+			// A joiner's: the last completed revision (atCompleted).
+			for _, d := range desired {
+				if mine(d) {
+					d.revision = rev
+				}
+			}
+			continue
+		}
+		rev := r.revisionOf(sel, p.source)
 		if r.admits != nil && r.admits(p.key(), key, rev) {
 			for _, d := range desired {
 				if mine(d) {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
@@ -72,6 +73,23 @@ type rolloutState struct {
 	// failed are the destinations failed, with why.
 	failed map[string]string
 	status *edgev2alpha1.RolloutStatus
+	// phase is what the phase gauge counts the placement under ("": not
+	// counted yet).
+	phase string
+}
+
+// countPhase moves the placement from the phase gauge's old phase to its
+// new one.
+func countPhase(from, to string) {
+	if from == to {
+		return
+	}
+	if from != "" {
+		rolloutPlacements.WithLabelValues(from).Dec()
+	}
+	if to != "" {
+		rolloutPlacements.WithLabelValues(to).Inc()
+	}
 }
 
 // admits tells the translator whether a destination may take a revision.
@@ -84,6 +102,17 @@ func (t *rolloutTracker) admits(placement, destination, revision string) bool {
 	}
 	_, ok := s.admitted[destination]
 	return ok || s.complete
+}
+
+// completedOf returns the last revision of a placement that completed,
+// and whether the rollout has looked at the placement yet.
+func (t *rolloutTracker) completedOf(placement string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.byPlacement[placement]; s != nil {
+		return s.completed, true
+	}
+	return "", false
 }
 
 // statusOf returns what the placement's status.rollout says (nil: none).
@@ -99,7 +128,10 @@ func (t *rolloutTracker) statusOf(placement string) *edgev2alpha1.RolloutStatus 
 func (t *rolloutTracker) forget(placement string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_, had := t.byPlacement[placement]
+	s, had := t.byPlacement[placement]
+	if had {
+		countPhase(s.phase, "")
+	}
 	delete(t.byPlacement, placement)
 	return had
 }
@@ -129,8 +161,15 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 	}
 	ep, ok := crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, wds, "", name)
 	if !ok || ep.DeletionTimestamp != nil || !ep.Spec.Progressive() {
-		if c.rolls.forget(key) || (ok && ep.Status.Rollout != nil) {
+		had := c.rolls.forget(key) || (ok && ep.Status.Rollout != nil)
+		if had {
 			c.statuses.Add(key)
+		}
+		if had || !ok {
+			// A placement gone may have been Progressive before the
+			// server last started, and the rollout not have looked at it
+			// since: its snapshot goes too.
+			return false, c.snaps.drop(ctx, key)
 		}
 		return false, nil
 	}
@@ -160,10 +199,11 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 	})
 	revision := ""
 	var copies []string // copy keys of the revision
+	var sel *selection
 	if len(targets) > 0 {
 		// What the placement selects is the same for every destination
 		// (only customization differs, which the revision is not over).
-		sel := &selection{claims: map[string][]*claim{}, crdNames: map[string]bool{}, upsyncCRDs: map[string]bool{}, problems: map[string][]problem{}, placements: map[string]bool{}}
+		sel = &selection{claims: map[string][]*claim{}, crdNames: map[string]bool{}, upsyncCRDs: map[string]bool{}, problems: map[string][]problem{}, placements: map[string]bool{}}
 		if _, synced := c.mailbox.selectFor(ctx, targets[0].placed, sel); !synced {
 			return true, nil
 		}
@@ -212,7 +252,11 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 		if s != nil {
 			logger.Info("a new revision rolls out from the first wave", "revision", revision, "previous", s.revision)
 		}
-		s = &rolloutState{revision: revision, started: now, completed: completed, admitted: map[string]time.Time{}, healthySince: map[string]time.Time{}}
+		phase := ""
+		if s != nil {
+			phase = s.phase // the gauge counts the placement, whatever its revision
+		}
+		s = &rolloutState{revision: revision, started: now, completed: completed, admitted: map[string]time.Time{}, healthySince: map[string]time.Time{}, phase: phase}
 		if st := ep.Status.Rollout; fresh && st != nil && st.Revision == revision {
 			// The server restarted during (or after) this revision's
 			// rollout: it began then, and a complete one stays so.
@@ -223,9 +267,19 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 		}
 		c.rolls.byPlacement[key] = s
 	}
-	wasComplete := s.complete
+	wasComplete, failedBefore := s.complete, s.failed
 	admit, requeue := s.step(ro, dests, now)
 	s.status.Waves = waveStatuses(ro, dests, s)
+	countPhase(s.phase, string(s.status.Phase))
+	s.phase = string(s.status.Phase)
+	for k := range s.failed {
+		if _, ok := failedBefore[k]; !ok {
+			rolloutFailures.Inc()
+		}
+	}
+	if s.complete && !wasComplete {
+		rolloutDuration.Observe(now.Sub(s.started).Seconds())
+	}
 	// What is read below is read here: the translator's workers read the
 	// state under the lock meanwhile, and the status's pointer is replaced
 	// (never changed) by the next step.
@@ -235,12 +289,24 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 	for _, k := range admit {
 		c.mailboxes.Add(k)
 	}
+	var kept error
 	if complete && (!wasComplete || fresh) {
 		if !wasComplete {
 			logger.Info("rollout complete", "revision", revision)
 		}
 		for _, d := range dests {
 			c.mailboxes.Add(d.key) // those skipped take it now
+		}
+		if sel != nil {
+			// What completed is what the caches hold now (sel was read
+			// from them with the revision): kept for joiners.
+			snap, err := c.mailbox.snapshotOf(sel, targets[0].source, revision)
+			if err == nil {
+				err = c.snaps.keep(ctx, key, snap)
+			}
+			if err != nil {
+				kept = fmt.Errorf("keeping the completed revision %s for destinations that join later: %w", revision, err)
+			}
 		}
 	}
 	if len(admit) > 0 {
@@ -255,7 +321,42 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 	if requeue > 0 {
 		c.rollouts.AddAfter(key, requeue)
 	}
-	return false, nil
+	return false, kept
+}
+
+// completedSnapshot returns the snapshot of the last revision of a
+// placement that completed, as the rollout knows it (or, before it has
+// looked since a restart, as the placement's status says); nil when none
+// is kept.
+func (c *Controller) completedSnapshot(ctx context.Context, p source) (*rolloutSnapshot, error) {
+	completed, known := c.rolls.completedOf(p.key())
+	if !known && p.ep.Status.Rollout != nil {
+		completed = p.ep.Status.Rollout.CompletedRevision
+	}
+	if completed == "" {
+		return nil, nil
+	}
+	return c.snaps.get(ctx, p.key(), string(p.ep.UID), completed)
+}
+
+// sweepSnapshots deletes, once the caches have synced, the snapshots of
+// placements deleted while the server was down; retried until it works.
+func (c *Controller) sweepSnapshots(ctx context.Context) {
+	progressive := func(key string) bool {
+		wds, _, name, err := spaces.SplitKey(key)
+		if err != nil {
+			return false
+		}
+		ep, ok := crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, wds, "", name)
+		return ok && ep.DeletionTimestamp == nil && ep.Spec.Progressive()
+	}
+	_ = wait.PollUntilContextCancel(ctx, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := c.snaps.sweep(ctx, progressive); err != nil {
+			klog.FromContext(ctx).Error(err, "deleting the rollout snapshots of placements that are gone failed, will retry")
+			return false, nil
+		}
+		return true, nil
+	})
 }
 
 // edgeWaiting says why an edge cannot take a change now, or "".

@@ -366,12 +366,9 @@ func (r *mailboxReconciler) makeCopy(wds string, obj *unstructured.Unstructured,
 	what := func() string { return fmt.Sprintf("%s %s", strings.ToLower(obj.GetKind()), qualifiedName(obj)) }
 	var cust *edgev2alpha1.Customizer
 	if ref := annotation(obj, edgev2alpha1.CustomizerAnnotation); ref != "" {
-		ns, name, hasNS := strings.Cut(ref, "/")
-		if !hasNS {
-			ns, name = obj.GetNamespace(), ref
-			if ns == "" {
-				return nil, nil, &problem{Reason: "CustomizerNotFound", Message: fmt.Sprintf("%s is cluster-scoped and must name its Customizer as NAMESPACE/NAME, not %q", what(), ref)}
-			}
+		ns, name, ok := splitRef(ref, obj.GetNamespace())
+		if !ok {
+			return nil, nil, &problem{Reason: "CustomizerNotFound", Message: fmt.Sprintf("%s is cluster-scoped and must name its Customizer as NAMESPACE/NAME, not %q", what(), ref)}
 		}
 		found, ok := r.customizer(wds, ns, name)
 		if !ok {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -70,8 +71,9 @@ spec:
 // change the canary cannot run pauses the rollout past the progress
 // deadline, names the edge, and never reaches the other edge; reverting
 // it is a new revision that rolls out again; a rollout paused by hand
-// reaches no edge until resumed, a restart of the server included; a placement's own health check (CEL)
-// replaces the syncer's judgement.
+// reaches no edge until resumed, a restart of the server included; a
+// placement's own health check (CEL) replaces the syncer's judgement; an
+// edge that joins mid-rollout gets the last completed revision.
 func TestProgressiveRollout(t *testing.T) {
 	srv := harness.StartBinary(t, "")
 	k := srv.Kubectl()
@@ -112,6 +114,18 @@ func TestProgressiveRollout(t *testing.T) {
 	for _, ek := range edges {
 		require.Equal(t, "registry.example/shop:1", ek.MustRun(t, image(ek)...))
 	}
+	rolloutMetrics := func() string {
+		var lines []string
+		for _, l := range strings.Split(k.MustRun(t, "get", "--raw", "/metrics"), "\n") {
+			if strings.HasPrefix(l, "kubestellar_rollout_") {
+				lines = append(lines, l)
+			}
+		}
+		return strings.Join(lines, "\n")
+	}
+	metrics := rolloutMetrics()
+	require.Contains(t, metrics, `kubestellar_rollout_placements{phase="Complete"} 1`)
+	require.Contains(t, metrics, "kubestellar_rollout_duration_seconds_count 1")
 
 	// A change: the canary first; the other edge keeps the old Deployment
 	// while the canary proves itself.
@@ -136,6 +150,10 @@ func TestProgressiveRollout(t *testing.T) {
 	require.Contains(t, out, "inv1/edge1 (wave canary): Failed: not healthy within the progress deadline (20s): deployments shop/web:")
 	require.Equal(t, "registry.example/shop:2", other.MustRun(t, image(other)...), "a failed canary stops the rollout")
 	require.Contains(t, k.MustRun(t, "--context", "wds1", "get", "edgeplacement", "shop", "-o", "wide"), "Paused")
+	metrics = rolloutMetrics()
+	require.Contains(t, metrics, `kubestellar_rollout_placements{phase="Paused"} 1`)
+	require.Contains(t, metrics, `kubestellar_rollout_placements{phase="Complete"} 0`)
+	require.Contains(t, metrics, "kubestellar_rollout_destination_failures_total 1")
 
 	// Rolling back is a change like any other: a new revision, from the
 	// canary on.
@@ -185,6 +203,19 @@ func TestProgressiveRollout(t *testing.T) {
 	require.Error(t, err, "the health check fails the canary: %s", out)
 	require.Contains(t, out, "inv1/edge1 (wave canary): Failed: not healthy within the progress deadline (20s): deployments shop/web: spec.rollout.healthCheck.cel is not true")
 	require.Equal(t, "registry.example/shop:4", other.MustRun(t, image(other)...))
+
+	// An edge that joins mid-rollout (in the last wave, its syncer not yet
+	// started) gets the last revision that completed, not the one the
+	// canary failed; the snapshot it comes from is not in the WDS.
+	completed := k.MustRun(t, "--context", "wds1", "get", "edgeplacement", "shop", "-o", "jsonpath={.status.rollout.completedRevision}")
+	require.NotEmpty(t, completed)
+	srv.CLI(t, "synctarget", "create", "edge3", "--inventory-space", "inv1", "--labels", "env=prod")
+	joiner := poll(t, k, func(s string) bool { return s != "" }, "the mailbox of the edge that joins",
+		"--context", "inv1", "get", "synctarget", "edge3", "-o", "jsonpath={.status.mailboxSpace}")
+	inJoiner := []string{"--server", srv.BaseURL() + "/spaces/" + joiner, "get", "deployment", "web", "-n", "shop", "--ignore-not-found", "-o",
+		`jsonpath={.spec.template.spec.containers[0].image} {.metadata.annotations.edge\.kubestellar\.io/revision}`}
+	poll(t, k, equals("registry.example/shop:4 "+completed), "the completed revision in the joiner's mailbox", inJoiner...)
+	require.NotContains(t, k.MustRun(t, "--context", "wds1", "get", "secrets", "-A", "-o", "name"), "rollout-")
 
 	// What the rollout cannot follow is refused, with the field.
 	for patch, want := range map[string]string{
