@@ -145,6 +145,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.events(w, r)
 	case p == "/api/workload" && get:
 		h.workload(w, r)
+	case p == rolloutAPI && r.Method == http.MethodPost:
+		h.setPaused(w, r)
 	case p == "/api/whoami" && get:
 		sess, ok := h.session(r)
 		if !ok {
@@ -317,6 +319,11 @@ const accessCacheTTL = 10 * time.Second
 // visibleTo returns what identity may list, by the server's authorizer in
 // each space, each decision kept accessCacheTTL.
 func (h *Handler) visibleTo(ctx context.Context, id Identity) Visible {
+	return h.allowedTo(ctx, id, "list")
+}
+
+// allowedTo returns what identity may do verb to, as visibleTo does.
+func (h *Handler) allowedTo(ctx context.Context, id Identity, verb string) Visible {
 	type decision struct {
 		allowed bool
 		at      time.Time
@@ -335,7 +342,7 @@ func (h *Handler) visibleTo(ctx context.Context, id Identity) Visible {
 			sees := h.visibleSpaces(request.WithUser(ctx, u))
 			allowed = sees == nil || (space != spaces.Root && sees(space))
 		} else {
-			attrs := authorizer.AttributesRecord{User: u, Verb: "list", APIGroup: gvr.Group, APIVersion: gvr.Version,
+			attrs := authorizer.AttributesRecord{User: u, Verb: verb, APIGroup: gvr.Group, APIVersion: gvr.Version,
 				Resource: gvr.Resource, ResourceRequest: true}
 			d, _, err := h.authz.Authorize(spaces.WithSpace(ctx, space), attrs)
 			allowed = err == nil && d == authorizer.DecisionAllow
@@ -411,6 +418,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 
 	view, q := r.URL.Query().Get("view"), queryOf(r)
 	visible := h.visibleTo(ctx, sess.Identity)
+	patchable := h.allowedTo(ctx, sess.Identity, "patch")
 	keepalive := time.NewTicker(h.keepalive)
 	defer keepalive.Stop()
 	var last []byte
@@ -423,6 +431,13 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		}
 		u := h.store.Compute(view, visible, h.now(), q)
 		u.User = sess.Identity.Name
+		if u.Places != nil {
+			for i := range u.Places.Placements {
+				if r := u.Places.Placements[i].Rollout; r != nil {
+					r.MayPause = patchable(u.Places.Placements[i].Space, PlacementsGVR)
+				}
+			}
+		}
 		data, err := json.Marshal(u)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "encoding a dashboard view")

@@ -171,6 +171,12 @@ type Rollout struct {
 	Revision    string `json:"revision"`
 	CurrentWave string `json:"currentWave,omitempty"`
 	Message     string `json:"message,omitempty"`
+	// Paused is spec.rollout.paused: paused by hand (a rollout paused past
+	// maxFailures is not, and goes on with the next change).
+	Paused bool `json:"paused,omitempty"`
+	// MayPause: the viewer may patch the placement, so the page offers
+	// to pause or resume its rollout (set per viewer, by the handler).
+	MayPause bool `json:"mayPause,omitempty"`
 }
 
 func conditionOf(conds []metav1.Condition, t string) *Condition {
@@ -189,7 +195,7 @@ func placementOf(space string, p *edgev2alpha1.EdgePlacement) Placement {
 		Conflicted:    conditionOf(p.Status.Conditions, edgev2alpha1.EdgePlacementConflicted),
 	}
 	if r := p.Status.Rollout; r != nil && p.Spec.Progressive() {
-		out.Rollout = &Rollout{Phase: r.Phase, Revision: r.Revision, CurrentWave: r.CurrentWave, Message: r.Message}
+		out.Rollout = &Rollout{Phase: r.Phase, Revision: r.Revision, CurrentWave: r.CurrentWave, Message: r.Message, Paused: p.Spec.Rollout.Paused}
 	}
 	out.Trouble = (out.Misconfigured != nil && out.Misconfigured.Status == "True") ||
 		(out.Conflicted != nil && out.Conflicted.Status == "True") ||

@@ -177,14 +177,35 @@
   }
 
   // rolloutCell: a Progressive placement's rollout, its phase and wave; a
-  // paused one says why.
-  function rolloutCell(r) {
+  // paused one says why. A viewer who may patch the placement may pause
+  // or resume it; the event stream then shows the new phase.
+  function rolloutCell(pl) {
+    const r = pl.rollout;
     if (!r) return el("td", {}, "all at once");
     const paused = r.phase === "Paused";
-    return el("td", { class: paused ? "bad-cell" : null, "data-rollout": r.phase },
+    const td = el("td", { class: paused ? "bad-cell" : null, "data-rollout": r.phase },
       el("span", { class: "badge " + (paused ? "disconnected" : r.phase === "Complete" ? "connected" : "new") }, r.phase),
       r.currentWave && r.phase !== "Complete" ? el("div", { class: "reason" }, "wave " + r.currentWave) : null,
       r.message ? el("div", { class: "message" }, r.message) : null);
+    if (r.mayPause) {
+      const action = r.paused ? "resume" : "pause";
+      const button = el("button", { type: "button", "data-action": action }, r.paused ? "Resume" : "Pause");
+      button.addEventListener("click", () => setPaused(pl, !r.paused, button, td));
+      td.append(el("div", {}, button));
+    }
+    return td;
+  }
+
+  function setPaused(pl, paused, button, td) {
+    button.disabled = true;
+    fetch("/dashboard/api/rollout", { method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ space: pl.space, name: pl.name, paused: paused }) })
+      .then((r) => r.ok ? null : r.json().then((b) => { throw new Error(b.error || r.statusText); }))
+      .catch((err) => {
+        button.disabled = false;
+        td.append(el("div", { class: "message", "data-error": "rollout" }, String(err.message || err)));
+      });
   }
 
   function stateClass(state) {
@@ -221,7 +242,7 @@
       return el("tr", { "data-placement": pl.space + "/" + pl.name, class: pl.trouble ? "trouble" : null },
         el("td", {}, pl.space), el("th", { scope: "row" }, pl.name),
         cond(ready, ready && ready.status !== "True" ? ready.status : "__"),
-        cond(pl.misconfigured, "True"), cond(pl.conflicted, "True"), rolloutCell(pl.rollout), el("td", {}, dests));
+        cond(pl.misconfigured, "True"), cond(pl.conflicted, "True"), rolloutCell(pl), el("td", {}, dests));
     });
     if (!rows.length) rows.push(el("tr", {}, el("td", { colspan: "7" }, "No EdgePlacements you may see match.")));
     $("placements-table").tBodies[0].replaceChildren(...rows);

@@ -195,8 +195,9 @@ func sessionConnections(t *testing.T, srv *harness.Process, link string, paths .
 // live, going connected when its syncer joins and disconnected when it
 // stops; a misconfigured placement shows its reason; a placement's
 // destination shows how many of its copies synced and which failed; a
-// Deployment's workload view shows its pods at the edge, ready; logout
-// ends the session. Screenshots go to _output/dashboard.
+// Deployment's workload view shows its pods at the edge, ready; a
+// rollout is paused and resumed from its placement's row; logout ends
+// the session. Screenshots go to _output/dashboard.
 func TestDashboard(t *testing.T) {
 	ctx := browser(t)
 	dir := artifactsDir(t)
@@ -315,12 +316,32 @@ func TestDashboard(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(edgeRow+`[data-state="disconnected"]`)))
 	screenshot(t, ctx, dir, "06-fleet-disconnected.png")
 
+	// A Progressive placement's rollout, paused and resumed from its row
+	// by a user who may patch it (the admin): with its edge disconnected,
+	// the rollout waits, Progressing.
+	k.MustRun(t, "--context", "wds1", "patch", "edgeplacement", "shop", "--type", "merge", "-p", `{"spec":{"rollout":{"strategy":"Progressive"}}}`)
+	shopRollout := `tr[data-placement="wds1/shop"] td[data-rollout]`
+	run(t, ctx, time.Minute, "the shop placement's rollout, with a pause button",
+		chromedp.Navigate(srv.BaseURL()+"/dashboard/#placements"),
+		chromedp.WaitVisible(chromedp.CSS(shopRollout+`[data-rollout="Progressing"] button[data-action="pause"]`)),
+		chromedp.Click(chromedp.CSS(shopRollout+` button[data-action="pause"]`)),
+		chromedp.WaitVisible(chromedp.CSS(shopRollout+`[data-rollout="Paused"] button[data-action="resume"]`)))
+	require.Equal(t, "true", k.MustRun(t, "--context", "wds1", "get", "edgeplacement", "shop", "-o", "jsonpath={.spec.rollout.paused}"))
+	require.Contains(t, text(t, ctx, shopRollout), "paused by spec.rollout.paused")
+	screenshot(t, ctx, dir, "07-rollout-paused.png")
+	run(t, ctx, time.Minute, "resuming the rollout",
+		chromedp.Click(chromedp.CSS(shopRollout+` button[data-action="resume"]`)),
+		chromedp.WaitVisible(chromedp.CSS(shopRollout+`[data-rollout="Progressing"] button[data-action="pause"]`)))
+	require.Equal(t, "false", k.MustRun(t, "--context", "wds1", "get", "edgeplacement", "shop", "-o", "jsonpath={.spec.rollout.paused}"))
+	run(t, ctx, time.Minute, "back to the fleet", chromedp.Navigate(srv.BaseURL()+"/dashboard/#fleet"),
+		chromedp.WaitVisible(chromedp.CSS(edgeRow+`[data-state="disconnected"]`)))
+
 	// A phone's width: the page, loaded again, streams the fleet again.
 	run(t, ctx, time.Minute, "a phone-width view",
 		chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile),
 		chromedp.Reload(),
 		chromedp.WaitVisible(chromedp.CSS(edgeRow+`[data-state="disconnected"]`)))
-	screenshot(t, ctx, dir, "07-fleet-phone.png")
+	screenshot(t, ctx, dir, "08-fleet-phone.png")
 	run(t, ctx, 30*time.Second, "back to a desktop's width", chromedp.EmulateViewport(1280, 800))
 
 	// Logout ends the session.
