@@ -19,6 +19,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -37,7 +38,10 @@ type Controller struct {
 	clients     *crossspace.Clients
 	queue       workqueue.TypedRateLimitingInterface[string]
 	syncTargets *crossspace.Informer
-	r           *reconciler
+	// spaces is the shared cache of Spaces (run with the workload
+	// controllers' caches): a mailbox deleted by hand is made again.
+	spaces *crossspace.Informer
+	r      *reconciler
 }
 
 // New returns the controller.
@@ -49,6 +53,16 @@ func New(clients *crossspace.Clients) *Controller {
 			c.queue.Add(key)
 		}
 	}))
+	c.spaces = clients.Typed(&tenancyv1alpha1.SpaceList{}, &tenancyv1alpha1.Space{}, cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if sp, ok := obj.(*tenancyv1alpha1.Space); ok && sp.Spec.Type == SpaceType && sp.Labels[LabelSyncTargetName] != "" {
+				c.queue.Add(spaces.Key(sp.Labels[LabelSyncTargetSpace], "", sp.Labels[LabelSyncTargetName]))
+			}
+		},
+	})
 	c.r = c.newReconciler()
 	return c
 }
@@ -65,6 +79,10 @@ func (c *Controller) newReconciler() *reconciler {
 		},
 		updateSyncTargetStatus: func(ctx context.Context, st *edgev2alpha1.SyncTarget) error {
 			return c.clients.Client.Status().Update(ctx, st)
+		},
+		cachedSpace: func(name string) (*tenancyv1alpha1.Space, bool) {
+			sp, ok := crossspace.Get[*tenancyv1alpha1.Space](c.spaces, spaces.Root, "", name)
+			return sp, ok && sp.DeletionTimestamp == nil
 		},
 		getSpace: func(ctx context.Context, name string) (*tenancyv1alpha1.Space, error) {
 			sp := &tenancyv1alpha1.Space{}
@@ -91,7 +109,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	logger := klog.FromContext(ctx).WithValues("controller", ControllerName)
 	ctx = klog.NewContext(ctx, logger)
 	crossspace.Run(ctx, c.syncTargets)
-	if !crossspace.WaitForSync(ctx, c.syncTargets) {
+	if !crossspace.WaitForSync(ctx, c.syncTargets, c.spaces) {
 		return
 	}
 	logger.Info("started controller")

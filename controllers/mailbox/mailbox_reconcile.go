@@ -69,7 +69,11 @@ type reconciler struct {
 	syncTarget             func(space, name string) (*edgev2alpha1.SyncTarget, bool)
 	updateSyncTarget       func(ctx context.Context, st *edgev2alpha1.SyncTarget) error
 	updateSyncTargetStatus func(ctx context.Context, st *edgev2alpha1.SyncTarget) error
-	// getSpace reads a Space from the server (nothing here caches Spaces).
+	// cachedSpace reads a Space from the cache of Spaces: a SyncTarget's
+	// every event (its syncer's heartbeats among them) finds its mailbox
+	// there, without a request. nil: none is cached.
+	cachedSpace func(name string) (*tenancyv1alpha1.Space, bool)
+	// getSpace reads a Space from the server.
 	getSpace    func(ctx context.Context, name string) (*tenancyv1alpha1.Space, error)
 	createSpace func(ctx context.Context, sp *tenancyv1alpha1.Space) error
 	deleteSpace func(ctx context.Context, name string) error
@@ -98,9 +102,15 @@ func (r *reconciler) reconcile(ctx context.Context, key string) (requeue bool, e
 		return r.deleteMailbox(invCtx, rootCtx, st, mailbox)
 	}
 	if !slices.Contains(st.Finalizers, Finalizer) {
+		// The finalizer first (no mailbox that nothing would delete), then
+		// the mailbox in the same pass: the update answers with the
+		// SyncTarget as stored.
 		updated := st.DeepCopy()
 		updated.Finalizers = append(updated.Finalizers, Finalizer)
-		return false, r.updateSyncTarget(invCtx, updated)
+		if err := r.updateSyncTarget(invCtx, updated); err != nil {
+			return false, err
+		}
+		st = updated
 	}
 	if err := r.ensureMailbox(rootCtx, space, st, mailbox); err != nil {
 		return false, err
@@ -142,20 +152,28 @@ func (r *reconciler) deleteMailbox(invCtx, rootCtx context.Context, st *edgev2al
 func (r *reconciler) ensureMailbox(rootCtx context.Context, space string, st *edgev2alpha1.SyncTarget, mailbox string) error {
 	mb := &tenancyv1alpha1.Space{
 		ObjectMeta: metav1.ObjectMeta{Name: mailbox, Labels: map[string]string{
-			LabelSyncTargetSpace: space, LabelSyncTargetName: st.Name, LabelSyncTargetUID: string(st.UID)}},
+			LabelSyncTargetSpace: space, LabelSyncTargetName: st.Name, LabelSyncTargetUID: string(st.UID)},
+			// The space controller's finalizer, which it would otherwise
+			// add in a write of its own.
+			Finalizers: []string{tenancyv1alpha1.SpaceFinalizer}},
 		Spec: tenancyv1alpha1.SpaceSpec{Type: SpaceType},
 	}
-	err := r.createSpace(rootCtx, mb)
-	if err == nil {
-		klog.FromContext(rootCtx).Info("created mailbox")
-		return nil
+	existing, cached := (*tenancyv1alpha1.Space)(nil), false
+	if r.cachedSpace != nil {
+		existing, cached = r.cachedSpace(mailbox)
 	}
-	if !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	existing, err := r.getSpace(rootCtx, mailbox)
-	if err != nil {
-		return err
+	if !cached {
+		err := r.createSpace(rootCtx, mb)
+		if err == nil {
+			klog.FromContext(rootCtx).Info("created mailbox")
+			return nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		if existing, err = r.getSpace(rootCtx, mailbox); err != nil {
+			return err
+		}
 	}
 	if existing.Spec.Type != SpaceType || !isSubset(mb.Labels, existing.Labels) {
 		// Only the server makes mailbox spaces (admission sees to it): a

@@ -33,6 +33,9 @@ type fakeMailboxes struct {
 	// lingering keeps a deleted Space (marked deleted), as the server does
 	// while the space controller empties it.
 	lingering bool
+	// lagging: the cache of Spaces has not seen them yet (it is spaces
+	// otherwise).
+	lagging bool
 	// fail fails a call: "update", "updateStatus", "create", "get" or
 	// "delete".
 	fail map[string]error
@@ -131,6 +134,13 @@ func (f *fakeMailboxes) reconciler() *reconciler {
 			f.syncTargets[spaces.Key(spaceOf(ctx), "", st.Name)] = st.DeepCopy()
 			return nil
 		},
+		cachedSpace: func(name string) (*tenancyv1alpha1.Space, bool) {
+			sp, ok := f.spaces[name]
+			if f.lagging || !ok || sp.DeletionTimestamp != nil {
+				return nil, false
+			}
+			return sp.DeepCopy(), true
+		},
 		getSpace: func(ctx context.Context, name string) (*tenancyv1alpha1.Space, error) {
 			if err := f.record(ctx, "get Space"); err != nil {
 				return nil, err
@@ -189,12 +199,21 @@ func TestReconcile(t *testing.T) {
 		check func(t *testing.T, f *fakeMailboxes)
 	}{
 		{
-			desc:      "a new SyncTarget gets the finalizer first",
+			desc:      "a new SyncTarget gets the finalizer first, then its mailbox in the same pass",
 			setup:     func(f *fakeMailboxes) { f.syncTarget("other") },
-			wantCalls: []string{"update SyncTarget edge1 in inv1"},
+			wantCalls: []string{"update SyncTarget edge1 in inv1", "create Space in root", "updateStatus SyncTarget edge1 in inv1"},
 			check: func(t *testing.T, f *fakeMailboxes) {
 				require.Equal(t, []string{"other", Finalizer}, f.syncTargets[stKey].Finalizers)
-				require.Empty(t, f.spaces, "no mailbox before the finalizer that would delete it")
+				require.Equal(t, mailbox, f.syncTargets[stKey].Status.MailboxSpace)
+			},
+		},
+		{
+			desc:      "no mailbox without the finalizer that would delete it",
+			setup:     func(f *fakeMailboxes) { f.syncTarget("other"); f.fail["update"] = errBoom },
+			wantCalls: []string{"update SyncTarget edge1 in inv1"},
+			wantErr:   errBoom,
+			check: func(t *testing.T, f *fakeMailboxes) {
+				require.Empty(t, f.spaces)
 			},
 		},
 		{
@@ -206,12 +225,22 @@ func TestReconcile(t *testing.T) {
 				require.NotNil(t, sp, "the mailbox is named after the inventory space and UID")
 				require.Equal(t, tenancyv1alpha1.SpaceTypeMailbox, sp.Spec.Type)
 				require.Equal(t, mailboxLabels, sp.Labels)
+				require.Equal(t, []string{tenancyv1alpha1.SpaceFinalizer}, sp.Finalizers, "made with the space controller's finalizer")
 				require.Equal(t, mailbox, f.syncTargets[stKey].Status.MailboxSpace)
 			},
 		},
 		{
-			desc:      "a mailbox of this SyncTarget that exists is used",
+			desc:      "a mailbox of this SyncTarget that exists is used, from the cache",
 			setup:     func(f *fakeMailboxes) { f.space(mailbox, SpaceType, mailboxLabels); f.syncTarget(Finalizer) },
+			wantCalls: []string{"updateStatus SyncTarget edge1 in inv1"},
+		},
+		{
+			desc: "one the cache has not seen yet is read from the server",
+			setup: func(f *fakeMailboxes) {
+				f.space(mailbox, SpaceType, mailboxLabels)
+				f.syncTarget(Finalizer)
+				f.lagging = true
+			},
 			wantCalls: []string{"create Space in root", "get Space in root", "updateStatus SyncTarget edge1 in inv1"},
 		},
 		{
@@ -221,7 +250,7 @@ func TestReconcile(t *testing.T) {
 				f.spaces[mailbox].Labels = map[string]string{LabelSyncTargetSpace: inv, LabelSyncTargetName: stName,
 					LabelSyncTargetUID: string(stUID), "team": "a"}
 			},
-			wantCalls: []string{"create Space in root", "get Space in root", "updateStatus SyncTarget edge1 in inv1"},
+			wantCalls: []string{"updateStatus SyncTarget edge1 in inv1"},
 		},
 		{
 			desc: "a space of that name that is no mailbox is refused",
@@ -229,7 +258,6 @@ func TestReconcile(t *testing.T) {
 				f.space(mailbox, tenancyv1alpha1.SpaceTypeWDS, mailboxLabels)
 				f.syncTarget(Finalizer)
 			},
-			wantCalls:   []string{"create Space in root", "get Space in root"},
 			wantErrText: fmt.Sprintf("space %q exists but is not the mailbox of this SyncTarget (type \"wds\"", mailbox),
 			check: func(t *testing.T, f *fakeMailboxes) {
 				require.Empty(t, f.syncTargets[stKey].Status.MailboxSpace, "never recorded as the mailbox")
@@ -241,7 +269,6 @@ func TestReconcile(t *testing.T) {
 				f.space(mailbox, SpaceType, map[string]string{LabelSyncTargetSpace: inv, LabelSyncTargetName: "edge2", LabelSyncTargetUID: string(stUID)})
 				f.syncTarget(Finalizer)
 			},
-			wantCalls:   []string{"create Space in root", "get Space in root"},
 			wantErrText: "is not the mailbox of this SyncTarget",
 		},
 		{
@@ -254,6 +281,7 @@ func TestReconcile(t *testing.T) {
 			desc: "a failed read of the existing space is returned",
 			setup: func(f *fakeMailboxes) {
 				f.ready()
+				f.lagging = true
 				f.fail["get"] = errBoom
 			},
 			wantCalls: []string{"create Space in root", "get Space in root"},
@@ -273,14 +301,12 @@ func TestReconcile(t *testing.T) {
 			},
 		},
 		{
-			desc:      "a ready SyncTarget whose syncer never connected: nothing to do",
-			setup:     func(f *fakeMailboxes) { f.ready() },
-			wantCalls: []string{"create Space in root", "get Space in root"},
+			desc:  "a ready SyncTarget whose syncer never connected: nothing to do",
+			setup: func(f *fakeMailboxes) { f.ready() },
 		},
 		{
 			desc:         "a recent heartbeat: looked at again when it would become stale",
 			setup:        func(f *fakeMailboxes) { heartbeat(f.ready(), f.now.Add(-10*time.Second)) },
-			wantCalls:    []string{"create Space in root", "get Space in root"},
 			wantRequeues: []string{stKey + " after 36s"},
 		},
 		{
@@ -288,7 +314,7 @@ func TestReconcile(t *testing.T) {
 			setup: func(f *fakeMailboxes) {
 				heartbeat(f.ready(), f.now.Add(-edgev2alpha1.SyncerHeartbeatTimeout-time.Second))
 			},
-			wantCalls: []string{"create Space in root", "get Space in root", "updateStatus SyncTarget edge1 in inv1"},
+			wantCalls: []string{"updateStatus SyncTarget edge1 in inv1"},
 			check: func(t *testing.T, f *fakeMailboxes) {
 				c := meta.FindStatusCondition(f.syncTargets[stKey].Status.Conditions, edgev2alpha1.SyncTargetHeartbeat)
 				require.NotNil(t, c)
@@ -305,7 +331,6 @@ func TestReconcile(t *testing.T) {
 				heartbeat(st, f.now.Add(-time.Hour))
 				st.Status.Conditions[0].Status = metav1.ConditionFalse
 			},
-			wantCalls: []string{"create Space in root", "get Space in root"},
 		},
 		{
 			desc: "a deleted SyncTarget: its mailbox is deleted, then its finalizer removed",
@@ -425,15 +450,14 @@ func TestReconcileLifecycle(t *testing.T) {
 		require.Equal(t, wantRequeue, requeue, desc)
 		require.Equal(t, wantCalls, f.calls, desc)
 	}
-	step("created", func() { f.syncTarget() }, false, "update SyncTarget edge1 in inv1")
-	step("finalized", func() {}, false, "create Space in root", "updateStatus SyncTarget edge1 in inv1")
-	step("steady", func() {}, false, "create Space in root", "get Space in root")
-	step("the syncer heartbeats", func() { heartbeat(f.syncTargets[stKey], f.now) }, false, "create Space in root", "get Space in root")
+	step("created", func() { f.syncTarget() }, false, "update SyncTarget edge1 in inv1", "create Space in root", "updateStatus SyncTarget edge1 in inv1")
+	step("steady: the mailbox is in the cache", func() {}, false)
+	step("the syncer heartbeats", func() { heartbeat(f.syncTargets[stKey], f.now) }, false)
 	require.Equal(t, []string{stKey + " after 46s"}, f.requeues)
 	step("the syncer goes silent", func() { f.now = f.now.Add(edgev2alpha1.SyncerHeartbeatTimeout + time.Second) }, false,
-		"create Space in root", "get Space in root", "updateStatus SyncTarget edge1 in inv1")
+		"updateStatus SyncTarget edge1 in inv1")
 	require.Empty(t, f.requeues)
-	step("still silent", func() {}, false, "create Space in root", "get Space in root")
+	step("still silent", func() {}, false)
 	f.lingering = true
 	step("deleted", func() { deleting(f.syncTargets[stKey]) }, true, "delete Space in root", "get Space in root")
 	step("the mailbox is emptied", func() { f.lingering = false; delete(f.spaces, mailbox) }, false,

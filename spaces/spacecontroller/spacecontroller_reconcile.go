@@ -22,7 +22,8 @@ import (
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
-// InitialNamespaces exist in every new space, as in a new Kubernetes cluster.
+// InitialNamespaces exist in every new space but mailboxes, as in a new
+// Kubernetes cluster.
 var InitialNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease}
 
 var updateOptions = metav1.UpdateOptions{FieldManager: "kubestellar-space-controller"}
@@ -57,9 +58,14 @@ func (r *reconciler) reconcile(ctx context.Context, s *tenancyv1alpha1.Space) er
 	if s.Status.Phase == tenancyv1alpha1.SpacePhaseReady {
 		return nil
 	}
-	for _, ns := range InitialNamespaces {
-		if err := r.ensureNamespace(ctx, s.Name, ns); err != nil {
-			return fmt.Errorf("creating namespace %s: %w", ns, err)
+	// A mailbox holds copies, in the namespaces the translator makes for
+	// them: at thousands of edges, four namespaces nobody uses were four
+	// writes per mailbox.
+	if s.Spec.Type != tenancyv1alpha1.SpaceTypeMailbox {
+		for _, ns := range InitialNamespaces {
+			if err := r.ensureNamespace(ctx, s.Name, ns); err != nil {
+				return fmt.Errorf("creating namespace %s: %w", ns, err)
+			}
 		}
 	}
 	if owner := s.Annotations[tenancyv1alpha1.SpaceOwnerAnnotation]; owner != "" {

@@ -135,6 +135,18 @@ func TestReconcileLifecycle(t *testing.T) {
 			},
 		},
 		{
+			desc: "a mailbox is ready without namespaces (its copies bring theirs)",
+			space: func() *tenancyv1alpha1.Space {
+				s := newSpace("team-a", []string{fin}, "", false)
+				s.Spec.Type = tenancyv1alpha1.SpaceTypeMailbox
+				return s
+			}(),
+			wantCalls: []string{"updateStatus"},
+			check: func(t *testing.T, f *fakeDeps) {
+				require.Equal(t, tenancyv1alpha1.SpacePhaseReady, f.statuses[0].Status.Phase)
+			},
+		},
+		{
 			desc:      "no phase yet is initialized too",
 			space:     newSpace("team-a", []string{fin}, "", false),
 			wantCalls: append(append([]string{}, ensureAll...), "updateStatus"),
