@@ -132,12 +132,8 @@ func spaceConfig(base *rest.Config, space string) *rest.Config {
 
 // identify asks the server who the token is for, and checks that it is
 // for the SyncTarget the syncer was told to serve.
-func identify(ctx context.Context, base *rest.Config, syncTarget string) (Identity, error) {
+func identify(ctx context.Context, client *http.Client, base *rest.Config, syncTarget string) (Identity, error) {
 	var id Identity
-	client, err := rest.HTTPClientFor(base)
-	if err != nil {
-		return id, errPermanent{err}
-	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.Host+IdentityPath, nil)
 	if err != nil {
 		return id, errPermanent{err}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubestellar/kubestellar/internal/jointoken"
 )
@@ -36,6 +37,11 @@ type Options struct {
 	Kubeconfig string
 	// Context is the kubeconfig context to use ("" for the current one).
 	Context string
+	// EdgeConfig, when set, is the edge cluster's client configuration,
+	// used instead of Kubeconfig and Context: for a caller that holds the
+	// cluster itself (the bench's simulated edges, each a cluster in
+	// memory). No flag sets it.
+	EdgeConfig *rest.Config
 	// CertificateAuthority is a PEM file with the center's CA, needed only
 	// for a token without the CA hash.
 	CertificateAuthority string

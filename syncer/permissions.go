@@ -6,6 +6,7 @@ package syncer
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,8 +23,8 @@ type accessCheck func(ctx context.Context, attrs authorizationv1.ResourceAttribu
 
 // selfAccessCheck asks with a SelfSubjectAccessReview, which every
 // authenticated user may make.
-func selfAccessCheck(cfg *rest.Config) (accessCheck, error) {
-	c, err := authorizationv1client.NewForConfig(cfg)
+func selfAccessCheck(cfg *rest.Config, client *http.Client) (accessCheck, error) {
+	c, err := authorizationv1client.NewForConfigAndClient(cfg, client)
 	if err != nil {
 		return nil, err
 	}

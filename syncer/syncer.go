@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -192,6 +193,12 @@ func Run(ctx context.Context, o *Options, out io.Writer) error {
 // $KUBERNETES_SERVICE_HOST says it runs in one (inCluster), read from
 // --service-account-dir rather than client-go's fixed path.
 func edgeConfig(o *Options, getenv func(string) string) (cfg *rest.Config, inCluster bool, err error) {
+	if o.EdgeConfig != nil {
+		cfg = rest.CopyConfig(o.EdgeConfig)
+		cfg.QPS, cfg.Burst = o.EdgeQPS, o.EdgeBurst
+		cfg.UserAgent = FieldManager
+		return cfg, false, nil
+	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.Kubeconfig
 	inCluster = o.Kubeconfig == "" && getenv("KUBECONFIG") == "" && getenv("KUBERNETES_SERVICE_HOST") != "" && !fileExists(clientcmd.RecommendedHomeFile)
@@ -241,19 +248,24 @@ func fileExists(path string) bool {
 }
 
 func newSyncer(o *Options, out io.Writer, tok jointoken.Token, edgeCfg *rest.Config) (*Syncer, error) {
-	edge, err := dynamic.NewForConfig(edgeCfg)
+	// The edge's API clients share one transport, one connection.
+	hc, err := rest.HTTPClientFor(edgeCfg)
 	if err != nil {
 		return nil, fmt.Errorf("edge cluster: %w", err)
 	}
-	disc, err := discovery.NewDiscoveryClientForConfig(edgeCfg)
+	edge, err := dynamic.NewForConfigAndClient(edgeCfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("edge cluster: %w", err)
 	}
-	md, err := metadata.NewForConfig(edgeCfg)
+	disc, err := discovery.NewDiscoveryClientForConfigAndClient(edgeCfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("edge cluster: %w", err)
 	}
-	mayI, err := selfAccessCheck(edgeCfg)
+	md, err := metadata.NewForConfigAndClient(edgeCfg, hc)
+	if err != nil {
+		return nil, fmt.Errorf("edge cluster: %w", err)
+	}
+	mayI, err := selfAccessCheck(edgeCfg, hc)
 	if err != nil {
 		return nil, fmt.Errorf("edge cluster: %w", err)
 	}
@@ -406,6 +418,7 @@ func (s *Syncer) connect(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 1 << 30, Cap: 30 * time.Second}
 	var base *rest.Config
+	var client *http.Client
 	var id Identity
 	reported := ""
 	for {
@@ -415,7 +428,10 @@ func (s *Syncer) connect(ctx context.Context) error {
 			if err == nil {
 				s.ca = ca
 				base = baseConfig(s.opts, s.tok, ca, s.servers)
-				id, err = identify(ctx, base, s.opts.SyncTarget)
+				if client, err = rest.HTTPClientFor(base); err != nil {
+					return errPermanent{err}
+				}
+				id, err = identify(ctx, client, base, s.opts.SyncTarget)
 			}
 			if err != nil {
 				if !IsPermanent(err) {
@@ -449,14 +465,20 @@ func (s *Syncer) connect(ctx context.Context) error {
 	s.id = id
 	s.owner = OwnerValue(id.InventorySpace, id.SyncTarget)
 	s.mu.Unlock()
+	// Every API client of the syncer shares one transport, and so one
+	// HTTP/2 connection to the center, which multiplexes the requests and
+	// the caches' watches: a server of 10,000 edges holds 10,000 of them
+	// (and the tunnels), not four times as many. The caches' client goes
+	// without the request timeout (watchConfig says why).
+	watches := &http.Client{Transport: client.Transport}
 	var err error
-	if s.mailbox, err = dynamic.NewForConfig(spaceConfig(base, id.MailboxSpace)); err != nil {
+	if s.mailbox, err = dynamic.NewForConfigAndClient(spaceConfig(base, id.MailboxSpace), client); err != nil {
 		return err
 	}
-	if s.mailboxCaches, err = dynamic.NewForConfig(watchConfig(spaceConfig(base, id.MailboxSpace))); err != nil {
+	if s.mailboxCaches, err = dynamic.NewForConfigAndClient(watchConfig(spaceConfig(base, id.MailboxSpace)), watches); err != nil {
 		return err
 	}
-	if s.inventory, err = dynamic.NewForConfig(spaceConfig(base, id.InventorySpace)); err != nil {
+	if s.inventory, err = dynamic.NewForConfigAndClient(spaceConfig(base, id.InventorySpace), client); err != nil {
 		return err
 	}
 	s.connected.Store(true)

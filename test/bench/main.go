@@ -27,7 +27,7 @@
 //
 //	go run . -ready-repeats 0 -throughput-objects 0 -latency-samples 0 \
 //		-list-objects 0 -spaces 0 -fanout-targets 0 -syncer-objects 200 \
-//		-tunnels 0 -forward-requests 0
+//		-tunnels 0 -forward-requests 0 -live-edges 0
 package main
 
 import (
@@ -85,6 +85,7 @@ type options struct {
 	soak             soakOptions
 	chaos            chaosOptions
 	dashboard        dashboardOptions
+	live             liveOptions
 	// out is where the report goes ("" for nowhere).
 	out string
 	// record and doc are the performance record and doc a run updates
@@ -133,6 +134,10 @@ func main() {
 	flag.IntVar(&o.dashboard.targets, "dashboard-targets", 1000, "SyncTargets shown by the dashboard, for its first render in chromium and the server's CPU with dashboards open (0 skips)")
 	flag.IntVar(&o.dashboard.sessions, "dashboard-sessions", 10, "dashboards (sessions with the fleet's event stream) open at rest for the CPU figure")
 	flag.IntVar(&o.dashboard.renders, "dashboard-renders", 5, "loads of the fleet view timed in chromium")
+	flag.IntVar(&o.live.edges, "live-edges", 1000, "live edges: simulated edges, each the real syncer against an edge cluster in memory, run in a process of their own (liveedges.go), for the server with a live fleet: connect, at rest, fan-out, one update (0 skips)")
+	flag.IntVar(&o.live.objects, "live-objects", 10, "live edges: ConfigMaps placed on every edge")
+	flag.DurationVar(&o.live.rest, "live-rest", time.Minute, "live edges: how long the fleet is watched at rest, sampling whether any edge is shown disconnected")
+	flag.StringVar(&o.live.simulate, "simulate-edges", "", "internal: run as the live edges' simulator, with this spec file")
 	flag.StringVar(&o.noise.kubeconfig, "noise-kubeconfig", "", "internal: run as the tenants section's noisy tenant, with this admin kubeconfig's server and CA")
 	flag.StringVar(&o.noise.space, "noise-space", "", "internal: the noisy tenant's space")
 	flag.IntVar(&o.noise.writers, "noise-writers", 0, "internal: the noisy tenant's writers")
@@ -186,6 +191,8 @@ func main() {
 		err = docsOnly(o)
 	case o.noise.kubeconfig != "":
 		err = runNoise(ctx, o.noise)
+	case o.live.simulate != "":
+		err = runSimulatedEdges(ctx, o.live.simulate)
 	default:
 		err = run(ctx, o)
 	}
@@ -369,6 +376,7 @@ func runSections(ctx context.Context, bin string, o options, progress func(strin
 		on   bool
 		run  func() ([]row, error)
 	}{
+		{liveSection(o.live), o.live.edges > 0, func() ([]row, error) { return liveEdgesBench(ctx, bin, o.live, progress) }},
 		{"tunnels", o.tunnel.tunnels > 0, func() ([]row, error) { return tunnelsBench(ctx, bin, o.tunnel.tunnels, progress) }},
 		{"forwarding", o.tunnel.requests > 0, func() ([]row, error) { return forwardBench(ctx, bin, o.tunnel, progress) }},
 		{"tenants", o.tenants.samples > 0, func() ([]row, error) { return tenantsBench(ctx, bin, o.tenants, progress) }},

@@ -213,6 +213,13 @@ func raiseFileLimit(need int) error {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return fmt.Errorf("reading the open files limit: %w", err)
 	}
+	if lim.Max < uint64(need) {
+		// Root may raise the hard limit (up to fs.nr_open); others keep it.
+		raised := syscall.Rlimit{Cur: uint64(need), Max: uint64(need)}
+		if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised) == nil {
+			lim = raised
+		}
+	}
 	lim.Cur = lim.Max
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return fmt.Errorf("raising the open files limit to %d: %w", lim.Max, err)
