@@ -66,6 +66,9 @@ type edgeRecord struct {
 	Edge
 	// connected is the SyncerConnected condition's status ("" when absent).
 	connected string
+	// late is when the syncer is late, if silent until then
+	// (edgev2alpha1.HeartbeatDeadline); zero if it never reported.
+	late time.Time
 }
 
 func edgeOf(space string, st *edgev2alpha1.SyncTarget) edgeRecord {
@@ -85,6 +88,7 @@ func edgeOf(space string, st *edgev2alpha1.SyncTarget) edgeRecord {
 	if hb := st.Status.LastSyncerHeartbeatTime; hb != nil {
 		t := hb.UTC()
 		e.LastHeartbeat = &t
+		e.late, _ = edgev2alpha1.HeartbeatDeadline(&st.Status)
 	}
 	if st.Status.Drift != nil {
 		e.Drift = st.Status.Drift.Reverted
@@ -106,12 +110,12 @@ func edgeOf(space string, st *edgev2alpha1.SyncTarget) edgeRecord {
 	return e
 }
 
-// at returns the Edge as seen at now: a syncer silent for longer than the
-// heartbeat timeout is shown silent even while its tunnel is said open.
+// at returns the Edge as seen at now: a syncer late with its heartbeat is
+// shown silent even while its tunnel is said open.
 func (e edgeRecord) at(now time.Time) Edge {
 	out := e.Edge
 	switch {
-	case e.connected == string(metav1.ConditionTrue) && e.LastHeartbeat != nil && now.Sub(*e.LastHeartbeat) > edgev2alpha1.SyncerHeartbeatTimeout:
+	case e.connected == string(metav1.ConditionTrue) && !e.late.IsZero() && now.After(e.late):
 		out.State = StateSilent
 	case e.connected == string(metav1.ConditionTrue):
 		out.State = StateConnected
@@ -284,7 +288,7 @@ type FleetView struct {
 	Paging Paging      `json:"paging"`
 	Edges  []Edge      `json:"edges"`
 	// HeartbeatTimeoutSeconds is after how long without a heartbeat an
-	// edge is shown silent.
+	// edge whose tunnel is open is shown silent.
 	HeartbeatTimeoutSeconds int `json:"heartbeatTimeoutSeconds"`
 }
 
@@ -307,7 +311,7 @@ func troubled(e Edge) bool {
 // name.
 func Fleet(records []edgeRecord, now time.Time, q Query) FleetView {
 	q = q.normalized()
-	view := FleetView{HeartbeatTimeoutSeconds: int(edgev2alpha1.SyncerHeartbeatTimeout / time.Second)}
+	view := FleetView{HeartbeatTimeoutSeconds: int((edgev2alpha1.SyncerStatusRefresh + edgev2alpha1.SyncerHeartbeatTimeout) / time.Second)}
 	spaceSet := map[string]struct{}{}
 	rows := make([]Edge, 0, len(records))
 	for _, r := range records {

@@ -41,8 +41,11 @@ func TestEdgeStates(t *testing.T) {
 		{desc: "never connected", st: syncTarget("a", "", 0, 0), wantState: StateNew},
 		{desc: "connected, fresh heartbeat", st: syncTarget("a", metav1.ConditionTrue, time.Second, 0), wantState: StateConnected},
 		{desc: "connected, no heartbeat yet", st: syncTarget("a", metav1.ConditionTrue, 0, 0), wantState: StateConnected},
-		{desc: "connected at the timeout", st: syncTarget("a", metav1.ConditionTrue, edgev2alpha1.SyncerHeartbeatTimeout, 0), wantState: StateConnected},
-		{desc: "connected, silent past the timeout", st: syncTarget("a", metav1.ConditionTrue, edgev2alpha1.SyncerHeartbeatTimeout+time.Second, 0), wantState: StateSilent},
+		// While the tunnel is open the syncer writes its status when it
+		// changes and at least every SyncerStatusRefresh.
+		{desc: "connected, silent past the timeout but within the refresh", st: syncTarget("a", metav1.ConditionTrue, edgev2alpha1.SyncerHeartbeatTimeout+time.Second, 0), wantState: StateConnected},
+		{desc: "connected at the refresh and timeout", st: syncTarget("a", metav1.ConditionTrue, edgev2alpha1.SyncerStatusRefresh+edgev2alpha1.SyncerHeartbeatTimeout, 0), wantState: StateConnected},
+		{desc: "connected, silent past the refresh and timeout", st: syncTarget("a", metav1.ConditionTrue, edgev2alpha1.SyncerStatusRefresh+edgev2alpha1.SyncerHeartbeatTimeout+time.Second, 0), wantState: StateSilent},
 		{desc: "tunnel closed", st: syncTarget("a", metav1.ConditionFalse, time.Second, 0), wantState: StateDisconnected},
 		{desc: "unknown", st: syncTarget("a", metav1.ConditionUnknown, time.Second, 0), wantState: StateDisconnected},
 	}
@@ -84,7 +87,7 @@ func TestFleet(t *testing.T) {
 	require.Equal(t, Paging{Page: 0, Pages: 20, PageSize: DefaultPageSize, Matched: 1000}, view.Paging)
 	require.Len(t, view.Edges, DefaultPageSize, "one page only goes to the browser")
 	require.Equal(t, StateDisconnected, view.Edges[0].State, "the disconnected first")
-	require.Equal(t, int(edgev2alpha1.SyncerHeartbeatTimeout/time.Second), view.HeartbeatTimeoutSeconds)
+	require.Equal(t, int((edgev2alpha1.SyncerStatusRefresh+edgev2alpha1.SyncerHeartbeatTimeout)/time.Second), view.HeartbeatTimeoutSeconds)
 
 	// The last page; a page past the end is the last.
 	last := Fleet(records, now, Query{Page: 99, PageSize: 300})
@@ -204,6 +207,12 @@ func TestStoreNoticesSilence(t *testing.T) {
 	default:
 	}
 	s.checkSilence(now.Add(edgev2alpha1.SyncerHeartbeatTimeout))
+	select {
+	case <-changed:
+		t.Fatal("an edge whose tunnel is open shown silent within the status refresh")
+	default:
+	}
+	s.checkSilence(now.Add(edgev2alpha1.SyncerStatusRefresh + edgev2alpha1.SyncerHeartbeatTimeout))
 	select {
 	case <-changed:
 	default:

@@ -4,7 +4,9 @@
 package syncer
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
@@ -25,16 +27,21 @@ import (
 var syncTargetsGVR = edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")
 
 // heartbeatLoop refreshes the SyncTarget's status every interval, and
-// soon after reportSoon asks (at most once a second). A failed heartbeat
-// means the center is unreachable: that is said once, the edge is left as
-// it is, and heartbeats are retried with backoff and jitter. On the first
-// heartbeat after an outage everything is reported again.
+// soon after reportSoon asks (at most once a second). A heartbeat reads the
+// SyncTarget (from the server's cache) and writes its status only when
+// something in it changed, when the last write is StatusRefresh old, or
+// while the tunnel is closed: an open tunnel shows the center the syncer
+// is alive (edgev2alpha1.SyncerStatusRefresh), so that a fleet at rest
+// costs the datastore no write. A failed heartbeat means the center is
+// unreachable: that is said once, the edge is left as it is, and
+// heartbeats are retried with backoff and jitter. On the first heartbeat
+// after an outage everything is reported again, and the status written.
 func (s *Syncer) heartbeatLoop(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	backoff := s.heartbeatBackoff()
 	for {
 		last := time.Now()
-		err := s.heartbeat(ctx)
+		err := s.heartbeat(ctx, !s.connected.Load())
 		next := s.opts.HeartbeatInterval
 		switch {
 		case err == nil && !s.connected.Load():
@@ -91,18 +98,28 @@ func (s *Syncer) reportAll() {
 	}
 }
 
-// heartbeat writes the SyncTarget's status, reading it again if another
-// writer was first.
-func (s *Syncer) heartbeat(ctx context.Context) error {
+// heartbeat writes the SyncTarget's status if it must (heartbeatLoop
+// says when; force: now), reading it again if another writer was first.
+func (s *Syncer) heartbeat(ctx context.Context, force bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error { return s.writeStatus(ctx) })
+	fresh := false
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		err := s.writeStatus(ctx, force, fresh)
+		fresh = true // a conflict: the cache was behind
+		return err
+	})
 }
 
-// writeStatus writes the SyncTarget's status once.
-func (s *Syncer) writeStatus(ctx context.Context) error {
+// writeStatus writes the SyncTarget's status once, if it must. The read is
+// served from the server's cache unless fresh.
+func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) error {
 	rc := s.inventory.Resource(syncTargetsGVR)
-	u, err := rc.Get(ctx, s.id.SyncTarget, metav1.GetOptions{})
+	opts := metav1.GetOptions{ResourceVersion: "0"}
+	if fresh {
+		opts.ResourceVersion = ""
+	}
+	u, err := rc.Get(ctx, s.id.SyncTarget, opts)
 	if err != nil {
 		return err
 	}
@@ -110,6 +127,7 @@ func (s *Syncer) writeStatus(ctx context.Context) error {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, st); err != nil {
 		return err
 	}
+	before := st.Status.DeepCopy()
 	now := metav1.Now()
 	s.mu.Lock()
 	synced := int32(len(s.inStep))
@@ -135,7 +153,7 @@ func (s *Syncer) writeStatus(ctx context.Context) error {
 	}
 	host, _ := os.Hostname()
 	meta.SetStatusCondition(&st.Status.Conditions, metav1.Condition{Type: edgev2alpha1.SyncTargetHeartbeat, Status: metav1.ConditionTrue,
-		Reason: "Heartbeat", Message: fmt.Sprintf("syncer %s on %s reports every %s", version.Version, host, s.opts.HeartbeatInterval), ObservedGeneration: st.Generation})
+		Reason: "Heartbeat", Message: fmt.Sprintf("syncer %s on %s reports changes within %s, and at least every %s", version.Version, host, s.opts.HeartbeatInterval, s.opts.StatusRefresh), ObservedGeneration: st.Generation})
 	cond := metav1.Condition{Type: edgev2alpha1.SyncTargetSynced, Status: metav1.ConditionTrue, Reason: "InStep",
 		Message: fmt.Sprintf("%d objects in step", synced), ObservedGeneration: st.Generation}
 	if total > 0 {
@@ -152,6 +170,9 @@ func (s *Syncer) writeStatus(ctx context.Context) error {
 	st.Status.SyncedObjects = synced
 	st.Status.Conflicts = conflicts
 	st.Status.Problems = problems
+	if !force && s.tunnelOpen.Load() && s.now().Sub(s.lastStatusWrite) < s.opts.StatusRefresh && sameStatus(before, &st.Status) {
+		return nil // nothing to say: the tunnel says the syncer is alive
+	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(st)
 	if err != nil {
 		return err
@@ -159,8 +180,19 @@ func (s *Syncer) writeStatus(ctx context.Context) error {
 	if _, err = rc.UpdateStatus(ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 		return err
 	}
+	s.lastStatusWrite = s.now()
 	s.mu.Lock()
 	s.drift.reported(drift)
 	s.mu.Unlock()
 	return nil
+}
+
+// sameStatus says whether two statuses say the same, but for the time of
+// the heartbeat.
+func sameStatus(a, b *edgev2alpha1.SyncTargetStatus) bool {
+	a, b = a.DeepCopy(), b.DeepCopy()
+	a.LastSyncerHeartbeatTime, b.LastSyncerHeartbeatTime = nil, nil
+	x, errA := json.Marshal(a)
+	y, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(x, y)
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/internal/jointoken"
 )
 
@@ -50,8 +51,14 @@ type Options struct {
 	Proxy string
 	// DataDir keeps the syncer's saved state.
 	DataDir string
-	// HeartbeatInterval is how often the SyncTarget's status is refreshed.
+	// HeartbeatInterval is how often the syncer looks whether the
+	// SyncTarget's status has changed, and writes it if so; while its
+	// tunnel is closed, how often it writes it anyway.
 	HeartbeatInterval time.Duration
+	// StatusRefresh is how often the status is written while the tunnel
+	// is open and nothing changed: at most
+	// edgev2alpha1.SyncerStatusRefresh, by which the server judges it.
+	StatusRefresh time.Duration
 	// Workers is the number of objects kept in step in parallel. Each
 	// apply waits on the edge's datastore (etcd commits before it
 	// answers): with more in flight the edge cluster stays busy.
@@ -99,7 +106,7 @@ func DefaultDataDir(syncTarget string) string {
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
-	return &Options{HeartbeatInterval: 10 * time.Second, Workers: 16, EdgeQPS: 500, EdgeBurst: 1000, ServiceAccountDir: DefaultServiceAccountDir}
+	return &Options{HeartbeatInterval: 10 * time.Second, StatusRefresh: edgev2alpha1.SyncerStatusRefresh, Workers: 16, EdgeQPS: 500, EdgeBurst: 1000, ServiceAccountDir: DefaultServiceAccountDir}
 }
 
 // AddFlags binds the options to flags.
@@ -113,7 +120,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CertificateAuthority, "certificate-authority", o.CertificateAuthority, "PEM file with the server's CA; only for a token without the CA hash (K10...)")
 	fs.StringVar(&o.Proxy, "proxy", o.Proxy, "HTTP proxy (http://HOST:PORT) for every connection to the server, tunnel included (default: $HTTPS_PROXY, except hosts in $NO_PROXY)")
 	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory for the syncer's saved state (default /var/lib/kubestellar-syncer/SYNC-TARGET as root, else ~/.kubestellar-syncer/SYNC-TARGET)")
-	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", o.HeartbeatInterval, "how often the SyncTarget's status is refreshed")
+	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", o.HeartbeatInterval, "how often a change of the SyncTarget's status is written at most; while the tunnel is closed, how often the status is written anyway")
+	fs.DurationVar(&o.StatusRefresh, "status-refresh", o.StatusRefresh, "how often the SyncTarget's status is written while the tunnel is open and nothing changed (at most "+edgev2alpha1.SyncerStatusRefresh.String()+")")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "objects kept in step in parallel")
 	fs.Float32Var(&o.EdgeQPS, "edge-qps", o.EdgeQPS, "requests per second the syncer sends to its edge cluster's API at most, over a burst of --edge-burst (-1: no limit but the edge's API Priority and Fairness)")
 	fs.IntVar(&o.EdgeBurst, "edge-burst", o.EdgeBurst, "requests the syncer may send to its edge cluster's API at once, above --edge-qps")
@@ -192,6 +200,9 @@ func (o *Options) Validate() error {
 	}
 	if o.HeartbeatInterval < time.Second {
 		return fmt.Errorf("--heartbeat-interval must be at least 1s, not %s", o.HeartbeatInterval)
+	}
+	if o.StatusRefresh < o.HeartbeatInterval || o.StatusRefresh > edgev2alpha1.SyncerStatusRefresh {
+		return fmt.Errorf("--status-refresh must be from --heartbeat-interval (%s) to %s, not %s: the server counts a syncer silent for longer as late", o.HeartbeatInterval, edgev2alpha1.SyncerStatusRefresh, o.StatusRefresh)
 	}
 	if o.Workers < 1 {
 		return fmt.Errorf("--workers must be at least 1, not %d", o.Workers)

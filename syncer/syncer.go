@@ -69,8 +69,13 @@ type Syncer struct {
 	// lasts until the server ends it, not the 30 s a request may take.
 	mailboxCaches dynamic.Interface
 	connected     atomic.Bool
-	announced     bool // readiness was announced
-	health        *health
+	// tunnelOpen: the tunnel is open, which shows the center the syncer is
+	// alive; lastStatusWrite is when the heartbeat last wrote the status
+	// (heartbeat.go; read and written by the heartbeat only).
+	tunnelOpen      atomic.Bool
+	lastStatusWrite time.Time
+	announced       bool // readiness was announced
+	health          *health
 	// mayI asks the edge what the syncer may do (permissions.go).
 	mayI accessCheck
 	// inCluster: the syncer runs in a pod of its edge cluster, named
@@ -830,6 +835,7 @@ func (s *Syncer) startTunnel(ctx context.Context, start func(int, func())) error
 	client := &tunnel.Client{Servers: s.opts.Servers(), BearerToken: s.tok.Bearer(), Proxy: s.opts.ProxyFunc(), Edge: edge,
 		TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 		OnChange: func(open bool) {
+			s.tunnelOpen.Store(open)
 			if open {
 				s.progress("tunnel open")
 			} else {

@@ -47,17 +47,20 @@ func clientKey(name string) client.ObjectKey { return client.ObjectKey{Name: nam
 const reasonHeartbeatMissed = "HeartbeatMissed"
 
 // heartbeatStale says whether a SyncTarget says its syncer heartbeats
-// while its last heartbeat is older than edgev2alpha1.SyncerHeartbeatTimeout; if not, how long
-// until it would be (0: nothing to watch).
+// while it is late (edgev2alpha1.HeartbeatDeadline); if not, how long until
+// it would be (0: nothing to watch).
 func heartbeatStale(st *edgev2alpha1.SyncTarget, now time.Time) (bool, time.Duration) {
-	if !meta.IsStatusConditionTrue(st.Status.Conditions, edgev2alpha1.SyncTargetHeartbeat) || st.Status.LastSyncerHeartbeatTime == nil {
+	if !meta.IsStatusConditionTrue(st.Status.Conditions, edgev2alpha1.SyncTargetHeartbeat) {
 		return false, 0
 	}
-	age := now.Sub(st.Status.LastSyncerHeartbeatTime.Time)
-	if age > edgev2alpha1.SyncerHeartbeatTimeout {
+	deadline, ok := edgev2alpha1.HeartbeatDeadline(&st.Status)
+	if !ok {
+		return false, 0
+	}
+	if now.After(deadline) {
 		return true, 0
 	}
-	return false, edgev2alpha1.SyncerHeartbeatTimeout - age + time.Second
+	return false, deadline.Sub(now) + time.Second
 }
 
 // reconciler is the logic of the controller; its dependencies are function

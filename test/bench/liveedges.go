@@ -71,10 +71,11 @@ type liveOptions struct {
 	simulate string
 }
 
-// liveSection names the section: "live edges" for the default sizes
-// (1,000 edges, 10 objects: a few minutes), and with its sizes otherwise,
-// so that the record keeps each size's run (-live-edges 10000
-// -live-objects 100 is the fleet).
+// liveSection names the section: "live edges" for 1,000 edges and 10
+// objects (the size to become make bench's default once it finishes in a
+// few minutes), and with its sizes otherwise, so that the record keeps
+// each size's run (-live-edges 10000 -live-objects 100 is the issue's
+// fleet).
 func liveSection(o liveOptions) string {
 	if o.edges == 1000 && o.objects == 10 {
 		return "live edges"
@@ -545,7 +546,7 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 	who := fmt.Sprintf("%d live edges: the real syncer against an edge cluster in memory, in one simulator process", n)
 	return []row{
 		{fmt.Sprintf("%d syncers started → all connected", n), long(connected), who},
-		{fmt.Sprintf("%d syncers started → all SyncTargets SyncerConnected", n), long(conditionsAt.Sub(began)), "the server writes the condition from the heartbeats"},
+		{fmt.Sprintf("%d syncers started → all SyncTargets SyncerConnected", n), long(conditionsAt.Sub(began)), "the server writes the condition when a syncer's tunnel opens"},
 		{fmt.Sprintf("edges shown disconnected, %d live edges at rest", n), strconv.Itoa(worst),
 			fmt.Sprintf("the most at any of %d samples over %s (5 s apart); %d after the update", samples, long(restTook), down)},
 		{fmt.Sprintf("server RSS at rest, %d live edges", n), mib(rssRest), liveRestNote(settled, restTook) + "; target ≤ 4 GiB for 10,000"},

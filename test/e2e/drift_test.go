@@ -63,7 +63,7 @@ func TestEdgeDriftReverted(t *testing.T) {
 	c := edgecluster.Start(t, edgecluster.Options{Name: "edge1"})
 	ek := harness.Kubectl{Kubeconfig: c.KubeconfigPath}
 	join := srv.JoinCommand(t, "edge1", "--inventory-space", "inv1", "--labels", "env=prod")
-	syncer := harness.StartSyncer(t, join, c.KubeconfigPath, "")
+	syncer := harness.StartSyncer(t, join, c.KubeconfigPath, "", "--status-refresh", "2s")
 
 	manifest := filepath.Join(t.TempDir(), "drift.yaml")
 	require.NoError(t, os.WriteFile(manifest, []byte(driftWorkload), 0o600))
@@ -108,7 +108,8 @@ func TestEdgeDriftReverted(t *testing.T) {
 		syncTarget(driftCount+` {.status.drift.last.name} {.status.drift.last.reason}`)...)
 
 	// Three reverts, counted once each: two more heartbeats later the
-	// count is the same.
+	// count is the same. (--status-refresh 2s: the syncer writes its
+	// status on every heartbeat, whether or not something changed.)
 	stillThree := func(what string) {
 		t.Helper()
 		beat := k.MustRun(t, syncTarget(`{.status.lastSyncerHeartbeatTime}`)...)

@@ -16,10 +16,43 @@ import (
 // GroupName is the API group of the edge kinds.
 const GroupName = "edge.kubestellar.io"
 
-// SyncerHeartbeatTimeout is how long a syncer may stay silent before its
-// SyncTarget's Heartbeat condition turns False: a few of its default
-// ten-second heartbeats. (SyncerConnected follows the syncer's tunnel.)
+// SyncerHeartbeatTimeout is how long a syncer whose tunnel is closed may
+// stay silent before its SyncTarget's Heartbeat condition turns False: a
+// few of its default ten-second heartbeats. (SyncerConnected follows the
+// syncer's tunnel.)
 const SyncerHeartbeatTimeout = 45 * time.Second
+
+// SyncerStatusRefresh is the longest a syncer whose tunnel is open leaves
+// its SyncTarget's status unwritten. It writes the status when something
+// in it changes, and at least this often; meanwhile its tunnel, which the
+// server pings every few seconds, shows it alive, as a kubelet's Lease
+// does while its Node's status is written every five minutes. A heartbeat
+// that changes nothing costs the datastore no write.
+const SyncerStatusRefresh = 5 * time.Minute
+
+// HeartbeatDeadline is when a SyncTarget's syncer, silent since its last
+// heartbeat, is late: SyncerStatusRefresh and SyncerHeartbeatTimeout after
+// that heartbeat while the tunnel is open; SyncerHeartbeatTimeout after the
+// heartbeat or the tunnel's close, whichever came later, otherwise. ok is
+// false when the syncer has never reported.
+func HeartbeatDeadline(status *SyncTargetStatus) (deadline time.Time, ok bool) {
+	if status.LastSyncerHeartbeatTime == nil {
+		return time.Time{}, false
+	}
+	last := status.LastSyncerHeartbeatTime.Time
+	for _, c := range status.Conditions {
+		if c.Type != SyncTargetSyncerConnected {
+			continue
+		}
+		if c.Status == metav1.ConditionTrue {
+			return last.Add(SyncerStatusRefresh + SyncerHeartbeatTimeout), true
+		}
+		if c.LastTransitionTime.Time.After(last) {
+			last = c.LastTransitionTime.Time
+		}
+	}
+	return last.Add(SyncerHeartbeatTimeout), true
+}
 
 // SchemeGroupVersion is the group and version of this package.
 var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v2alpha1"}
