@@ -770,7 +770,7 @@ func (c *Cluster) apply(res *resource, namespace, name string, body []byte, mana
 		return nil, apierrors.NewBadRequest(err.Error())
 	}
 	u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: manager, Operation: metav1.ManagedFieldsOperationApply,
-		APIVersion: res.gvr.GroupVersion().String(), FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: fields}}})
+		APIVersion: res.gvr.GroupVersion().String(), FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(fields))}})
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := c.objects[res.gvr][key(namespace, name)]

@@ -96,7 +96,7 @@ func TestClients(t *testing.T) {
 	expect("add a")
 	mf := first.GetManagedFields()
 	if len(mf) != 1 || mf[0].Manager != "t" || mf[0].Operation != metav1.ManagedFieldsOperationApply ||
-		string(mf[0].FieldsV1.Raw) != `{"f:data":{".":{},"f:k":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}}}` {
+		mf[0].FieldsV1.GetRawString() != `{"f:data":{".":{},"f:k":{}},"f:metadata":{"f:labels":{".":{},"f:app":{}}}}` {
 		t.Fatalf("managed fields after apply: %+v", mf)
 	}
 	again, err := cms.Apply(ctx, "a", configMap("a", map[string]string{"app": "shop"}, map[string]any{"k": "v"}), metav1.ApplyOptions{FieldManager: "t", Force: true})
