@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -206,7 +207,7 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 			r.Requests += c.Counts.Requests.Load()
 		}
 		mu.Lock()
-		r.Errors = slicesClone(errs)
+		r.Errors = slices.Clone(errs)
 		for v, at := range arrivals {
 			r.Probe[v] = len(at)
 			if len(at) == len(spec.Edges) && !told[v] {
@@ -225,8 +226,6 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 		}
 	}
 }
-
-func slicesClone(s []string) []string { return append([]string(nil), s...) }
 
 // simulator is the simulator process as the section sees it.
 type simulator struct {

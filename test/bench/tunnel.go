@@ -142,7 +142,7 @@ func tunnelsBench(ctx context.Context, bin string, n int, progress func(string, 
 		return nil, err
 	}
 	progress("waiting for SyncerConnected on the %d SyncTargets", n)
-	conditionsAt, err := waitConnectedConditions(ctx, s, n, progress)
+	conditionsAt, err := waitSyncersConnected(ctx, s, tunnelInv, n, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -275,26 +275,6 @@ func waitMailboxes(ctx context.Context, s *server, n int, progress func(string, 
 		}
 		return ready, nil
 	}, n)
-}
-
-// waitConnectedConditions waits until the n SyncTargets of tunnelInv say
-// their syncer is connected, and returns when it saw that.
-func waitConnectedConditions(ctx context.Context, s *server, n int, progress func(string, ...any)) (time.Time, error) {
-	inv := dynamic.NewForConfigOrDie(s.config(tunnelInv)).Resource(stGVR)
-	err := pollProgress(ctx, 5*time.Minute, fmt.Sprintf("%d SyncTargets with SyncerConnected=True", n), progress, func(ctx context.Context) (int, error) {
-		list, err := inv.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return 0, nil
-		}
-		connected := 0
-		for i := range list.Items {
-			if syncerConnected(&list.Items[i]) {
-				connected++
-			}
-		}
-		return connected, nil
-	}, n)
-	return time.Now(), err
 }
 
 // pollProgress polls count every 100 ms until it reaches want, printing

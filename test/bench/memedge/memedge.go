@@ -117,9 +117,9 @@ type watcher struct {
 	ended     bool
 }
 
-// Counts are the requests a cluster has served, by kind.
+// Counts are the requests a cluster has served.
 type Counts struct {
-	Requests, Applies, Deletes, Watches atomic.Int64
+	Requests atomic.Int64
 }
 
 // Cluster is one edge cluster in memory. Its zero value is not usable: New.
@@ -442,7 +442,6 @@ func (c *Cluster) serveList(w http.ResponseWriter, res *resource, namespace stri
 // asked for (now if none), or, for the watch-list protocol
 // (sendInitialEvents), every object as ADDED, a bookmark, then the changes.
 func (c *Cluster) serveWatch(w http.ResponseWriter, r *http.Request, res *resource, namespace string, asMeta bool) {
-	c.Counts.Watches.Add(1)
 	match, err := selectorOf(r)
 	if err != nil {
 		writeStatus(w, err)
@@ -719,7 +718,6 @@ func (c *Cluster) patch(r *http.Request, res *resource, namespace, name, sub str
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch types.PatchType(ct) {
 	case types.ApplyYAMLPatchType:
-		c.Counts.Applies.Add(1)
 		return c.apply(res, namespace, name, body, r.URL.Query().Get("fieldManager"))
 	case types.MergePatchType, types.StrategicMergePatchType:
 	default:
@@ -822,7 +820,6 @@ func appliedFields(u *unstructured.Unstructured) ([]byte, error) {
 }
 
 func (c *Cluster) delete(res *resource, namespace, name string, pre *metav1.Preconditions) error {
-	c.Counts.Deletes.Add(1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur := c.objects[res.gvr][key(namespace, name)]
@@ -857,16 +854,6 @@ func (c *Cluster) Objects(gvr schema.GroupVersionResource) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.objects[gvr])
-}
-
-// Get returns an object the cluster holds, nil if none.
-func (c *Cluster) Get(gvr schema.GroupVersionResource, namespace, name string) *unstructured.Unstructured {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if obj := c.objects[gvr][key(namespace, name)]; obj != nil {
-		return obj.DeepCopy()
-	}
-	return nil
 }
 
 // selectorOf is a request's label and field selectors as one predicate.
