@@ -20,8 +20,17 @@ import (
 
 // retriesBeforeReporting is how often an apply that waits for something
 // that normally comes soon (its namespace, its CRD) is retried before it is
-// reported as a problem.
+// reported as a problem (about 6 s, by the queues' backoff).
 const retriesBeforeReporting = 5
+
+// retriesBeforeReportingNamespace is how often an apply whose namespace is
+// on its way is retried before it is reported (about 50 s): the namespace
+// is in the mailbox before the object, but comes through another watch,
+// which a busy center may deliver seconds later; meanwhile the object
+// waits for it (awaitNamespace), and saying "namespace missing" for every
+// object of a namespace, then taking it back, would cost the center two
+// writes per object for nothing.
+const retriesBeforeReportingNamespace = 8
 
 // reconcileDownsync makes one edge object match the mailbox.
 func (s *Syncer) reconcileDownsync(ctx context.Context, key objKey) (bool, error) {
@@ -149,14 +158,21 @@ func (s *Syncer) applyFailed(ctx context.Context, key objKey, d *desired, err er
 	retries := s.downQ.NumRequeues(key)
 	switch {
 	case apierrors.IsNotFound(err) && key.Namespace != "" && isNamespaceMissing(err):
-		s.mu.Lock()
 		nsKey := objKey{GVR: namespacesGVR, Name: key.Namespace}
+		s.mu.Lock()
 		_, wanted := s.desired[nsKey]
+		_, nsFailed := s.problems[nsKey]
+		if s.awaiting[key.Namespace] == nil {
+			s.awaiting[key.Namespace] = map[objKey]bool{}
+		}
+		s.awaiting[key.Namespace][key] = true
 		s.mu.Unlock()
 		if wanted {
 			s.downQ.Add(nsKey)
 		}
-		if retries >= retriesBeforeReporting {
+		// A namespace that cannot be made is reported soon (on it, and on
+		// what waits for it); one on its way, only if it does not come.
+		if nsFailed && retries >= retriesBeforeReporting || retries >= retriesBeforeReportingNamespace {
 			s.setProblem(key, problem{Reason: edgev2alpha1.SyncReasonRejected, Message: fmt.Sprintf("namespace %s does not exist at the edge", key.Namespace)})
 		}
 	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
@@ -231,6 +247,13 @@ func (s *Syncer) setInStep(key objKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inStep[key] = true
+	if key.GVR == namespacesGVR {
+		// What waited for the namespace goes now, not at its next retry.
+		for k := range s.awaiting[key.Name] {
+			s.downQ.Add(k)
+		}
+		delete(s.awaiting, key.Name)
+	}
 	if _, had := s.problems[key]; had {
 		delete(s.problems, key)
 		s.reportQ.Add(key)
@@ -257,6 +280,12 @@ func (s *Syncer) clearState(key objKey) {
 	delete(s.inStep, key)
 	delete(s.problems, key)
 	delete(s.applied, key)
+	if w := s.awaiting[key.Namespace]; w != nil {
+		delete(w, key)
+		if len(w) == 0 {
+			delete(s.awaiting, key.Namespace)
+		}
+	}
 }
 
 // ensureEdgeInformer starts the cache of an edge resource, once it is known

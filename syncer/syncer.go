@@ -95,6 +95,9 @@ type Syncer struct {
 	dirty    bool            // desired changed since it was saved
 	inStep   map[objKey]bool
 	problems map[objKey]problem
+	// awaiting are the objects whose apply found their namespace missing
+	// at the edge, by namespace: applied again as soon as it is there.
+	awaiting map[string]map[objKey]bool
 	applied  map[objKey]*applied // what the syncer last applied of each edge object, in this run (drift.go)
 	drift    driftTally          // reverts the SyncTarget's status has yet to count
 	// statusNow asks the heartbeat to write the SyncTarget's status soon.
@@ -287,7 +290,7 @@ func newSyncer(o *Options, out io.Writer, tok jointoken.Token, edgeCfg *rest.Con
 		upQ: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[schema.GroupVersionResource](200*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[schema.GroupVersionResource]{Name: "upsync"}),
-		desired: map[objKey]*desired{}, deferred: map[objKey]bool{}, inStep: map[objKey]bool{}, problems: map[objKey]problem{},
+		desired: map[objKey]*desired{}, deferred: map[objKey]bool{}, inStep: map[objKey]bool{}, problems: map[objKey]problem{}, awaiting: map[string]map[objKey]bool{},
 		applied: map[objKey]*applied{}, statusNow: make(chan struct{}, 1), heldBack: map[objKey]bool{},
 		windowsChanged: make(chan struct{}, 1),
 		copies:         map[schema.GroupVersionResource]*running{}, upsynced: map[schema.GroupVersionResource]*running{},
@@ -480,9 +483,11 @@ func (s *Syncer) connect(ctx context.Context) error {
 	if s.mailbox, err = dynamic.NewForConfigAndClient(spaceConfig(base, id.MailboxSpace), client); err != nil {
 		return err
 	}
-	if s.mailboxCaches, err = dynamic.NewForConfigAndClient(watchConfig(spaceConfig(base, id.MailboxSpace)), watches); err != nil {
+	caches, err := dynamic.NewForConfigAndClient(watchConfig(spaceConfig(base, id.MailboxSpace)), watches)
+	if err != nil {
 		return err
 	}
+	s.mailboxCaches = listThenWatch{caches}
 	if s.inventory, err = dynamic.NewForConfigAndClient(spaceConfig(base, id.InventorySpace), client); err != nil {
 		return err
 	}
@@ -508,6 +513,16 @@ func (s *Syncer) startMailbox(ctx context.Context) {
 		DeleteFunc: func(any) { s.onCRD() },
 	})
 }
+
+// listThenWatch is a client whose informers list, then watch, without
+// first asking for a streamed list (watch-list): the server does not serve
+// those (server/config.go), and every cache of every syncer would
+// otherwise ask once, be refused, and then list.
+type listThenWatch struct{ dynamic.Interface }
+
+// IsWatchListSemanticsUnSupported tells client-go's informers (see
+// k8s.io/client-go/util/watchlist).
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // startInformer starts a cache of one resource, without managed fields;
 // s.mu is held.
