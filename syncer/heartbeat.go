@@ -12,6 +12,7 @@ import (
 	"sort"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -42,14 +43,22 @@ func (s *Syncer) heartbeatLoop(ctx context.Context) {
 	for {
 		last := time.Now()
 		err := s.heartbeat(ctx, !s.connected.Load())
-		next := s.opts.HeartbeatInterval
+		// Jittered: syncers started together (a site powered up, a
+		// server restarted) do not stay in step, every heartbeat of the
+		// fleet at the same moment.
+		next := wait.Jitter(s.opts.HeartbeatInterval, 0.2)
 		switch {
 		case err == nil && !s.connected.Load():
 			s.connected.Store(true)
-			backoff = s.heartbeatBackoff()
 			s.progress("reconnected to the center; reporting what changed meanwhile")
 			logger.Info("reconnected to the center")
 			s.reportAll()
+		case apierrors.IsConflict(err) || apierrors.IsTooManyRequests(err):
+			// The center answered: other writers (the server's tunnel
+			// condition) were first, more than RetryOnConflict's tries;
+			// or it is busy, and says when to come back. Nothing is lost;
+			// the next heartbeat comes after a backoff.
+			next = backoff.Step()
 		case err != nil && ctx.Err() == nil:
 			if s.connected.Load() {
 				s.connected.Store(false)
@@ -57,6 +66,9 @@ func (s *Syncer) heartbeatLoop(ctx context.Context) {
 				logger.Info("lost the center; the edge keeps running what it has", "err", err)
 			}
 			next = backoff.Step()
+		}
+		if err == nil {
+			backoff = s.heartbeatBackoff()
 		}
 		var soon <-chan struct{}
 		if s.connected.Load() {

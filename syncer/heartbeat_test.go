@@ -4,10 +4,22 @@
 package syncer
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 )
@@ -40,6 +52,48 @@ func TestSameStatus(t *testing.T) {
 			if got := sameStatus(&read, built); got != tc.same {
 				t.Errorf("sameStatus = %v, want %v", got, tc.same)
 			}
+		})
+	}
+}
+
+// TestAnsweredIsNotALostCenter: a heartbeat whose writes keep meeting
+// other writers (the server's tunnel condition), or a busy server's 429,
+// has reached the center; the syncer does not say it lost it, and tries
+// again after a backoff.
+func TestAnsweredIsNotALostCenter(t *testing.T) {
+	for name, answer := range map[string]error{
+		"conflict": apierrors.NewConflict(syncTargetsGVR.GroupResource(), "edge1", errors.New("the object has been modified")),
+		"busy":     apierrors.NewTooManyRequests("the syncer of SyncTarget inv1/edge1 sends too many requests", 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := &unstructured.Unstructured{}
+			st.SetAPIVersion(edgev2alpha1.SchemeGroupVersion.String())
+			st.SetKind("SyncTarget")
+			st.SetName("edge1")
+			inv := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+				map[schema.GroupVersionResource]string{syncTargetsGVR: "SyncTargetList"}, st)
+			var writes atomic.Int32
+			inv.PrependReactor("update", "synctargets", func(clienttesting.Action) (bool, runtime.Object, error) {
+				writes.Add(1)
+				return true, nil, answer
+			})
+			var out bytes.Buffer
+			o := NewOptions()
+			o.HeartbeatInterval = 20 * time.Millisecond
+			s := &Syncer{opts: o, out: &out, inventory: inv, id: Identity{SyncTarget: "edge1"}, statusNow: make(chan struct{}, 1),
+				problems: map[objKey]problem{}, inStep: map[objKey]bool{}, now: time.Now}
+			s.connected.Store(true)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); s.heartbeatLoop(ctx) }()
+			err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+				return writes.Load() >= 3, nil
+			})
+			cancel()
+			<-done
+			require.NoError(t, err, "the heartbeat stopped writing")
+			require.True(t, s.connected.Load(), "an answer is not a lost center")
+			require.NotContains(t, out.String(), "lost the center")
 		})
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 )
@@ -149,6 +150,7 @@ func (s *Syncer) reconcileReport(ctx context.Context, key objKey) (bool, error) 
 	}
 	rc := s.mailbox.Resource(key.GVR).Namespace(key.Namespace)
 	if len(patch) > 0 {
+		klog.FromContext(ctx).V(4).Info("reporting on a copy", "object", key.String(), "annotations", patch)
 		data, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": patch}})
 		updated, err := rc.Patch(ctx, key.Name, types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager})
 		if err != nil {
