@@ -37,6 +37,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
@@ -318,6 +319,10 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 		},
 		updateSyncerConfig: func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error {
 			return c.clients.Client.Update(ctx, cfg)
+		},
+		getSyncerConfig: func(ctx context.Context) (*edgev2alpha1.SyncerConfig, error) {
+			cfg := &edgev2alpha1.SyncerConfig{}
+			return cfg, c.clients.Client.Get(ctx, client.ObjectKey{Name: edgev2alpha1.SyncerConfigName}, cfg)
 		},
 		recordProblems: c.recordProblems,
 		admits:         c.rolls.admits,

@@ -159,6 +159,9 @@ type mailboxReconciler struct {
 	delete             func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) error
 	createSyncerConfig func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error
 	updateSyncerConfig func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error
+	// getSyncerConfig reads the mailbox's SyncerConfig from the server,
+	// when the cache's is behind.
+	getSyncerConfig func(ctx context.Context) (*edgev2alpha1.SyncerConfig, error)
 	// get reads an object from the server, for a copy the cache has not
 	// seen yet.
 	get func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error)

@@ -38,6 +38,8 @@ type fakeMailbox struct {
 	objects       map[schema.GroupVersionResource]map[string]*unstructured.Unstructured // space|namespace/name
 	notSynced     map[schema.GroupVersionResource]bool
 	syncerConfigs map[string]*edgev2alpha1.SyncerConfig // mailbox
+	// serverSyncerConfigs are the server's, where the cache's (syncerConfigs) is behind.
+	serverSyncerConfigs map[string]*edgev2alpha1.SyncerConfig
 	// failWrite fails a create or update of "resource namespace/name".
 	failWrite map[string]error
 
@@ -296,8 +298,20 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 		},
 		updateSyncerConfig: func(ctx context.Context, cfg *edgev2alpha1.SyncerConfig) error {
 			f.calls = append(f.calls, "updateSyncerConfig")
+			if err := f.failWrite["updateSyncerConfig"]; err != nil {
+				delete(f.failWrite, "updateSyncerConfig") // once
+				return err
+			}
 			f.syncerConfigs[spaceOf(ctx)] = cfg.DeepCopy()
 			return nil
+		},
+		getSyncerConfig: func(ctx context.Context) (*edgev2alpha1.SyncerConfig, error) {
+			f.calls = append(f.calls, "getSyncerConfig")
+			if cfg := f.serverSyncerConfigs[spaceOf(ctx)]; cfg != nil {
+				delete(f.failWrite, "createSyncerConfig") // it exists
+				return cfg.DeepCopy(), nil
+			}
+			return nil, apierrors.NewNotFound(schema.GroupResource{Group: edgev2alpha1.SchemeGroupVersion.Group, Resource: "syncerconfigs"}, edgev2alpha1.SyncerConfigName)
 		},
 		admits: func(placement, destination, revision string) bool {
 			if f.revisionFor == nil {
@@ -712,19 +726,41 @@ func TestMailboxReconcileSequence(t *testing.T) {
 		},
 		{
 			// The SyncerConfig made a moment ago, with other resources, is
-			// not in the cache yet: the reconcile retries, so that the
-			// retry compares the spec, rather than leave the old one.
-			name: "the SyncerConfig exists but the cache does not show it yet: retried",
+			// not in the cache yet: it is read from the server and its
+			// spec compared, rather than the old one left or the mailbox
+			// failed.
+			name: "the SyncerConfig exists but the cache does not show it yet: read again",
 			setup: func(f *fakeMailbox) {
 				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
 				f.place("wds1", "p", 1, cmClause("cm"))
 			},
 			between: func(f *fakeMailbox) {
+				old := f.syncerConfigs[f.mailbox()].DeepCopy()
+				old.Spec.Namespaces = []string{"elsewhere"}
+				f.serverSyncerConfigs = map[string]*edgev2alpha1.SyncerConfig{f.mailbox(): old}
 				delete(f.syncerConfigs, f.mailbox())
 				f.failWrite["createSyncerConfig"] = apierrors.NewAlreadyExists(schema.GroupResource{Group: edgev2alpha1.SchemeGroupVersion.Group, Resource: "syncerconfigs"}, edgev2alpha1.SyncerConfigName)
 			},
-			wantCalls: []string{"recordProblems 1", "createSyncerConfig"},
-			wantErr:   "creating the SyncerConfig: syncerconfigs.edge.kubestellar.io \"the-one\" already exists",
+			wantCalls: []string{"recordProblems 1", "createSyncerConfig", "getSyncerConfig", "updateSyncerConfig"},
+			check: func(t *testing.T, f *fakeMailbox) {
+				require.Equal(t, []string{"default"}, f.syncerConfigs[f.mailbox()].Spec.Namespaces)
+			},
+		},
+		{
+			name: "the SyncerConfig in the cache is behind: a conflict, read again",
+			setup: func(f *fakeMailbox) {
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("cm"))
+			},
+			between: func(f *fakeMailbox) {
+				f.serverSyncerConfigs = map[string]*edgev2alpha1.SyncerConfig{f.mailbox(): f.syncerConfigs[f.mailbox()].DeepCopy()}
+				f.put(cmGVR, "wds1", configMap("other", "cm", map[string]any{"a": "1"}))
+				f.failWrite["updateSyncerConfig"] = apierrors.NewConflict(schema.GroupResource{Group: edgev2alpha1.SchemeGroupVersion.Group, Resource: "syncerconfigs"}, edgev2alpha1.SyncerConfigName, errors.New("stale"))
+			},
+			wantCalls: []string{"recordProblems 1", "create namespaces other", "create configmaps other/cm", "updateSyncerConfig", "getSyncerConfig", "updateSyncerConfig"},
+			check: func(t *testing.T, f *fakeMailbox) {
+				require.Equal(t, []string{"default", "other"}, f.syncerConfigs[f.mailbox()].Spec.Namespaces)
+			},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

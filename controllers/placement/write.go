@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
@@ -430,13 +431,34 @@ func (e *emptyNamespaces) forget(mailbox, name string) {
 
 // writeSyncerConfig creates the mailbox's SyncerConfig, or updates it when
 // its spec changed.
+//
+// The SyncerConfig in the cache may be behind this reconciler's own last
+// write of it (many mailboxes at once): an AlreadyExists or a conflict is
+// met by reading it again from the server and writing the spec onto that.
+// Failing the mailbox instead would hold its syncer back from its copies
+// (a syncer watches what its SyncerConfig names) until the retry, which
+// the queue's rate limit puts behind every other failed mailbox's: at 500
+// edges, stalls of half a minute.
 func (r *mailboxReconciler) writeSyncerConfig(ctx context.Context, cfg *edgev2alpha1.SyncerConfig, exists bool, spec edgev2alpha1.SyncerConfigSpec) error {
+	err := r.putSyncerConfig(ctx, cfg, exists, spec)
+	if r.getSyncerConfig == nil || !apierrors.IsAlreadyExists(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		latest, err := r.getSyncerConfig(ctx)
+		if err != nil {
+			return fmt.Errorf("reading the SyncerConfig again: %w", err)
+		}
+		return r.putSyncerConfig(ctx, latest, true, spec)
+	})
+}
+
+// putSyncerConfig creates the SyncerConfig, or updates cfg when its spec is
+// not spec.
+func (r *mailboxReconciler) putSyncerConfig(ctx context.Context, cfg *edgev2alpha1.SyncerConfig, exists bool, spec edgev2alpha1.SyncerConfigSpec) error {
 	switch {
 	case !exists:
 		cfg = &edgev2alpha1.SyncerConfig{ObjectMeta: metav1.ObjectMeta{Name: edgev2alpha1.SyncerConfigName}, Spec: spec}
-		// AlreadyExists means the cache is behind (this reconciler made it
-		// a moment ago, maybe with another spec): the error retries, and
-		// the retry compares the spec.
 		if err := r.createSyncerConfig(ctx, cfg); err != nil {
 			return fmt.Errorf("creating the SyncerConfig: %w", err)
 		}
