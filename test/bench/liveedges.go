@@ -42,6 +42,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 	"k8s.io/utils/ptr"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
@@ -182,6 +183,12 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			ctx := ctx
+			if i < 10 {
+				// A few edges' logs, in detail, in the simulator's log:
+				// what every edge does, at the cost of a few.
+				ctx = klog.NewContext(ctx, textlogger.NewLogger(textlogger.NewConfig(textlogger.Verbosity(4), textlogger.Output(os.Stderr))))
+			}
 			if err := syncer.Run(ctx, o, io.Discard); err != nil && ctx.Err() == nil {
 				failed.Add(1)
 				mu.Lock()
@@ -486,6 +493,23 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 			return nil, err
 		}
 	}
+	fanRequests, err := requestCounts(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	// Where the fan-out's requests went, printed when it ends (or fails):
+	// what to profile next.
+	printRequests := func(what string) {
+		now, err := requestCounts(ctx, s)
+		if err != nil {
+			progress("%v", err)
+			return
+		}
+		progress("the server's busiest requests during %s:", what)
+		for _, line := range busiest(fanRequests, now, 12) {
+			progress("%s", line)
+		}
+	}
 	fanBegan := time.Now()
 	fanCPU0, err := procCPU(pid)
 	if err != nil {
@@ -502,9 +526,11 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 	}
 	if err := sim.wait(ctx, 30*time.Minute, fmt.Sprintf("%d ConfigMaps in the edge clusters", m*n), progress,
 		func(r simReport) int { return int(r.Objects) }, m*n); err != nil {
+		printRequests("the unfinished fan-out")
 		return nil, err
 	}
 	fanTook := time.Since(fanBegan)
+	printRequests("the fan-out")
 	fanCPU1, err := procCPU(pid)
 	if err != nil {
 		return nil, err

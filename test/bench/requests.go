@@ -1,0 +1,96 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// requestCounts reads the server's apiserver_request_total, summed by
+// verb, resource and code: what the server was asked to do, for the
+// sections that explain where a figure's time went.
+func requestCounts(ctx context.Context, s *server) (map[string]float64, error) {
+	data, err := kubernetes.NewForConfigOrDie(s.config(spaces.Root)).CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the server's metrics: %w", err)
+	}
+	counts := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		end := strings.LastIndexByte(line, '}')
+		if end < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
+		if err != nil {
+			continue
+		}
+		labels := parseLabels(line[len("apiserver_request_total{"):end])
+		key := labels["verb"] + " " + labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			key += "/" + sub
+		}
+		counts[key+" "+labels["code"]] += v
+	}
+	return counts, sc.Err()
+}
+
+// parseLabels parses a Prometheus label set: a="x",b="y".
+func parseLabels(s string) map[string]string {
+	labels := map[string]string{}
+	for s != "" {
+		eq := strings.IndexByte(s, '=')
+		if eq < 0 || eq+1 >= len(s) || s[eq+1] != '"' {
+			break
+		}
+		name, rest := s[:eq], s[eq+2:]
+		var value strings.Builder
+		i := 0
+		for ; i < len(rest) && rest[i] != '"'; i++ {
+			if rest[i] == '\\' && i+1 < len(rest) {
+				i++
+			}
+			value.WriteByte(rest[i])
+		}
+		labels[name] = value.String()
+		s = strings.TrimPrefix(rest[min(i+1, len(rest)):], ",")
+	}
+	return labels
+}
+
+// busiest returns the n largest increases from before to after, as
+// "count  VERB resource code" lines.
+func busiest(before, after map[string]float64, n int) []string {
+	type delta struct {
+		key string
+		v   float64
+	}
+	var ds []delta
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			ds = append(ds, delta{k, d})
+		}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i].v > ds[j].v || ds[i].v == ds[j].v && ds[i].key < ds[j].key })
+	var lines []string
+	for _, d := range ds[:min(n, len(ds))] {
+		lines = append(lines, fmt.Sprintf("%9.0f  %s", d.v, d.key))
+	}
+	return lines
+}
