@@ -49,6 +49,21 @@ func (s *spaceStorage) in(space string) storage.Interface {
 	return s.Interface
 }
 
+// listedIn returns the storage that serves a space's lists and watches. A
+// mailbox's are the datastore's even for a resource whose cache holds the
+// mailboxes' objects (Namespaces, for admission's reads: WithMailboxes):
+// its syncer lists and watches them, and a fan-out to a thousand mailboxes
+// puts that cache minutes behind the datastore, so that a syncer's list
+// at resource version "0" missed the namespace its copies were in, and
+// its watch waited behind the cache for it, while its other resources,
+// read from the datastore, had long arrived.
+func (s *spaceStorage) listedIn(space string) storage.Interface {
+	if s.raw != nil && !cached(space) {
+		return s.raw
+	}
+	return s.in(space)
+}
+
 var _ storage.Interface = &spaceStorage{}
 
 // spaceKey maps a key of the undecorated layout into the space of ctx.
@@ -110,7 +125,7 @@ func (s *spaceStorage) Watch(ctx context.Context, key string, opts storage.ListO
 	if err != nil {
 		return nil, err
 	}
-	return s.in(space).Watch(ctx, key, opts)
+	return s.listedIn(space).Watch(ctx, key, opts)
 }
 
 func (s *spaceStorage) Get(ctx context.Context, key string, opts storage.GetOptions, objPtr runtime.Object) error {
@@ -143,7 +158,7 @@ func (s *spaceStorage) GetList(ctx context.Context, key string, opts storage.Lis
 		// until that informer's resync, minutes later.
 		return s.raw.GetList(ctx, key, opts, listObj)
 	}
-	return s.in(space).GetList(ctx, key, opts, listObj)
+	return s.listedIn(space).GetList(ctx, key, opts, listObj)
 }
 
 // serverItself tells whether a call on the storage comes from the server's

@@ -346,8 +346,9 @@ func TestWildcardListsFromAWholeCache(t *testing.T) {
 
 // TestCacheWithMailboxes: a resource cached with its mailbox objects
 // (Namespaces) keeps them in the cache's list and watch, stays whole, and
-// is read from the cache in a mailbox space; the wildcard's watch still
-// goes to the datastore.
+// a Get in a mailbox space is read from the cache; a list or watch in a
+// mailbox (its syncer's), and the wildcard's watch, go to the datastore,
+// which a fan-out does not put behind.
 func TestCacheWithMailboxes(t *testing.T) {
 	mailbox := MailboxName("inv1", uid)
 	raw := &watchingStorage{w: watch.NewFakeWithChanSize(8, false)}
@@ -371,8 +372,16 @@ func TestCacheWithMailboxes(t *testing.T) {
 	require.NoError(t, s.Get(WithSpace(context.Background(), mailbox), prefix+"/b", storage.GetOptions{}, &corev1.ConfigMap{}))
 	_, err = s.Watch(WithSpace(context.Background(), Wildcard), prefix, storage.ListOptions{Recursive: true})
 	require.NoError(t, err)
+	inMailbox := genericapirequest.WithUser(WithSpace(context.Background(), mailbox), &user.DefaultInfo{Name: "syncer"})
+	require.NoError(t, s.GetList(inMailbox, prefix, storage.ListOptions{Recursive: true, ResourceVersion: "0"}, &corev1.ConfigMapList{}))
+	_, err = s.Watch(inMailbox, prefix, storage.ListOptions{Recursive: true, ResourceVersion: "12"})
+	require.NoError(t, err)
 	require.Equal(t, []call{{"Get", prefix + "/" + mailbox + "/b"}}, cache.calls)
-	require.Equal(t, []call{{"Watch", prefix}}, datastore.calls)
+	require.Equal(t, []call{{"Watch", prefix}, {"GetList", prefix + "/" + mailbox}, {"Watch", prefix + "/" + mailbox}}, datastore.calls)
+	// In any other space, lists and watches are the cache's.
+	inWDS := genericapirequest.WithUser(WithSpace(context.Background(), "wds1"), &user.DefaultInfo{Name: "alice"})
+	require.NoError(t, s.GetList(inWDS, prefix, storage.ListOptions{Recursive: true, ResourceVersion: "0"}, &corev1.ConfigMapList{}))
+	require.Equal(t, []call{{"Get", prefix + "/" + mailbox + "/b"}, {"GetList", prefix + "/wds1"}}, cache.calls)
 }
 
 // TestServersOwnListsWhileTheCacheFills: while a space's cache fills, a
