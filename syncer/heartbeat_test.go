@@ -97,3 +97,70 @@ func TestAnsweredIsNotALostCenter(t *testing.T) {
 		})
 	}
 }
+
+// TestACacheBehindIsNotAChange: a server busy with a fan-out serves the
+// SyncTarget from a cache minutes behind the syncer's own writes. A
+// heartbeat with nothing new writes nothing though the copy it reads is
+// old; a change is still written, and so is anything once the server
+// says it missed the syncer's heartbeats.
+func TestACacheBehindIsNotAChange(t *testing.T) {
+	stale := &unstructured.Unstructured{}
+	stale.SetAPIVersion(edgev2alpha1.SchemeGroupVersion.String())
+	stale.SetKind("SyncTarget")
+	stale.SetName("edge1")
+	stale.SetResourceVersion("7")
+	inv := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{syncTargetsGVR: "SyncTargetList"})
+	var served atomic.Pointer[unstructured.Unstructured]
+	served.Store(stale)
+	inv.PrependReactor("get", "synctargets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, served.Load().DeepCopy(), nil
+	})
+	var writes []*edgev2alpha1.SyncTarget
+	inv.PrependReactor("update", "synctargets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		u := a.(clienttesting.UpdateAction).GetObject().(*unstructured.Unstructured)
+		st := &edgev2alpha1.SyncTarget{}
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, st))
+		writes = append(writes, st)
+		return true, u, nil
+	})
+	now := time.Unix(1000, 0)
+	s := &Syncer{opts: NewOptions(), out: &bytes.Buffer{}, inventory: inv, id: Identity{SyncTarget: "edge1"},
+		problems: map[objKey]problem{}, inStep: map[objKey]bool{}, now: func() time.Time { return now }}
+	s.tunnelOpen.Store(true)
+	ctx := context.Background()
+	heartbeat := func() {
+		t.Helper()
+		require.NoError(t, s.writeStatus(ctx, false, false))
+		now = now.Add(s.opts.HeartbeatInterval)
+	}
+
+	heartbeat()
+	require.Len(t, writes, 1, "the first heartbeat reports the syncer")
+	heartbeat()
+	heartbeat()
+	require.Len(t, writes, 1, "nothing new, though the copy read is the one before the write")
+
+	s.inStep[objKey{GVR: podsGVR, Namespace: "ns", Name: "p"}] = true
+	heartbeat()
+	require.Len(t, writes, 2, "a change is written")
+	require.EqualValues(t, 1, writes[1].Status.SyncedObjects)
+	heartbeat()
+	require.Len(t, writes, 2)
+
+	// The server says it missed the heartbeats: the next one says otherwise.
+	missed := writes[1].DeepCopy()
+	missed.Status.Conditions = []metav1.Condition{{Type: edgev2alpha1.SyncTargetHeartbeat, Status: metav1.ConditionFalse, Reason: "HeartbeatMissed"}}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(missed)
+	require.NoError(t, err)
+	served.Store(&unstructured.Unstructured{Object: obj})
+	heartbeat()
+	require.Len(t, writes, 3, "a missed heartbeat is answered")
+
+	// A SyncTarget made again under the name is told everything.
+	again := stale.DeepCopy()
+	again.SetUID("another")
+	served.Store(again)
+	heartbeat()
+	require.Len(t, writes, 4, "a SyncTarget made again is reported to")
+}

@@ -71,9 +71,11 @@ type Syncer struct {
 	connected     atomic.Bool
 	// tunnelOpen: the tunnel is open, which shows the center the syncer is
 	// alive; lastStatusWrite is when the heartbeat last wrote the status
+	// and lastReport what it wrote of the syncer's own (syncerReport)
 	// (heartbeat.go; read and written by the heartbeat only).
 	tunnelOpen      atomic.Bool
 	lastStatusWrite time.Time
+	lastReport      lastReport
 	announced       bool // readiness was announced
 	health          *health
 	// mayI asks the edge what the syncer may do (permissions.go).
