@@ -47,10 +47,9 @@ func (w keptSpacesWatcher) RequestProgress(ctx context.Context) error {
 }
 
 func (w keptSpacesWatcher) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
-	if w.progress == nil {
-		// kine's watch server: see withoutProgressStream.
-		ctx = withoutProgressStream(ctx, opts)
-	}
+	// A stream of its own for the watches that ask for no progress (see
+	// withoutProgressStream).
+	ctx = withoutProgressStream(ctx, opts)
 	in := w.Watcher.Watch(ctx, key, opts...)
 	keep := spaces.KeptSpaces(ctx)
 	marked := w.progress != nil

@@ -182,7 +182,8 @@ func usageClient(ctx context.Context, bridge *server.KVServerBridge, watchAPI et
 // the etcd client.
 //
 // With marked set, its streams' watches get progress markers
-// (withProgressMarkers).
+// (withProgressMarkers), but for the stream of the watches that ask for no
+// progress (withoutProgressStream).
 type queuedWatchClient struct {
 	etcdserverpb.WatchClient
 	marked bool
@@ -192,7 +193,7 @@ type queuedWatchClient struct {
 }
 
 func (c queuedWatchClient) Watch(ctx context.Context, opts ...grpc.CallOption) (etcdserverpb.Watch_WatchClient, error) {
-	if c.marked {
+	if c.marked && !withoutProgress(ctx) {
 		ctx = withProgressMarkers(ctx)
 	}
 	if c.mailboxEvents != nil {

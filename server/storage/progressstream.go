@@ -25,7 +25,10 @@ import (
 //
 // Such watches therefore go on a stream of their own (the etcd client
 // opens one per distinct outgoing metadata), where no progress request
-// comes. Having kine track them instead, by asking for notifications on
+// comes. On SQLite too: there the stream gets no progress markers
+// (queuedWatchClient), so that a round of them goes to the watch caches'
+// few watches, not to a fleet's thousands of watches of their mailboxes,
+// and the caches' stream does not wait behind those watches' events. Having kine track them instead, by asking for notifications on
 // their behalf, made kine's bookkeeping of each event quadratic in the
 // watches of the stream: with thousands of watches, a write reached its
 // watch several times later.
@@ -39,6 +42,13 @@ func withoutProgressStream(ctx context.Context, opts []clientv3.OpOption) contex
 		return ctx
 	}
 	return metadata.AppendToOutgoingContext(ctx, streamMetadataKey, "without-progress-notifications")
+}
+
+// withoutProgress reports whether ctx is that of a stream of watches
+// that ask for no progress (withoutProgressStream).
+func withoutProgress(ctx context.Context) bool {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	return len(md.Get(streamMetadataKey)) > 0
 }
 
 // asksProgress reports whether a watch's options ask for progress

@@ -116,7 +116,8 @@ func (st *watchStream) create(r *etcdserverpb.WatchCreateRequest) {
 
 	// Subscribed first, so that nothing between the read and the live
 	// events is missed; what both hold is handed on once.
-	live := st.server.demux.Watch(withProgressMarkers(wctx), key, end)
+	// Marked when its stream is (queuedWatchClient).
+	live := st.server.demux.Watch(wctx, key, end)
 	var initial []*server.Event
 	var current int64
 	var err error
