@@ -63,6 +63,9 @@ type Set[T any] struct {
 	ctx     context.Context
 	bound   map[string]int
 	running map[string]*entry[T]
+	// expected are the spaces where a trigger was just admitted (Expect),
+	// and when, until the triggers' watch brings it.
+	expected map[string]time.Time
 }
 
 type entry[T any] struct {
@@ -73,7 +76,8 @@ type entry[T any] struct {
 // New returns a set. make makes a space's thing, to run until its context
 // ends; triggers names the kinds that call for it, for messages.
 func New[T any](triggers string, types SpaceTypes, make func(ctx context.Context, space string) (T, error)) *Set[T] {
-	return &Set[T]{triggers: triggers, types: types, make: make, bound: map[string]int{}, running: map[string]*entry[T]{}}
+	return &Set[T]{triggers: triggers, types: types, make: make, bound: map[string]int{}, running: map[string]*entry[T]{},
+		expected: map[string]time.Time{}}
 }
 
 // Clients gives clients of one space (or of the wildcard space).
@@ -149,6 +153,9 @@ func (s *Set[T]) count(obj any, delta int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.bound[space] += delta
+	if delta > 0 {
+		delete(s.expected, space)
+	}
 	if s.bound[space] > 0 {
 		if s.Eager && s.running[space] == nil {
 			if err := s.start(space); err != nil {
@@ -161,6 +168,51 @@ func (s *Set[T]) count(obj any, delta int) {
 	if e := s.running[space]; e != nil {
 		e.stop()
 		delete(s.running, space)
+	}
+}
+
+// expectWithin is how long the requests of a space wait for a trigger
+// admitted there (Expect) to come through the triggers' watch.
+const expectWithin = 5 * time.Second
+
+// Expect says that a trigger of space was just admitted: until the
+// triggers' watch brings it (at most expectWithin), the space's requests
+// wait for it, so that the first write after a binding (made through this
+// server) is under it. On another server of the datastore the binding
+// acts once its watch brings it, as Kubernetes' plug-ins' informers do.
+func (s *Set[T]) Expect(space string) {
+	if space == "" || spaces.IsMailboxName(space) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bound[space] == 0 {
+		s.expected[space] = time.Now()
+		klog.FromContext(s.ctx).V(2).Info("expecting a trigger", "space", space, "triggers", s.triggers)
+	}
+}
+
+// boundOrExpected says whether a space holds triggers, waiting for one
+// it expects, and returns its running thing, if any.
+func (s *Set[T]) boundOrExpected(ctx context.Context, space string) (bool, *entry[T]) {
+	for {
+		s.mu.Lock()
+		bound, e := s.bound[space] > 0, s.running[space]
+		since, expecting := s.expected[space]
+		if !bound && expecting && time.Since(since) >= expectWithin {
+			delete(s.expected, space) // it did not come: not written
+			expecting = false
+			klog.FromContext(ctx).V(2).Info("an expected trigger did not come", "space", space, "triggers", s.triggers, "within", expectWithin)
+		}
+		s.mu.Unlock()
+		if bound || !expecting {
+			return bound, e
+		}
+		select {
+		case <-ctx.Done():
+			return false, nil
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 
@@ -187,10 +239,7 @@ func (s *Set[T]) For(ctx context.Context, space string) (value T, ok bool, err e
 	if !s.waitForSync(ctx) {
 		return value, false, apierrors.NewServiceUnavailable(fmt.Sprintf("the server has not yet read every space's %s", s.triggers))
 	}
-	s.mu.Lock()
-	bound := s.bound[space] > 0
-	e := s.running[space]
-	s.mu.Unlock()
+	bound, e := s.boundOrExpected(ctx, space)
 	if !bound {
 		return value, false, nil
 	}

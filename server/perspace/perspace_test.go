@@ -6,6 +6,7 @@ package perspace
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,4 +93,43 @@ func TestEager(t *testing.T) {
 	_, ok, err = s.For(context.Background(), "wds1")
 	require.NoError(t, err)
 	require.False(t, ok)
+}
+
+// TestExpect: a request in a space where a trigger was just admitted
+// waits for the triggers' watch to bring it, and gets the space's thing;
+// one whose trigger never comes (its write failed) waits no longer than
+// expectWithin, and the space's next requests do not wait.
+func TestExpect(t *testing.T) {
+	s := New("triggers", types{"team-a": tenancyv1alpha1.SpaceTypeGeneric, "team-b": tenancyv1alpha1.SpaceTypeGeneric},
+		func(_ context.Context, space string) (string, error) { return "thing of " + space, nil })
+	ctx := context.Background()
+	s.Start(ctx)
+
+	s.Expect("team-a")
+	go func() {
+		time.Sleep(100 * time.Millisecond) // the watch's lag
+		s.count(trigger("team-a", "b"), 1)
+	}()
+	v, ok, err := s.For(ctx, "team-a")
+	require.NoError(t, err)
+	require.True(t, ok, "the first request after the trigger is under it")
+	require.Equal(t, "thing of team-a", v)
+	require.Empty(t, s.expected)
+
+	s.Expect("team-b")
+	began := time.Now()
+	_, ok, err = s.For(ctx, "team-b")
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.GreaterOrEqual(t, time.Since(began), expectWithin)
+	require.Empty(t, s.expected, "not expected any more")
+	began = time.Now()
+	_, ok, err = s.For(ctx, "team-b")
+	require.NoError(t, err)
+	require.False(t, ok)
+	require.Less(t, time.Since(began), expectWithin, "the next request does not wait")
+
+	// A space that holds triggers already is not expected.
+	s.Expect("team-a")
+	require.Empty(t, s.expected)
 }

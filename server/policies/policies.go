@@ -32,7 +32,9 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
@@ -59,6 +61,11 @@ var excluded = []schema.GroupResource{
 	{Group: "authorization.k8s.io", Resource: "localsubjectaccessreviews"},
 	{Group: "authorization.k8s.io", Resource: "selfsubjectrulesreviews"},
 }
+
+// bindings are the kinds whose objects make a space's plug-ins.
+var bindings = sets.New(
+	admissionregistrationv1.SchemeGroupVersion.WithResource("validatingadmissionpolicybindings").GroupResource(),
+	admissionregistrationv1.SchemeGroupVersion.WithResource("mutatingadmissionpolicybindings").GroupResource())
 
 // Admission is the admission plug-in. Start it before the server serves
 // tenants' requests; until its cache of bindings has synced, requests
@@ -119,7 +126,11 @@ func (a *Admission) Admit(ctx context.Context, attrs admission.Attributes, o adm
 }
 
 // Validate runs the ValidatingAdmissionPolicies of the request's space.
+// A binding's create, once valid, is expected (perspace.Set.Expect).
 func (a *Admission) Validate(ctx context.Context, attrs admission.Attributes, o admission.ObjectInterfaces) error {
+	if attrs.GetOperation() == admission.Create && !attrs.IsDryRun() && bindings.Has(attrs.GetResource().GroupResource()) {
+		a.set.Expect(spaces.SpaceOrRoot(ctx))
+	}
 	p, err := a.plugins(ctx, attrs)
 	if err != nil || p == nil {
 		return err
@@ -195,8 +206,10 @@ func (a *Admission) newSpacePlugin(ctx context.Context, space string) (*spacePlu
 	}
 	mutatingPlugin.SetEnabled(true)
 	// One factory: the two share their informers of namespaces and
-	// parameters.
-	factory := informers.NewSharedInformerFactory(kube, 0)
+	// parameters. Their first lists are consistent: the plug-ins are made
+	// by the first request after a binding, which the cache a list at
+	// resource version 0 reads may not hold yet.
+	factory := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(consistentLists))
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery()))
 	for _, plugin := range []interface {
 		SetExternalKubeInformerFactory(informers.SharedInformerFactory)
@@ -226,6 +239,15 @@ func (a *Admission) newSpacePlugin(ctx context.Context, space string) (*spacePlu
 	}()
 	klog.FromContext(ctx).V(2).Info("started a space's admission policies")
 	return &spacePlugin{validating: validatingPlugin, mutating: mutatingPlugin, started: time.Now()}, nil
+}
+
+// consistentLists makes an informer's lists read the latest state, not
+// the cache's (resource version 0, the reflector's first list); its
+// watches go on from where their list was.
+func consistentLists(o *metav1.ListOptions) {
+	if !o.Watch && o.ResourceVersion == "0" {
+		o.ResourceVersion = ""
+	}
 }
 
 // Spaces returns the spaces whose plug-ins run, for tests.
