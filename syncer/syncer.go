@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,7 @@ import (
 	"k8s.io/klog/v2"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/internal/datadir"
 	"github.com/kubestellar/kubestellar/internal/jointoken"
 	"github.com/kubestellar/kubestellar/internal/windows"
@@ -509,11 +511,38 @@ func (s *Syncer) startMailbox(ctx context.Context) {
 		UpdateFunc: func(_, obj any) { s.onConfig(ctx, obj) },
 		DeleteFunc: func(any) { s.onConfig(ctx, nil) },
 	})
-	s.crds = s.startInformer(ctx, s.mailboxCaches, crdsGVR, nil, nil, cache.ResourceEventHandlerFuncs{
+	s.crds = startInformer(ctx, s.mailboxCaches, crdsGVR, nil, nil, cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { s.onCRD() },
 		UpdateFunc: func(_, _ any) { s.onCRD() },
 		DeleteFunc: func(any) { s.onCRD() },
-	})
+	}, withoutServerCRDs)
+}
+
+// serverGroups are the groups of the CRDs the server installs itself and
+// alone writes (server/admission/crd.go): every space serves them, and no
+// placement places them (a WDS places only the CRDs it made).
+var serverGroups = map[string]bool{edgev2alpha1.GroupName: true, tenancyv1alpha1.GroupName: true}
+
+// withoutServerCRDs keeps, of a CRD of the server's own groups, only its
+// metadata: a mailbox serves ten of them, some 80 KB of JSON that every
+// syncer would hold in its cache for nothing (a third of a simulated
+// edge's memory).
+func withoutServerCRDs(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	u.SetManagedFields(nil)
+	if _, group, _ := strings.Cut(u.GetName(), "."); serverGroups[group] {
+		stub := &unstructured.Unstructured{}
+		stub.SetAPIVersion(u.GetAPIVersion())
+		stub.SetKind(u.GetKind())
+		stub.SetName(u.GetName())
+		stub.SetUID(u.GetUID())
+		stub.SetResourceVersion(u.GetResourceVersion())
+		return stub, nil
+	}
+	return u, nil
 }
 
 // listThenWatch is a client whose informers list, then watch, without
