@@ -134,7 +134,7 @@ func main() {
 	flag.IntVar(&o.dashboard.targets, "dashboard-targets", 1000, "SyncTargets shown by the dashboard, for its first render in chromium and the server's CPU with dashboards open (0 skips)")
 	flag.IntVar(&o.dashboard.sessions, "dashboard-sessions", 10, "dashboards (sessions with the fleet's event stream) open at rest for the CPU figure")
 	flag.IntVar(&o.dashboard.renders, "dashboard-renders", 5, "loads of the fleet view timed in chromium")
-	flag.IntVar(&o.live.edges, "live-edges", 0, "live edges: simulated edges, each the real syncer against an edge cluster in memory, run in a process of their own (liveedges.go), for the server with a live fleet: connect, at rest, fan-out, one update (0, the default, skips: 1,000 edges do not yet finish their fan-out)")
+	flag.IntVar(&o.live.edges, "live-edges", 1000, "live edges: simulated edges, each the real syncer against an edge cluster in memory, run in a process of their own (liveedges.go), for the server with a live fleet: connect, at rest, fan-out, one update (0 skips)")
 	flag.IntVar(&o.live.objects, "live-objects", 10, "live edges: ConfigMaps placed on every edge")
 	flag.DurationVar(&o.live.rest, "live-rest", time.Minute, "live edges: how long the fleet is watched at rest, sampling whether any edge is shown disconnected")
 	flag.StringVar(&o.live.simulate, "simulate-edges", "", "internal: run as the live edges' simulator, with this spec file")

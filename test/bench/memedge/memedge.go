@@ -98,8 +98,10 @@ const historyLength = 512
 
 // watchBuffer is how many events a watcher may have unread before it is
 // ended (its client lists and watches again), as kube-apiserver ends a
-// watcher that cannot keep up.
-const watchBuffer = 1024
+// watcher that cannot keep up. kube-apiserver's watchers hold 10 to 1,000
+// by the resource's rate of events; a simulated edge's are few and
+// quiet, and a thousand edges' buffers of 1,024 held 80 MB.
+const watchBuffer = 128
 
 // event is one change. Its object is never changed after it is stored.
 type event struct {
