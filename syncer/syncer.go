@@ -40,7 +40,6 @@ import (
 	"k8s.io/klog/v2"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
-	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/internal/datadir"
 	"github.com/kubestellar/kubestellar/internal/jointoken"
 	"github.com/kubestellar/kubestellar/internal/windows"
@@ -518,11 +517,6 @@ func (s *Syncer) startMailbox(ctx context.Context) {
 	}, withoutServerCRDs)
 }
 
-// serverGroups are the groups of the CRDs the server installs itself and
-// alone writes (server/admission/crd.go): every space serves them, and no
-// placement places them (a WDS places only the CRDs it made).
-var serverGroups = map[string]bool{edgev2alpha1.GroupName: true, tenancyv1alpha1.GroupName: true}
-
 // withoutServerCRDs keeps, of a CRD of the server's own groups, only its
 // metadata: a mailbox serves ten of them, some 80 KB of JSON that every
 // syncer would hold in its cache for nothing (a third of a simulated
@@ -533,7 +527,7 @@ func withoutServerCRDs(obj any) (any, error) {
 		return obj, nil
 	}
 	u.SetManagedFields(nil)
-	if _, group, _ := strings.Cut(u.GetName(), "."); serverGroups[group] {
+	if _, group, _ := strings.Cut(u.GetName(), "."); edgev2alpha1.ServerGroup(group) {
 		stub := &unstructured.Unstructured{}
 		stub.SetAPIVersion(u.GetAPIVersion())
 		stub.SetKind(u.GetKind())

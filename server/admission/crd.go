@@ -22,16 +22,13 @@ import (
 
 var crdResource = apiextensionsv1.Resource("customresourcedefinitions")
 
-// ownGroups are the groups of the CRDs the server installs itself.
-var ownGroups = map[string]bool{edgev2alpha1.GroupName: true, tenancyv1alpha1.GroupName: true}
-
 // validateCRD refuses a CRD that would define a resource in a group the
 // server serves itself: its objects would share the storage of the built-in
 // ones, and deleting the CRD would purge them. Kubestellar's own CRDs are
 // the server's to write.
 func (p *edgePlugin) validateCRD(a admission.Attributes, space string) error {
 	if a.GetOperation() == admission.Delete {
-		if _, group, found := strings.Cut(a.GetName(), "."); found && ownGroups[group] {
+		if _, group, found := strings.Cut(a.GetName(), "."); found && edgev2alpha1.ServerGroup(group) {
 			return apierrors.NewForbidden(crdResource, a.GetName(), fmt.Errorf("the server installs kubestellar's own CRDs; deleting one would delete its objects in every space"))
 		}
 		return nil
@@ -53,7 +50,7 @@ func (p *edgePlugin) validateCRD(a admission.Attributes, space string) error {
 	case p.builtInGroup(group):
 		return apierrors.NewInvalid(apiextensionsv1.Kind("CustomResourceDefinition"), a.GetName(), field.ErrorList{field.Invalid(path, group,
 			"the server serves this group itself (built-in kinds): a CRD may not define resources in it; choose a group of your own")})
-	case ownGroups[group]:
+	case edgev2alpha1.ServerGroup(group):
 		return apierrors.NewForbidden(crdResource, a.GetName(), fmt.Errorf("group %s is kubestellar's own: only the server writes its CRDs", group))
 	case webhook && space != spaces.Root:
 		// The server itself would call the webhook, from inside its

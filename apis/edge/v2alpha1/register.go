@@ -11,7 +11,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 )
+
+// ServerGroup says whether group is one of kubestellar's own, whose CRDs
+// the server installs in every space and alone writes, and which no
+// placement places.
+func ServerGroup(group string) bool { return group == GroupName || group == tenancyv1alpha1.GroupName }
 
 // GroupName is the API group of the edge kinds.
 const GroupName = "edge.kubestellar.io"
