@@ -64,8 +64,10 @@ type Set[T any] struct {
 	bound   map[string]int
 	running map[string]*entry[T]
 	// expected are the spaces where a trigger was just admitted (Expect),
-	// and when, until the triggers' watch brings it.
+	// and when, until the triggers' watch brings it; counted is closed
+	// (and made again) when the watch brings any.
 	expected map[string]time.Time
+	counted  chan struct{}
 }
 
 type entry[T any] struct {
@@ -77,7 +79,7 @@ type entry[T any] struct {
 // ends; triggers names the kinds that call for it, for messages.
 func New[T any](triggers string, types SpaceTypes, make func(ctx context.Context, space string) (T, error)) *Set[T] {
 	return &Set[T]{triggers: triggers, types: types, make: make, bound: map[string]int{}, running: map[string]*entry[T]{},
-		expected: map[string]time.Time{}}
+		expected: map[string]time.Time{}, counted: newSignal()}
 }
 
 // Clients gives clients of one space (or of the wildcard space).
@@ -155,6 +157,8 @@ func (s *Set[T]) count(obj any, delta int) {
 	s.bound[space] += delta
 	if delta > 0 {
 		delete(s.expected, space)
+		close(s.counted)
+		s.counted = newSignal()
 	}
 	if s.bound[space] > 0 {
 		if s.Eager && s.running[space] == nil {
@@ -170,6 +174,9 @@ func (s *Set[T]) count(obj any, delta int) {
 		delete(s.running, space)
 	}
 }
+
+// newSignal is a channel closed to signal, once.
+func newSignal() chan struct{} { return make(chan struct{}) }
 
 // expectWithin is how long the requests of a space wait for a trigger
 // admitted there (Expect) to come through the triggers' watch.
@@ -197,9 +204,10 @@ func (s *Set[T]) Expect(space string) {
 func (s *Set[T]) boundOrExpected(ctx context.Context, space string) (bool, *entry[T]) {
 	for {
 		s.mu.Lock()
-		bound, e := s.bound[space] > 0, s.running[space]
+		bound, e, counted := s.bound[space] > 0, s.running[space], s.counted
 		since, expecting := s.expected[space]
-		if !bound && expecting && time.Since(since) >= expectWithin {
+		left := expectWithin - time.Since(since)
+		if !bound && expecting && left <= 0 {
 			delete(s.expected, space) // it did not come: not written
 			expecting = false
 			klog.FromContext(ctx).V(2).Info("an expected trigger did not come", "space", space, "triggers", s.triggers, "within", expectWithin)
@@ -208,11 +216,15 @@ func (s *Set[T]) boundOrExpected(ctx context.Context, space string) (bool, *entr
 		if bound || !expecting {
 			return bound, e
 		}
+		timer := time.NewTimer(left)
 		select {
 		case <-ctx.Done():
+			timer.Stop()
 			return false, nil
-		case <-time.After(20 * time.Millisecond):
+		case <-counted:
+		case <-timer.C:
 		}
+		timer.Stop()
 	}
 }
 

@@ -52,7 +52,8 @@ func (w keptSpacesWatcher) Watch(ctx context.Context, key string, opts ...client
 	ctx = withoutProgressStream(ctx, opts)
 	in := w.Watcher.Watch(ctx, key, opts...)
 	keep := spaces.KeptSpaces(ctx)
-	marked := w.progress != nil
+	// Only a watch that asked for progress is on a marked stream.
+	marked := w.progress != nil && asksProgress(opts)
 	if keep == nil && !marked {
 		return in
 	}
