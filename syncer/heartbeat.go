@@ -16,9 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
@@ -30,7 +32,7 @@ var syncTargetsGVR = edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")
 
 // heartbeatLoop refreshes the SyncTarget's status every interval, and
 // soon after reportSoon asks (at most once a second). A heartbeat reads the
-// SyncTarget (from the server's cache) and writes its status only when
+// SyncTarget (from the syncer's own cache of it, self) and writes its status only when
 // something in it changed, when the last write is StatusRefresh old, or
 // while the tunnel is closed: an open tunnel shows the center the syncer
 // is alive (edgev2alpha1.SyncerStatusRefresh), so that a fleet at rest
@@ -116,7 +118,9 @@ func (s *Syncer) reportAll() {
 func (s *Syncer) heartbeat(ctx context.Context, force bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	fresh := false
+	// Forced (the center was unreachable), the heartbeat asks the center
+	// itself rather than a cache that cannot tell.
+	fresh := force
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		err := s.writeStatus(ctx, force, fresh)
 		fresh = true // a conflict: the cache was behind
@@ -124,15 +128,64 @@ func (s *Syncer) heartbeat(ctx context.Context, force bool) error {
 	})
 }
 
-// writeStatus writes the SyncTarget's status once, if it must. The read is
-// served from the server's cache unless fresh.
-func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) error {
-	rc := s.inventory.Resource(syncTargetsGVR)
+// startSelf starts the cache of the syncer's SyncTarget, from one watch
+// of that name (the server's watch cache sends it that SyncTarget's
+// events only, and its authorizer allows it no other): a fleet at rest
+// costs the server no request per heartbeat. A change of the spec (its
+// update windows) or the server's verdict that heartbeats stopped is
+// answered soon, not at the next heartbeat. s.mu is held.
+func (s *Syncer) startSelf(ctx context.Context) *running {
+	name := s.id.SyncTarget
+	byName := func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector(metav1.ObjectNameField, name).String()
+	}
+	return s.startInformer(ctx, s.inventoryCaches, syncTargetsGVR, byName, nil, cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			before, ok1 := oldObj.(*unstructured.Unstructured)
+			after, ok2 := newObj.(*unstructured.Unstructured)
+			if ok1 && ok2 && (before.GetGeneration() != after.GetGeneration() || missed(after) && !missed(before)) {
+				s.reportSoon()
+			}
+		},
+	})
+}
+
+// missed says whether the SyncTarget's status shows heartbeatMissed.
+func missed(u *unstructured.Unstructured) bool {
+	st := &edgev2alpha1.SyncTarget{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, st); err != nil {
+		return false
+	}
+	return heartbeatMissed(&st.Status)
+}
+
+// readSelf reads the SyncTarget: from the syncer's cache once it has
+// synced, unless fresh; else from the center (from its cache unless fresh).
+func (s *Syncer) readSelf(ctx context.Context, fresh bool) (*unstructured.Unstructured, error) {
+	if !fresh {
+		s.mu.Lock()
+		self := s.self
+		s.mu.Unlock()
+		if self != nil && self.synced() {
+			if obj, ok, _ := self.store().GetByKey(s.id.SyncTarget); ok {
+				if u, ok := obj.(*unstructured.Unstructured); ok {
+					return u.DeepCopy(), nil
+				}
+			}
+			// Not in the cache: gone, or not yet seen; the center says which.
+		}
+	}
 	opts := metav1.GetOptions{ResourceVersion: "0"}
 	if fresh {
 		opts.ResourceVersion = ""
 	}
-	u, err := rc.Get(ctx, s.id.SyncTarget, opts)
+	return s.inventory.Resource(syncTargetsGVR).Get(ctx, s.id.SyncTarget, opts)
+}
+
+// writeStatus writes the SyncTarget's status once, if it must, reading it
+// with readSelf.
+func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) error {
+	u, err := s.readSelf(ctx, fresh)
 	if err != nil {
 		return err
 	}
@@ -191,13 +244,15 @@ func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) error {
 	unchanged := sameStatus(before, &st.Status) ||
 		s.lastReport.uid == st.UID && s.lastReport.status != nil && sameStatus(s.lastReport.status, report) && !heartbeatMissed(before)
 	if !force && s.tunnelOpen.Load() && s.now().Sub(s.lastStatusWrite) < s.opts.StatusRefresh && unchanged {
-		return nil // nothing to say: the tunnel says the syncer is alive
+		// Nothing to say: the tunnel says the syncer is alive.
+		klog.FromContext(ctx).V(4).Info("heartbeat: nothing new to report")
+		return nil
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(st)
 	if err != nil {
 		return err
 	}
-	if _, err = rc.UpdateStatus(ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+	if _, err = s.inventory.Resource(syncTargetsGVR).UpdateStatus(ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
 		return err
 	}
 	s.lastStatusWrite = s.now()

@@ -69,7 +69,9 @@ type Syncer struct {
 	// mailboxCaches lists and watches the mailbox for the caches: a watch
 	// lasts until the server ends it, not the 30 s a request may take.
 	mailboxCaches dynamic.Interface
-	connected     atomic.Bool
+	// inventoryCaches watches the SyncTarget for its cache, self.
+	inventoryCaches dynamic.Interface
+	connected       atomic.Bool
 	// tunnelOpen: the tunnel is open, which shows the center the syncer is
 	// alive; lastStatusWrite is when the heartbeat last wrote the status
 	// and lastReport what it wrote of the syncer's own (syncerReport)
@@ -120,9 +122,11 @@ type Syncer struct {
 	windowsChanged chan struct{}
 	config         *edgev2alpha1.SyncerConfig
 	// Mailbox caches: copies per resource, the CRDs, upsynced objects.
-	copies     map[schema.GroupVersionResource]*running
-	crds       *running
-	configInf  *running
+	copies    map[schema.GroupVersionResource]*running
+	crds      *running
+	configInf *running
+	// self caches the syncer's own SyncTarget, which the heartbeat reads.
+	self       *running
 	upsynced   map[schema.GroupVersionResource]*running
 	upsyncGVRs map[schema.GroupVersionResource]bool
 	// Edge caches per resource, and the descendants of workloads.
@@ -494,17 +498,23 @@ func (s *Syncer) connect(ctx context.Context) error {
 	if s.inventory, err = dynamic.NewForConfigAndClient(spaceConfig(base, id.InventorySpace), client); err != nil {
 		return err
 	}
+	inventoryCaches, err := dynamic.NewForConfigAndClient(watchConfig(spaceConfig(base, id.InventorySpace)), watches)
+	if err != nil {
+		return err
+	}
+	s.inventoryCaches = listThenWatch{inventoryCaches}
 	s.connected.Store(true)
 	s.progress("connected to %s as SyncTarget %s/%s", s.servers.URL(), id.InventorySpace, id.SyncTarget)
 	s.progress("mailbox %s found", id.MailboxSpace)
 	return nil
 }
 
-// startMailbox starts the caches of the mailbox's SyncerConfig and CRDs;
-// the config starts the caches of the copies.
+// startMailbox starts the caches of the mailbox's SyncerConfig and CRDs
+// (the config starts the caches of the copies), and of the SyncTarget.
 func (s *Syncer) startMailbox(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.self = s.startSelf(ctx)
 	s.configInf = s.startInformer(ctx, s.mailboxCaches, syncerConfigsGVR, nil, nil, cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { s.onConfig(ctx, obj) },
 		UpdateFunc: func(_, obj any) { s.onConfig(ctx, obj) },
@@ -600,12 +610,12 @@ func (s *Syncer) stopInformers() {
 			delete(group, gvr)
 		}
 	}
-	for _, r := range []*running{s.crds, s.configInf, s.pods, s.rsets} {
+	for _, r := range []*running{s.crds, s.configInf, s.pods, s.rsets, s.self} {
 		if r != nil {
 			close(r.stop)
 		}
 	}
-	s.crds, s.configInf, s.pods, s.rsets = nil, nil, nil, nil
+	s.crds, s.configInf, s.pods, s.rsets, s.self = nil, nil, nil, nil, nil
 }
 
 func copySelector(o *metav1.ListOptions) { o.LabelSelector = edgev2alpha1.PlacementCopyLabel + "=true" }

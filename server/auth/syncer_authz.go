@@ -65,11 +65,11 @@ func isDiscovery(path string) bool {
 // authorizeSyncer decides for the syncer of SyncTarget inv/st. It may:
 //   - in the root space: GET its own description (jointoken.SyncerInfoPath)
 //     and open its tunnel (jointoken.TunnelPath);
-//   - in its inventory space: get its SyncTarget, list and watch
-//     SyncTargets (list and watch are allowed whatever their field selector,
-//     so a syncer's informer needs no selector; SyncTargets hold no
-//     secrets), get, update and patch its SyncTarget's status, and read
-//     discovery;
+//   - in its inventory space: get, and list and watch by name (the field
+//     selector metadata.name, which the request's attributes carry as its
+//     name), its SyncTarget, get, update and patch its status, and read
+//     discovery: the other edges of the inventory, their names, labels and
+//     state, are not the edge's to know;
 //   - in its mailbox space: the mailboxVerbs on any resource and
 //     subresource but CRDs, which it may only read (the server binds them), and
 //     read discovery.
@@ -91,7 +91,7 @@ func (a Authorizer) authorizeSyncer(ctx context.Context, attrs authorizer.Attrib
 		if inventoryAllows(attrs, st) {
 			return authorizer.DecisionAllow, ""
 		}
-		return authorizer.DecisionDeny, fmt.Sprintf("user %q may only read SyncTargets and write the status of SyncTarget %q in space %q", name, st, space)
+		return authorizer.DecisionDeny, fmt.Sprintf("user %q may only read SyncTarget %q and write its status in space %q", name, st, space)
 	}
 	if a.isMailbox(space, inv, st) {
 		if isCRD(attrs) && !slices.Contains(readVerbs, attrs.GetVerb()) {
@@ -112,7 +112,7 @@ func inventoryAllows(attrs authorizer.Attributes, st string) bool {
 	verb := attrs.GetVerb()
 	switch attrs.GetSubresource() {
 	case "":
-		return verb == "list" || verb == "watch" || (verb == "get" && attrs.GetName() == st)
+		return (verb == "get" || verb == "list" || verb == "watch") && attrs.GetName() == st
 	case "status":
 		return (verb == "get" || verb == "update" || verb == "patch") && attrs.GetName() == st
 	}
@@ -140,8 +140,7 @@ func (a Authorizer) syncerRules(ctx context.Context, inv, st string) ([]authoriz
 	switch {
 	case space == inv:
 		return []authorizer.ResourceRuleInfo{
-			&authorizer.DefaultResourceRuleInfo{Verbs: []string{"get"}, APIGroups: []string{edgeGroup}, Resources: []string{syncTargetsPlural}, ResourceNames: []string{st}},
-			&authorizer.DefaultResourceRuleInfo{Verbs: []string{"list", "watch"}, APIGroups: []string{edgeGroup}, Resources: []string{syncTargetsPlural}},
+			&authorizer.DefaultResourceRuleInfo{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{edgeGroup}, Resources: []string{syncTargetsPlural}, ResourceNames: []string{st}},
 			&authorizer.DefaultResourceRuleInfo{Verbs: []string{"get", "update", "patch"}, APIGroups: []string{edgeGroup}, Resources: []string{syncTargetsPlural + "/status"}, ResourceNames: []string{st}},
 		}, append(nonResource, discovery)
 	case a.isMailbox(space, inv, st):

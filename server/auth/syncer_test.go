@@ -231,20 +231,24 @@ func TestAuthorizerForSyncers(t *testing.T) {
 	}{
 		// The inventory space.
 		{desc: "get own SyncTarget", space: "inv1", attrs: st("get", "", "edge1")},
-		{desc: "list SyncTargets", space: "inv1", attrs: st("list", "", "")},
-		{desc: "watch own SyncTarget", space: "inv1", attrs: st("watch", "", "edge1")},
+		{desc: "list own SyncTarget by name", space: "inv1", attrs: st("list", "", "edge1")},
+		{desc: "watch own SyncTarget by name", space: "inv1", attrs: st("watch", "", "edge1")},
+		{desc: "list SyncTargets", space: "inv1", attrs: st("list", "", ""),
+			wantReason: `may only read SyncTarget "edge1" and write its status in space "inv1"`},
+		{desc: "watch SyncTargets", space: "inv1", attrs: st("watch", "", ""), wantReason: `may only read SyncTarget "edge1"`},
+		{desc: "watch another SyncTarget by name", space: "inv1", attrs: st("watch", "", "edge2"), wantReason: `may only read SyncTarget "edge1"`},
 		{desc: "update own status", space: "inv1", attrs: st("update", "status", "edge1")},
 		{desc: "patch own status", space: "inv1", attrs: st("patch", "status", "edge1")},
 		{desc: "get own status", space: "inv1", attrs: st("get", "status", "edge1")},
 		{desc: "get another SyncTarget", space: "inv1", attrs: st("get", "", "edge2"),
-			wantReason: `user "system:kubestellar:syncer:inv1:edge1" may only read SyncTargets and write the status of SyncTarget "edge1" in space "inv1"`},
-		{desc: "update another's status", space: "inv1", attrs: st("update", "status", "edge2"), wantReason: "may only read SyncTargets"},
-		{desc: "update own spec", space: "inv1", attrs: st("update", "", "edge1"), wantReason: "may only read SyncTargets"},
-		{desc: "delete own SyncTarget", space: "inv1", attrs: st("delete", "", "edge1"), wantReason: "may only read SyncTargets"},
-		{desc: "create a SyncTarget", space: "inv1", attrs: st("create", "", ""), wantReason: "may only read SyncTargets"},
-		{desc: "read Locations", space: "inv1", attrs: res(edge1, "list", edgeGroup, "locations", "", "", ""), wantReason: "may only read SyncTargets"},
-		{desc: "a look-alike resource in another group", space: "inv1", attrs: res(edge1, "get", "example.com", "synctargets", "", "", "edge1"), wantReason: "may only read SyncTargets"},
-		{desc: "read secrets in the inventory", space: "inv1", attrs: res(edge1, "list", "", "secrets", "", "default", ""), wantReason: "may only read SyncTargets"},
+			wantReason: `user "system:kubestellar:syncer:inv1:edge1" may only read SyncTarget "edge1" and write its status in space "inv1"`},
+		{desc: "update another's status", space: "inv1", attrs: st("update", "status", "edge2"), wantReason: `may only read SyncTarget "edge1"`},
+		{desc: "update own spec", space: "inv1", attrs: st("update", "", "edge1"), wantReason: `may only read SyncTarget "edge1"`},
+		{desc: "delete own SyncTarget", space: "inv1", attrs: st("delete", "", "edge1"), wantReason: `may only read SyncTarget "edge1"`},
+		{desc: "create a SyncTarget", space: "inv1", attrs: st("create", "", ""), wantReason: `may only read SyncTarget "edge1"`},
+		{desc: "read Locations", space: "inv1", attrs: res(edge1, "list", edgeGroup, "locations", "", "", ""), wantReason: `may only read SyncTarget "edge1"`},
+		{desc: "a look-alike resource in another group", space: "inv1", attrs: res(edge1, "get", "example.com", "synctargets", "", "", "edge1"), wantReason: `may only read SyncTarget "edge1"`},
+		{desc: "read secrets in the inventory", space: "inv1", attrs: res(edge1, "list", "", "secrets", "", "default", ""), wantReason: `may only read SyncTarget "edge1"`},
 		{desc: "discovery in the inventory", space: "inv1", attrs: path(edge1, "get", "/apis/edge.kubestellar.io/v2alpha1")},
 		// The own mailbox.
 		{desc: "list in own mailbox", space: "inv1-mb-1", attrs: res(edge1, "list", "apps", "deployments", "", "", "")},
@@ -323,7 +327,7 @@ func TestRulesForSyncers(t *testing.T) {
 		wantResources []string // verbs:resource:names
 		wantDiscovery bool
 	}{
-		{space: "inv1", wantResources: []string{"get:synctargets:edge1", "list,watch:synctargets:", "get,update,patch:synctargets/status:edge1"}, wantDiscovery: true},
+		{space: "inv1", wantResources: []string{"get,list,watch:synctargets:edge1", "get,update,patch:synctargets/status:edge1"}, wantDiscovery: true},
 		{space: "inv1-mb-1", wantResources: []string{"get,list,watch,create,update,patch,delete:*,*/*:"}, wantDiscovery: true},
 		{space: "wds1"},
 		{space: spaces.Root},

@@ -23,9 +23,10 @@ import (
 // TestSyncerAtRestWritesNothing: a syncer whose tunnel is open writes its
 // SyncTarget's status when something in it changes, not on every
 // heartbeat. At rest its heartbeats (every 2 s here) read the SyncTarget
-// and write nothing, so that a fleet at rest costs the datastore no
-// write; the edge is not shown late meanwhile; a change (an object placed
-// on it) is written at once.
+// from the syncer's own cache of it, and neither read from the server nor
+// write, so that a fleet at rest costs the server no request and the
+// datastore no write; the edge is not shown late meanwhile; a change (an
+// object placed on it) is written at once.
 func TestSyncerAtRestWritesNothing(t *testing.T) {
 	srv := harness.StartBinary(t, "")
 	k := srv.Kubectl()
@@ -33,16 +34,19 @@ func TestSyncerAtRestWritesNothing(t *testing.T) {
 	srv.CLI(t, "space", "create", "wds1", "--type", "wds", "--inventory-space", "inv1")
 	c := edgecluster.Start(t, edgecluster.Options{Name: "edge1"})
 	join := srv.JoinCommand(t, "edge1", "--inventory-space", "inv1", "--labels", "env=prod")
-	harness.StartSyncer(t, join, c.KubeconfigPath, "") // --heartbeat-interval 2s, --status-refresh by default
+	// --heartbeat-interval 2s, --status-refresh by default; -v 4 logs the
+	// heartbeats that have nothing to report, the test's clock.
+	syncer := harness.StartSyncer(t, join, c.KubeconfigPath, "", "-v", "4")
 	syncTarget := func(jsonpath string) []string {
 		return []string{"--context", "inv1", "get", "synctarget", "edge1", "-o", "jsonpath=" + jsonpath}
 	}
 	conditions := `{.status.conditions[?(@.type=="SyncerConnected")].status} {.status.conditions[?(@.type=="Heartbeat")].status}`
 	poll(t, k, equals("True True"), "the syncer connected and heartbeating", syncTarget(conditions)...)
 
-	// The heartbeats' reads, counted by the server, are the clock: the
-	// syncer is the only one to GET the SyncTarget.
-	reads := func() int {
+	// gets counts the server's GETs of SyncTargets: the test reads them
+	// with lists of all, so that every GET is the syncer's (the server's
+	// metrics count a list by name as a GET).
+	gets := func() int {
 		t.Helper()
 		n := 0
 		sc := bufio.NewScanner(strings.NewReader(k.MustRun(t, "get", "--raw", "/metrics")))
@@ -58,27 +62,33 @@ func TestSyncerAtRestWritesNothing(t *testing.T) {
 		}
 		return n
 	}
-	// quiet says whether the SyncTarget stays unwritten over the next
-	// heartbeats heartbeats.
-	quiet := func(heartbeats int) bool {
+	rv := func() string {
+		return k.MustRun(t, "--context", "inv1", "get", "synctargets", "-o", `jsonpath={.items[?(@.metadata.name=="edge1")].metadata.resourceVersion}`)
+	}
+	idle := func() int { return strings.Count(syncer.Log(), "heartbeat: nothing new to report") }
+	// quiet says whether the SyncTarget stays unwritten, and unread by the
+	// syncer, over the next heartbeats that find nothing to report.
+	quiet := func(heartbeats int) (unwritten, unread bool) {
 		t.Helper()
-		rv, from := k.MustRun(t, syncTarget("{.metadata.resourceVersion}")...), reads()
+		before, read, from := rv(), gets(), idle()
 		err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			return reads() >= from+heartbeats, nil
+			return idle() >= from+heartbeats, nil
 		})
-		require.NoError(t, err, "the syncer's heartbeats stopped reading its SyncTarget (%d reads so far)", reads())
-		return k.MustRun(t, syncTarget("{.metadata.resourceVersion}")...) == rv
+		require.NoError(t, err, "the syncer's heartbeats did not find the status settled (%d idle heartbeats so far)", idle())
+		return rv() == before, gets() == read
 	}
 	// Once connected the status settles within a few writes (the
 	// tunnel's condition, the first report); then it stays unwritten.
 	settled := false
 	for range 10 {
-		if settled = quiet(3); settled {
+		if settled, _ = quiet(3); settled {
 			break
 		}
 	}
 	require.True(t, settled, "the SyncTarget was written on every heartbeat: a syncer at rest should write nothing")
-	require.True(t, quiet(8), "the SyncTarget was written at rest, 8 heartbeats after it had settled")
+	unwritten, unread := quiet(8)
+	require.True(t, unwritten, "the SyncTarget was written at rest, 8 heartbeats after it had settled")
+	require.True(t, unread, "the syncer read its SyncTarget from the server at rest: its heartbeats should read its own cache")
 	require.Equal(t, "True True", k.MustRun(t, syncTarget(conditions)...), "the edge shown late while its tunnel is open")
 
 	// A change is reported at once, not at the next refresh.

@@ -255,12 +255,24 @@ func TestSyncerTokenAccess(t *testing.T) {
 	_, err = imp.CoreV1().Secrets(auth.TokenNamespace).List(ctx, metav1.ListOptions{})
 	require.True(t, apierrors.IsForbidden(err), "impersonation: %v", err)
 
-	// Its SyncTarget: read it, list SyncTargets, write its status; nothing more.
+	// Its SyncTarget: read it, list and watch it by name, write its
+	// status; nothing more.
 	st, err := getSyncTarget(t, s, bearer1, "inv1", "edge1")
 	require.NoError(t, err)
 	inv := syncerDyn(t, s, "inv1", bearer1).Resource(syncTargetsGVR)
-	_, err = inv.List(ctx, metav1.ListOptions{})
+	own := metav1.ListOptions{FieldSelector: "metadata.name=edge1"}
+	mine, err := inv.List(ctx, own)
 	require.NoError(t, err)
+	require.Len(t, mine.Items, 1)
+	w, err := inv.Watch(ctx, own)
+	require.NoError(t, err)
+	w.Stop()
+	_, err = inv.List(ctx, metav1.ListOptions{})
+	require.True(t, apierrors.IsForbidden(err), "listing every SyncTarget of the inventory: %v", err)
+	_, err = inv.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=edge2"})
+	require.True(t, apierrors.IsForbidden(err), "watching another SyncTarget: %v", err)
+	_, err = inv.List(ctx, metav1.ListOptions{FieldSelector: "metadata.name!=edge2"})
+	require.True(t, apierrors.IsForbidden(err), "listing all but another: %v", err)
 	require.NoError(t, unstructured.SetNestedField(st.Object, "test-syncer", "status", "syncerVersion"))
 	_, err = inv.UpdateStatus(ctx, st, metav1.UpdateOptions{})
 	require.NoError(t, err)
