@@ -59,10 +59,15 @@ const (
 	liveWDS       = "live-wds"
 	liveNamespace = "live"
 	liveProbe     = "probe"
-	// liveConnections is about how many sockets one syncer holds to the
-	// server (its tunnel and its API clients' connections), for the
-	// open-files limit of the server and of the simulator.
-	liveConnections = 6
+	// serverFilesPerEdge is how many sockets the server holds for a live
+	// edge (its API connection and its tunnel), for the server's limit of
+	// open files; simFilesPerEdge is about how many files a simulated edge
+	// holds (measured: 3.2), for a simulator's.
+	serverFilesPerEdge = 2
+	simFilesPerEdge    = 4
+	// simEdgesPerProcess is how many edges one simulator process runs at
+	// most: 10,000 edges' files would pass the open-files limit of one.
+	simEdgesPerProcess = 2500
 )
 
 // simWorkers is each simulated syncer's --workers.
@@ -300,6 +305,120 @@ func startSimulator(ctx context.Context, specPath, log string) (*simulator, erro
 	return sim, nil
 }
 
+// simFleet is the simulator processes of a section, seen as one.
+type simFleet []*simulator
+
+// startSimulators starts the simulator processes of spec's edges, at most
+// simEdgesPerProcess each, with their specs and logs in dir.
+func startSimulators(ctx context.Context, spec simSpec, dir string) (simFleet, error) {
+	var fleet simFleet
+	for i := 0; i*simEdgesPerProcess < len(spec.Edges); i++ {
+		part := spec
+		part.Edges = spec.Edges[i*simEdgesPerProcess : min(len(spec.Edges), (i+1)*simEdgesPerProcess)]
+		specPath := filepath.Join(dir, fmt.Sprintf("simulated-edges-%d.json", i))
+		data, err := json.Marshal(part)
+		if err == nil {
+			err = os.WriteFile(specPath, data, 0o600)
+		}
+		var sim *simulator
+		if err == nil {
+			sim, err = startSimulator(ctx, specPath, filepath.Join(dir, fmt.Sprintf("simulated-edges-%d.log", i)))
+		}
+		if err != nil {
+			fleet.stop()
+			return nil, err
+		}
+		fleet = append(fleet, sim)
+	}
+	return fleet, nil
+}
+
+// report sums the processes' last reports.
+func (f simFleet) report() simReport {
+	var out simReport
+	out.Probe = map[string]int{}
+	for _, sim := range f {
+		r := sim.report()
+		out.Ready += r.Ready
+		out.Failed += r.Failed
+		out.Objects += r.Objects
+		out.Requests += r.Requests
+		for v, k := range r.Probe {
+			out.Probe[v] += k
+		}
+		out.Errors = append(out.Errors, r.Errors...)
+	}
+	return out
+}
+
+// arrivals is when every edge stored value v of the probe, once every
+// process has said it.
+func (f simFleet) arrivals(v string) []int64 {
+	var out []int64
+	for _, sim := range f {
+		at := sim.arrivals(v)
+		if at == nil {
+			return nil
+		}
+		out = append(out, at...)
+	}
+	return out
+}
+
+func (f simFleet) stop() {
+	var wg sync.WaitGroup
+	for _, sim := range f {
+		wg.Go(sim.stop)
+	}
+	wg.Wait()
+}
+
+func (f simFleet) alive() error {
+	for _, sim := range f {
+		if err := sim.alive(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cpu is the processes' CPU time so far.
+func (f simFleet) cpu() (time.Duration, error) {
+	var sum time.Duration
+	for _, sim := range f {
+		d, err := procCPU(sim.cmd.Process.Pid)
+		if err != nil {
+			return 0, err
+		}
+		sum += d
+	}
+	return sum, nil
+}
+
+// rss is the processes' resident memory.
+func (f simFleet) rss() (int64, error) {
+	var sum int64
+	for _, sim := range f {
+		m, err := procMemory(sim.cmd.Process.Pid)
+		if err != nil {
+			return 0, err
+		}
+		sum += m["VmRSS"]
+	}
+	return sum, nil
+}
+
+// wait polls the processes' reports until ok, failing after timeout or if
+// one of them or a syncer ends.
+func (f simFleet) wait(ctx context.Context, timeout time.Duration, what string, progress func(string, ...any), count func(simReport) int, want int) error {
+	return pollProgress(ctx, timeout, what, progress, func(context.Context) (int, error) {
+		if err := f.alive(); err != nil {
+			return 0, err
+		}
+		return count(f.report()), nil
+	}, want)
+}
+
 func (sim *simulator) report() simReport {
 	sim.mu.Lock()
 	defer sim.mu.Unlock()
@@ -342,22 +461,12 @@ func (sim *simulator) alive() error {
 	return nil
 }
 
-// waitSim polls the simulator's reports until ok, failing after timeout
-// or if it or a syncer ends.
-func (sim *simulator) wait(ctx context.Context, timeout time.Duration, what string, progress func(string, ...any), count func(simReport) int, want int) error {
-	return pollProgress(ctx, timeout, what, progress, func(context.Context) (int, error) {
-		if err := sim.alive(); err != nil {
-			return 0, err
-		}
-		return count(sim.report()), nil
-	}, want)
-}
-
 func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress func(string, ...any)) (_ []row, err error) {
 	progress = prefixed(progress, "live edges: ")
 	n, m := o.edges, o.objects
-	if err := raiseFileLimit(liveConnections*n + 1024); err != nil {
-		return nil, err
+	// The limit is the server's: each simulator process needs fewer.
+	if err := raiseFileLimit(serverFilesPerEdge*n + 1024); err != nil {
+		return nil, fmt.Errorf("%d live edges: the server holds %d sockets per edge: %w", n, serverFilesPerEdge, err)
 	}
 	s, err := start(ctx, bin, "")
 	if err != nil {
@@ -365,7 +474,7 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 	}
 	defer os.RemoveAll(s.dataDir)
 	defer s.stop()
-	simLog := filepath.Join(s.dataDir, "simulated-edges.log")
+	simLog := filepath.Join(s.dataDir, "simulated-edges-0.log")
 	defer func() {
 		if err != nil && ctx.Err() == nil {
 			err = fmt.Errorf("%w\n--- end of the server's log ---\n%s\n--- end of the simulator's log ---\n%s", err,
@@ -415,18 +524,10 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 	if err := mailboxesReady(ctx, dynamic.NewForConfigOrDie(s.config(spaces.Root)), n); err != nil {
 		return nil, err
 	}
-	specPath := filepath.Join(s.dataDir, "simulated-edges.json")
-	data, err := json.Marshal(spec)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(specPath, data, 0o600); err != nil {
-		return nil, err
-	}
 
 	progress("starting %d syncers, each with an edge cluster in memory", n)
 	began := time.Now()
-	sim, err := startSimulator(ctx, specPath, simLog)
+	sim, err := startSimulators(ctx, spec, s.dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -441,7 +542,7 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 	}
 
 	progress("watching the fleet at rest for %s", o.rest)
-	pid, simPid := s.cmd.Process.Pid, sim.cmd.Process.Pid
+	pid := s.cmd.Process.Pid
 	settled, err := settle(ctx, pid, 2*time.Minute)
 	if err != nil {
 		return nil, err
@@ -450,7 +551,7 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 	if err != nil {
 		return nil, err
 	}
-	simCPU0, err := procCPU(simPid)
+	simCPU0, err := sim.cpu()
 	if err != nil {
 		return nil, err
 	}
@@ -475,12 +576,12 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 	if err != nil {
 		return nil, err
 	}
-	simCPU1, err := procCPU(simPid)
+	simCPU1, err := sim.cpu()
 	if err != nil {
 		return nil, err
 	}
 	rssRest := s.rss()
-	simMem, err := procMemory(simPid)
+	simRSS, err := sim.rss()
 	if err != nil {
 		return nil, err
 	}
@@ -575,7 +676,11 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 	simCPUNote := func(cpu time.Duration, d time.Duration) string {
 		return fmt.Sprintf("%.1f %% of a core", 100*cpu.Seconds()/d.Seconds())
 	}
-	who := fmt.Sprintf("%d live edges: the real syncer (--workers %d) against an edge cluster in memory, in one simulator process", n, simWorkers)
+	processes := "one simulator process"
+	if len(sim) > 1 {
+		processes = fmt.Sprintf("%d simulator processes", len(sim))
+	}
+	who := fmt.Sprintf("%d live edges: the real syncer (--workers %d) against an edge cluster in memory, in %s", n, simWorkers, processes)
 	return []row{
 		{fmt.Sprintf("%d syncers started → all connected", n), long(connected), who},
 		{fmt.Sprintf("%d syncers started → all SyncTargets SyncerConnected", n), long(conditionsAt.Sub(began)), "the server writes the condition when a syncer's tunnel opens"},
@@ -583,7 +688,7 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 			fmt.Sprintf("the most at any of %d samples over %s (5 s apart); %d after the update", samples, long(restTook), down)},
 		{fmt.Sprintf("server RSS at rest, %d live edges", n), mib(rssRest), liveRestNote(settled, restTook) + "; target ≤ 4 GiB for 10,000"},
 		{fmt.Sprintf("server CPU at rest, %d live edges", n), simCPUNote(cpu1-cpu0, restTook), fmt.Sprintf("heartbeats every %s each", syncer.NewOptions().HeartbeatInterval)},
-		{"simulator RSS at rest", mib(simMem["VmRSS"]), fmt.Sprintf("%.1f KiB per edge (syncer and its edge cluster in memory)", float64(simMem["VmRSS"])/float64(n)/1024)},
+		{"simulator RSS at rest", mib(simRSS), fmt.Sprintf("%.1f KiB per edge (syncer and its edge cluster in memory)", float64(simRSS)/float64(n)/1024)},
 		{"simulator CPU at rest", simCPUNote(simCPU1-simCPU0, restTook), "the simulated syncers' own cost, not the server's"},
 		{fmt.Sprintf("fan-out: %d ConfigMaps × %d live edges", m, n), long(fanTook), fmt.Sprintf("%d copies, from the placement until every edge cluster holds all; target ≤ 5 min for 10,000 edges", m*n)},
 		{"server CPU per copy, live fan-out", fmt.Sprintf("%d µs", (fanCPU1-fanCPU0).Microseconds()/int64(max(1, m*n))), "utime+stime of the server during the fan-out ÷ copies"},
