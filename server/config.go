@@ -262,6 +262,14 @@ func (c *Config) ensureIdentity() (certFile, keyFile string, err error) {
 // KUBE_WATCHCACHE_CONSISTENCY_CHECKER=true still turns the check on, to
 // panic at a mismatch, for debugging.)
 //
+// Nor decode a watch's events from the datastore on goroutines of their
+// own (ConcurrentWatchObjectDecode, on by default since 1.37): it speeds
+// the one watch of a watch cache at high event rates, but every watch
+// served from the datastore (each syncer's of its mailbox, two per live
+// edge) pays two goroutines for it, and one more per event: 10,000 live
+// edges would hold 40,000 more goroutines, whose stacks the collector
+// scans at every cycle.
+//
 // Impersonation is checked by the filter Kubernetes had before constrained
 // impersonation: that one keeps its decisions for 10 s keyed by the user
 // and the request, not by the space in the context, so an impersonation
@@ -269,11 +277,12 @@ func (c *Config) ensureIdentity() (certFile, keyFile string, err error) {
 // for that long.
 func setFeatureGates() error {
 	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{
-		string(genericfeatures.WatchList):                false,
-		string(genericfeatures.DetectCacheInconsistency): false,
-		string(genericfeatures.ConstrainedImpersonation): false,
+		string(genericfeatures.WatchList):                   false,
+		string(genericfeatures.DetectCacheInconsistency):    false,
+		string(genericfeatures.ConstrainedImpersonation):    false,
+		string(genericfeatures.ConcurrentWatchObjectDecode): false,
 	}); err != nil {
-		return fmt.Errorf("turning off watch-list, the watch caches' consistency check and constrained impersonation: %w", err)
+		return fmt.Errorf("turning off watch-list, the watch caches' consistency check, constrained impersonation and concurrent watch decoding: %w", err)
 	}
 	return nil
 }

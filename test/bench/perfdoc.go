@@ -115,7 +115,7 @@ var goals = []goal{
 	{section: "live edges", metric: "edges shown disconnected", goal: "0 at every sample"},
 	{section: "live edges", metric: "server RSS at rest, ", goal: "≤ 4 GiB for 10,000 live edges"},
 	{section: "live edges", metric: "server CPU at rest, ",
-		bound: "The syncers' heartbeats: each reads its SyncTarget from the watch cache and writes nothing unless its status changed (at most every 5 min while its tunnel is open); the server pings every tunnel every 5 s."},
+		bound: "The tunnels' pings (every 5 s each) and the watches' bookmarks: a heartbeat reads the syncer's own cache of its SyncTarget (one watch by name) and writes nothing unless its status changed (at most every 5 min while its tunnel is open)."},
 	{section: "live edges", metric: "fan-out: ", goal: "≤ 5 min for 100 objects × 10,000 live edges",
 		bound: "Every copy is a create in its mailbox, an event on its syncer's watch of the mailbox (served from the datastore, on a watch stream apart from the watch caches'), the syncer's apply at its edge and its patch of the copy's applied annotation; the simulated syncers share the two cores with the server."},
 	{section: "live edges", metric: "one update → all ", goal: "p50 ≤ 10 s, p99 ≤ 30 s for 10,000 live edges"},
