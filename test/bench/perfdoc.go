@@ -112,7 +112,7 @@ var goals = []goal{
 		bound: "The server's CPU, since SQLite's waiting inserts are committed together."},
 	{section: "fan-out", metric: "server RSS after fan-out", goal: "≤ 600 MiB for 1,000 SyncTargets; ≤ 4 GiB for 10,000",
 		bound: "The heap grows to twice what is live (the copies' records and the caches' indexes over them) before a collection, with the binary's pages and the goroutines' stacks on top."},
-	{section: "live edges", metric: "edges shown disconnected", goal: "0 at every sample"},
+	{section: "live edges", metric: "edges shown disconnected", goal: "0 at any moment"},
 	{section: "live edges", metric: "server RSS at rest, ", goal: "≤ 4 GiB for 10,000 live edges"},
 	{section: "live edges", metric: "server CPU at rest, ",
 		bound: "The tunnels' pings (every 5 s each) and the watches' bookmarks: a heartbeat reads the syncer's own cache of its SyncTarget (one watch by name) and writes nothing unless its status changed (at most every 5 min while its tunnel is open)."},
