@@ -118,9 +118,7 @@ func (s *Syncer) reportAll() {
 func (s *Syncer) heartbeat(ctx context.Context, force bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	// Forced (the center was unreachable), the heartbeat asks the center
-	// itself rather than a cache that cannot tell.
-	fresh := force
+	fresh := false
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		err := s.writeStatus(ctx, force, fresh)
 		fresh = true // a conflict: the cache was behind
@@ -133,7 +131,10 @@ func (s *Syncer) heartbeat(ctx context.Context, force bool) error {
 // events only, and its authorizer allows it no other): a fleet at rest
 // costs the server no request per heartbeat. A change of the spec (its
 // update windows) or the server's verdict that heartbeats stopped is
-// answered soon, not at the next heartbeat. s.mu is held.
+// answered soon, not at the next heartbeat; a verdict on a write of the
+// last heartbeat interval is left to the next heartbeat (an edge whose
+// clock is behind the server's by more than the verdict's grace would
+// otherwise write every second). s.mu is held.
 func (s *Syncer) startSelf(ctx context.Context) *running {
 	name := s.id.SyncTarget
 	byName := func(o *metav1.ListOptions) {
@@ -143,7 +144,11 @@ func (s *Syncer) startSelf(ctx context.Context) *running {
 		UpdateFunc: func(oldObj, newObj any) {
 			before, ok1 := oldObj.(*unstructured.Unstructured)
 			after, ok2 := newObj.(*unstructured.Unstructured)
-			if ok1 && ok2 && (before.GetGeneration() != after.GetGeneration() || missed(after) && !missed(before)) {
+			if !ok1 || !ok2 {
+				return
+			}
+			sinceWrite := s.now().Sub(time.Unix(0, s.wroteAt.Load()))
+			if before.GetGeneration() != after.GetGeneration() || missed(after) && !missed(before) && sinceWrite > s.opts.HeartbeatInterval {
 				s.reportSoon()
 			}
 		},
@@ -160,9 +165,9 @@ func missed(u *unstructured.Unstructured) bool {
 }
 
 // readSelf reads the SyncTarget: from the syncer's cache once it has
-// synced, unless fresh; else from the center (from its cache unless fresh).
-func (s *Syncer) readSelf(ctx context.Context, fresh bool) (*unstructured.Unstructured, error) {
-	if !fresh {
+// synced, if cached; else from the center, from its cache unless quorum.
+func (s *Syncer) readSelf(ctx context.Context, cached, quorum bool) (*unstructured.Unstructured, error) {
+	if cached {
 		s.mu.Lock()
 		self := s.self
 		s.mu.Unlock()
@@ -176,16 +181,18 @@ func (s *Syncer) readSelf(ctx context.Context, fresh bool) (*unstructured.Unstru
 		}
 	}
 	opts := metav1.GetOptions{ResourceVersion: "0"}
-	if fresh {
+	if quorum {
 		opts.ResourceVersion = ""
 	}
 	return s.inventory.Resource(syncTargetsGVR).Get(ctx, s.id.SyncTarget, opts)
 }
 
-// writeStatus writes the SyncTarget's status once, if it must, reading it
-// with readSelf.
+// writeStatus writes the SyncTarget's status once, if it must. It reads
+// the SyncTarget from the syncer's cache, but when forced (the center was
+// unreachable: the cache cannot tell whether it is) from the server's,
+// and after a conflict (fresh) from the datastore.
 func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) error {
-	u, err := s.readSelf(ctx, fresh)
+	u, err := s.readSelf(ctx, !force && !fresh, fresh)
 	if err != nil {
 		return err
 	}
@@ -256,6 +263,7 @@ func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) error {
 		return err
 	}
 	s.lastStatusWrite = s.now()
+	s.wroteAt.Store(s.lastStatusWrite.UnixNano())
 	s.lastReport = lastReport{uid: st.UID, status: report}
 	s.mu.Lock()
 	s.drift.reported(drift)

@@ -75,9 +75,11 @@ type Syncer struct {
 	// tunnelOpen: the tunnel is open, which shows the center the syncer is
 	// alive; lastStatusWrite is when the heartbeat last wrote the status
 	// and lastReport what it wrote of the syncer's own (syncerReport)
-	// (heartbeat.go; read and written by the heartbeat only).
+	// (heartbeat.go; read and written by the heartbeat only); wroteAt is
+	// lastStatusWrite in Unix nanoseconds, for the cache of the SyncTarget.
 	tunnelOpen      atomic.Bool
 	lastStatusWrite time.Time
+	wroteAt         atomic.Int64
 	lastReport      lastReport
 	announced       bool // readiness was announced
 	health          *health

@@ -135,7 +135,7 @@ func TestEdgeAttackUnboundedInput(t *testing.T) {
 	t.Run("watches held open", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		path := "/spaces/inv1/apis/edge.kubestellar.io/v2alpha1/synctargets?watch=true&timeoutSeconds=120"
+		path := "/spaces/inv1/apis/edge.kubestellar.io/v2alpha1/synctargets?watch=true&timeoutSeconds=120&fieldSelector=metadata.name%3Dedge1"
 		var bodies []io.Closer
 		defer func() {
 			for _, b := range bodies {

@@ -57,12 +57,13 @@ func syncerConnectedArgs(name string) []string {
 	return []string{"--context", "inv1", "get", "synctarget", name, "-o", `jsonpath={.status.conditions[?(@.type=="SyncerConnected")].status}`}
 }
 
-// curlWatch opens a watch of the SyncTargets of inv1 with a bearer token,
-// with curl; the channel closes when the watch ends.
+// curlWatch opens a watch of SyncTarget edge1 of inv1 (by name: all a
+// syncer may watch) with a bearer token, with curl; the channel closes
+// when the watch ends.
 func curlWatch(t *testing.T, srv *harness.Process, bearer string) <-chan string {
 	t.Helper()
 	return harness.StreamLines(t, os.Environ(), "curl", "-sS", "-N", "--cacert", filepath.Join(srv.DataDir, "pki", "ca.crt"),
-		"-H", "Authorization: Bearer "+bearer, srv.BaseURL()+"/spaces/inv1/apis/edge.kubestellar.io/v2alpha1/synctargets?watch=true")
+		"-H", "Authorization: Bearer "+bearer, srv.BaseURL()+"/spaces/inv1/apis/edge.kubestellar.io/v2alpha1/synctargets?watch=true&fieldSelector=metadata.name%3Dedge1")
 }
 
 // curlStatus returns the HTTP status of a GET with a bearer token.

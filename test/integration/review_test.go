@@ -106,13 +106,17 @@ func TestReviewKubectlAuthCanI(t *testing.T) {
 	require.Regexp(t, `(?m)^\s+\[\*\]\s+\[\]\s+\[\*\]$`, list, "on every non-resource URL")
 
 	syncer := newReviewKubectl(t, s, tok.String())
-	// Its inventory space: its SyncTarget's status, and reading SyncTargets.
+	// Its inventory space: its SyncTarget's status, and reading its
+	// SyncTarget (by name), no other.
 	eventually(t, 30*time.Second, func() (bool, error) {
 		out, _ := syncer.canI(t, "inv1", "patch", "synctargets/edge1", "--subresource=status")
 		return out == "yes", nil
 	}, "the syncer token to work")
 	syncer.requireCanI(t, "yes", "inv1", "update", "synctargets/edge1", "--subresource=status")
-	syncer.requireCanI(t, "yes", "inv1", "list", "synctargets")
+	syncer.requireCanI(t, "yes", "inv1", "list", "synctargets/edge1")
+	syncer.requireCanI(t, "yes", "inv1", "watch", "synctargets/edge1")
+	syncer.requireCanI(t, "no", "inv1", "list", "synctargets")
+	syncer.requireCanI(t, "no", "inv1", "get", "synctargets/edge2")
 	syncer.requireCanI(t, "no", "inv1", "patch", "synctargets/edge1")
 	syncer.requireCanI(t, "no", "inv1", "patch", "synctargets/edge2", "--subresource=status")
 	syncer.requireCanI(t, "no", "inv1", "create", "locations")
@@ -131,8 +135,7 @@ func TestReviewKubectlAuthCanI(t *testing.T) {
 	list, code = syncer.canI(t, "inv1", "--list")
 	require.Zero(t, code)
 	require.Regexp(t, `(?m)^synctargets\.edge\.kubestellar\.io/status\s+\[\]\s+\[edge1\]\s+\[get update patch\]$`, list)
-	require.Regexp(t, `(?m)^synctargets\.edge\.kubestellar\.io\s+\[\]\s+\[edge1\]\s+\[get\]$`, list)
-	require.Regexp(t, `(?m)^synctargets\.edge\.kubestellar\.io\s+\[\]\s+\[\]\s+\[list watch\]$`, list)
+	require.Regexp(t, `(?m)^synctargets\.edge\.kubestellar\.io\s+\[\]\s+\[edge1\]\s+\[get list watch\]$`, list)
 	require.Regexp(t, `(?m)^selfsubjectaccessreviews\.authorization\.k8s\.io\s+\[\]\s+\[\]\s+\[create\]$`, list)
 	require.Regexp(t, `(?m)^\s+\[/api\]\s+\[\]\s+\[get\]$`, list)
 	require.NotContains(t, list, "*.*")
