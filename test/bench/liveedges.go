@@ -587,6 +587,16 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 		return nil, err
 	}
 	rssRest := s.rss()
+	// What the server holds for the fleet, without the heap's growth
+	// before a collection: the live heap after one, and the goroutines.
+	heapRest, err := liveHeap(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	goroutines, err := scrape(ctx, s, "go_goroutines")
+	if err != nil {
+		return nil, err
+	}
 	simRSS, err := sim.rss()
 	if err != nil {
 		return nil, err
@@ -690,6 +700,8 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 		{fmt.Sprintf("edges shown disconnected, %d live edges at rest", n), strconv.Itoa(worst),
 			fmt.Sprintf("the most at any moment of %s at rest (a watch of every SyncTarget); %d after the update", long(restTook), down)},
 		{fmt.Sprintf("server RSS at rest, %d live edges", n), mib(rssRest), liveRestNote(settled, restTook) + "; target ≤ 4 GiB for 10,000"},
+		{fmt.Sprintf("server live heap at rest, %d live edges", n), mib(heapRest), fmt.Sprintf("after a collection; %.1f KiB per edge", float64(heapRest)/float64(n)/1024)},
+		{fmt.Sprintf("server goroutines at rest, %d live edges", n), strconv.Itoa(int(goroutines["go_goroutines"])), fmt.Sprintf("%.1f per edge", goroutines["go_goroutines"]/float64(n))},
 		{fmt.Sprintf("server CPU at rest, %d live edges", n), simCPUNote(cpu1-cpu0, restTook), fmt.Sprintf("heartbeats every %s each", syncer.NewOptions().HeartbeatInterval)},
 		{"simulator RSS at rest", mib(simRSS), fmt.Sprintf("%.1f KiB per edge (syncer and its edge cluster in memory)", float64(simRSS)/float64(n)/1024)},
 		{"simulator CPU at rest", simCPUNote(simCPU1-simCPU0, restTook), "the simulated syncers' own cost, not the server's"},
