@@ -740,10 +740,9 @@ func waitSyncersConnected(ctx context.Context, s *server, inventory string, n in
 // fleetWatch follows an inventory's SyncTargets with one watch: how many
 // are not shown SyncerConnected now, and the most since reset.
 type fleetWatch struct {
-	mu    sync.Mutex
-	down  map[string]bool
-	most  int
-	store cache.Store
+	mu   sync.Mutex
+	down map[string]bool
+	most int
 }
 
 func watchFleet(ctx context.Context, inv dynamic.Interface) (*fleetWatch, error) {
