@@ -146,7 +146,11 @@ func (c *Client) runStream(ctx context.Context, server, wsURL string, auth remot
 		return err
 	}
 	u.Scheme = "ws"
-	ws, _, err := websocket.NewClient(watched, u, nil, 0, 0)
+	// The handshake is bounded: a hop that holds the stream's body back
+	// never answers it, and the client then opens a WebSocket instead.
+	inner := websocket.Dialer{HandshakeTimeout: 10 * time.Second,
+		NetDialContext: func(context.Context, string, string) (net.Conn, error) { return watched, nil }}
+	ws, _, err := inner.DialContext(ctx, u.String(), nil)
 	if err != nil {
 		return fmt.Errorf("the tunnel's handshake: %w", err)
 	}
