@@ -6,7 +6,6 @@ package tunnel
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -38,11 +37,6 @@ type Client struct {
 	Edge http.Handler
 	// OnChange (may be nil) hears when the tunnel opens and closes.
 	OnChange func(open bool)
-	// Transport (may be nil) is the syncer's API transport, which
-	// authenticates its requests: with it the tunnel is a stream of the
-	// syncer's HTTP/2 connection rather than a connection of its own,
-	// unless the connection turns out not to be HTTP/2 (stream.go).
-	Transport http.RoundTripper
 }
 
 // Run keeps the tunnel open until ctx is done, reconnecting with backoff
@@ -59,7 +53,6 @@ func (c *Client) Run(ctx context.Context) {
 	headers := http.Header{"Authorization": []string{"Bearer " + c.BearerToken}}
 	backoff := newBackoff()
 	lastErr := ""
-	streams := c.Transport != nil
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		server := servers[attempt%len(servers)]
 		wsURL := "wss://" + strings.TrimPrefix(server, "https://") + Path
@@ -78,31 +71,17 @@ func (c *Client) Run(ctx context.Context) {
 				return watched, nil
 			},
 		}
-		auth := func(proto, address string) bool { return proto == "tcp" && address == EdgeAPIAddress }
-		opened := false
-		onConnect := func(context.Context, *remotedialer.Session) error {
-			opened = true
-			lastErr = ""
-			logger.Info("tunnel open", "server", server, "stream", streams)
-			if c.OnChange != nil {
-				c.OnChange(true)
-			}
-			return nil
-		}
-		var err error
-		if streams {
-			err = c.runStream(ctx, server, wsURL, auth, edge.dial, onConnect)
-			if !opened && ctx.Err() == nil {
-				// Not HTTP/2 end to end, or a hop that holds a request
-				// body back: a WebSocket of its own from now on.
-				logger.Info("the tunnel cannot be a stream of the API connection: it is a WebSocket of its own", "server", server, "err", errString(err))
-				streams = false
-				attempt--
-				continue
-			}
-		} else {
-			err = remotedialer.ConnectToProxyWithDialer(ctx, wsURL, headers, auth, dialer, edge.dial, onConnect)
-		}
+		err := remotedialer.ConnectToProxyWithDialer(ctx, wsURL, headers,
+			func(proto, address string) bool { return proto == "tcp" && address == EdgeAPIAddress },
+			dialer, edge.dial,
+			func(context.Context, *remotedialer.Session) error {
+				lastErr = ""
+				logger.Info("tunnel open", "server", server)
+				if c.OnChange != nil {
+					c.OnChange(true)
+				}
+				return nil
+			})
 		if time.Since(started) > DeadAfter {
 			backoff = newBackoff() // it was up for a while: come back fast
 			attempt--              // and to the same server first
@@ -123,44 +102,6 @@ func (c *Client) Run(ctx context.Context) {
 		}
 	}
 	edge.Close()
-}
-
-// runStream holds one tunnel as a stream of the syncer's HTTP/2
-// connection until it closes.
-func (c *Client) runStream(ctx context.Context, server, wsURL string, auth remotedialer.ConnectAuthorizer,
-	dial remotedialer.Dialer, onConnect func(context.Context, *remotedialer.Session) error) error {
-	logger := klog.FromContext(ctx)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	conn, err := clientStream(ctx, c.Transport, server+Path)
-	if err != nil {
-		return err
-	}
-	watched := newWatchedConn(conn)
-	go watched.watch(ctx, DeadAfter, func() { logger.Info("tunnel silent too long: dropping it", "after", DeadAfter) })
-	defer watched.Close()
-	// The stream is already TLS (the connection's): the handshake inside
-	// it is plain.
-	u, err := url.Parse(wsURL)
-	if err != nil {
-		return err
-	}
-	u.Scheme = "ws"
-	// The handshake is bounded: a hop that holds the stream's body back
-	// never answers it, and the client then opens a WebSocket instead.
-	inner := websocket.Dialer{HandshakeTimeout: 10 * time.Second,
-		NetDialContext: func(context.Context, string, string) (net.Conn, error) { return watched, nil }}
-	ws, _, err := inner.DialContext(ctx, u.String(), nil)
-	if err != nil {
-		return fmt.Errorf("the tunnel's handshake: %w", err)
-	}
-	session := remotedialer.NewClientSessionWithDialer(auth, ws, dial)
-	defer session.Close()
-	if err := onConnect(ctx, session); err != nil {
-		return err
-	}
-	_, err = session.Serve(ctx)
-	return err
 }
 
 func newBackoff() wait.Backoff {
