@@ -69,6 +69,9 @@ type Syncer struct {
 	// mailboxCaches lists and watches the mailbox for the caches: a watch
 	// lasts until the server ends it, not the 30 s a request may take.
 	mailboxCaches dynamic.Interface
+	// apiTransport is the transport of every API client of the syncer
+	// (one HTTP/2 connection), which the tunnel shares where it can.
+	apiTransport http.RoundTripper
 	// inventoryCaches watches the SyncTarget for its cache, self.
 	inventoryCaches dynamic.Interface
 	connected       atomic.Bool
@@ -488,6 +491,7 @@ func (s *Syncer) connect(ctx context.Context) error {
 	// (and the tunnels), not four times as many. The caches' client goes
 	// without the request timeout (watchConfig says why).
 	watches := &http.Client{Transport: client.Transport}
+	s.apiTransport = client.Transport
 	var err error
 	if s.mailbox, err = dynamic.NewForConfigAndClient(spaceConfig(base, id.MailboxSpace), client); err != nil {
 		return err
@@ -884,7 +888,7 @@ func (s *Syncer) startTunnel(ctx context.Context, start func(int, func())) error
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(s.ca)
-	client := &tunnel.Client{Servers: s.opts.Servers(), BearerToken: s.tok.Bearer(), Proxy: s.opts.ProxyFunc(), Edge: edge,
+	client := &tunnel.Client{Servers: s.opts.Servers(), BearerToken: s.tok.Bearer(), Proxy: s.opts.ProxyFunc(), Edge: edge, Transport: s.apiTransport,
 		TLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 		OnChange: func(open bool) {
 			s.tunnelOpen.Store(open)

@@ -6,6 +6,8 @@ package tunnel
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -37,6 +39,11 @@ type Client struct {
 	Edge http.Handler
 	// OnChange (may be nil) hears when the tunnel opens and closes.
 	OnChange func(open bool)
+	// Transport (may be nil) is the syncer's API transport, which
+	// authenticates its requests: with it the tunnel is a stream of the
+	// syncer's HTTP/2 connection rather than a connection of its own,
+	// unless the connection turns out not to be HTTP/2 (stream.go).
+	Transport http.RoundTripper
 }
 
 // Run keeps the tunnel open until ctx is done, reconnecting with backoff
@@ -53,6 +60,8 @@ func (c *Client) Run(ctx context.Context) {
 	headers := http.Header{"Authorization": []string{"Bearer " + c.BearerToken}}
 	backoff := newBackoff()
 	lastErr := ""
+	streams := c.Transport != nil
+	stalls := 0 // streams in a row whose handshake did not complete
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		server := servers[attempt%len(servers)]
 		wsURL := "wss://" + strings.TrimPrefix(server, "https://") + Path
@@ -71,17 +80,43 @@ func (c *Client) Run(ctx context.Context) {
 				return watched, nil
 			},
 		}
-		err := remotedialer.ConnectToProxyWithDialer(ctx, wsURL, headers,
-			func(proto, address string) bool { return proto == "tcp" && address == EdgeAPIAddress },
-			dialer, edge.dial,
-			func(context.Context, *remotedialer.Session) error {
-				lastErr = ""
-				logger.Info("tunnel open", "server", server)
-				if c.OnChange != nil {
-					c.OnChange(true)
+		auth := func(proto, address string) bool { return proto == "tcp" && address == EdgeAPIAddress }
+		opened := false
+		onConnect := func(context.Context, *remotedialer.Session) error {
+			opened = true
+			lastErr = ""
+			logger.Info("tunnel open", "server", server, "stream", streams)
+			if c.OnChange != nil {
+				c.OnChange(true)
+			}
+			return nil
+		}
+		var err error
+		if streams {
+			err = c.runStream(ctx, server, wsURL, auth, edge.dial, onConnect)
+			switch {
+			case opened:
+				stalls = 0
+			case errors.Is(err, errNotHTTP2):
+				// Not HTTP/2 to the server: a WebSocket of its own from
+				// now on.
+				logger.Info("the tunnel cannot be a stream of the API connection: it is a WebSocket of its own", "server", server, "err", errString(err))
+				streams = false
+				attempt--
+				continue
+			case errors.Is(err, errStalled) || errors.Is(err, errHandshakeStalled):
+				// A hop that holds request bodies back looks like this
+				// every time; a busy server, now and then.
+				if stalls++; stalls >= 3 {
+					logger.Info("the tunnel's streams stall: it is a WebSocket of its own", "server", server, "err", errString(err))
+					streams = false
+					attempt--
+					continue
 				}
-				return nil
-			})
+			}
+		} else {
+			err = remotedialer.ConnectToProxyWithDialer(ctx, wsURL, headers, auth, dialer, edge.dial, onConnect)
+		}
 		if time.Since(started) > DeadAfter {
 			backoff = newBackoff() // it was up for a while: come back fast
 			attempt--              // and to the same server first
@@ -102,6 +137,57 @@ func (c *Client) Run(ctx context.Context) {
 		}
 	}
 	edge.Close()
+}
+
+// errHandshakeStalled is a WebSocket handshake inside a stream that got no
+// answer.
+var errHandshakeStalled = errors.New("the handshake inside the tunnel stream got no answer")
+
+// runStream holds one tunnel as a stream of the syncer's HTTP/2
+// connection until it closes.
+func (c *Client) runStream(ctx context.Context, server, wsURL string, auth remotedialer.ConnectAuthorizer,
+	dial remotedialer.Dialer, onConnect func(context.Context, *remotedialer.Session) error) error {
+	logger := klog.FromContext(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	conn, err := clientStream(ctx, c.Transport, server+Path)
+	if err != nil {
+		return err
+	}
+	watched := newWatchedConn(conn)
+	go watched.watch(ctx, DeadAfter, func() { logger.Info("tunnel silent too long: dropping it", "after", DeadAfter) })
+	defer watched.Close()
+	// The stream is already TLS (the connection's): the handshake inside
+	// it is plain.
+	u, err := url.Parse(wsURL)
+	if err != nil {
+		return err
+	}
+	u.Scheme = "ws"
+	// The handshake is bounded: a hop that holds the stream's body back
+	// never answers it, and the client then opens a WebSocket instead.
+	inner := websocket.Dialer{HandshakeTimeout: 10 * time.Second,
+		NetDialContext: func(context.Context, string, string) (net.Conn, error) { return watched, nil }}
+	ws, resp, err := inner.DialContext(ctx, u.String(), nil)
+	if err != nil {
+		if resp != nil {
+			// Refused inside the stream (429: the token holds its
+			// tunnels; 503: the server drains): a failed attempt.
+			resp.Body.Close()
+			return fmt.Errorf("the tunnel's handshake: %s", resp.Status)
+		}
+		if ctx.Err() == nil {
+			return fmt.Errorf("%w: %v", errHandshakeStalled, err)
+		}
+		return err
+	}
+	session := remotedialer.NewClientSessionWithDialer(auth, ws, dial)
+	defer session.Close()
+	if err := onConnect(ctx, session); err != nil {
+		return err
+	}
+	_, err = session.Serve(ctx)
+	return err
 }
 
 func newBackoff() wait.Backoff {

@@ -3,9 +3,11 @@
 
 // Package tunnel is the reverse tunnel between syncers and the server.
 //
-// A syncer opens one long-lived WebSocket to the server (on its one HTTPS
+// A syncer opens one long-lived tunnel to the server (on its one HTTPS
 // port, through any HTTP proxy or load balancer in between, authenticated
-// by its token) and keeps it open, reconnecting with backoff and jitter.
+// by its token) and keeps it open, reconnecting with backoff and jitter:
+// a stream of its HTTP/2 API connection where it can (stream.go), else a
+// WebSocket of its own.
 // The tunnel is multiplexed (github.com/rancher/remotedialer, as k3s uses):
 // the server opens connections through it to the syncer, which serves them
 // from its edge cluster's API with its own edge credentials. So the center

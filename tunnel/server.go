@@ -133,6 +133,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeStatus(w, http.StatusForbidden, err.Error())
 		return
 	}
+	if req.Method == http.MethodGet && req.Header.Get(StreamHeader) == ProbeValue {
+		if req.ProtoMajor == 2 {
+			w.Header().Set(StreamHeader, ProbeHTTP2)
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if req.Method == http.MethodPost && req.Header.Get(StreamHeader) == StreamValue {
+		// A stream of the syncer's HTTP/2 connection: the answers from
+		// here on (the handshake's, refusals included) go inside it.
+		sw, inner, err := serverStream(w, req)
+		if sw != nil {
+			// Nothing writes to the stream once the handler returns
+			// (its ResponseWriter is then another request's).
+			defer sw.finish()
+		}
+		if err != nil {
+			logger.Info("refused a tunnel stream", "syncTarget", key.target(), "err", err.Error(), "remote", req.RemoteAddr)
+			if req.ProtoMajor != 2 {
+				writeStatus(w, http.StatusBadRequest, err.Error())
+			}
+			return
+		}
+		w, req = sw, inner
+	}
 	if !websocket.IsWebSocketUpgrade(req) {
 		logger.Info("refused a tunnel: not a WebSocket handshake", "syncTarget", key.target(), "remote", req.RemoteAddr)
 		writeStatus(w, http.StatusBadRequest, "a tunnel is opened with a WebSocket handshake (HTTP/1.1 GET with Upgrade: websocket)")

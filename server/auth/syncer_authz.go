@@ -82,6 +82,11 @@ func (a Authorizer) authorizeSyncer(ctx context.Context, attrs authorizer.Attrib
 		if attrs.GetVerb() == "get" && space == spaces.Root && (attrs.GetPath() == jointoken.SyncerInfoPath || attrs.GetPath() == jointoken.TunnelPath) {
 			return authorizer.DecisionAllow, ""
 		}
+		// A tunnel opened as a stream of the syncer's HTTP/2 connection
+		// is a POST (tunnel/stream.go).
+		if attrs.GetVerb() == "post" && space == spaces.Root && attrs.GetPath() == jointoken.TunnelPath {
+			return authorizer.DecisionAllow, ""
+		}
 		if attrs.GetVerb() == "get" && isDiscovery(attrs.GetPath()) && (space == inv || a.isMailbox(space, inv, st)) {
 			return authorizer.DecisionAllow, ""
 		}

@@ -283,6 +283,9 @@ func TestAuthorizerForSyncers(t *testing.T) {
 		{desc: "another inventory", space: "inv2", attrs: res(edge1, "get", edgeGroup, "synctargets", "", "", "edge1"), wantReason: `has no access to space "inv2"`},
 		{desc: "no mailbox yet", space: "inv1-mb-3", attrs: res(edge3, "list", "", "configmaps", "", "", ""), wantReason: `has no access to space "inv1-mb-3"`},
 		{desc: "own description", space: spaces.Root, attrs: path(edge1, "get", jointoken.SyncerInfoPath)},
+		{desc: "tunnel as a stream", space: spaces.Root, attrs: path(edge1, "post", jointoken.TunnelPath)},
+		{desc: "tunnel stream in a space", space: "wds1", attrs: path(edge1, "post", jointoken.TunnelPath), wantReason: `may not post /kubestellar/v1/tunnel in space "wds1"`},
+		{desc: "post to its description", space: spaces.Root, attrs: path(edge1, "post", jointoken.SyncerInfoPath), wantReason: `may not post /kubestellar/v1/syncer`},
 		// Only in the root: elsewhere it would tell which spaces exist.
 		{desc: "own description in a space", space: "wds1", attrs: path(edge1, "get", jointoken.SyncerInfoPath), wantReason: `may not get /kubestellar/v1/syncer in space "wds1"`},
 		{desc: "cacerts", space: spaces.Root, attrs: path(edge1, "get", jointoken.CACertsPath)},

@@ -62,10 +62,11 @@ const (
 	liveNamespace = "live"
 	liveProbe     = "probe"
 	// serverFilesPerEdge is how many sockets the server holds for a live
-	// edge (its API connection and its tunnel), for the server's limit of
-	// open files; simFilesPerEdge is about how many files a simulated edge
-	// holds (measured: 3.2), for a simulator's.
-	serverFilesPerEdge = 2
+	// edge (its one HTTP/2 connection, which carries its tunnel too), for
+	// the server's limit of open files; simFilesPerEdge is about how many
+	// files a simulated edge holds (measured: 3.2 when the tunnel was a
+	// connection of its own), for a simulator's.
+	serverFilesPerEdge = 1
 	simFilesPerEdge    = 4
 	// simEdgesPerProcess is how many edges one simulator process runs at
 	// most: 10,000 edges' files would pass the open-files limit of one.

@@ -101,9 +101,13 @@ func TestNetworkProxyAndLoadBalancer(t *testing.T) {
 
 	proxyOK := t.Run("Proxy", func(t *testing.T) {
 		lab.scenario(t, lab.viaProxy, "edge1", edge1, syncer1, "proxy", lab.centerURL)
+		// CONNECT carries the syncer's TLS, and so its HTTP/2, end to end.
+		require.Contains(t, syncer1.Log(), "stream=true", "through a CONNECT proxy the tunnel is a stream of the API connection")
 	})
 	lbOK := t.Run("LoadBalancer", func(t *testing.T) {
 		lab.scenario(t, lab.viaLB, "edge2", edge2, syncer2, "lb", lab.lbURL)
+		// nginx speaks HTTP/1.1 on both sides here: a WebSocket.
+		require.Contains(t, syncer2.Log(), "it is a WebSocket of its own", "behind an HTTP/1.1 balancer the tunnel is a WebSocket")
 		lab.bearerTokensThroughLB(t, join2)
 	})
 	plainOK := t.Run("LoadBalancerPlainHTTP", func(t *testing.T) {

@@ -34,6 +34,7 @@ func TestTunnel(t *testing.T) {
 	ek := harness.Kubectl{Kubeconfig: c.KubeconfigPath}
 	syncer := harness.StartSyncer(t, join, c.KubeconfigPath, "")
 	syncer.WaitLog(t, "tunnel open", time.Minute)
+	require.Contains(t, syncer.Log(), "stream=true", "the tunnel is a stream of the syncer's HTTP/2 connection, not a connection of its own")
 	poll(t, k, equals("True TunnelOpen"), "SyncerConnected to follow the tunnel", "--context", "inv1", "get", "synctarget", "edge1",
 		"-o", `jsonpath={.status.conditions[?(@.type=="SyncerConnected")].status} {.status.conditions[?(@.type=="SyncerConnected")].reason}`)
 
