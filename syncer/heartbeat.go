@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -118,12 +119,55 @@ func (s *Syncer) reportAll() {
 func (s *Syncer) heartbeat(ctx context.Context, force bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	fresh := false
+	fresh, read := false, ""
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		err := s.writeStatus(ctx, force, fresh)
-		fresh = true // a conflict: the cache was behind
+		if read != "" {
+			// A conflict: the copy read was behind (at a connect, the
+			// server's SyncerConnected condition was first). The cache
+			// catches up within moments; a read from the datastore is
+			// for when it does not.
+			fresh = !s.awaitSelfPast(ctx, read)
+		}
+		var err error
+		read, err = s.writeStatus(ctx, force, fresh)
 		return err
 	})
+}
+
+// selfWait bounds how long a heartbeat waits for the syncer's cache of its
+// SyncTarget: to fill at a connect, or to catch up after a conflict.
+const selfWait = 2 * time.Second
+
+// awaitSelf waits, up to selfWait, until the cache of the SyncTarget has
+// synced and cond accepts what it holds. A fleet that connects at once
+// (a server restarted) then reads nothing from the server for its
+// heartbeats.
+func (s *Syncer) awaitSelf(ctx context.Context, cond func(*unstructured.Unstructured) bool) bool {
+	ctx, cancel := context.WithTimeout(ctx, selfWait)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		s.mu.Lock()
+		self := s.self
+		s.mu.Unlock()
+		if self == nil {
+			return false, errNoCache
+		}
+		if !self.synced() {
+			return false, nil
+		}
+		obj, ok, _ := self.store().GetByKey(s.id.SyncTarget)
+		u, _ := obj.(*unstructured.Unstructured)
+		return cond(u) || !ok, nil
+	})
+	return err == nil
+}
+
+var errNoCache = errors.New("no cache of the SyncTarget")
+
+// awaitSelfPast waits until the cache holds a version of the SyncTarget
+// other than rv.
+func (s *Syncer) awaitSelfPast(ctx context.Context, rv string) bool {
+	return s.awaitSelf(ctx, func(u *unstructured.Unstructured) bool { return u != nil && u.GetResourceVersion() != rv })
 }
 
 // startSelf starts the cache of the syncer's SyncTarget, from one watch
@@ -168,6 +212,8 @@ func missed(u *unstructured.Unstructured) bool {
 // synced, if cached; else from the center, from its cache unless quorum.
 func (s *Syncer) readSelf(ctx context.Context, cached, quorum bool) (*unstructured.Unstructured, error) {
 	if cached {
+		// A cache that is filling (at a connect) is waited for.
+		s.awaitSelf(ctx, func(*unstructured.Unstructured) bool { return true })
 		s.mu.Lock()
 		self := s.self
 		s.mu.Unlock()
@@ -191,14 +237,16 @@ func (s *Syncer) readSelf(ctx context.Context, cached, quorum bool) (*unstructur
 // the SyncTarget from the syncer's cache, but when forced (the center was
 // unreachable: the cache cannot tell whether it is) from the server's,
 // and after a conflict (fresh) from the datastore.
-func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) error {
+// It returns the resourceVersion of the copy it read.
+func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) (string, error) {
 	u, err := s.readSelf(ctx, !force && !fresh, fresh)
 	if err != nil {
-		return err
+		return "", err
 	}
+	read := u.GetResourceVersion()
 	st := &edgev2alpha1.SyncTarget{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, st); err != nil {
-		return err
+		return read, err
 	}
 	before := st.Status.DeepCopy()
 	now := metav1.Now()
@@ -253,14 +301,14 @@ func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) error {
 	if !force && s.tunnelOpen.Load() && s.now().Sub(s.lastStatusWrite) < s.opts.StatusRefresh && unchanged {
 		// Nothing to say: the tunnel says the syncer is alive.
 		klog.FromContext(ctx).V(4).Info("heartbeat: nothing new to report")
-		return nil
+		return read, nil
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(st)
 	if err != nil {
-		return err
+		return read, err
 	}
 	if _, err = s.inventory.Resource(syncTargetsGVR).UpdateStatus(ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
-		return err
+		return read, err
 	}
 	s.lastStatusWrite = s.now()
 	s.wroteAt.Store(s.lastStatusWrite.UnixNano())
@@ -268,7 +316,7 @@ func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) error {
 	s.mu.Lock()
 	s.drift.reported(drift)
 	s.mu.Unlock()
-	return nil
+	return read, nil
 }
 
 // sameStatus says whether two statuses say the same, but for the time of

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -131,7 +132,8 @@ func TestACacheBehindIsNotAChange(t *testing.T) {
 	ctx := context.Background()
 	heartbeat := func() {
 		t.Helper()
-		require.NoError(t, s.writeStatus(ctx, false, false))
+		_, err := s.writeStatus(ctx, false, false)
+		require.NoError(t, err)
 		now = now.Add(s.opts.HeartbeatInterval)
 	}
 
@@ -163,4 +165,66 @@ func TestACacheBehindIsNotAChange(t *testing.T) {
 	served.Store(again)
 	heartbeat()
 	require.Len(t, writes, 4, "a SyncTarget made again is reported to")
+}
+
+// TestHeartbeatReadsItsCache: at a connect, the first heartbeat waits for
+// the syncer's cache of its SyncTarget rather than reading the SyncTarget
+// from the server, and after a conflict (the server's SyncerConnected
+// condition written first) it waits for the cache to catch up: a fleet
+// connecting at once costs the server one status write per edge, not
+// reads besides.
+func TestHeartbeatReadsItsCache(t *testing.T) {
+	st := &unstructured.Unstructured{}
+	st.SetAPIVersion(edgev2alpha1.SchemeGroupVersion.String())
+	st.SetKind("SyncTarget")
+	st.SetName("edge1")
+	st.SetResourceVersion("1")
+	inv := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{syncTargetsGVR: "SyncTargetList"}, st)
+	var gets, updates atomic.Int32
+	inv.PrependReactor("get", "synctargets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		gets.Add(1)
+		return false, nil, nil
+	})
+	inv.PrependReactor("update", "synctargets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if updates.Add(1) > 1 {
+			return false, nil, nil
+		}
+		// The server's own write comes first: the cache sees it.
+		connected := st.DeepCopy()
+		connected.SetResourceVersion("2")
+		require.NoError(t, inv.Tracker().Update(syncTargetsGVR, connected, ""))
+		return true, nil, apierrors.NewConflict(syncTargetsGVR.GroupResource(), "edge1", errors.New("the object has been modified"))
+	})
+	s := &Syncer{opts: NewOptions(), out: &bytes.Buffer{}, inventory: inv, inventoryCaches: listThenWatch{inv},
+		id: Identity{SyncTarget: "edge1"}, problems: map[objKey]problem{}, inStep: map[objKey]bool{}, now: time.Now,
+		statusNow: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.mu.Lock()
+	s.self = s.startSelf(ctx) // not yet synced
+	s.mu.Unlock()
+	defer s.stopInformers()
+
+	require.NoError(t, s.heartbeat(ctx, false))
+	require.Zero(t, gets.Load(), "the SyncTarget is read from the cache, not the server")
+	require.EqualValues(t, 2, updates.Load(), "a conflict, then the write from the cache caught up")
+	got, err := inv.Resource(syncTargetsGVR).Get(ctx, "edge1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "2", got.GetResourceVersion(), "written over the version the cache caught up with")
+	cond := meta.FindStatusCondition(conditionsOf(t, got), edgev2alpha1.SyncTargetHeartbeat)
+	require.NotNil(t, cond, "the heartbeat was written")
+
+	// Without a cache (before the caches start), the server is read.
+	gets.Store(0)
+	s.stopInformers()
+	require.NoError(t, s.heartbeat(ctx, true))
+	require.NotZero(t, gets.Load())
+}
+
+func conditionsOf(t *testing.T, u *unstructured.Unstructured) []metav1.Condition {
+	t.Helper()
+	st := &edgev2alpha1.SyncTarget{}
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, st))
+	return st.Status.Conditions
 }

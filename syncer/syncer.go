@@ -404,13 +404,15 @@ func (s *Syncer) run(ctx context.Context) error {
 		startDown()
 	}
 	s.ready("connected; mailbox " + s.id.MailboxSpace)
+	// The caches first: the first heartbeat reads the SyncTarget from
+	// its cache rather than from the server.
+	s.startMailbox(ctx)
 	start(s.opts.Workers, func() { report.Work(ctx) })
 	start(1, func() { upsync.Work(ctx) })
 	start(1, func() { s.heartbeatLoop(ctx) })
 	if err := s.startTunnel(ctx, start); err != nil {
 		return err
 	}
-	s.startMailbox(ctx)
 	start(1, func() { s.awaitFirstSync(ctx) })
 	<-ctx.Done()
 	s.progress("stopping")
@@ -515,8 +517,9 @@ func (s *Syncer) connect(ctx context.Context) error {
 	return nil
 }
 
-// startMailbox starts the caches of the mailbox's SyncerConfig and CRDs
-// (the config starts the caches of the copies), and of the SyncTarget.
+// startMailbox starts the caches of the mailbox's SyncerConfig (which
+// starts the caches of the copies and, when it lists CRDs, of the CRDs),
+// and of the SyncTarget.
 func (s *Syncer) startMailbox(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -526,11 +529,25 @@ func (s *Syncer) startMailbox(ctx context.Context) {
 		UpdateFunc: func(_, obj any) { s.onConfig(ctx, obj) },
 		DeleteFunc: func(any) { s.onConfig(ctx, nil) },
 	})
-	s.crds = startInformer(ctx, s.mailboxCaches, crdsGVR, nil, nil, cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { s.onCRD() },
-		UpdateFunc: func(_, _ any) { s.onCRD() },
-		DeleteFunc: func(any) { s.onCRD() },
-	}, withoutServerCRDs)
+}
+
+// followCRDsLocked keeps a cache of the mailbox's CRDs while the config
+// lists any, and none otherwise: most edges are placed no CRD, and a watch
+// the server holds for each of them (with its goroutines and buffers, a
+// third of what an idle edge costs the server) and a list of the
+// server's own CRDs at every connect are then for nothing. s.mu is held.
+func (s *Syncer) followCRDsLocked(ctx context.Context) {
+	switch {
+	case len(s.config.Spec.CRDs) > 0 && s.crds == nil:
+		s.crds = startInformer(ctx, s.mailboxCaches, crdsGVR, nil, nil, cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { s.onCRD() },
+			UpdateFunc: func(_, _ any) { s.onCRD() },
+			DeleteFunc: func(any) { s.onCRD() },
+		}, withoutServerCRDs)
+	case len(s.config.Spec.CRDs) == 0 && s.crds != nil:
+		close(s.crds.stop)
+		s.crds = nil
+	}
 }
 
 // withoutServerCRDs keeps, of a CRD of the server's own groups, only its
@@ -666,6 +683,7 @@ func (s *Syncer) onConfig(ctx context.Context, obj any) {
 			}
 		}
 	}
+	s.followCRDsLocked(ctx)
 	s.syncCRDsLocked()
 	for _, cl := range cfg.Spec.Upsync {
 		for _, res := range cl.Resources {
@@ -746,14 +764,18 @@ func (s *Syncer) onCRD() {
 	s.syncCRDsLocked()
 }
 
-// syncCRDsLocked makes the desired CRDs those the config lists.
+// syncCRDsLocked makes the desired CRDs those the config lists (as the
+// cache has them, once it has them).
 func (s *Syncer) syncCRDsLocked() {
-	if s.crds == nil || s.config == nil {
+	if s.config == nil {
 		return
 	}
 	names := map[string]bool{}
 	for _, n := range s.config.Spec.CRDs {
 		names[n] = true
+		if s.crds == nil {
+			continue
+		}
 		if u := s.crds.get("", n); u != nil {
 			if d, err := edgeObject(u, crdsGVR, s.owner, s.id.InventorySpace+"/"+s.id.SyncTarget); err == nil {
 				s.setDesiredLocked(d)
@@ -796,7 +818,7 @@ func (s *Syncer) awaitFirstSync(ctx context.Context) {
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.config == nil || s.configInf == nil || !s.configInf.synced() || !s.crds.synced() {
+		if s.config == nil || s.configInf == nil || !s.configInf.synced() || (s.crds != nil && !s.crds.synced()) {
 			return false, nil
 		}
 		for _, r := range s.copies {
