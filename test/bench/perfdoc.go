@@ -114,6 +114,8 @@ var goals = []goal{
 		bound: "The heap grows to twice what is live (the copies' records and the caches' indexes over them) before a collection, with the binary's pages and the goroutines' stacks on top."},
 	{section: "live edges", metric: "edges shown disconnected", goal: "0 at any moment"},
 	{section: "live edges", metric: "server RSS at rest, ", goal: "≤ 4 GiB for 10,000 live edges"},
+	{section: "live edges", metric: "server goroutines at rest, ",
+		bound: "An idle edge holds two watches: its SyncerConfig from the datastore (the etcd3 watcher's three goroutines, the etcd client's substream and the server's watch stream) and its SyncTarget from the watch cache (one), each with its handler; its HTTP/2 connection's two and its tunnel's two."},
 	{section: "live edges", metric: "server CPU at rest, ",
 		bound: "The tunnels' pings (every 5 s each) and the watches' bookmarks: a heartbeat reads the syncer's own cache of its SyncTarget (one watch by name) and writes nothing unless its status changed (at most every 5 min while its tunnel is open)."},
 	{section: "live edges", metric: "fan-out: ", goal: "≤ 5 min for 100 objects × 10,000 live edges",
