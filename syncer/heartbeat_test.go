@@ -67,10 +67,7 @@ func TestAnsweredIsNotALostCenter(t *testing.T) {
 		"busy":     apierrors.NewTooManyRequests("the syncer of SyncTarget inv1/edge1 sends too many requests", 1),
 	} {
 		t.Run(name, func(t *testing.T) {
-			st := &unstructured.Unstructured{}
-			st.SetAPIVersion(edgev2alpha1.SchemeGroupVersion.String())
-			st.SetKind("SyncTarget")
-			st.SetName("edge1")
+			st := syncTargetObject("edge1", "")
 			inv := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 				map[schema.GroupVersionResource]string{syncTargetsGVR: "SyncTargetList"}, st)
 			var writes atomic.Int32
@@ -105,11 +102,7 @@ func TestAnsweredIsNotALostCenter(t *testing.T) {
 // old; a change is still written, and so is anything once the server
 // says it missed the syncer's heartbeats.
 func TestACacheBehindIsNotAChange(t *testing.T) {
-	stale := &unstructured.Unstructured{}
-	stale.SetAPIVersion(edgev2alpha1.SchemeGroupVersion.String())
-	stale.SetKind("SyncTarget")
-	stale.SetName("edge1")
-	stale.SetResourceVersion("7")
+	stale := syncTargetObject("edge1", "7")
 	inv := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{syncTargetsGVR: "SyncTargetList"})
 	var served atomic.Pointer[unstructured.Unstructured]
@@ -174,11 +167,7 @@ func TestACacheBehindIsNotAChange(t *testing.T) {
 // connecting at once costs the server one status write per edge, not
 // reads besides.
 func TestHeartbeatReadsItsCache(t *testing.T) {
-	st := &unstructured.Unstructured{}
-	st.SetAPIVersion(edgev2alpha1.SchemeGroupVersion.String())
-	st.SetKind("SyncTarget")
-	st.SetName("edge1")
-	st.SetResourceVersion("1")
+	st := syncTargetObject("edge1", "1")
 	inv := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{syncTargetsGVR: "SyncTargetList"}, st)
 	var gets, updates atomic.Int32
@@ -227,4 +216,14 @@ func conditionsOf(t *testing.T, u *unstructured.Unstructured) []metav1.Condition
 	st := &edgev2alpha1.SyncTarget{}
 	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, st))
 	return st.Status.Conditions
+}
+
+// syncTargetObject is a SyncTarget named name at resourceVersion rv.
+func syncTargetObject(name, rv string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(edgev2alpha1.SchemeGroupVersion.String())
+	u.SetKind("SyncTarget")
+	u.SetName(name)
+	u.SetResourceVersion(rv)
+	return u
 }
