@@ -26,6 +26,7 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/internal/statuscel"
+	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -46,10 +47,10 @@ const (
 	// rolloutResync looks at a rollout in progress again even without
 	// news, for the clocks of destinations nobody reports on.
 	rolloutResync = 30 * time.Second
-	// reportBatch is how long a syncer's report on a copy waits for
-	// others before the rollout looks: during a wave hundreds arrive a
-	// second, and each look reads every destination.
-	reportBatch = 200 * time.Millisecond
+	// reportSpacing is the least time between two looks at a rollout for
+	// syncers' reports: during a wave hundreds arrive a second, and each
+	// look goes over every destination.
+	reportSpacing = 200 * time.Millisecond
 	// lastWaveName names the wave of the destinations no wave selects.
 	lastWaveName = "rest"
 )
@@ -61,10 +62,13 @@ type rolloutTracker struct {
 	// touched are, per placement, the mailboxes where a copy of it
 	// changed since its rollout last looked: only theirs are read again.
 	touched map[string]map[string]bool
+	// paced spaces the looks at a rollout for its copies' news.
+	paced *worker.Pacer[string]
 }
 
 func newRolloutTracker() *rolloutTracker {
-	return &rolloutTracker{byPlacement: map[string]*rolloutState{}, touched: map[string]map[string]bool{}}
+	return &rolloutTracker{byPlacement: map[string]*rolloutState{}, touched: map[string]map[string]bool{},
+		paced: worker.NewPacer[string](reportSpacing)}
 }
 
 // touch records that a copy of a placement changed in a mailbox.
@@ -201,6 +205,7 @@ type rolloutDest struct {
 // key): it computes the revision, finds where each destination is, admits
 // what the waves allow, and records the status.
 func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, error) {
+	c.rolls.paced.Looked(key)
 	wds, _, name, err := spaces.SplitKey(key)
 	if err != nil {
 		return false, nil
