@@ -696,18 +696,8 @@ func liveEdgesMeasure(ctx context.Context, f *liveFleet, o liveOptions, progress
 
 	progress("placing %d ConfigMaps on the %d live edges (%d copies)", m, n, m*n)
 	wds := kubernetes.NewForConfigOrDie(s.config(liveWDS))
-	if _, err := wds.CoreV1().Namespaces().Create(ctx, namespace(liveNamespace), metav1.CreateOptions{}); err != nil {
+	if err := createLiveObjects(ctx, wds, liveNamespace, m); err != nil {
 		return nil, err
-	}
-	for i := range m {
-		cm := configMap(fmt.Sprintf("obj-%03d", i))
-		if i == 0 {
-			cm.Name = liveProbe
-		}
-		cm.Data["v"] = "1"
-		if _, err := wds.CoreV1().ConfigMaps(liveNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			return nil, err
-		}
 	}
 	fanRequests, err := requestCounts(ctx, s)
 	if err != nil {
@@ -804,6 +794,25 @@ func liveEdgesMeasure(ctx context.Context, f *liveFleet, o liveOptions, progress
 		{fmt.Sprintf("one update → all %d live edges, p99", n), long(percentile(lat, 99)), "target ≤ 30 s for 10,000"},
 		{fmt.Sprintf("one update → all %d live edges, max", n), long(lat[len(lat)-1]), ""},
 	}, nil
+}
+
+// createLiveObjects creates namespace in the WDS and m ConfigMaps in it,
+// the first of them the probe, each with data.v "1".
+func createLiveObjects(ctx context.Context, wds kubernetes.Interface, ns string, m int) error {
+	if _, err := wds.CoreV1().Namespaces().Create(ctx, namespace(ns), metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for i := range m {
+		cm := configMap(fmt.Sprintf("obj-%03d", i))
+		if i == 0 {
+			cm.Name = liveProbe
+		}
+		cm.Data["v"] = "1"
+		if _, err := wds.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // liveRestNote says how a figure at rest was measured.

@@ -85,15 +85,13 @@ func rolloutsMeasure(ctx context.Context, f *liveFleet, o liveOptions, progress 
 		return nil, err
 	}
 
-	var canary, rest []time.Duration
+	var canary []time.Duration
 	reached := map[string]time.Duration{}
 	for i, d := range prog.arrivals {
 		ring := ringOf(i, n)
 		reached[ring] = max(reached[ring], d)
 		if ring == liveRings[0].name {
 			canary = append(canary, d)
-		} else {
-			rest = append(rest, d)
 		}
 	}
 	sort.Slice(canary, func(i, j int) bool { return canary[i] < canary[j] })
@@ -140,18 +138,8 @@ func rolloutRun(ctx context.Context, f *liveFleet, strategy edgev2alpha1.Rollout
 	name := ns
 	wds := kubernetes.NewForConfigOrDie(f.s.config(liveWDS))
 	placements := dynamic.NewForConfigOrDie(f.s.config(liveWDS)).Resource(epGVR)
-	if _, err := wds.CoreV1().Namespaces().Create(ctx, namespace(ns), metav1.CreateOptions{}); err != nil {
+	if err := createLiveObjects(ctx, wds, ns, m); err != nil {
 		return nil, err
-	}
-	for i := range m {
-		cm := configMap(fmt.Sprintf("obj-%03d", i))
-		if i == 0 {
-			cm.Name = liveProbe
-		}
-		cm.Data["v"] = "1"
-		if _, err := wds.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			return nil, err
-		}
 	}
 	pid := f.s.cmd.Process.Pid
 	// measure runs change, then waits for every edge to have it (count),

@@ -6,45 +6,18 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/kubestellar/kubestellar/test/edgecluster"
-	"github.com/kubestellar/kubestellar/test/harness"
 )
 
 // fleetWorkload is a Deployment rolled out to every prod edge in three
 // waves (canary, early, the rest), two edges of a wave at a time, each
 // healthy for 2 s before it counts as done.
-const fleetWorkload = `apiVersion: v1
-kind: Namespace
-metadata: {name: shop}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: shop}
-spec:
-  replicas: 2
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      containers: [{name: web, image: "registry.example/shop:1"}]
----
-apiVersion: edge.kubestellar.io/v2alpha1
-kind: EdgePlacement
-metadata: {name: shop}
-spec:
-  locationSelectors: [{matchLabels: {env: prod}}]
-  downsync:
-  - {apiGroup: "", resources: [namespaces], objectNames: [shop]}
-  - {apiGroup: apps, resources: [deployments], namespaces: [shop]}
-  rollout:
+const fleetWorkload = shopPlacement + `  rollout:
     strategy: Progressive
     waves:
     - {name: canary, selector: {matchLabels: {ring: canary}}}
@@ -62,16 +35,7 @@ spec:
 // previous revision, in its mailbox and at its cluster; the fix rolls out
 // wave by wave, two edges at a time, to completion.
 func TestProgressiveRolloutOverAFleet(t *testing.T) {
-	srv := harness.StartBinary(t, "")
-	k := srv.Kubectl()
-	srv.CLI(t, "space", "create", "inv1", "--type", "inventory")
-	srv.CLI(t, "space", "create", "wds1", "--type", "wds", "--inventory-space", "inv1")
-	real := map[string]harness.Kubectl{}
-	for name, labels := range map[string]string{"edge1": "env=prod,ring=canary", "edge2": "env=prod"} {
-		c := edgecluster.Start(t, edgecluster.Options{Name: name})
-		real[name] = harness.Kubectl{Kubeconfig: c.KubeconfigPath}
-		harness.StartSyncer(t, srv.JoinCommand(t, name, "--inventory-space", "inv1", "--labels", labels), c.KubeconfigPath, "")
-	}
+	srv, k, real := rolloutFleet(t)
 	waves := map[string][]*simEdge{}
 	for ring, n := range map[string]int{"canary": 1, "early": 4, "rest": 3} {
 		for i := range n {
@@ -83,12 +47,7 @@ func TestProgressiveRolloutOverAFleet(t *testing.T) {
 		}
 	}
 	all := slices.Concat(waves["canary"], waves["early"], waves["rest"])
-	status := func(args ...string) (string, error) {
-		cmd := exec.Command(srv.Bin, append([]string{"rollout", "status", "wds1/shop"}, args...)...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+srv.Kubeconfig)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	status := rolloutStatus(srv, "wds1/shop")
 	realImage := []string{"get", "deployment", "web", "-n", "shop", "--ignore-not-found", "-o", "jsonpath={.spec.template.spec.containers[0].image}"}
 	const image = "registry.example/shop:"
 
