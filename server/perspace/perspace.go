@@ -64,10 +64,14 @@ type Set[T any] struct {
 	bound   map[string]int
 	running map[string]*entry[T]
 	// expected are the spaces where a trigger was just admitted (Expect),
-	// and when, until the triggers' watch brings it; counted is closed
-	// (and made again) when the watch brings any.
+	// and when, until the triggers' watch brings it; read are those where
+	// Read found triggers the watch has not brought yet.
 	expected map[string]time.Time
-	counted  chan struct{}
+	read     map[string]bool
+
+	// Read, set before Start, reads from storage whether a space holds
+	// triggers; Expect needs it.
+	Read func(ctx context.Context, space string) (bool, error)
 }
 
 type entry[T any] struct {
@@ -79,7 +83,7 @@ type entry[T any] struct {
 // ends; triggers names the kinds that call for it, for messages.
 func New[T any](triggers string, types SpaceTypes, make func(ctx context.Context, space string) (T, error)) *Set[T] {
 	return &Set[T]{triggers: triggers, types: types, make: make, bound: map[string]int{}, running: map[string]*entry[T]{},
-		expected: map[string]time.Time{}, counted: newSignal()}
+		expected: map[string]time.Time{}, read: map[string]bool{}}
 }
 
 // Clients gives clients of one space (or of the wildcard space).
@@ -157,10 +161,9 @@ func (s *Set[T]) count(obj any, delta int) {
 	s.bound[space] += delta
 	if delta > 0 {
 		delete(s.expected, space)
-		close(s.counted)
-		s.counted = newSignal()
+		delete(s.read, space)
 	}
-	if s.bound[space] > 0 {
+	if s.holds(space) {
 		if s.Eager && s.running[space] == nil {
 			if err := s.start(space); err != nil {
 				klog.FromContext(s.ctx).Error(err, "starting what a space's triggers call for", "space", space, "triggers", s.triggers)
@@ -175,57 +178,66 @@ func (s *Set[T]) count(obj any, delta int) {
 	}
 }
 
-// newSignal is a channel closed to signal, once.
-func newSignal() chan struct{} { return make(chan struct{}) }
+// holds says whether a space holds triggers, as far as the watch or a
+// read tells. Called with s.mu held.
+func (s *Set[T]) holds(space string) bool { return s.bound[space] > 0 || s.read[space] }
 
-// expectWithin is how long the requests of a space wait for a trigger
-// admitted there (Expect) to come through the triggers' watch.
-const expectWithin = 5 * time.Second
+// expectWithin is how long after a trigger is admitted in a space (Expect)
+// its requests read the space's triggers, unless the triggers' watch brings
+// it first: it bounds the reads of a space whose trigger's write failed.
+const expectWithin = time.Minute
 
-// Expect says that a trigger of space was just admitted: until the
-// triggers' watch brings it (at most expectWithin), the space's requests
-// wait for it, so that the first write after a binding (made through this
-// server) is under it. On another server of the datastore the binding
-// acts once its watch brings it, as Kubernetes' plug-ins' informers do.
+// Expect says that a trigger of space is being admitted. Until the
+// triggers' watch brings it (or expectWithin passes), each request of the
+// space reads the space's triggers from storage (Read), so that a write
+// made after the trigger's, through this server, is under it however late
+// the watch: what decides is the datastore, not a time. On another server
+// of the datastore the trigger acts once its watch brings it, as
+// Kubernetes' plug-ins' informers do.
 func (s *Set[T]) Expect(space string) {
-	if space == "" || spaces.IsMailboxName(space) {
+	if space == "" || spaces.IsMailboxName(space) || s.Read == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.bound[space] == 0 {
+	if !s.holds(space) {
 		s.expected[space] = time.Now()
 		klog.FromContext(s.ctx).V(2).Info("expecting a trigger", "space", space, "triggers", s.triggers)
 	}
 }
 
-// boundOrExpected says whether a space holds triggers, waiting for one
-// it expects, and returns its running thing, if any.
-func (s *Set[T]) boundOrExpected(ctx context.Context, space string) (bool, *entry[T]) {
-	for {
-		s.mu.Lock()
-		bound, e, counted := s.bound[space] > 0, s.running[space], s.counted
-		since, expecting := s.expected[space]
-		left := expectWithin - time.Since(since)
-		if !bound && expecting && left <= 0 {
-			delete(s.expected, space) // it did not come: not written
-			expecting = false
-			klog.FromContext(ctx).V(2).Info("an expected trigger did not come", "space", space, "triggers", s.triggers, "within", expectWithin)
-		}
-		s.mu.Unlock()
-		if bound || !expecting {
-			return bound, e
-		}
-		timer := time.NewTimer(left)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return false, nil
-		case <-counted:
-		case <-timer.C:
-		}
-		timer.Stop()
+// boundOrExpected says whether a space holds triggers, reading them when
+// one is expected there, and returns its running thing, if any.
+func (s *Set[T]) boundOrExpected(ctx context.Context, space string) (bool, *entry[T], error) {
+	s.mu.Lock()
+	holds, e := s.holds(space), s.running[space]
+	since, expecting := s.expected[space]
+	if !holds && expecting && time.Since(since) > expectWithin {
+		delete(s.expected, space) // it did not come: not written
+		expecting = false
+		klog.FromContext(ctx).V(2).Info("an expected trigger did not come", "space", space, "triggers", s.triggers, "within", expectWithin)
 	}
+	s.mu.Unlock()
+	if holds || !expecting {
+		return holds, e, nil
+	}
+	found, err := s.Read(ctx, space)
+	if err != nil {
+		// Not knowing whether a policy binds the request is no reason to
+		// let it through unchecked.
+		return false, nil, apierrors.NewServiceUnavailable(fmt.Sprintf("reading the %s of space %q: %v", s.triggers, space, err))
+	}
+	if !found {
+		return false, nil, nil // not yet written: a request before it
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bound[space] == 0 {
+		s.read[space] = true
+	}
+	delete(s.expected, space)
+	klog.FromContext(ctx).V(2).Info("read an expected trigger before its watch brought it", "space", space, "triggers", s.triggers, "after", time.Since(since))
+	return true, s.running[space], nil
 }
 
 // readyWithin is how long a request waits for the caches of triggers, as
@@ -251,9 +263,9 @@ func (s *Set[T]) For(ctx context.Context, space string) (value T, ok bool, err e
 	if !s.waitForSync(ctx) {
 		return value, false, apierrors.NewServiceUnavailable(fmt.Sprintf("the server has not yet read every space's %s", s.triggers))
 	}
-	bound, e := s.boundOrExpected(ctx, space)
-	if !bound {
-		return value, false, nil
+	bound, e, err := s.boundOrExpected(ctx, space)
+	if err != nil || !bound {
+		return value, false, err
 	}
 	if e != nil {
 		return e.value, true, nil
@@ -264,7 +276,7 @@ func (s *Set[T]) For(ctx context.Context, space string) (value T, ok bool, err e
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.bound[space] == 0 {
+	if !s.holds(space) {
 		return value, false, nil
 	}
 	if s.running[space] == nil {

@@ -5,10 +5,13 @@ package perspace
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
@@ -95,41 +98,88 @@ func TestEager(t *testing.T) {
 	require.False(t, ok)
 }
 
-// TestExpect: a request in a space where a trigger was just admitted
-// waits for the triggers' watch to bring it, and gets the space's thing;
-// one whose trigger never comes (its write failed) waits no longer than
-// expectWithin, and the space's next requests do not wait.
+// TestExpect: after a trigger is admitted in a space, a request there
+// reads the space's triggers rather than wait for the watch: before the
+// trigger is written it is not under it, after it is, however late the
+// watch; the watch's news ends the reads; a failed read refuses the
+// request; a trigger never written is read for no longer than
+// expectWithin.
 func TestExpect(t *testing.T) {
+	var mu sync.Mutex
+	stored, reads, broken := map[string]bool{}, map[string]int{}, false
 	s := New("triggers", types{"team-a": tenancyv1alpha1.SpaceTypeGeneric, "team-b": tenancyv1alpha1.SpaceTypeGeneric},
 		func(_ context.Context, space string) (string, error) { return "thing of " + space, nil })
+	s.Read = func(_ context.Context, space string) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reads[space]++
+		if broken {
+			return false, errors.New("datastore down")
+		}
+		return stored[space], nil
+	}
 	ctx := context.Background()
 	s.Start(ctx)
+	thing := func(space string) (string, bool) {
+		t.Helper()
+		v, ok, err := s.For(ctx, space)
+		require.NoError(t, err)
+		return v, ok
+	}
 
 	s.Expect("team-a")
-	go func() {
-		time.Sleep(100 * time.Millisecond) // the watch's lag
-		s.count(trigger("team-a", "b"), 1)
-	}()
-	v, ok, err := s.For(ctx, "team-a")
-	require.NoError(t, err)
-	require.True(t, ok, "the first request after the trigger is under it")
+	_, ok := thing("team-a")
+	require.False(t, ok, "a request before the trigger's write is not under it")
+	mu.Lock()
+	stored["team-a"] = true
+	mu.Unlock()
+	v, ok := thing("team-a")
+	require.True(t, ok, "the first request after the trigger's write is under it, with no watch")
 	require.Equal(t, "thing of team-a", v)
-	require.Empty(t, s.expected)
+	_, ok = thing("team-a")
+	require.True(t, ok)
+	require.Equal(t, 2, reads["team-a"], "read until found, then not")
+	s.count(trigger("team-a", "b"), 1) // the watch, late
+	require.Empty(t, s.read)
+	require.Equal(t, map[string]int{"team-a": 1}, s.bound)
+	_, ok = thing("team-a")
+	require.True(t, ok)
+	s.count(trigger("team-a", "b"), -1)
+	_, ok = thing("team-a")
+	require.False(t, ok, "its deletion stops it")
+	require.Equal(t, 2, reads["team-a"])
 
+	// The watch first: no read at all.
 	s.Expect("team-b")
-	began := time.Now()
-	_, ok, err = s.For(ctx, "team-b")
-	require.NoError(t, err)
+	s.count(trigger("team-b", "b"), 1)
+	_, ok = thing("team-b")
+	require.True(t, ok)
+	require.Zero(t, reads["team-b"])
+	s.count(trigger("team-b", "b"), -1)
+
+	// A read that fails refuses the request.
+	s.Expect("team-b")
+	mu.Lock()
+	broken = true
+	mu.Unlock()
+	_, _, err := s.For(ctx, "team-b")
+	require.True(t, apierrors.IsServiceUnavailable(err), "%v", err)
+
+	// A trigger never written: read within expectWithin, not after.
+	mu.Lock()
+	broken = false
+	mu.Unlock()
+	s.mu.Lock()
+	s.expected["team-b"] = time.Now().Add(-expectWithin - time.Second)
+	s.mu.Unlock()
+	before := reads["team-b"]
+	_, ok = thing("team-b")
 	require.False(t, ok)
-	require.GreaterOrEqual(t, time.Since(began), expectWithin)
+	require.Equal(t, before, reads["team-b"], "not read after expectWithin")
 	require.Empty(t, s.expected, "not expected any more")
-	began = time.Now()
-	_, ok, err = s.For(ctx, "team-b")
-	require.NoError(t, err)
-	require.False(t, ok)
-	require.Less(t, time.Since(began), expectWithin, "the next request does not wait")
 
 	// A space that holds triggers already is not expected.
+	s.count(trigger("team-a", "b"), 1)
 	s.Expect("team-a")
 	require.Empty(t, s.expected)
 }

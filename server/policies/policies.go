@@ -105,12 +105,31 @@ func (a *Admission) Start(ctx context.Context, clients perspace.Clients) error {
 		return err
 	}
 	a.clients = clients
+	a.set.Read = a.readBindings
 	validatingBindings := wildcard.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
 	mutatingBindings := wildcard.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
 	a.set.Start(ctx,
 		perspace.Triggers(a.set, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}, validatingBindings.List, validatingBindings.Watch),
 		perspace.Triggers(a.set, &admissionregistrationv1.MutatingAdmissionPolicyBinding{}, mutatingBindings.List, mutatingBindings.Watch))
 	return nil
+}
+
+// readBindings reads from storage whether a space holds a policy binding.
+func (a *Admission) readBindings(ctx context.Context, space string) (bool, error) {
+	kube, err := a.clients.Kube(space)
+	if err != nil {
+		return false, err
+	}
+	one := metav1.ListOptions{Limit: 1}
+	v, err := kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().List(ctx, one)
+	if err != nil || len(v.Items) > 0 {
+		return err == nil, err
+	}
+	m, err := kube.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().List(ctx, one)
+	if err != nil {
+		return false, err
+	}
+	return len(m.Items) > 0, nil
 }
 
 // Admit runs the MutatingAdmissionPolicies of the request's space.
