@@ -85,3 +85,40 @@ func TestAppliedReport(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(appliedReport(gvr, "r2", d, edge)), &a))
 	require.Equal(t, int64(7), a.Generation, "the edge object's generation, for a health check to compare")
 }
+
+// A new revision that leaves a copy's content as it was is nothing to do
+// at the edge, and the syncer reports that revision applied: a rollout
+// whose new revision changed one object of ten waits for the reports of
+// all ten.
+func TestNewRevisionOfTheSameContent(t *testing.T) {
+	f := newRemovalFixture(t)
+	f.s.copies = map[schema.GroupVersionResource]*running{configMapsGVR: {}}
+	copyOf := func(revision string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "c", "namespace": "data", "annotations": map[string]any{edgev2alpha1.RevisionAnnotation: revision}},
+			"data":     map[string]any{"k": "v"}}}
+	}
+	desiredNow := func() *desired {
+		f.s.mu.Lock()
+		defer f.s.mu.Unlock()
+		return f.s.desired[keyOf(configMapsGVR, copyOf(""))]
+	}
+	f.s.onCopy(configMapsGVR, copyOf("r1"))
+	first := desiredNow()
+	require.Equal(t, "r1", first.Revision)
+	edge := first.Object.DeepCopy() // applied at the edge
+	require.Contains(t, appliedReport(configMapsGVR, "r1", first, edge), `"revision":"r1"`)
+
+	f.s.mu.Lock()
+	f.s.dirty = false
+	f.s.mu.Unlock()
+	f.s.onCopy(configMapsGVR, copyOf("r2"))
+	second := desiredNow()
+	require.Equal(t, "r2", second.Revision, "the copy's new revision is the one to report")
+	require.Equal(t, first.Hash, second.Hash)
+	f.s.mu.Lock()
+	require.False(t, f.s.dirty, "the same content: nothing new to apply or save")
+	f.s.mu.Unlock()
+	require.Contains(t, appliedReport(configMapsGVR, "r2", second, edge), `"revision":"r2"`,
+		"the edge object has the content of r2 already")
+}

@@ -791,6 +791,12 @@ func (s *Syncer) syncCRDsLocked() {
 
 func (s *Syncer) setDesiredLocked(d *desired) {
 	if old, ok := s.desired[d.Key]; ok && old.Hash == d.Hash && old.CreateOnly == d.CreateOnly {
+		// The same content: nothing to do at the edge. A new rollout
+		// revision of it is still the one to report applied (the edge
+		// object already has its content).
+		if old.Revision != d.Revision {
+			s.desired[d.Key] = d
+		}
 		return
 	}
 	s.desired[d.Key] = d

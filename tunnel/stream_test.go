@@ -20,6 +20,36 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
+// tunnelMux serves a tunnel server's two handlers as the center mounts
+// them, the tunnel's for the syncer of inv1/edge1.
+func tunnelMux(s *Server) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle(Path, withUser(s, syncerUser("inv1", "edge1")))
+	mux.Handle(EdgesPrefix, s.EdgeProxy())
+	return mux
+}
+
+// runConnected runs client until ctx ends and waits until its tunnel is
+// open at s (failing with what otherwise); the function it returns waits
+// for the client to end.
+func runConnected(ctx context.Context, t *testing.T, s *Server, client *Client, what string) func() {
+	done := make(chan struct{})
+	go func() { client.Run(ctx); close(done) }()
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true,
+		func(context.Context) (bool, error) { return s.Connected("inv1", "edge1"), nil }), what)
+	return func() { <-done }
+}
+
+// get returns the body of a GET of url that answered 200.
+func get(t *testing.T, c *http.Client, url string) string {
+	resp, err := c.Get(url)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	return string(body)
+}
+
 // TestTunnelAsHTTP2Stream: given the syncer's API transport over HTTP/2,
 // the tunnel is a stream of that one connection: the server reaches the
 // edge through it, and the server accepted one connection for the API
@@ -28,9 +58,7 @@ func TestTunnelAsHTTP2Stream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := NewServer(ctx, syncerOwner, nil, fixtureUIDs)
-	mux := http.NewServeMux()
-	mux.Handle(Path, withUser(s, syncerUser("inv1", "edge1")))
-	mux.Handle(EdgesPrefix, s.EdgeProxy())
+	mux := tunnelMux(s)
 	srv := httptest.NewUnstartedServer(mux)
 	conns := &trackingListener{Listener: srv.Listener}
 	srv.Listener = conns
@@ -43,10 +71,7 @@ func TestTunnelAsHTTP2Stream(t *testing.T) {
 	})
 	api := srv.Client()
 	client := &Client{Servers: []string{srv.URL}, BearerToken: "t", Edge: edge, Transport: api.Transport}
-	done := make(chan struct{})
-	go func() { client.Run(ctx); close(done) }()
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true,
-		func(context.Context) (bool, error) { return s.Connected("inv1", "edge1"), nil }), "the tunnel did not open")
+	ended := runConnected(ctx, t, s, client, "the tunnel did not open")
 
 	// An API request of the syncer's, on its transport.
 	resp, err := api.Get(srv.URL + "/healthz")
@@ -70,7 +95,7 @@ func TestTunnelAsHTTP2Stream(t *testing.T) {
 	// The syncer's one connection, and the admin's of the proxy request.
 	require.Equal(t, 2, accepted, "the tunnel took a connection of its own")
 	cancel()
-	<-done
+	ended()
 }
 
 // TestTunnelStreamFallsBackToWebSocket: where the connection is HTTP/1.1
@@ -80,9 +105,7 @@ func TestTunnelStreamFallsBackToWebSocket(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := NewServer(ctx, syncerOwner, nil, fixtureUIDs)
-	mux := http.NewServeMux()
-	mux.Handle(Path, withUser(s, syncerUser("inv1", "edge1")))
-	mux.Handle(EdgesPrefix, s.EdgeProxy())
+	mux := tunnelMux(s)
 	srv := httptest.NewUnstartedServer(mux)
 	srv.EnableHTTP2 = false
 	srv.StartTLS()
@@ -92,17 +115,10 @@ func TestTunnelStreamFallsBackToWebSocket(t *testing.T) {
 	rootCAs := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
 	client := &Client{Servers: []string{srv.URL}, BearerToken: "t", Edge: edge, Transport: srv.Client().Transport,
 		TLS: &tls.Config{RootCAs: rootCAs, MinVersion: tls.VersionTLS12}}
-	done := make(chan struct{})
-	go func() { client.Run(ctx); close(done) }()
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true,
-		func(context.Context) (bool, error) { return s.Connected("inv1", "edge1"), nil }), "no tunnel over HTTP/1.1")
-	resp, err := srv.Client().Get(srv.URL + EdgesPrefix + "inv1/edge1/proxy/api")
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, "edge", string(body))
+	ended := runConnected(ctx, t, s, client, "no tunnel over HTTP/1.1")
+	require.Equal(t, "edge", get(t, srv.Client(), srv.URL+EdgesPrefix+"inv1/edge1/proxy/api"))
 	cancel()
-	<-done
+	ended()
 }
 
 // TestTunnelStreamBehindHTTP1Backend: a load balancer that speaks HTTP/2
@@ -114,9 +130,7 @@ func TestTunnelStreamBehindHTTP1Backend(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := NewServer(ctx, syncerOwner, nil, fixtureUIDs)
-	mux := http.NewServeMux()
-	mux.Handle(Path, withUser(s, syncerUser("inv1", "edge1")))
-	mux.Handle(EdgesPrefix, s.EdgeProxy())
+	mux := tunnelMux(s)
 	backend := httptest.NewServer(mux) // plain HTTP/1.1
 	defer backend.Close()
 	target, err := url.Parse(backend.URL)
@@ -130,17 +144,10 @@ func TestTunnelStreamBehindHTTP1Backend(t *testing.T) {
 	rootCAs := front.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
 	client := &Client{Servers: []string{front.URL}, BearerToken: "t", Edge: edge, Transport: front.Client().Transport,
 		TLS: &tls.Config{RootCAs: rootCAs, MinVersion: tls.VersionTLS12}}
-	done := make(chan struct{})
-	go func() { client.Run(ctx); close(done) }()
-	require.NoError(t, wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true,
-		func(context.Context) (bool, error) { return s.Connected("inv1", "edge1"), nil }), "no tunnel behind the balancer")
-	resp, err := http.Get(backend.URL + EdgesPrefix + "inv1/edge1/proxy/api")
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, "edge", string(body))
+	ended := runConnected(ctx, t, s, client, "no tunnel behind the balancer")
+	require.Equal(t, "edge", get(t, http.DefaultClient, backend.URL+EdgesPrefix+"inv1/edge1/proxy/api"))
 	cancel()
-	<-done
+	ended()
 }
 
 // TestTunnelStreamHandshakeBounds: the server reads the handshake inside a

@@ -410,9 +410,12 @@ func (c *Controller) resourceEvents() cache.ResourceEventHandlerFuncs {
 		}
 		if crossspace.Annotation(m, edgev2alpha1.RevisionAnnotation) != "" {
 			// A copy of a Progressive placement: its syncer's word on it
-			// moves the rollout on.
-			c.rollouts.Add(spaces.Key(crossspace.Annotation(m, edgev2alpha1.SourceSpaceAnnotation), "",
-				crossspace.Annotation(m, edgev2alpha1.SourcePlacementAnnotation)))
+			// moves the rollout on, which reads that mailbox again, at
+			// most every reportSpacing with the news meanwhile.
+			placement := spaces.Key(crossspace.Annotation(m, edgev2alpha1.SourceSpaceAnnotation), "",
+				crossspace.Annotation(m, edgev2alpha1.SourcePlacementAnnotation))
+			c.rolls.touch(placement, crossspace.SpaceOf(m))
+			c.rolls.paced.Add(c.rollouts, placement)
 		}
 		if !changed {
 			return

@@ -26,6 +26,7 @@ import (
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/internal/statuscel"
+	"github.com/kubestellar/kubestellar/internal/worker"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -46,6 +47,10 @@ const (
 	// rolloutResync looks at a rollout in progress again even without
 	// news, for the clocks of destinations nobody reports on.
 	rolloutResync = 30 * time.Second
+	// reportSpacing is the least time between two looks at a rollout for
+	// syncers' reports: during a wave hundreds arrive a second, and each
+	// look goes over every destination.
+	reportSpacing = 200 * time.Millisecond
 	// lastWaveName names the wave of the destinations no wave selects.
 	lastWaveName = "rest"
 )
@@ -54,10 +59,39 @@ const (
 type rolloutTracker struct {
 	mu          sync.Mutex
 	byPlacement map[string]*rolloutState
+	// touched are, per placement, the mailboxes where a copy of it
+	// changed since its rollout last looked: only theirs are read again.
+	touched map[string]map[string]bool
+	// paced spaces the looks at a rollout for its copies' news.
+	paced *worker.Pacer[string]
 }
 
 func newRolloutTracker() *rolloutTracker {
-	return &rolloutTracker{byPlacement: map[string]*rolloutState{}}
+	return &rolloutTracker{byPlacement: map[string]*rolloutState{}, touched: map[string]map[string]bool{},
+		paced: worker.NewPacer[string](reportSpacing)}
+}
+
+// touch records that a copy of a placement changed in a mailbox.
+func (t *rolloutTracker) touch(placement, mailbox string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.touched[placement] == nil {
+		t.touched[placement] = map[string]bool{}
+	}
+	t.touched[placement][mailbox] = true
+}
+
+// takeTouched returns the mailboxes touched since the last call, and the
+// destinations' inspections of revision the rollout kept (nil: none).
+func (t *rolloutTracker) takeTouched(placement, revision string) (map[string]bool, map[string]inspection) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	touched := t.touched[placement]
+	delete(t.touched, placement)
+	if s := t.byPlacement[placement]; s != nil && s.revision == revision {
+		return touched, s.inspected
+	}
+	return touched, nil
 }
 
 // rolloutState is one placement's rollout of one revision.
@@ -76,6 +110,21 @@ type rolloutState struct {
 	// phase is what the phase gauge counts the placement under ("": not
 	// counted yet).
 	phase string
+	// inspected is what the rollout last read of each destination's
+	// mailbox, by SyncTarget key, kept until a copy there changes.
+	inspected map[string]inspection
+}
+
+// inspection is what inspect read of one destination's mailbox.
+type inspection struct {
+	mailbox string
+	// copies are the keys of the copies read (which a conflict can
+	// change within a revision).
+	copies string
+	// generation is the placement's (its health check) when read.
+	generation       int64
+	updated, healthy bool
+	message, problem string
 }
 
 // countPhase moves the placement from the phase gauge's old phase to its
@@ -133,6 +182,7 @@ func (t *rolloutTracker) forget(placement string) bool {
 		countPhase(s.phase, "")
 	}
 	delete(t.byPlacement, placement)
+	delete(t.touched, placement)
 	return had
 }
 
@@ -155,6 +205,7 @@ type rolloutDest struct {
 // key): it computes the revision, finds where each destination is, admits
 // what the waves allow, and records the status.
 func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, error) {
+	c.rolls.paced.Looked(key)
 	wds, _, name, err := spaces.SplitKey(key)
 	if err != nil {
 		return false, nil
@@ -223,6 +274,11 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 			waves[i] = labels.Nothing() // refused at admission; an old object's selects nothing
 		}
 	}
+	// Each mailbox is read again only when a copy of the placement
+	// changed there since the last look (or the placement did).
+	touched, known := c.rolls.takeTouched(key, revision)
+	copiesOf := strings.Join(copies, "\n")
+	inspected := make(map[string]inspection, len(targets))
 	dests := make([]*rolloutDest, 0, len(targets))
 	for _, t := range targets {
 		st := t.st
@@ -234,7 +290,15 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 			}
 		}
 		d.waiting = edgeWaiting(st)
-		c.inspect(ctx, d, st, ep, revision, copies)
+		mailbox := spaces.MailboxName(crossspace.SpaceOf(st), string(st.UID))
+		if in, ok := known[d.key]; ok && in.mailbox == mailbox && st.Status.MailboxSpace == mailbox &&
+			in.generation == ep.Generation && in.copies == copiesOf && !touched[mailbox] {
+			d.updated, d.healthy, d.message, d.problem = in.updated, in.healthy, in.message, in.problem
+			inspected[d.key] = in
+		} else if c.inspect(ctx, d, st, ep, revision, copies) {
+			inspected[d.key] = inspection{mailbox: mailbox, generation: ep.Generation, copies: copiesOf,
+				updated: d.updated, healthy: d.healthy, message: d.message, problem: d.problem}
+		}
 		dests = append(dests, d)
 	}
 
@@ -267,6 +331,7 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 		}
 		c.rolls.byPlacement[key] = s
 	}
+	s.inspected = inspected
 	wasComplete, failedBefore := s.complete, s.failed
 	admit, requeue := s.step(ro, dests, now)
 	s.status.Waves = waveStatuses(ro, dests, s)
@@ -374,7 +439,8 @@ func edgeWaiting(st *edgev2alpha1.SyncTarget) string {
 
 // inspect reads, from the mailbox's copies of the revision, whether the
 // destination holds the revision and what its syncer says of each copy.
-func (c *Controller) inspect(ctx context.Context, d *rolloutDest, st *edgev2alpha1.SyncTarget, ep *edgev2alpha1.EdgePlacement, revision string, copies []string) {
+// It returns false when the mailbox is not ready (nothing read to keep).
+func (c *Controller) inspect(ctx context.Context, d *rolloutDest, st *edgev2alpha1.SyncTarget, ep *edgev2alpha1.EdgePlacement, revision string, copies []string) bool {
 	wds, placement := crossspace.SpaceOf(ep), ep.Name
 	var check *healthCheck
 	if hc := ep.Spec.Rollout.HealthCheck; hc != nil {
@@ -385,7 +451,7 @@ func (c *Controller) inspect(ctx context.Context, d *rolloutDest, st *edgev2alph
 	mailbox := spaces.MailboxName(crossspace.SpaceOf(st), string(st.UID))
 	if st.Status.MailboxSpace != mailbox {
 		d.message = "its mailbox is not ready"
-		return
+		return false
 	}
 	d.updated, d.healthy = true, true
 	for _, k := range copies {
@@ -399,7 +465,7 @@ func (c *Controller) inspect(ctx context.Context, d *rolloutDest, st *edgev2alph
 		if !ok || crossspace.Annotation(rec, edgev2alpha1.RevisionAnnotation) != revision {
 			d.updated, d.healthy = false, false
 			d.message = "its mailbox does not hold the revision yet"
-			return
+			return true
 		}
 		if e := crossspace.Annotation(rec, edgev2alpha1.SyncErrorAnnotation); e != "" && d.problem == "" {
 			d.problem = fmt.Sprintf("%s %s: %s", gvr.Resource, nsName, e)
@@ -423,6 +489,7 @@ func (c *Controller) inspect(ctx context.Context, d *rolloutDest, st *edgev2alph
 			d.healthy, d.message = false, fmt.Sprintf("%s %s: %s", gvr.Resource, nsName, a.Message)
 		}
 	}
+	return true
 }
 
 // healthCheck runs a placement's spec.rollout.healthCheck.cel on the

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +43,7 @@ func New(factory informers.SharedInformerFactory, client flowcontrolclient.Flowc
 		serverSeats: serverConcurrencyLimit,
 		spaceOf:     spaceOf,
 		reserve:     newReserve(),
+		watches:     newWatchCounts(),
 	}
 	changed := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { s.configChanged.Add(1) },
@@ -76,13 +78,24 @@ type spaceFlows struct {
 	cached        atomic.Pointer[reserveConfig]
 	configChanged atomic.Uint64
 	cache         bool
+	// watches counts the open watches by space; inflight is the space of
+	// each write in Handle, by its RequestInfo (watches.go).
+	watches  *watchCounts
+	inflight sync.Map
 }
 
 func (s *spaceFlows) Handle(ctx context.Context, digest utilflowcontrol.RequestDigest,
 	noteFn func(*flowcontrolv1.FlowSchema, *flowcontrolv1.PriorityLevelConfiguration, string),
 	workEstimator func() fcrequest.WorkEstimate, queueNoteFn fq.QueueNoteFn, execFn func()) {
 	cfg := s.config()
-	if space := s.spaceOf(ctx); space != "" && digest.User != nil && !cfg.names(digest.User.GetName()) {
+	space := s.spaceOf(ctx)
+	if ri := digest.RequestInfo; ri != nil && ri.Verb != "get" && ri.Verb != "list" && ri.Verb != "watch" {
+		// For the work estimate, which counts the watches that may see
+		// the write (GetInterestedWatchCount).
+		s.inflight.Store(ri, space)
+		defer s.inflight.Delete(ri)
+	}
+	if space != "" && digest.User != nil && !cfg.names(digest.User.GetName()) {
 		digest.User = QualifiedUser(space, digest.User)
 	}
 	if digest.User == nil || digest.RequestInfo == nil {

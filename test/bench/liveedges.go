@@ -23,12 +23,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,7 +55,7 @@ import (
 	"github.com/kubestellar/kubestellar/server/auth"
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/syncer"
-	"github.com/kubestellar/kubestellar/test/bench/memedge"
+	"github.com/kubestellar/kubestellar/test/memedge"
 )
 
 const (
@@ -89,11 +91,15 @@ type liveOptions struct {
 // few minutes), and with its sizes otherwise, so that the record keeps
 // each size's run (-live-edges 10000 -live-objects 100 is the issue's
 // fleet).
-func liveSection(o liveOptions) string {
+func liveSection(o liveOptions) string { return o.section("live edges") }
+
+// section is a section's name for this fleet: name alone at the default
+// size, else with the size.
+func (o liveOptions) section(name string) string {
 	if o.edges == 1000 && o.objects == 10 {
-		return "live edges"
+		return name
 	}
-	return fmt.Sprintf("live edges, %d edges × %d objects", o.edges, o.objects)
+	return fmt.Sprintf("%s, %d edges × %d objects", name, o.edges, o.objects)
 }
 
 // simSpec is what the simulator process runs.
@@ -113,15 +119,17 @@ type simReport struct {
 	// Ready is how many syncers have connected; Failed how many ended
 	// with an error.
 	Ready, Failed int
-	// Objects is how many ConfigMaps of liveNamespace the edge clusters
-	// hold, all together.
-	Objects int64
+	// Objects is, per namespace whose name begins with liveNamespace, how
+	// many ConfigMaps the edge clusters hold, all together.
+	Objects map[string]int64 `json:",omitempty"`
 	// Requests is how many requests the edge clusters have served.
 	Requests int64
-	// Probe is, per value of the probe's data.v, how many edges hold it.
+	// Probe is, per probeKey (the probe's namespace and data.v), how
+	// many edges hold it.
 	Probe map[string]int `json:",omitempty"`
-	// Arrivals is, once every edge holds a value of the probe, when each
-	// one's cluster stored it (Unix ns); said once per value.
+	// Arrivals is, once every edge holds a probeKey, when each one's
+	// cluster stored it (Unix ns), in the order of the spec's edges; said
+	// once per key.
 	Arrivals map[string][]int64 `json:",omitempty"`
 	// Errors are the first errors syncers ended with.
 	Errors []string `json:",omitempty"`
@@ -146,8 +154,8 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 
 	var (
 		ready, failed atomic.Int64
-		objects       atomic.Int64
 		mu            sync.Mutex
+		objects       = map[string]int64{}
 		arrivals      = map[string]map[int]int64{}
 		told          = map[string]bool{}
 		errs          []string
@@ -157,29 +165,31 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 	for i, e := range spec.Edges {
 		c := memedge.New()
 		c.OnChange = func(gvr schema.GroupVersionResource, typ watch.EventType, obj *unstructured.Unstructured) {
-			if gvr != cmGVR || obj.GetNamespace() != liveNamespace {
+			ns := obj.GetNamespace()
+			if gvr != cmGVR || !strings.HasPrefix(ns, liveNamespace) {
 				return
 			}
+			now := time.Now().UnixNano()
+			mu.Lock()
+			defer mu.Unlock()
 			switch typ {
 			case watch.Added:
-				objects.Add(1)
+				objects[ns]++
 			case watch.Deleted:
-				objects.Add(-1)
+				objects[ns]--
 				return
 			}
 			if obj.GetName() != liveProbe {
 				return
 			}
 			v, _, _ := unstructured.NestedString(obj.Object, "data", "v")
-			now := time.Now().UnixNano()
-			mu.Lock()
-			if arrivals[v] == nil {
-				arrivals[v] = map[int]int64{}
+			k := probeKey(ns, v)
+			if arrivals[k] == nil {
+				arrivals[k] = map[int]int64{}
 			}
-			if _, ok := arrivals[v][i]; !ok {
-				arrivals[v][i] = now
+			if _, ok := arrivals[k][i]; !ok {
+				arrivals[k][i] = now
 			}
-			mu.Unlock()
 		}
 		clusters[i] = c
 		o := syncer.NewOptions()
@@ -224,12 +234,13 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 			return nil
 		case <-tick.C:
 		}
-		r := simReport{Ready: int(ready.Load()), Failed: int(failed.Load()), Objects: objects.Load(), Probe: map[string]int{}}
+		r := simReport{Ready: int(ready.Load()), Failed: int(failed.Load()), Objects: map[string]int64{}, Probe: map[string]int{}}
 		for _, c := range clusters {
 			r.Requests += c.Counts.Requests.Load()
 		}
 		mu.Lock()
 		r.Errors = slices.Clone(errs)
+		maps.Copy(r.Objects, objects)
 		for v, at := range arrivals {
 			r.Probe[v] = len(at)
 			if len(at) == len(spec.Edges) && !told[v] {
@@ -237,8 +248,9 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 				if r.Arrivals == nil {
 					r.Arrivals = map[string][]int64{}
 				}
-				for _, t := range at {
-					r.Arrivals[v] = append(r.Arrivals[v], t)
+				r.Arrivals[v] = make([]int64, len(at))
+				for i, t := range at {
+					r.Arrivals[v][i] = t
 				}
 			}
 		}
@@ -248,6 +260,10 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 		}
 	}
 }
+
+// probeKey names a value of the probe (data.v of the ConfigMap liveProbe)
+// in a namespace.
+func probeKey(namespace, v string) string { return namespace + "=" + v }
 
 // simulator is the simulator process as the section sees it.
 type simulator struct {
@@ -339,12 +355,14 @@ func startSimulators(ctx context.Context, spec simSpec, dir string) (simFleet, e
 // report sums the processes' last reports.
 func (f simFleet) report() simReport {
 	var out simReport
-	out.Probe = map[string]int{}
+	out.Objects, out.Probe = map[string]int64{}, map[string]int{}
 	for _, sim := range f {
 		r := sim.report()
 		out.Ready += r.Ready
 		out.Failed += r.Failed
-		out.Objects += r.Objects
+		for ns, k := range r.Objects {
+			out.Objects[ns] += k
+		}
 		out.Requests += r.Requests
 		for v, k := range r.Probe {
 			out.Probe[v] += k
@@ -354,8 +372,8 @@ func (f simFleet) report() simReport {
 	return out
 }
 
-// arrivals is when every edge stored value v of the probe, once every
-// process has said it.
+// arrivals is when every edge stored probeKey v, in the order of the
+// fleet's edges, once every process has said it.
 func (f simFleet) arrivals(v string) []int64 {
 	var out []int64
 	for _, sim := range f {
@@ -464,9 +482,27 @@ func (sim *simulator) alive() error {
 	return nil
 }
 
-func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress func(string, ...any)) (_ []row, err error) {
-	progress = prefixed(progress, "live edges: ")
-	n, m := o.edges, o.objects
+// liveFleet is a server with a fleet of live edges: its SyncTargets,
+// Locations and join tokens, and the simulator processes running their
+// syncers.
+type liveFleet struct {
+	s   *server
+	sim simFleet
+	// inv is the inventory space's client.
+	inv dynamic.Interface
+	// connected is how long the syncers took to connect, and
+	// conditionsAt when the last SyncTarget was SyncerConnected.
+	connected    time.Duration
+	began        time.Time
+	conditionsAt time.Time
+}
+
+// startLiveFleet starts a server with n SyncTargets (labelled env=live,
+// name=NAME and ring=RING, whose rings rollouts' waves select) in
+// liveInv, the WDS liveWDS, and the syncers of the SyncTargets,
+// simulated, and waits for them to connect. stop ends it all; explain
+// adds the server's and the simulator's logs to an error.
+func startLiveFleet(ctx context.Context, bin string, n int, progress func(string, ...any)) (_ *liveFleet, err error) {
 	// The limit is the server's: each simulator process needs fewer.
 	if err := raiseFileLimit(serverFilesPerEdge*n + 1024); err != nil {
 		return nil, fmt.Errorf("%d live edges: the server holds %d sockets per edge: %w", n, serverFilesPerEdge, err)
@@ -475,13 +511,11 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(s.dataDir)
-	defer s.stop()
-	simLog := filepath.Join(s.dataDir, "simulated-edges-0.log")
+	f := &liveFleet{s: s}
 	defer func() {
-		if err != nil && ctx.Err() == nil {
-			err = fmt.Errorf("%w\n--- end of the server's log ---\n%s\n--- end of the simulator's log ---\n%s", err,
-				tailFile(filepath.Join(s.dataDir, "server.log"), 3000), tailFile(simLog, 2000))
+		if err != nil {
+			err = f.explain(ctx, err)
+			f.stop()
 		}
 	}()
 	for _, args := range [][]string{{liveInv, "--type", "inventory"}, {liveWDS, "--type", "wds", "--inventory-space", liveInv}} {
@@ -495,12 +529,12 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 	}
 	progress("creating %d SyncTargets, their Locations and join tokens", n)
 	spec := simSpec{Server: fmt.Sprintf("https://127.0.0.1:%d", s.port), DataDir: filepath.Join(s.dataDir, "edges"), Edges: make([]simEdge, n)}
-	inv := dynamic.NewForConfigOrDie(s.config(liveInv))
+	f.inv = dynamic.NewForConfigOrDie(s.config(liveInv))
 	root := kubernetes.NewForConfigOrDie(s.config(spaces.Root))
 	var made atomic.Int64
 	if _, err := parallel(16, n, func(i int) error {
 		name := simulatedName(i)
-		created, err := inv.Resource(stGVR).Create(ctx, obj("SyncTarget", name, map[string]any{"env": "live", "name": name}, nil), metav1.CreateOptions{})
+		created, err := f.inv.Resource(stGVR).Create(ctx, obj("SyncTarget", name, map[string]any{"env": "live", "name": name, "ring": ringOf(i, n)}, nil), metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("creating SyncTarget %s: %w", name, err)
 		}
@@ -508,7 +542,7 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 			"resource":         map[string]any{"group": edgev2alpha1.GroupName, "version": "v2alpha1", "resource": "synctargets"},
 			"instanceSelector": map[string]any{"matchLabels": map[string]any{"name": name}},
 		})
-		if _, err := inv.Resource(locationsGVR).Create(ctx, loc, metav1.CreateOptions{}); err != nil {
+		if _, err := f.inv.Resource(locationsGVR).Create(ctx, loc, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 		tok, _, err := auth.CreateToken(ctx, root, auth.NewTokenOptions{InventorySpace: liveInv, SyncTarget: name, SyncTargetUID: created.GetUID(),
@@ -529,20 +563,77 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 	}
 
 	progress("starting %d syncers, each with an edge cluster in memory", n)
-	began := time.Now()
-	sim, err := startSimulators(ctx, spec, s.dataDir)
+	f.began = time.Now()
+	if f.sim, err = startSimulators(ctx, spec, s.dataDir); err != nil {
+		return nil, err
+	}
+	if err := f.sim.wait(ctx, 10*time.Minute, fmt.Sprintf("%d syncers connected", n), progress, func(r simReport) int { return r.Ready }, n); err != nil {
+		return nil, err
+	}
+	f.connected = time.Since(f.began)
+	if f.conditionsAt, err = waitSyncersConnected(ctx, s, liveInv, n, progress); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// explain adds the end of the server's log and of the first simulator's
+// to err, unless the run was interrupted.
+func (f *liveFleet) explain(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	return fmt.Errorf("%w\n--- end of the server's log ---\n%s\n--- end of the simulator's log ---\n%s", err,
+		tailFile(filepath.Join(f.s.dataDir, "server.log"), 3000), tailFile(filepath.Join(f.s.dataDir, "simulated-edges-0.log"), 2000))
+}
+
+// stop ends the simulators and the server, and removes the server's data.
+func (f *liveFleet) stop() {
+	f.sim.stop()
+	f.s.stop()
+	os.RemoveAll(f.s.dataDir)
+}
+
+// ringOf is edge i's ring of n, for rollouts' waves: canary (1 %), early
+// (4 %), middle (15 %), late (30 %) and the rest (50 %).
+func ringOf(i, n int) string {
+	for _, r := range liveRings {
+		if i < n*r.upTo/100 {
+			return r.name
+		}
+	}
+	return "rest"
+}
+
+var liveRings = []struct {
+	name string
+	upTo int // percent of the fleet, counted from the first edge
+}{{"canary", 1}, {"early", 5}, {"middle", 20}, {"late", 50}}
+
+// onLiveFleet runs measure on a fleet of n live edges (startLiveFleet),
+// stopping it after, with the ends of its logs in an error.
+func onLiveFleet(ctx context.Context, bin string, n int, progress func(string, ...any), measure func(*liveFleet) ([]row, error)) ([]row, error) {
+	f, err := startLiveFleet(ctx, bin, n, progress)
 	if err != nil {
 		return nil, err
 	}
-	defer sim.stop()
-	if err := sim.wait(ctx, 10*time.Minute, fmt.Sprintf("%d syncers connected", n), progress, func(r simReport) int { return r.Ready }, n); err != nil {
-		return nil, err
-	}
-	connected := time.Since(began)
-	conditionsAt, err := waitSyncersConnected(ctx, s, liveInv, n, progress)
+	defer f.stop()
+	rows, err := measure(f)
 	if err != nil {
-		return nil, err
+		return nil, f.explain(ctx, err)
 	}
+	return rows, nil
+}
+
+func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress func(string, ...any)) ([]row, error) {
+	progress = prefixed(progress, "live edges: ")
+	return onLiveFleet(ctx, bin, o.edges, progress, func(f *liveFleet) ([]row, error) { return liveEdgesMeasure(ctx, f, o, progress) })
+}
+
+// liveEdgesMeasure is the live edges section on its fleet.
+func liveEdgesMeasure(ctx context.Context, f *liveFleet, o liveOptions, progress func(string, ...any)) ([]row, error) {
+	n, m := o.edges, o.objects
+	s, sim, inv := f.s, f.sim, f.inv
 
 	progress("watching the fleet at rest for %s", o.rest)
 	// One watch of the SyncTargets says whether any edge is shown
@@ -605,18 +696,8 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 
 	progress("placing %d ConfigMaps on the %d live edges (%d copies)", m, n, m*n)
 	wds := kubernetes.NewForConfigOrDie(s.config(liveWDS))
-	if _, err := wds.CoreV1().Namespaces().Create(ctx, namespace(liveNamespace), metav1.CreateOptions{}); err != nil {
+	if err := createLiveObjects(ctx, wds, liveNamespace, m); err != nil {
 		return nil, err
-	}
-	for i := range m {
-		cm := configMap(fmt.Sprintf("obj-%03d", i))
-		if i == 0 {
-			cm.Name = liveProbe
-		}
-		cm.Data["v"] = "1"
-		if _, err := wds.CoreV1().ConfigMaps(liveNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			return nil, err
-		}
 	}
 	fanRequests, err := requestCounts(ctx, s)
 	if err != nil {
@@ -650,7 +731,7 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 		return nil, err
 	}
 	if err := sim.wait(ctx, 30*time.Minute, fmt.Sprintf("%d ConfigMaps in the edge clusters", m*n), progress,
-		func(r simReport) int { return int(r.Objects) }, m*n); err != nil {
+		func(r simReport) int { return int(r.Objects[liveNamespace]) }, m*n); err != nil {
 		printRequests("the unfinished fan-out")
 		return nil, err
 	}
@@ -674,15 +755,15 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 	}
 	if err := sim.wait(ctx, 10*time.Minute, fmt.Sprintf("%d edges with the update", n), progress,
 		func(r simReport) int {
-			if len(sim.arrivals("2")) == n {
+			if len(sim.arrivals(probeKey(liveNamespace, "2"))) == n {
 				return n
 			}
-			return min(r.Probe["2"], n-1)
+			return min(r.Probe[probeKey(liveNamespace, "2")], n-1)
 		}, n); err != nil {
 		return nil, err
 	}
 	lat := make([]time.Duration, 0, n)
-	for _, t := range sim.arrivals("2") {
+	for _, t := range sim.arrivals(probeKey(liveNamespace, "2")) {
 		lat = append(lat, time.Unix(0, t).Sub(updated))
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
@@ -696,8 +777,8 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 	}
 	who := fmt.Sprintf("%d live edges: the real syncer (--workers %d) against an edge cluster in memory, in %s", n, simWorkers, processes)
 	return []row{
-		{fmt.Sprintf("%d syncers started → all connected", n), long(connected), who},
-		{fmt.Sprintf("%d syncers started → all SyncTargets SyncerConnected", n), long(conditionsAt.Sub(began)), "the server writes the condition when a syncer's tunnel opens"},
+		{fmt.Sprintf("%d syncers started → all connected", n), long(f.connected), who},
+		{fmt.Sprintf("%d syncers started → all SyncTargets SyncerConnected", n), long(f.conditionsAt.Sub(f.began)), "the server writes the condition when a syncer's tunnel opens"},
 		{fmt.Sprintf("edges shown disconnected, %d live edges at rest", n), strconv.Itoa(worst),
 			fmt.Sprintf("the most at any moment of %s at rest (a watch of every SyncTarget); %d after the update", long(restTook), down)},
 		{fmt.Sprintf("server RSS at rest, %d live edges", n), mib(rssRest), liveRestNote(settled, restTook) + "; target ≤ 4 GiB for 10,000"},
@@ -713,6 +794,25 @@ func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress fun
 		{fmt.Sprintf("one update → all %d live edges, p99", n), long(percentile(lat, 99)), "target ≤ 30 s for 10,000"},
 		{fmt.Sprintf("one update → all %d live edges, max", n), long(lat[len(lat)-1]), ""},
 	}, nil
+}
+
+// createLiveObjects creates namespace in the WDS and m ConfigMaps in it,
+// the first of them the probe, each with data.v "1".
+func createLiveObjects(ctx context.Context, wds kubernetes.Interface, ns string, m int) error {
+	if _, err := wds.CoreV1().Namespaces().Create(ctx, namespace(ns), metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for i := range m {
+		cm := configMap(fmt.Sprintf("obj-%03d", i))
+		if i == 0 {
+			cm.Name = liveProbe
+		}
+		cm.Data["v"] = "1"
+		if _, err := wds.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // liveRestNote says how a figure at rest was measured.

@@ -86,6 +86,7 @@ type options struct {
 	chaos            chaosOptions
 	dashboard        dashboardOptions
 	live             liveOptions
+	rolloutEdges     int
 	// out is where the report goes ("" for nowhere).
 	out string
 	// record and doc are the performance record and doc a run updates
@@ -95,6 +96,14 @@ type options struct {
 	docsOnly    bool
 	// compare is two reports to compare instead of measuring.
 	compare []string
+}
+
+// rollouts is the rollouts section's fleet: -rollout-edges live edges
+// with -live-objects ConfigMaps each.
+func (o options) rollouts() liveOptions {
+	r := o.live
+	r.edges = o.rolloutEdges
+	return r
 }
 
 // serverSections reports whether any section measuring one server runs.
@@ -137,6 +146,7 @@ func main() {
 	flag.IntVar(&o.live.edges, "live-edges", 1000, "live edges: simulated edges, each the real syncer against an edge cluster in memory, run in a process of their own (liveedges.go), for the server with a live fleet: connect, at rest, fan-out, one update (0 skips)")
 	flag.IntVar(&o.live.objects, "live-objects", 10, "live edges: ConfigMaps placed on every edge")
 	flag.DurationVar(&o.live.rest, "live-rest", time.Minute, "live edges: how long the fleet is watched at rest, sampling whether any edge is shown disconnected")
+	flag.IntVar(&o.rolloutEdges, "rollout-edges", 1000, "rollouts: live edges (as -live-edges) on which -live-objects ConfigMaps are placed and one updated, with strategy All and then Progressive in 5 waves, for what a Progressive rollout costs the server (rollouts.go; 0 skips)")
 	flag.StringVar(&o.live.simulate, "simulate-edges", "", "internal: run as the live edges' simulator, with this spec file")
 	flag.StringVar(&o.noise.kubeconfig, "noise-kubeconfig", "", "internal: run as the tenants section's noisy tenant, with this admin kubeconfig's server and CA")
 	flag.StringVar(&o.noise.space, "noise-space", "", "internal: the noisy tenant's space")
@@ -377,6 +387,7 @@ func runSections(ctx context.Context, bin string, o options, progress func(strin
 		run  func() ([]row, error)
 	}{
 		{liveSection(o.live), o.live.edges > 0, func() ([]row, error) { return liveEdgesBench(ctx, bin, o.live, progress) }},
+		{rolloutsSection(o.rollouts()), o.rolloutEdges > 0, func() ([]row, error) { return rolloutsBench(ctx, bin, o.rollouts(), progress) }},
 		{"tunnels", o.tunnel.tunnels > 0, func() ([]row, error) { return tunnelsBench(ctx, bin, o.tunnel.tunnels, progress) }},
 		{"forwarding", o.tunnel.requests > 0, func() ([]row, error) { return forwardBench(ctx, bin, o.tunnel, progress) }},
 		{"tenants", o.tenants.samples > 0, func() ([]row, error) { return tenantsBench(ctx, bin, o.tenants, progress) }},

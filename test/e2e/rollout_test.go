@@ -16,10 +16,9 @@ import (
 	"github.com/kubestellar/kubestellar/test/harness"
 )
 
-// rolloutWorkload is a Deployment rolled out to every prod edge, the
-// canaries first, one edge at a time, each healthy for 10 seconds before
-// the next.
-const rolloutWorkload = `apiVersion: v1
+// shopPlacement is a namespace with a Deployment, placed on every prod
+// edge; the rollout is for the test to add.
+const shopPlacement = `apiVersion: v1
 kind: Namespace
 metadata: {name: shop}
 ---
@@ -42,7 +41,12 @@ spec:
   downsync:
   - {apiGroup: "", resources: [namespaces], objectNames: [shop]}
   - {apiGroup: apps, resources: [deployments], namespaces: [shop]}
-  rollout:
+`
+
+// rolloutWorkload is a Deployment rolled out to every prod edge, the
+// canaries first, one edge at a time, each healthy for 10 seconds before
+// the next.
+const rolloutWorkload = shopPlacement + `  rollout:
     strategy: Progressive
     waves: [{name: canary, selector: {matchLabels: {ring: canary}}}]
     maxConcurrency: 1
@@ -64,6 +68,33 @@ spec:
   downsync: [{apiGroup: "", resources: [configmaps], namespaces: [shop], objectNames: [notice]}]
 `
 
+// rolloutFleet starts a server with the spaces inv1 and wds1 and two real
+// edge clusters, each with its syncer: edge1 (env=prod, ring=canary) and
+// edge2 (env=prod); it returns kubectl for the server and for each edge.
+func rolloutFleet(t *testing.T) (*harness.Process, harness.Kubectl, map[string]harness.Kubectl) {
+	srv := harness.StartBinary(t, "")
+	srv.CLI(t, "space", "create", "inv1", "--type", "inventory")
+	srv.CLI(t, "space", "create", "wds1", "--type", "wds", "--inventory-space", "inv1")
+	edges := map[string]harness.Kubectl{}
+	for name, labels := range map[string]string{"edge1": "env=prod,ring=canary", "edge2": "env=prod"} {
+		c := edgecluster.Start(t, edgecluster.Options{Name: name})
+		edges[name] = harness.Kubectl{Kubeconfig: c.KubeconfigPath}
+		harness.StartSyncer(t, srv.JoinCommand(t, name, "--inventory-space", "inv1", "--labels", labels), c.KubeconfigPath, "")
+	}
+	return srv, srv.Kubectl(), edges
+}
+
+// rolloutStatus returns a function that runs kubestellar rollout status
+// of a placement with more arguments, and returns its output.
+func rolloutStatus(srv *harness.Process, placement string) func(args ...string) (string, error) {
+	return func(args ...string) (string, error) {
+		cmd := exec.Command(srv.Bin, append([]string{"rollout", "status", placement}, args...)...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+srv.Kubeconfig)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+}
+
 // TestProgressiveRollout: two real edge clusters, each with its syncer.
 // A change of a Progressive placement's Deployment reaches the canary
 // first, and the other edge only once the canary's Deployment has been
@@ -75,26 +106,12 @@ spec:
 // placement's own health check (CEL) replaces the syncer's judgement; an
 // edge that joins mid-rollout gets the last completed revision.
 func TestProgressiveRollout(t *testing.T) {
-	srv := harness.StartBinary(t, "")
-	k := srv.Kubectl()
-	srv.CLI(t, "space", "create", "inv1", "--type", "inventory")
-	srv.CLI(t, "space", "create", "wds1", "--type", "wds", "--inventory-space", "inv1")
-	edges := map[string]harness.Kubectl{}
-	for name, labels := range map[string]string{"edge1": "env=prod,ring=canary", "edge2": "env=prod"} {
-		c := edgecluster.Start(t, edgecluster.Options{Name: name})
-		edges[name] = harness.Kubectl{Kubeconfig: c.KubeconfigPath}
-		harness.StartSyncer(t, srv.JoinCommand(t, name, "--inventory-space", "inv1", "--labels", labels), c.KubeconfigPath, "")
-	}
+	srv, k, edges := rolloutFleet(t)
 	canary, other := edges["edge1"], edges["edge2"]
 	image := func(ek harness.Kubectl) []string {
 		return []string{"get", "deployment", "web", "-n", "shop", "--ignore-not-found", "-o", "jsonpath={.spec.template.spec.containers[0].image}"}
 	}
-	status := func(args ...string) (string, error) {
-		cmd := exec.Command(srv.Bin, append([]string{"rollout", "status", "wds1/shop"}, args...)...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+srv.Kubeconfig)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	status := rolloutStatus(srv, "wds1/shop")
 	setImage := func(tag string) {
 		k.MustRun(t, "--context", "wds1", "-n", "shop", "set", "image", "deployment/web", "web=registry.example/shop:"+tag)
 	}

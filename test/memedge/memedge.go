@@ -1,8 +1,8 @@
 // Copyright The KubeStellar Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package memedge is an edge cluster in memory, for the bench's simulated
-// edges: the real syncer (its own packages, unchanged) runs against it
+// Package memedge is an edge cluster in memory, for simulated edges (the
+// bench's fleets, the e2e tests' many edges): the real syncer (its own packages, unchanged) runs against it
 // through the real client-go clients, over an http.RoundTripper that calls
 // the cluster's handler in the same process, so that thousands of edges fit
 // beside the server on one machine without a kube-apiserver each.
@@ -18,8 +18,9 @@
 // CustomResourceDefinition it stores adds its resource to discovery.
 //
 // What it is not: a validating API server (no schemas, no defaulting, no
-// admission, no garbage collector), nor a cluster (no controllers: a
-// Deployment is never available). Simulated edges apply ConfigMaps.
+// admission, no garbage collector), nor a cluster: no controllers, unless
+// its user plays them (Cluster.Controller), so that a Deployment is
+// available only if that says so.
 package memedge
 
 import (
@@ -131,6 +132,11 @@ type Cluster struct {
 	// as it is stored, under the cluster's lock: it must be quick and must
 	// not call the cluster.
 	OnChange func(gvr schema.GroupVersionResource, typ watch.EventType, obj *unstructured.Unstructured)
+	// Controller, if set (before the cluster is used), plays the
+	// cluster's controllers: it is given each object created, or whose
+	// spec changed, before it is stored, under the cluster's lock, and
+	// may set its status (say, make a Deployment available).
+	Controller func(gvr schema.GroupVersionResource, obj *unstructured.Unstructured)
 
 	mu        sync.Mutex
 	rv        int64
@@ -608,6 +614,9 @@ func (c *Cluster) createLocked(res *resource, u *unstructured.Unstructured) (*un
 	if res.gvr == namespacesGVR {
 		_ = unstructured.SetNestedField(u.Object, "Active", "status", "phase")
 	}
+	if c.Controller != nil {
+		c.Controller(res.gvr, u)
+	}
 	c.stamp(u)
 	if c.objects[res.gvr] == nil {
 		c.objects[res.gvr] = map[string]*unstructured.Unstructured{}
@@ -685,6 +694,9 @@ func (c *Cluster) replaceLocked(res *resource, cur, next *unstructured.Unstructu
 		out.SetGeneration(cur.GetGeneration())
 		if !sameSpec(cur, out) {
 			out.SetGeneration(cur.GetGeneration() + 1)
+			if c.Controller != nil {
+				c.Controller(res.gvr, out)
+			}
 		}
 	}
 	c.stamp(out)
