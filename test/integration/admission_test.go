@@ -186,8 +186,13 @@ func TestQuotaComputeResourcesAndScopes(t *testing.T) {
 	used(tight, "compute", corev1.ResourceRequestsCPU, "0")
 	used(tight, "best-effort", corev1.ResourcePods, "0")
 
+	// Each write past the quota waits until the quota's status counts
+	// the one before: as in a cluster, the quota controller's first full
+	// count, made from its caches while the space starts, may overwrite
+	// the count admission just added, if the pod is not in its cache yet.
 	_, err := tight.CoreV1().Pods("app").Create(ctx, pod("first", "600m"), metav1.CreateOptions{})
 	require.NoError(t, err)
+	used(tight, "compute", corev1.ResourceRequestsCPU, "600m")
 	_, err = tight.CoreV1().Pods("app").Create(ctx, pod("second", "600m"), metav1.CreateOptions{})
 	require.True(t, apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota: compute"), "a pod past requests.cpu: %v", err)
 	_, err = tight.CoreV1().Pods("app").Create(ctx, pod("best-effort-1", ""), metav1.CreateOptions{})
@@ -195,6 +200,7 @@ func TestQuotaComputeResourcesAndScopes(t *testing.T) {
 	require.Contains(t, err.Error(), "must specify requests.cpu")
 	_, err = tight.CoreV1().Services("app").Create(ctx, nodePort("np1"), metav1.CreateOptions{})
 	require.NoError(t, err)
+	used(tight, "compute", corev1.ResourceServicesNodePorts, "1")
 	_, err = tight.CoreV1().Services("app").Create(ctx, nodePort("np2"), metav1.CreateOptions{})
 	require.True(t, apierrors.IsForbidden(err) && strings.Contains(err.Error(), "services.nodeports"), "a node port past the quota: %v", err)
 	used(tight, "compute", corev1.ResourceRequestsCPU, "600m")
