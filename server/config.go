@@ -47,6 +47,8 @@ import (
 	flowcontrolclient "k8s.io/client-go/kubernetes/typed/flowcontrol/v1"
 	"k8s.io/component-base/compatibility"
 	"k8s.io/klog/v2"
+	openapibuilder3 "k8s.io/kube-openapi/pkg/builder3"
+	openapiutil "k8s.io/kube-openapi/pkg/util"
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/controllers/syncerconnected"
@@ -57,6 +59,7 @@ import (
 	"github.com/kubestellar/kubestellar/server/auth"
 	"github.com/kubestellar/kubestellar/server/authnconfig"
 	"github.com/kubestellar/kubestellar/server/builtin"
+	"github.com/kubestellar/kubestellar/server/customresources"
 	"github.com/kubestellar/kubestellar/server/fairness"
 	"github.com/kubestellar/kubestellar/server/openapi"
 	"github.com/kubestellar/kubestellar/server/ownerrefs"
@@ -88,6 +91,9 @@ type Config struct {
 	groups     []*genericapiserver.APIGroupInfo
 	spaces     *spaceLookup
 	crds       *crdIndex
+	// customResources serves custom resources by definition; made with
+	// the handler chain.
+	customResources *customresources.Handler
 	// copies writes the placement translator's copies of built-in kinds
 	// in-process (storeWriter).
 	copies *storeWriter
@@ -452,7 +458,14 @@ func (c *Config) configureStorage(ctx context.Context, core *genericapiserver.Re
 // from the innermost out: each line one filter.
 func (c *Config) handlerChain(authz builtin.SelfReviews) func(http.Handler, *genericapiserver.Config) http.Handler {
 	return func(apiHandler http.Handler, gc *genericapiserver.Config) http.Handler {
-		h := withResponseCompression(apiHandler)
+		// Custom resources, each by its space's definition.
+		crs, err := c.newCustomResources(apiHandler, gc)
+		if err != nil {
+			// The upstream CRD handler behind serves them alone.
+			klog.Background().Error(err, "serving custom resources by definition")
+			crs = apiHandler
+		}
+		h := withResponseCompression(crs)
 		// Inside a space, the CRDs of other spaces are not there.
 		h = spaces.WithCRDBindings(h, c.crds)
 		// No space that does not exist; no writes to one being deleted;
@@ -534,6 +547,7 @@ func (c *Config) configureExtensions(core *genericapiserver.RecommendedConfig) {
 	// Requests reach it through the core server's filters, APF among
 	// them; it runs no APF controller or informers of its own.
 	extGeneric.Config.FlowControl, extGeneric.SharedInformerFactory = nil, nil
+	extGeneric.Config.BuildHandlerChainFunc = func(h http.Handler, _ *genericapiserver.Config) http.Handler { return h }
 	extGeneric.Config.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: c.Datastore, Codec: apiextensionsCodec}
 	extGeneric.Config.MergedResourceConfig = apiextensionsapiserver.DefaultAPIResourceConfigSource()
 	c.extensions = &apiextensionsapiserver.Config{
@@ -553,6 +567,32 @@ func (c *Config) configureExtensions(core *genericapiserver.RecommendedConfig) {
 			},
 		},
 	}
+}
+
+// newCustomResources makes the handler of custom resources by definition,
+// with the apiextensions server's settings, in front of next.
+func (c *Config) newCustomResources(next http.Handler, gc *genericapiserver.Config) (http.Handler, error) {
+	// What every custom resource's schema shares (ObjectMeta and the
+	// like), for server-side apply: the static spec the apiextensions
+	// server is installed with.
+	static, err := openapibuilder3.BuildOpenAPIDefinitionsForResources(gc.OpenAPIV3Config,
+		openapiutil.GetCanonicalTypeName(&apiextensionsv1.CustomResourceDefinition{}))
+	if err != nil {
+		return nil, err
+	}
+	extra := c.extensions.ExtraConfig
+	c.customResources = customresources.New(customresources.Config{
+		RESTOptionsGetter:   extra.CRDRESTOptionsGetter,
+		Admission:           gc.AdmissionControl,
+		ServiceResolver:     extra.ServiceResolver,
+		AuthResolverWrapper: extra.AuthResolverWrapper,
+		Authorizer:          gc.Authorization.Authorizer,
+		RequestTimeout:      gc.RequestTimeout,
+		MinRequestTimeout:   time.Duration(gc.MinRequestTimeout) * time.Second,
+		StaticOpenAPISpec:   static,
+		MaxRequestBodyBytes: gc.MaxRequestBodyBytes,
+	}, next)
+	return c.customResources, nil
 }
 
 // servingHosts are the names the serving certificate covers.

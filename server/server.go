@@ -147,7 +147,7 @@ func (s *Server) newAPIServers() error {
 		}
 	}
 	s.core, s.ext = core, ext
-	return nil
+	return s.serveCustomResources(ext.Informers.Apiextensions().V1().CustomResourceDefinitions())
 }
 
 // serveTunnels serves the syncers' reverse tunnels and the edge proxy

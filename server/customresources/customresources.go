@@ -1,0 +1,315 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+// Package customresources serves custom resources by definition: each
+// request is served by the apiextensions server's own CRD handler for the
+// definition its space serves, one handler per definition in use, shared
+// by every space whose definition is the same (docs/design/crds.md).
+//
+// The upstream handler looks a CRD up by name alone, so it cannot tell two
+// spaces' definitions of one name apart; made with a cache that holds one
+// CRD, the definition, it serves that definition and nothing else, with
+// all of upstream's machinery: decoding, validation and CEL, defaulting
+// and pruning, conversion, server-side apply, subresources, printer
+// columns, metrics.
+package customresources
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions/apiextensions/v1"
+	apiextensionslisters "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/client-go/tools/cache"
+	k8smetrics "k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+// servedDefinitions counts the definitions served, in the legacy registry
+// that the server's /metrics serves: what custom resources cost the
+// server grows with it, not with the spaces that share a definition.
+var (
+	servedDefinitions = k8smetrics.NewGauge(&k8smetrics.GaugeOpts{
+		Namespace:      "kubestellar",
+		Subsystem:      "custom_resources",
+		Name:           "definitions_served",
+		Help:           "Custom resource definitions served, each by a handler and storage of its own; spaces whose definitions are the same share one.",
+		StabilityLevel: k8smetrics.ALPHA,
+	})
+	registerMetricsOnce sync.Once
+)
+
+// Config is what the upstream handler is made with: the apiextensions
+// server's own settings.
+type Config struct {
+	RESTOptionsGetter   generic.RESTOptionsGetter
+	Admission           admission.Interface
+	ServiceResolver     webhook.ServiceResolver
+	AuthResolverWrapper webhook.AuthenticationInfoResolverWrapper
+	Authorizer          authorizer.Authorizer
+	RequestTimeout      time.Duration
+	MinRequestTimeout   time.Duration
+	// StaticOpenAPISpec holds the schemas of the types every custom
+	// resource shares (ObjectMeta and the like), for server-side apply.
+	StaticOpenAPISpec   map[string]*spec.Schema
+	MaxRequestBodyBytes int64
+}
+
+// Definitions resolves a request to the CRD that defines its resource in
+// its space.
+type Definitions interface {
+	// For returns the CRD that defines group/resource in space, or nil
+	// when none does (the request then goes on, to a 404).
+	For(space, group, resource string) (*apiextensionsv1.CustomResourceDefinition, error)
+	// InUse calls f with every CRD some space serves now.
+	InUse(f func(*apiextensionsv1.CustomResourceDefinition)) error
+}
+
+// Handler serves custom resources, each by its space's definition; other
+// requests go to next.
+type Handler struct {
+	cfg  Config
+	next http.Handler
+	defs atomic.Pointer[Definitions]
+
+	mu sync.Mutex
+	// served are the handlers of the definitions in use, by identity;
+	// replaced whole (copy on write), read without the lock.
+	served atomic.Pointer[map[string]*definition]
+	// ids memoizes the identity of each version of a CRD (by UID and
+	// resource version), for a request must not hash a schema.
+	ids sync.Map
+}
+
+// definition is one definition's upstream handler.
+type definition struct {
+	handler http.Handler
+	cache   cache.Indexer
+	crd     *apiextensionsv1.CustomResourceDefinition
+	// removed are what the upstream handler asked to hear of the CRD's
+	// deletion: it tears its storage down then.
+	removed []func(any)
+}
+
+// New returns a handler that passes every request to next until
+// SetDefinitions.
+func New(cfg Config, next http.Handler) *Handler {
+	registerMetricsOnce.Do(func() { legacyregistry.MustRegister(servedDefinitions) })
+	h := &Handler{cfg: cfg, next: next}
+	h.served.Store(&map[string]*definition{})
+	return h
+}
+
+// SetDefinitions starts serving custom resources by the definitions defs
+// resolves.
+func (h *Handler) SetDefinitions(defs Definitions) { h.defs.Store(&defs) }
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	defs := h.defs.Load()
+	info, ok := request.RequestInfoFrom(req.Context())
+	if defs == nil || !ok || !info.IsResourceRequest || info.APIGroup == "" {
+		h.next.ServeHTTP(w, req)
+		return
+	}
+	crd, err := (*defs).For(spaces.SpaceOrRoot(req.Context()), info.APIGroup, info.Resource)
+	if err != nil || crd == nil {
+		// Not known here (yet): upstream's own handler answers.
+		h.next.ServeHTTP(w, req)
+		return
+	}
+	d, err := h.definitionOf(req.Context(), crd)
+	if err != nil {
+		klog.FromContext(req.Context()).Error(err, "making the handler of a custom resource definition", "crd", crd.Name)
+		h.next.ServeHTTP(w, req)
+		return
+	}
+	d.handler.ServeHTTP(w, req)
+}
+
+// Identity is a definition's identity: what the upstream handler serves
+// by (the spec and the accepted names), whether it may serve at all
+// (NamesAccepted, Established) and whether it is terminating.
+func Identity(crd *apiextensionsv1.CustomResourceDefinition) string {
+	conditions := map[apiextensionsv1.CustomResourceDefinitionConditionType]apiextensionsv1.ConditionStatus{}
+	for _, c := range crd.Status.Conditions {
+		switch c.Type {
+		case apiextensionsv1.NamesAccepted, apiextensionsv1.Established, apiextensionsv1.Terminating:
+			conditions[c.Type] = c.Status
+		}
+	}
+	data, _ := json.Marshal(struct {
+		Name          string                                                                                    `json:"name"`
+		Spec          *apiextensionsv1.CustomResourceDefinitionSpec                                             `json:"spec"`
+		AcceptedNames *apiextensionsv1.CustomResourceDefinitionNames                                            `json:"acceptedNames"`
+		Conditions    map[apiextensionsv1.CustomResourceDefinitionConditionType]apiextensionsv1.ConditionStatus `json:"conditions"`
+		Deleting      bool                                                                                      `json:"deleting"`
+	}{crd.Name, &crd.Spec, &crd.Status.AcceptedNames, conditions, crd.DeletionTimestamp != nil})
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
+}
+
+// identity is Identity, memoized.
+func (h *Handler) identity(crd *apiextensionsv1.CustomResourceDefinition) string {
+	key := string(crd.UID) + "/" + crd.ResourceVersion
+	if id, ok := h.ids.Load(key); ok {
+		return id.(string)
+	}
+	id := Identity(crd)
+	h.ids.Store(key, id)
+	return id
+}
+
+// definitionOf returns the handler of crd's definition, made on first use.
+func (h *Handler) definitionOf(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (*definition, error) {
+	id := h.identity(crd)
+	if d := (*h.served.Load())[id]; d != nil {
+		return d, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	served := *h.served.Load()
+	if d := served[id]; d != nil {
+		return d, nil
+	}
+	d, err := h.newDefinition(id, crd)
+	if err != nil {
+		return nil, err
+	}
+	next := make(map[string]*definition, len(served)+1)
+	for k, v := range served {
+		next[k] = v
+	}
+	next[id] = d
+	h.served.Store(&next)
+	servedDefinitions.Inc()
+	klog.FromContext(ctx).V(2).Info("serving a custom resource definition", "crd", crd.Name, "definition", id)
+	return d, nil
+}
+
+// newDefinition makes the upstream handler of one definition: its cache
+// holds the definition alone, under the identity as UID, which is what the
+// upstream handler keys its storage by.
+func (h *Handler) newDefinition(id string, crd *apiextensionsv1.CustomResourceDefinition) (*definition, error) {
+	def := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: crd.Name, UID: types.UID(id), DeletionTimestamp: crd.DeletionTimestamp},
+		Spec:       *crd.Spec.DeepCopy(),
+		Status:     *crd.Status.DeepCopy(),
+	}
+	d := &definition{cache: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), crd: def}
+	if err := d.cache.Add(def); err != nil {
+		return nil, err
+	}
+	// The upstream handler's other arguments serve discovery, which stays
+	// upstream's (no resource request asks for it), and the establishing
+	// of a CRD, which a definition, already established, never asks.
+	handler, err := apiextensionsapiserver.NewCustomResourceDefinitionHandler(nil, nil, &oneCRD{d: d}, h.next,
+		h.cfg.RESTOptionsGetter, h.cfg.Admission, nil, h.cfg.ServiceResolver, h.cfg.AuthResolverWrapper, 1, h.cfg.Authorizer,
+		h.cfg.RequestTimeout, h.cfg.MinRequestTimeout, h.cfg.StaticOpenAPISpec, h.cfg.MaxRequestBodyBytes)
+	if err != nil {
+		return nil, err
+	}
+	d.handler = handler
+	return d, nil
+}
+
+// Sweep stops serving the definitions no space serves any more (a CRD
+// changed or deleted): the upstream handler tears each one's storage down
+// once the requests it is serving are done.
+func (h *Handler) Sweep(ctx context.Context) error {
+	defs := h.defs.Load()
+	if defs == nil {
+		return nil
+	}
+	inUse, versions := map[string]bool{}, map[string]bool{}
+	if err := (*defs).InUse(func(crd *apiextensionsv1.CustomResourceDefinition) {
+		inUse[h.identity(crd)] = true
+		versions[string(crd.UID)+"/"+crd.ResourceVersion] = true
+	}); err != nil {
+		return err
+	}
+	h.ids.Range(func(k, _ any) bool {
+		if !versions[k.(string)] {
+			h.ids.Delete(k)
+		}
+		return true
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	served := *h.served.Load()
+	next := make(map[string]*definition, len(served))
+	var gone []*definition
+	for id, d := range served {
+		if inUse[id] {
+			next[id] = d
+		} else {
+			gone = append(gone, d)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	h.served.Store(&next)
+	servedDefinitions.Add(-float64(len(gone)))
+	for _, d := range gone {
+		klog.FromContext(ctx).V(2).Info("no longer serving a custom resource definition", "crd", d.crd.Name, "definition", string(d.crd.UID))
+		if err := d.cache.Delete(d.crd); err != nil {
+			return err
+		}
+		for _, f := range d.removed {
+			f(d.crd)
+		}
+	}
+	return nil
+}
+
+// Served returns how many definitions are served, for tests and metrics.
+func (h *Handler) Served() int { return len(*h.served.Load()) }
+
+// oneCRD is the informer the upstream handler is made with: a cache of
+// one definition, which never changes (a changed CRD is another
+// definition), and the deletion that tears it down (Sweep).
+type oneCRD struct{ d *definition }
+
+var _ apiextensionsinformers.CustomResourceDefinitionInformer = &oneCRD{}
+
+func (o *oneCRD) Informer() cache.SharedIndexInformer { return &oneInformer{d: o.d} }
+
+func (o *oneCRD) Lister() apiextensionslisters.CustomResourceDefinitionLister {
+	return apiextensionslisters.NewCustomResourceDefinitionLister(o.d.cache)
+}
+
+// oneInformer takes the upstream handler's event handler; nothing else of
+// an informer is asked of it (calling anything else panics, through the
+// nil interface embedded).
+type oneInformer struct {
+	cache.SharedIndexInformer
+	d *definition
+}
+
+func (i *oneInformer) AddEventHandler(handler cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	i.d.removed = append(i.d.removed, handler.OnDelete)
+	return nil, nil // the upstream handler keeps no registration
+}
+
+func (i *oneInformer) GetIndexer() cache.Indexer { return i.d.cache }
+
+func (i *oneInformer) HasSynced() bool { return true }

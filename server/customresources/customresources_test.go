@@ -1,0 +1,118 @@
+// Copyright The KubeStellar Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package customresources
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/kubestellar/kubestellar/spaces"
+)
+
+func widgets(space string, schema string) *apiextensionsv1.CustomResourceDefinition {
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com", UID: types.UID("widgets-in-" + space), ResourceVersion: "1"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "example.com", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object",
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": {Type: schema}}}}}}},
+		Status: apiextensionsv1.CustomResourceDefinitionStatus{
+			AcceptedNames: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
+			Conditions: []apiextensionsv1.CustomResourceDefinitionCondition{
+				{Type: apiextensionsv1.NamesAccepted, Status: apiextensionsv1.ConditionTrue},
+				{Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue}}},
+	}
+}
+
+// TestIdentity: a definition's identity is what serving depends on: the
+// same definition in two spaces (other UIDs, other resource versions,
+// other times) is one; another schema, other accepted names, a
+// condition's status or a deletion is another.
+func TestIdentity(t *testing.T) {
+	a, b := widgets("a", "object"), widgets("b", "object")
+	b.ResourceVersion = "7"
+	b.Status.Conditions[0].LastTransitionTime = metav1.Now()
+	require.Equal(t, Identity(a), Identity(b))
+
+	other := widgets("a", "string")
+	require.NotEqual(t, Identity(a), Identity(other), "another schema")
+	renamed := widgets("a", "object")
+	renamed.Status.AcceptedNames.ShortNames = []string{"wd"}
+	require.NotEqual(t, Identity(a), Identity(renamed), "other accepted names")
+	notYet := widgets("a", "object")
+	notYet.Status.Conditions[1].Status = apiextensionsv1.ConditionFalse
+	require.NotEqual(t, Identity(a), Identity(notYet), "not established")
+	deleting := widgets("a", "object")
+	now := metav1.Now()
+	deleting.DeletionTimestamp = &now
+	require.NotEqual(t, Identity(a), Identity(deleting), "terminating")
+}
+
+type definitions map[string]*apiextensionsv1.CustomResourceDefinition
+
+func (d definitions) For(space, group, resource string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	return d[space], nil
+}
+
+func (d definitions) InUse(f func(*apiextensionsv1.CustomResourceDefinition)) error {
+	for _, crd := range d {
+		f(crd)
+	}
+	return nil
+}
+
+// TestDefinitionsAreSharedAndLetGo: spaces with the same definition share
+// one upstream handler, a space with another has its own, and a definition
+// no space serves any more is let go, its upstream handler told of the
+// deletion (which tears its storage down). Requests that are not for a
+// custom resource, and all before SetDefinitions, go on.
+func TestDefinitionsAreSharedAndLetGo(t *testing.T) {
+	passed := 0
+	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { passed++ })
+	h := New(Config{}, next)
+	serve := func(space string, info *request.RequestInfo) {
+		req := httptest.NewRequest(http.MethodGet, "/apis/example.com/v1/widgets", nil)
+		ctx := request.WithRequestInfo(spaces.WithSpace(req.Context(), space), info)
+		h.ServeHTTP(httptest.NewRecorder(), req.WithContext(ctx))
+	}
+	list := &request.RequestInfo{IsResourceRequest: true, Verb: "list", APIGroup: "example.com", APIVersion: "v1", Resource: "widgets"}
+
+	serve("a", list)
+	require.Equal(t, 1, passed, "before SetDefinitions, every request goes on")
+	defs := definitions{"a": widgets("a", "object"), "b": widgets("b", "object"), "c": widgets("c", "string")}
+	h.SetDefinitions(defs)
+	serve("a", &request.RequestInfo{IsResourceRequest: false, Path: "/apis"})
+	serve("a", &request.RequestInfo{IsResourceRequest: true, Verb: "list", APIVersion: "v1", Resource: "pods"})
+	serve("nowhere", list)
+	require.Equal(t, 4, passed, "discovery, built-in kinds and a resource no CRD defines go on")
+	require.Zero(t, h.Served())
+
+	for _, space := range []string{"a", "b", "c"} {
+		_, err := h.definitionOf(context.Background(), defs[space])
+		require.NoError(t, err)
+	}
+	require.Equal(t, 2, h.Served(), "a and b share a definition; c has its own")
+	shared := (*h.served.Load())[Identity(defs["a"])]
+	deleted := 0
+	shared.removed = append(shared.removed, func(any) { deleted++ })
+
+	delete(defs, "a")
+	require.NoError(t, h.Sweep(context.Background()))
+	require.Equal(t, 2, h.Served(), "b still serves the shared definition")
+	require.Zero(t, deleted)
+	delete(defs, "b")
+	require.NoError(t, h.Sweep(context.Background()))
+	require.Equal(t, 1, h.Served())
+	require.Equal(t, 1, deleted, "the upstream handler heard of the deletion")
+	require.Empty(t, shared.cache.List(), "its cache is empty: nothing left to serve")
+}
