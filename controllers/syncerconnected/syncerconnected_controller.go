@@ -118,7 +118,20 @@ func (c *Controller) Run(ctx context.Context, workers int, clients Clients, conn
 			}
 			return false, err
 		}}
-	loop.Run(ctx, workers, nil)
+	// The workers are waited for: one that took a key as ctx ended fails
+	// its write and puts the key back in pending, which Closing, called
+	// next as the server stops, must see.
+	var wg sync.WaitGroup
+	loop.Run(ctx, 0, func(ctx context.Context) {
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				loop.Work(ctx)
+			}()
+		}
+	})
+	wg.Wait() // Run shut the queue down: each worker ends after its key
 }
 
 // sweep queues the SyncTargets that say SyncerConnected=True, with their
