@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/kubestellar/kubestellar/server/builtin"
 	"github.com/kubestellar/kubestellar/server/customresources"
 )
 
@@ -28,6 +29,11 @@ type boundDefinitions struct {
 var _ customresources.Definitions = boundDefinitions{}
 
 func (b boundDefinitions) For(_, group, resource string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	if builtin.IsBuiltInGroup(group) {
+		// The built-in kinds' own, whatever a CRD stored before admission
+		// refused their groups says.
+		return nil, nil
+	}
 	crd, err := b.lister.Get(resource + "." + group)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -44,8 +50,11 @@ func (b boundDefinitions) InUse(f func(*apiextensionsv1.CustomResourceDefinition
 }
 
 // sweepEvery is how often, at most, the definitions no longer in use are
-// let go after a CRD changed.
-const sweepEvery = time.Second
+// let go after a CRD changed; they are looked for every sweepAnyway too.
+const (
+	sweepEvery  = time.Second
+	sweepAnyway = 5 * time.Minute
+)
 
 // serveCustomResources has the custom resources served by definition,
 // resolved from the apiextensions server's own cache of CRDs, and lets
@@ -58,6 +67,7 @@ func (s *Server) serveCustomResources(crds apiextensionsinformers.CustomResource
 	// From the first request: until the cache has synced, it knows no
 	// CRD, nor does the upstream handler, which shares it.
 	h.SetDefinitions(boundDefinitions{lister: crds.Lister()})
+	s.core.RegisterDestroyFunc(h.Destroy)
 	return s.core.AddPostStartHook("kubestellar-custom-resources", func(hookCtx genericapiserver.PostStartHookContext) error {
 		ctx := klog.NewContext(hookCtx, klog.FromContext(hookCtx).WithName("custom-resources"))
 		changed := make(chan struct{}, 1)
@@ -74,13 +84,15 @@ func (s *Server) serveCustomResources(crds apiextensionsinformers.CustomResource
 			return err
 		}
 		go func() {
-			tick := time.NewTicker(sweepEvery)
+			tick, anyway := time.NewTicker(sweepEvery), time.NewTicker(sweepAnyway)
 			defer tick.Stop()
+			defer anyway.Stop()
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case <-changed:
+				case <-anyway.C:
 				}
 				if err := h.Sweep(ctx); err != nil {
 					klog.FromContext(ctx).Error(err, "letting go of unused custom resource definitions")

@@ -19,15 +19,18 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions/apiextensions/v1"
 	apiextensionslisters "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/admission"
@@ -123,46 +126,58 @@ func New(cfg Config, next http.Handler) *Handler {
 // resolves.
 func (h *Handler) SetDefinitions(defs Definitions) { h.defs.Store(&defs) }
 
+// notFound is what the upstream handler answers, in the apiextensions
+// server, for what it does not serve: the end of the delegation chain.
+var notFound = http.NotFoundHandler()
+
 func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	defs := h.defs.Load()
-	info, ok := request.RequestInfoFrom(req.Context())
+	ctx := req.Context()
+	info, ok := request.RequestInfoFrom(ctx)
 	if defs == nil || !ok || !info.IsResourceRequest || info.APIGroup == "" {
 		h.next.ServeHTTP(w, req)
 		return
 	}
-	crd, err := (*defs).For(spaces.SpaceOrRoot(req.Context()), info.APIGroup, info.Resource)
+	space := spaces.SpaceOrRoot(ctx)
+	crd, err := (*defs).For(space, info.APIGroup, info.Resource)
 	if err != nil || crd == nil {
-		// Not known here (yet): upstream's own handler answers.
+		// Not known here (yet), nor to the upstream handler behind, which
+		// reads the same cache: it answers.
 		h.next.ServeHTTP(w, req)
 		return
 	}
-	d, err := h.definitionOf(req.Context(), crd)
-	if err != nil {
-		klog.FromContext(req.Context()).Error(err, "making the handler of a custom resource definition", "crd", crd.Name)
+	// What the upstream handler asks of the CRD itself, asked of the
+	// space's CRD: a definition's handler serves it whatever its state.
+	if !apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.NamesAccepted) &&
+		!apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
+		notFound.ServeHTTP(w, req)
+		return
+	}
+	d, err := h.definitionOf(ctx, space, info.APIGroup, info.Resource)
+	if err != nil || d == nil {
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "making the handler of a custom resource definition", "crd", crd.Name)
+		}
 		h.next.ServeHTTP(w, req)
 		return
+	}
+	if !crd.DeletionTimestamp.IsZero() || apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating) {
+		req = req.WithContext(context.WithValue(ctx, terminatingKey{}, true))
 	}
 	d.handler.ServeHTTP(w, req)
 }
 
 // Identity is a definition's identity: what the upstream handler serves
-// by (the spec and the accepted names), whether it may serve at all
-// (NamesAccepted, Established) and whether it is terminating.
+// by, the spec and the accepted names. A CRD's state (accepted,
+// established, terminating) is not part of it: the dispatcher reads it
+// from the space's CRD at each request, so that a CRD being deleted keeps
+// its storage, and its watches, until it is gone, as upstream does.
 func Identity(crd *apiextensionsv1.CustomResourceDefinition) string {
-	conditions := map[apiextensionsv1.CustomResourceDefinitionConditionType]apiextensionsv1.ConditionStatus{}
-	for _, c := range crd.Status.Conditions {
-		switch c.Type {
-		case apiextensionsv1.NamesAccepted, apiextensionsv1.Established, apiextensionsv1.Terminating:
-			conditions[c.Type] = c.Status
-		}
-	}
 	data, _ := json.Marshal(struct {
-		Name          string                                                                                    `json:"name"`
-		Spec          *apiextensionsv1.CustomResourceDefinitionSpec                                             `json:"spec"`
-		AcceptedNames *apiextensionsv1.CustomResourceDefinitionNames                                            `json:"acceptedNames"`
-		Conditions    map[apiextensionsv1.CustomResourceDefinitionConditionType]apiextensionsv1.ConditionStatus `json:"conditions"`
-		Deleting      bool                                                                                      `json:"deleting"`
-	}{crd.Name, &crd.Spec, &crd.Status.AcceptedNames, conditions, crd.DeletionTimestamp != nil})
+		Name          string                                         `json:"name"`
+		Spec          *apiextensionsv1.CustomResourceDefinitionSpec  `json:"spec"`
+		AcceptedNames *apiextensionsv1.CustomResourceDefinitionNames `json:"acceptedNames"`
+	}{crd.Name, &crd.Spec, &crd.Status.AcceptedNames})
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:16])
 }
@@ -178,14 +193,27 @@ func (h *Handler) identity(crd *apiextensionsv1.CustomResourceDefinition) string
 	return id
 }
 
-// definitionOf returns the handler of crd's definition, made on first use.
-func (h *Handler) definitionOf(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) (*definition, error) {
+// definitionOf returns the handler of the definition that defines
+// group/resource in space, made on first use; nil when none does any
+// more.
+func (h *Handler) definitionOf(ctx context.Context, space, group, resource string) (*definition, error) {
+	defs := h.defs.Load()
+	crd, err := (*defs).For(space, group, resource)
+	if err != nil || crd == nil {
+		return nil, err
+	}
 	id := h.identity(crd)
 	if d := (*h.served.Load())[id]; d != nil {
 		return d, nil
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// Again under the lock, which Sweep holds while it looks at what is
+	// in use: a definition is not made from a CRD a change has passed.
+	if crd, err = (*defs).For(space, group, resource); err != nil || crd == nil {
+		return nil, err
+	}
+	id = h.identity(crd)
 	served := *h.served.Load()
 	if d := served[id]; d != nil {
 		return d, nil
@@ -207,12 +235,20 @@ func (h *Handler) definitionOf(ctx context.Context, crd *apiextensionsv1.CustomR
 
 // newDefinition makes the upstream handler of one definition: its cache
 // holds the definition alone, under the identity as UID, which is what the
-// upstream handler keys its storage by.
+// upstream handler keys its storage by, accepted and established.
 func (h *Handler) newDefinition(id string, crd *apiextensionsv1.CustomResourceDefinition) (*definition, error) {
+	established := metav1.Now()
+	if c := apiextensionshelpers.FindCRDCondition(crd, apiextensionsv1.Established); c != nil && c.Status == apiextensionsv1.ConditionTrue {
+		// A create within 2 s of it waits, for the other servers to see it.
+		established = c.LastTransitionTime
+	}
 	def := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: crd.Name, UID: types.UID(id), DeletionTimestamp: crd.DeletionTimestamp},
+		ObjectMeta: metav1.ObjectMeta{Name: crd.Name, UID: types.UID(id)},
 		Spec:       *crd.Spec.DeepCopy(),
-		Status:     *crd.Status.DeepCopy(),
+		Status: apiextensionsv1.CustomResourceDefinitionStatus{AcceptedNames: *crd.Status.AcceptedNames.DeepCopy(),
+			Conditions: []apiextensionsv1.CustomResourceDefinitionCondition{
+				{Type: apiextensionsv1.NamesAccepted, Status: apiextensionsv1.ConditionTrue, LastTransitionTime: established},
+				{Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue, LastTransitionTime: established}}},
 	}
 	d := &definition{cache: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), crd: def}
 	if err := d.cache.Add(def); err != nil {
@@ -221,8 +257,8 @@ func (h *Handler) newDefinition(id string, crd *apiextensionsv1.CustomResourceDe
 	// The upstream handler's other arguments serve discovery, which stays
 	// upstream's (no resource request asks for it), and the establishing
 	// of a CRD, which a definition, already established, never asks.
-	handler, err := apiextensionsapiserver.NewCustomResourceDefinitionHandler(nil, nil, &oneCRD{d: d}, h.next,
-		h.cfg.RESTOptionsGetter, h.cfg.Admission, nil, h.cfg.ServiceResolver, h.cfg.AuthResolverWrapper, 1, h.cfg.Authorizer,
+	handler, err := apiextensionsapiserver.NewCustomResourceDefinitionHandler(nil, nil, &oneCRD{d: d}, notFound,
+		h.cfg.RESTOptionsGetter, terminatingAdmission{h.cfg.Admission}, nil, h.cfg.ServiceResolver, h.cfg.AuthResolverWrapper, 1, h.cfg.Authorizer,
 		h.cfg.RequestTimeout, h.cfg.MinRequestTimeout, h.cfg.StaticOpenAPISpec, h.cfg.MaxRequestBodyBytes)
 	if err != nil {
 		return nil, err
@@ -239,6 +275,8 @@ func (h *Handler) Sweep(ctx context.Context) error {
 	if defs == nil {
 		return nil
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	inUse, versions := map[string]bool{}, map[string]bool{}
 	if err := (*defs).InUse(func(crd *apiextensionsv1.CustomResourceDefinition) {
 		inUse[h.identity(crd)] = true
@@ -252,31 +290,88 @@ func (h *Handler) Sweep(ctx context.Context) error {
 		}
 		return true
 	})
+	h.letGo(ctx, func(id string) bool { return !inUse[id] })
+	return nil
+}
+
+// Destroy stops serving every definition, when the server shuts down.
+func (h *Handler) Destroy() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.letGo(context.Background(), func(string) bool { return true })
+}
+
+// letGo stops serving the definitions gone says are. Called with h.mu
+// held.
+func (h *Handler) letGo(ctx context.Context, gone func(id string) bool) {
 	served := *h.served.Load()
 	next := make(map[string]*definition, len(served))
-	var gone []*definition
+	var stopped []*definition
 	for id, d := range served {
-		if inUse[id] {
-			next[id] = d
+		if gone(id) {
+			stopped = append(stopped, d)
 		} else {
-			gone = append(gone, d)
+			next[id] = d
 		}
 	}
-	if len(gone) == 0 {
-		return nil
+	if len(stopped) == 0 {
+		return
 	}
 	h.served.Store(&next)
-	servedDefinitions.Add(-float64(len(gone)))
-	for _, d := range gone {
+	servedDefinitions.Add(-float64(len(stopped)))
+	for _, d := range stopped {
 		klog.FromContext(ctx).V(2).Info("no longer serving a custom resource definition", "crd", d.crd.Name, "definition", string(d.crd.UID))
 		if err := d.cache.Delete(d.crd); err != nil {
-			return err
+			klog.FromContext(ctx).Error(err, "letting go of a custom resource definition", "crd", d.crd.Name)
 		}
 		for _, f := range d.removed {
 			f(d.crd)
 		}
+	}
+}
+
+// terminatingKey marks a request for the custom resources of a CRD being
+// deleted (in the request's space).
+type terminatingKey struct{}
+
+// terminatingAdmission refuses creates of the custom resources of a CRD
+// being deleted, as the upstream handler does for a terminating CRD, in
+// front of the server's admission.
+type terminatingAdmission struct{ delegate admission.Interface }
+
+var (
+	_ admission.MutationInterface   = terminatingAdmission{}
+	_ admission.ValidationInterface = terminatingAdmission{}
+)
+
+func (t terminatingAdmission) Handles(op admission.Operation) bool {
+	return op == admission.Create || t.delegate.Handles(op)
+}
+
+func (t terminatingAdmission) refuse(ctx context.Context, a admission.Attributes) error {
+	if a.GetOperation() == admission.Create && ctx.Value(terminatingKey{}) != nil {
+		return apierrors.NewForbidden(a.GetResource().GroupResource(), a.GetName(),
+			errors.New("create not allowed while custom resource definition is terminating"))
+	}
+	return nil
+}
+
+func (t terminatingAdmission) Admit(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
+	if err := t.refuse(ctx, a); err != nil {
+		return err
+	}
+	if m, ok := t.delegate.(admission.MutationInterface); ok && m.Handles(a.GetOperation()) {
+		return m.Admit(ctx, a, o)
+	}
+	return nil
+}
+
+func (t terminatingAdmission) Validate(ctx context.Context, a admission.Attributes, o admission.ObjectInterfaces) error {
+	if err := t.refuse(ctx, a); err != nil {
+		return err
+	}
+	if v, ok := t.delegate.(admission.ValidationInterface); ok && v.Handles(a.GetOperation()) {
+		return v.Validate(ctx, a, o)
 	}
 	return nil
 }

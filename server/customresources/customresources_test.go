@@ -11,8 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
 	"github.com/kubestellar/kubestellar/spaces"
@@ -36,26 +39,21 @@ func widgets(space string, schema string) *apiextensionsv1.CustomResourceDefinit
 
 // TestIdentity: a definition's identity is what serving depends on: the
 // same definition in two spaces (other UIDs, other resource versions,
-// other times) is one; another schema, other accepted names, a
-// condition's status or a deletion is another.
+// other states) is one; another schema or other accepted names is
+// another.
 func TestIdentity(t *testing.T) {
 	a, b := widgets("a", "object"), widgets("b", "object")
 	b.ResourceVersion = "7"
-	b.Status.Conditions[0].LastTransitionTime = metav1.Now()
-	require.Equal(t, Identity(a), Identity(b))
+	b.Status.Conditions[1].Status = apiextensionsv1.ConditionFalse
+	now := metav1.Now()
+	b.DeletionTimestamp = &now
+	require.Equal(t, Identity(a), Identity(b), "a CRD's state is not its definition")
 
 	other := widgets("a", "string")
 	require.NotEqual(t, Identity(a), Identity(other), "another schema")
 	renamed := widgets("a", "object")
 	renamed.Status.AcceptedNames.ShortNames = []string{"wd"}
 	require.NotEqual(t, Identity(a), Identity(renamed), "other accepted names")
-	notYet := widgets("a", "object")
-	notYet.Status.Conditions[1].Status = apiextensionsv1.ConditionFalse
-	require.NotEqual(t, Identity(a), Identity(notYet), "not established")
-	deleting := widgets("a", "object")
-	now := metav1.Now()
-	deleting.DeletionTimestamp = &now
-	require.NotEqual(t, Identity(a), Identity(deleting), "terminating")
 }
 
 type definitions map[string]*apiextensionsv1.CustomResourceDefinition
@@ -98,8 +96,9 @@ func TestDefinitionsAreSharedAndLetGo(t *testing.T) {
 	require.Zero(t, h.Served())
 
 	for _, space := range []string{"a", "b", "c"} {
-		_, err := h.definitionOf(context.Background(), defs[space])
+		d, err := h.definitionOf(context.Background(), space, "example.com", "widgets")
 		require.NoError(t, err)
+		require.NotNil(t, d)
 	}
 	require.Equal(t, 2, h.Served(), "a and b share a definition; c has its own")
 	shared := (*h.served.Load())[Identity(defs["a"])]
@@ -115,4 +114,53 @@ func TestDefinitionsAreSharedAndLetGo(t *testing.T) {
 	require.Equal(t, 1, h.Served())
 	require.Equal(t, 1, deleted, "the upstream handler heard of the deletion")
 	require.Empty(t, shared.cache.List(), "its cache is empty: nothing left to serve")
+}
+
+// TestTerminatingAndNotYetAccepted: a CRD not yet accepted is not served
+// (404, and no handler made for it); creates of the custom resources of a
+// CRD being deleted are refused by admission, as upstream refuses them,
+// and nothing else is.
+func TestTerminatingAndNotYetAccepted(t *testing.T) {
+	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("passed on") })
+	h := New(Config{}, next)
+	crd := widgets("a", "object")
+	crd.Status.Conditions = nil
+	h.SetDefinitions(definitions{"a": crd})
+	req := httptest.NewRequest(http.MethodGet, "/apis/example.com/v1/namespaces/default/widgets", nil)
+	ctx := request.WithRequestInfo(spaces.WithSpace(req.Context(), "a"),
+		&request.RequestInfo{IsResourceRequest: true, Verb: "list", APIGroup: "example.com", APIVersion: "v1", Namespace: "default", Resource: "widgets"})
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req.WithContext(ctx))
+	require.Equal(t, http.StatusNotFound, rec.Code)
+	require.Zero(t, h.Served(), "nothing made for a CRD not yet accepted")
+
+	inner := &admitted{}
+	a := terminatingAdmission{inner}
+	gr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	attrs := func(op admission.Operation) admission.Attributes {
+		return admission.NewAttributesRecord(nil, nil, schema.GroupVersionKind{}, "default", "w", gr, "", op, nil, false, nil)
+	}
+	terminating := context.WithValue(context.Background(), terminatingKey{}, true)
+	require.True(t, a.Handles(admission.Create))
+	err := a.Validate(terminating, attrs(admission.Create), nil)
+	require.True(t, apierrors.IsForbidden(err), "%v", err)
+	require.Contains(t, err.Error(), "create not allowed while custom resource definition is terminating")
+	require.Error(t, a.Admit(terminating, attrs(admission.Create), nil))
+	require.NoError(t, a.Validate(terminating, attrs(admission.Update), nil), "updates go on while it terminates")
+	require.NoError(t, a.Validate(context.Background(), attrs(admission.Create), nil))
+	require.NoError(t, a.Admit(context.Background(), attrs(admission.Create), nil))
+	require.Equal(t, 3, inner.calls, "the server's admission is asked of everything not refused")
+}
+
+// admitted is the server's admission, counting what it is asked.
+type admitted struct{ calls int }
+
+func (a *admitted) Handles(admission.Operation) bool { return true }
+func (a *admitted) Admit(context.Context, admission.Attributes, admission.ObjectInterfaces) error {
+	a.calls++
+	return nil
+}
+func (a *admitted) Validate(context.Context, admission.Attributes, admission.ObjectInterfaces) error {
+	a.calls++
+	return nil
 }

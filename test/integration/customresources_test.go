@@ -95,7 +95,12 @@ func TestCustomResourcesAreServedByDefinition(t *testing.T) {
 	createWhenServed("cr-a", widget("two", "big"))
 	eventually(t, time.Minute, func() (bool, error) { return served() == before, nil }, "the old definition let go")
 
-	// A deleted CRD's definition is let go.
+	// A CRD being deleted keeps its definition (its instances are being
+	// deleted); once gone, it is let go.
 	require.NoError(t, crds("cr-a").ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, widgetCRD().Name, metav1.DeleteOptions{}))
+	eventually(t, time.Minute, func() (bool, error) {
+		_, err := crds("cr-a").ApiextensionsV1().CustomResourceDefinitions().Get(ctx, widgetCRD().Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}, "the CRD gone")
 	eventually(t, time.Minute, func() (bool, error) { return served() == before-1, nil }, "the deleted CRD's definition let go")
 }
