@@ -4,6 +4,8 @@
 package builtin
 
 import (
+	"sync"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -14,20 +16,22 @@ var reservedGroups = []string{"authorization.k8s.io", "authentication.k8s.io", "
 // IsBuiltInGroup reports whether an API group is the server's own: one
 // of the built-in kinds' groups (the core group included) or one it
 // reserves. No CRD may define a resource in it, since a CRD's objects share
-// the storage layout of built-in objects (/<group>/<resource>/...).
-func IsBuiltInGroup(group string) bool {
+// the storage layout of built-in objects (/<group>/<resource>/...). It is
+// asked at every custom resource request.
+func IsBuiltInGroup(group string) bool { return builtInGroups()[group] }
+
+// builtInGroups is the set IsBuiltInGroup answers from, made once: Kinds
+// builds every kind, columns included, at each call.
+var builtInGroups = sync.OnceValue(func() map[string]bool {
+	groups := map[string]bool{}
 	for _, g := range reservedGroups {
-		if g == group {
-			return true
-		}
+		groups[g] = true
 	}
 	for _, k := range Kinds() {
-		if k.Group == group {
-			return true
-		}
+		groups[k.Group] = true
 	}
-	return false
-}
+	return groups
+})
 
 // IsBuiltIn reports whether a resource is one of the built-in kinds'.
 func IsBuiltIn(gr schema.GroupResource) bool {
