@@ -22,6 +22,8 @@ import (
 	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	openapibuilder "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
+	apiextensionsfeatures "k8s.io/apiextensions-apiserver/pkg/features"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -232,6 +234,36 @@ func (c *Config) openDataDir(ctx context.Context) error {
 		if err := syncIdentity(ctx, ds, o.Token, o.DataDir); err != nil {
 			return err
 		}
+	}
+	return layOutCRDs(ctx, ds, o.CRDsPerSpace)
+}
+
+// layOutCRDs has the CRDs stored as the server serves them, before it
+// serves anything: with --crds-per-space, the CRDs stored once for every
+// space they were bound to are split into one per space; without it, a
+// datastore that holds CRDs per space is refused.
+func layOutCRDs(ctx context.Context, ds *storage.Datastore, perSpace bool) error {
+	cli, err := ds.Client(ctx, 30*time.Second)
+	if err != nil {
+		return fmt.Errorf("datastore: %w", err)
+	}
+	defer cli.Close()
+	if !perSpace {
+		stored, err := storage.CRDsStoredPerSpace(ctx, cli)
+		if err != nil {
+			return err
+		}
+		if stored {
+			return fmt.Errorf("the datastore holds CRDs stored per space, by a server started with --%s: start with it again", CRDsPerSpaceFlag)
+		}
+		return nil
+	}
+	split, err := storage.SplitBoundCRDs(ctx, cli)
+	if err != nil {
+		return fmt.Errorf("storing CRDs per space: %w", err)
+	}
+	if split > 0 {
+		klog.FromContext(ctx).Info("start-up: stored the CRDs of the spaces that shared them as each space's own", "crds", split)
 	}
 	return nil
 }
@@ -467,7 +499,12 @@ func (c *Config) handlerChain(authz builtin.SelfReviews) func(http.Handler, *gen
 		}
 		h := withResponseCompression(crs)
 		// Inside a space, the CRDs of other spaces are not there.
-		h = spaces.WithCRDBindings(h, c.crds)
+		h = spaces.WithCRDBindings(h, c.crds, !c.Options.CRDsPerSpace)
+		if c.Options.CRDsPerSpace {
+			// And its own are, in its discovery and OpenAPI documents.
+			h = customresources.WithSpaceDocuments(h, c.crds, openapibuilder.Options{
+				IncludeSelectableFields: utilfeature.DefaultFeatureGate.Enabled(apiextensionsfeatures.CustomResourceFieldSelectors)})
+		}
 		// No space that does not exist; no writes to one being deleted;
 		// reads only through the wildcard.
 		h = spaces.WithSpaceAdmission(h, c.spaces)
@@ -540,7 +577,8 @@ func (c *Config) configureAdmission(core *genericapiserver.RecommendedConfig, sc
 
 // configureExtensions configures the apiextensions server, which shares
 // the core configuration (serving, authentication, admission, discovery)
-// but stores CRDs globally and custom resources per space.
+// but stores CRDs globally (per space with --crds-per-space) and custom
+// resources per space.
 func (c *Config) configureExtensions(core *genericapiserver.RecommendedConfig) {
 	extGeneric := *core
 	extGeneric.Config.PostStartHooks = map[string]genericapiserver.PostStartHookConfigEntry{}
@@ -549,6 +587,14 @@ func (c *Config) configureExtensions(core *genericapiserver.RecommendedConfig) {
 	extGeneric.Config.FlowControl, extGeneric.SharedInformerFactory = nil, nil
 	extGeneric.Config.BuildHandlerChainFunc = func(h http.Handler, _ *genericapiserver.Config) http.Handler { return h }
 	extGeneric.Config.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: c.Datastore, Codec: apiextensionsCodec}
+	if c.Options.CRDsPerSpace {
+		// Each space's CRDs its own, stored under its keys; the names
+		// and groups the root space serves everywhere are the server's.
+		extGeneric.Config.RESTOptionsGetter = storage.RESTOptionsGetter{Datastore: c.Datastore, Codec: apiextensionsCodec, SpaceScoped: true,
+			Decorators: map[schema.GroupResource]func(apiserverstorage.Interface) apiserverstorage.Interface{
+				apiextensionsv1.Resource("customresourcedefinitions"): spaces.ReserveCRDs,
+			}}
+	}
 	extGeneric.Config.MergedResourceConfig = apiextensionsapiserver.DefaultAPIResourceConfigSource()
 	c.extensions = &apiextensionsapiserver.Config{
 		GenericConfig: &extGeneric,
@@ -581,7 +627,7 @@ func (c *Config) newCustomResources(next http.Handler, gc *genericapiserver.Conf
 		return nil, err
 	}
 	extra := c.extensions.ExtraConfig
-	c.customResources = customresources.New(customresources.Config{
+	cfg := customresources.Config{
 		RESTOptionsGetter:   extra.CRDRESTOptionsGetter,
 		Admission:           gc.AdmissionControl,
 		ServiceResolver:     extra.ServiceResolver,
@@ -591,7 +637,18 @@ func (c *Config) newCustomResources(next http.Handler, gc *genericapiserver.Conf
 		MinRequestTimeout:   time.Duration(gc.MinRequestTimeout) * time.Second,
 		StaticOpenAPISpec:   static,
 		MaxRequestBodyBytes: gc.MaxRequestBodyBytes,
-	}, next)
+	}
+	if c.Options.CRDsPerSpace {
+		// A space's own definitions read its objects from the datastore:
+		// a watch cache of one would hold every space's objects of the
+		// resource, whatever they define it as.
+		cfg.OwnRESTOptionsGetter = storage.RESTOptionsGetter{Datastore: c.Datastore, SpaceScoped: true, Codec: customResourceCodec,
+			Observe: c.garbage.Observe}
+		cfg.Everywhere = func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+			return spaces.ServedEverywhere(crd.Annotations)
+		}
+	}
+	c.customResources = customresources.New(cfg, next)
 	return c.customResources, nil
 }
 

@@ -71,7 +71,7 @@ func (r *rootWebhooksOnly) rootServes(matches func(*apiextensionsv1.WebhookClien
 	}
 	for _, crd := range all {
 		c := crd.Spec.Conversion
-		if c == nil || c.Webhook == nil || c.Webhook.ClientConfig == nil || !spaces.BindingsOf(crd.Annotations).Has(spaces.Root) {
+		if c == nil || c.Webhook == nil || c.Webhook.ClientConfig == nil || !spaces.CRDBindings(crd.Annotations).Has(spaces.Root) {
 			continue
 		}
 		if matches(c.Webhook.ClientConfig) {

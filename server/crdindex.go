@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubestellar/kubestellar/server/builtin"
+	"github.com/kubestellar/kubestellar/server/customresources"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -45,7 +46,7 @@ func crdSpaces(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	b := spaces.BindingsOf(crd.Annotations)
+	b := spaces.CRDBindings(crd.Annotations)
 	if b.All() {
 		return []string{allSpaces}, nil
 	}
@@ -80,6 +81,16 @@ func (x *crdIndex) servedBy(space string, all bool) ([]*apiextensionsv1.CustomRe
 
 var _ spaces.CRDIndex = &crdIndex{}
 
+var _ customresources.SpaceCRDs = &crdIndex{}
+
+// Own returns the CRDs a space defines itself, with CRDs stored per space:
+// those the index by space has for it, which has the root space's
+// served everywhere under allSpaces.
+func (x *crdIndex) Own(space string) ([]*apiextensionsv1.CustomResourceDefinition, bool) {
+	crds, err := x.servedBy(space, false)
+	return crds, err == nil
+}
+
 func (x *crdIndex) Resource(group, resource string) (spaces.Bindings, bool, error) {
 	if builtin.IsBuiltInGroup(group) {
 		return spaces.Bindings{}, false, nil
@@ -95,7 +106,7 @@ func (x *crdIndex) Resource(group, resource string) (spaces.Bindings, bool, erro
 	if err != nil {
 		return spaces.Bindings{}, false, err
 	}
-	return spaces.BindingsOf(crd.Annotations), true, nil
+	return spaces.CRDBindings(crd.Annotations), true, nil
 }
 
 func (x *crdIndex) GroupVersion(space, group, version string) (defined, served bool) {
@@ -112,7 +123,7 @@ func (x *crdIndex) GroupVersion(space, group, version string) (defined, served b
 			continue
 		}
 		defined = true
-		if spaces.BindingsOf(crd.Annotations).Has(space) {
+		if spaces.CRDBindings(crd.Annotations).Has(space) {
 			return true, true
 		}
 	}
@@ -129,7 +140,7 @@ func (x *crdIndex) Hides(space string) bool {
 		return true
 	}
 	for _, crd := range all {
-		if !spaces.BindingsOf(crd.Annotations).Has(space) {
+		if !spaces.CRDBindings(crd.Annotations).Has(space) {
 			return true
 		}
 	}
@@ -159,7 +170,7 @@ func unbindCRDs(ctx context.Context, clients *spaceClients, crds apiextensionsv1
 	var ext apiextensionsclient.Interface
 	for i := range all.Items {
 		crd := &all.Items[i]
-		b := spaces.BindingsOf(crd.Annotations)
+		b := spaces.CRDBindings(crd.Annotations)
 		if b.All() || !b.Has(space) {
 			continue
 		}

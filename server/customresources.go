@@ -4,6 +4,9 @@
 package server
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/kubestellar/kubestellar/server/builtin"
 	"github.com/kubestellar/kubestellar/server/customresources"
+	"github.com/kubestellar/kubestellar/spaces"
 )
 
 // boundDefinitions resolves custom resource requests as CRDs are stored
@@ -49,6 +53,118 @@ func (b boundDefinitions) InUse(f func(*apiextensionsv1.CustomResourceDefinition
 	return err
 }
 
+// spaceDefinitions resolves custom resource requests with CRDs stored per
+// space (--crds-per-space): a space's own CRD of the name, unless the root
+// space serves one everywhere, whose name is the server's.
+type spaceDefinitions struct {
+	// crds are every space's CRDs, keyed by spaces.KeyFunc, indexed by
+	// name (crdsByName).
+	crds cache.Indexer
+}
+
+var _ customresources.Definitions = spaceDefinitions{}
+
+// crdsByName indexes the CRDs of every space by name.
+const crdsByName = "kubestellar.io/crd-name"
+
+func crdName(obj any) ([]string, error) {
+	if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+		return []string{crd.Name}, nil
+	}
+	return nil, nil
+}
+
+func (d spaceDefinitions) get(space, name string) *apiextensionsv1.CustomResourceDefinition {
+	obj, ok, err := d.crds.GetByKey(spaces.Key(space, "", name))
+	if err != nil || !ok {
+		return nil
+	}
+	crd, _ := obj.(*apiextensionsv1.CustomResourceDefinition)
+	return crd
+}
+
+func (d spaceDefinitions) For(space, group, resource string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	if builtin.IsBuiltInGroup(group) {
+		return nil, nil
+	}
+	name := resource + "." + group
+	if crd := d.get(spaces.Root, name); crd != nil && spaces.ServedEverywhere(crd.Annotations) {
+		return crd, nil
+	}
+	if space == spaces.Wildcard {
+		return d.acrossSpaces(name)
+	}
+	if crd := d.get(space, name); crd != nil {
+		return crd, nil
+	}
+	return nil, customresources.ErrNotServed
+}
+
+// acrossSpaces resolves a list or watch across every space, which the
+// server's own controllers make: served when every space that defines the
+// name defines it the same, for one definition decodes every object then.
+func (d spaceDefinitions) acrossSpaces(name string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	objs, err := d.crds.ByIndex(crdsByName, name)
+	if err != nil {
+		return nil, err
+	}
+	var first *apiextensionsv1.CustomResourceDefinition
+	var id string
+	for _, obj := range objs {
+		crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+		if !ok {
+			continue
+		}
+		if first == nil {
+			first, id = crd, customresources.Identity(crd)
+			continue
+		}
+		if customresources.Identity(crd) != id {
+			return nil, fmt.Errorf("spaces define %s differently: list and watch it in each space", name)
+		}
+	}
+	if first == nil {
+		return nil, customresources.ErrNotServed
+	}
+	return first, nil
+}
+
+func (d spaceDefinitions) InUse(f func(*apiextensionsv1.CustomResourceDefinition)) error {
+	for _, obj := range d.crds.List() {
+		if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+			f(crd)
+		}
+	}
+	return nil
+}
+
+// startingDefinitions resolves custom resource requests until the cache of
+// every space's CRDs has synced, from the apiextensions server's cache of
+// the root space's CRDs: the root space's own, and in every space those
+// it serves everywhere (the server's own CRDs, which its start waits for).
+type startingDefinitions struct {
+	root apiextensionslisters.CustomResourceDefinitionLister
+}
+
+func (d startingDefinitions) For(space, group, resource string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	if builtin.IsBuiltInGroup(group) {
+		return nil, nil
+	}
+	crd, err := d.root.Get(resource + "." + group)
+	if err == nil && (space == spaces.Root || spaces.ServedEverywhere(crd.Annotations)) {
+		return crd, nil
+	}
+	return nil, errors.New("the server is starting: custom resources are served once its cache of CRDs has synced")
+}
+
+func (d startingDefinitions) InUse(f func(*apiextensionsv1.CustomResourceDefinition)) error {
+	crds, err := d.root.List(labels.Everything())
+	for _, crd := range crds {
+		f(crd)
+	}
+	return err
+}
+
 // sweepEvery is how often, at most, the definitions no longer in use are
 // let go after a CRD changed; they are looked for every sweepAnyway too.
 const (
@@ -56,54 +172,84 @@ const (
 	sweepAnyway = 5 * time.Minute
 )
 
-// serveCustomResources has the custom resources served by definition,
-// resolved from the apiextensions server's own cache of CRDs, and lets
-// go of the definitions a change left unused.
+// serveCustomResources has the custom resources served by definition. With
+// CRDs stored once, they are resolved from the apiextensions server's own
+// cache of CRDs at once; with CRDs per space, from the cache of every
+// space's CRDs, once startSpaces has it synced (spaceCRDsSynced).
 func (s *Server) serveCustomResources(crds apiextensionsinformers.CustomResourceDefinitionInformer) error {
 	h := s.cfg.customResources
 	if h == nil {
 		return nil // not made: the upstream handler serves them
 	}
+	s.core.RegisterDestroyFunc(h.Destroy)
+	if s.cfg.Options.CRDsPerSpace {
+		h.SetDefinitions(startingDefinitions{root: crds.Lister()})
+		return nil
+	}
 	// From the first request: until the cache has synced, it knows no
 	// CRD, nor does the upstream handler, which shares it.
 	h.SetDefinitions(boundDefinitions{lister: crds.Lister()})
-	s.core.RegisterDestroyFunc(h.Destroy)
 	return s.core.AddPostStartHook("kubestellar-custom-resources", func(hookCtx genericapiserver.PostStartHookContext) error {
 		ctx := klog.NewContext(hookCtx, klog.FromContext(hookCtx).WithName("custom-resources"))
-		changed := make(chan struct{}, 1)
-		note := func(any) {
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-		}
-		if _, err := crds.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-			UpdateFunc: func(_, obj any) { note(obj) },
-			DeleteFunc: note,
-		}); err != nil {
+		return s.sweepUnused(ctx, crds.Informer())
+	})
+}
+
+// spaceCRDsSynced runs the cache of every space's CRDs and, once it has
+// synced, serves custom resources by each space's definitions.
+func (s *Server) spaceCRDsSynced(ctx context.Context, crds *spaceCRDCache) error {
+	if h := s.cfg.customResources; h != nil {
+		if err := s.sweepUnused(klog.NewContext(ctx, klog.FromContext(ctx).WithName("custom-resources")), crds); err != nil {
 			return err
 		}
-		go func() {
-			tick, anyway := time.NewTicker(sweepEvery), time.NewTicker(sweepAnyway)
-			defer tick.Stop()
-			defer anyway.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-changed:
-				case <-anyway.C:
-				}
-				if err := h.Sweep(ctx); err != nil {
-					klog.FromContext(ctx).Error(err, "letting go of unused custom resource definitions")
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
+	}
+	if err := crds.run(ctx); err != nil {
+		return err
+	}
+	if h := s.cfg.customResources; h != nil {
+		h.SetDefinitions(spaceDefinitions{crds: crds.indexer})
+	}
+	return nil
+}
+
+// sweepUnused lets go of the definitions a change of CRDs left unused.
+func (s *Server) sweepUnused(ctx context.Context, crds interface {
+	AddEventHandler(cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+}) error {
+	h := s.cfg.customResources
+	changed := make(chan struct{}, 1)
+	note := func(any) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := crds.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) { note(obj) },
+		DeleteFunc: note,
+	}); err != nil {
+		return err
+	}
+	go func() {
+		tick, anyway := time.NewTicker(sweepEvery), time.NewTicker(sweepAnyway)
+		defer tick.Stop()
+		defer anyway.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			case <-anyway.C:
 			}
-		}()
-		return nil
-	})
+			if err := h.Sweep(ctx); err != nil {
+				klog.FromContext(ctx).Error(err, "letting go of unused custom resource definitions")
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return nil
 }

@@ -6,9 +6,12 @@ package server
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsv1client "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/typed/apiextensions/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -39,6 +42,7 @@ var loops = []loop{
 	{name: "namespace", leader: true, workers: 2, new: newNamespaceLoop},
 	{name: "namespace-defaults", leader: true, workers: 2, new: newNamespaceDefaultsLoop},
 	{name: "crd-instances", leader: true, workers: 1, new: newCRDInstancesLoop},
+	{name: "crd-status", leader: true, workers: 2, new: newCRDStatusLoop},
 	// Each server collects the garbage of the deletes it commits.
 	{name: "garbage-collector", workers: 2, new: func(s *Server, d *loopDeps) (runner, error) {
 		return runFunc(func(ctx context.Context, workers int) { s.cfg.garbage.Run(ctx, workers, d.clients) }), nil
@@ -120,7 +124,9 @@ type loopDeps struct {
 	ext           apiextensionsclient.Interface
 	spaceInformer cache.SharedIndexInformer
 	crdInformer   cache.SharedIndexInformer
-	purger        *spaces.Purger
+	// spaceCRDs are every space's CRDs, with --crds-per-space.
+	spaceCRDs *spaceCRDCache
+	purger    *spaces.Purger
 	// workloads are the workload-management controllers of this term;
 	// set by startLoops for the leader's.
 	workloads *controllers.Workloads
@@ -202,11 +208,51 @@ func newNamespaceDefaultsLoop(s *Server, d *loopDeps) (runner, error) {
 }
 
 func newCRDInstancesLoop(_ *Server, d *loopDeps) (runner, error) {
-	c, err := crdcontroller.New(d.crdInformer, d.purger)
+	newController := crdcontroller.New
+	if d.spaceCRDs != nil {
+		newController = crdcontroller.NewEverywhere
+	}
+	c, err := newController(d.crdInformer, d.purger)
 	if err != nil {
 		return nil, err
 	}
 	return runFunc(func(ctx context.Context, _ int) { c.Run(ctx) }), nil
+}
+
+// newCRDStatusLoop keeps the status of the CRDs of every space but root
+// (whose CRDs the apiextensions server's controllers keep), with
+// --crds-per-space: names judged within the space, Established once
+// served, deletion.
+func newCRDStatusLoop(s *Server, d *loopDeps) (runner, error) {
+	if d.spaceCRDs == nil {
+		return runFunc(func(context.Context, int) {}), nil
+	}
+	var clients sync.Map // by space
+	crds := func(space string) (apiextensionsv1client.CustomResourceDefinitionInterface, error) {
+		if c, ok := clients.Load(space); ok {
+			return c.(apiextensionsv1client.CustomResourceDefinitionInterface), nil
+		}
+		c, err := apiextensionsclient.NewForConfig(d.clients.config(space))
+		if err != nil {
+			return nil, err
+		}
+		crds := c.ApiextensionsV1().CustomResourceDefinitions()
+		clients.Store(space, crds)
+		return crds, nil
+	}
+	everywhere := func() []*apiextensionsv1.CustomResourceDefinition {
+		crds, _ := s.cfg.crds.servedBy(allSpaces, false)
+		return crds
+	}
+	var prepare func(*apiextensionsv1.CustomResourceDefinition) error
+	if h := s.cfg.customResources; h != nil {
+		prepare = h.Prepare
+	}
+	c, err := crdcontroller.NewStatus(d.spaceCRDs, crds, d.purger, everywhere, prepare)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // garbageSweepEvery is how often the leader sweeps every space for

@@ -367,6 +367,11 @@ func (s *Server) installCRDs(hookCtx genericapiserver.PostStartHookContext) erro
 	}
 	crdClient := client.ApiextensionsV1().CustomResourceDefinitions()
 	for _, want := range all {
+		// Served in every space (spaces.ServedEverywhere).
+		if want.Annotations == nil {
+			want.Annotations = map[string]string{}
+		}
+		want.Annotations[spaces.BoundAnnotation] = spaces.AllSpaces
 		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			have, err := crdClient.Get(ctx, want.Name, metav1.GetOptions{})
 			switch {
@@ -510,9 +515,11 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 	if err != nil {
 		return err
 	}
-	purger := &spaces.Purger{Client: etcd, KeyPrefix: storage.KeyPrefix,
-		Global:  []string{storage.ResourcePrefix(apiextensionsv1.Resource("customresourcedefinitions"))},
-		BuiltIn: builtin.IsBuiltIn}
+	purger := &spaces.Purger{Client: etcd, KeyPrefix: storage.KeyPrefix, BuiltIn: builtin.IsBuiltIn}
+	if !s.cfg.Options.CRDsPerSpace {
+		// CRDs are stored once for all spaces.
+		purger.Global = []string{storage.ResourcePrefix(apiextensionsv1.Resource("customresourcedefinitions"))}
+	}
 
 	rootKube, err := clients.Kube(spaces.Root)
 	if err != nil {
@@ -529,7 +536,14 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 	}
 	crdInformers := apiextensionsinformers.NewSharedInformerFactory(extClient, 0)
 	crds := crdInformers.Apiextensions().V1().CustomResourceDefinitions()
-	if err := crds.Informer().AddIndexers(cache.Indexers{crdsBySpace: crdSpaces}); err != nil {
+	// The CRDs as the root space has them: with CRDs stored per space,
+	// its own and those it serves everywhere.
+	var spaceCRDs *spaceCRDCache
+	if s.cfg.Options.CRDsPerSpace {
+		if spaceCRDs, err = newSpaceCRDCache(loopback); err != nil {
+			return err
+		}
+	} else if err := crds.Informer().AddIndexers(cache.Indexers{crdsBySpace: crdSpaces}); err != nil {
 		return err
 	}
 	legacy := &legacyDiscovery{groups: s.core.DiscoveryGroupManager, crds: crds.Lister()}
@@ -551,6 +565,12 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 	}
 	// The index first: what waits for the lister reads the index too.
 	crdIndexer := crds.Informer().GetIndexer()
+	if spaceCRDs != nil {
+		if err := s.spaceCRDsSynced(ctx, spaceCRDs); err != nil {
+			return err
+		}
+		crdIndexer = spaceCRDs.indexer
+	}
 	s.cfg.crds.bySpace.Store(&crdIndexer)
 	crdLister := crds.Lister()
 	s.cfg.crds.lister.Store(&crdLister)
@@ -570,7 +590,7 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 
 	// The control loops (loops.go): every server's, then the leader's.
 	deps := &loopDeps{loopback: loopback, clients: clients, root: root, rootKube: rootKube, ext: extClient,
-		spaceInformer: spaceInformer.Informer(), crdInformer: crds.Informer(), purger: purger}
+		spaceInformer: spaceInformer.Informer(), crdInformer: crds.Informer(), spaceCRDs: spaceCRDs, purger: purger}
 	if err := s.startLoops(ctx, false, deps); err != nil {
 		return err
 	}

@@ -198,6 +198,11 @@ func (q *spaceQuotas) Of(ctx context.Context, space string) (objects, bytes int6
 // crdCharge is what the CRDs space serves count in it.
 func (q *spaceQuotas) crdCharge(space string) (objects, bytes int64, err error) {
 	for _, crd := range q.servedCRDs(space, false) {
+		if crd.Annotations[spaces.Annotation] != "" {
+			// Stored in the space (--crds-per-space): counted with its
+			// objects.
+			continue
+		}
 		key := string(crd.UID) + "/" + crd.ResourceVersion
 		size, ok := q.crdSizes.Get(key)
 		if !ok {

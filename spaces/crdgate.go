@@ -39,8 +39,11 @@ type CRDIndex interface {
 // (see BoundAnnotation): their instances are not served there, and
 // discovery (/apis, /apis/GROUP[/VERSION]) and the OpenAPI v3 index leave
 // them out, as for a cluster that never had them. The server's own view
-// (ServerView) sees every CRD. It runs after authorization.
-func WithCRDBindings(handler http.Handler, index CRDIndex) http.Handler {
+// (ServerView) sees every CRD. It runs after authorization. With CRDs
+// stored per space, the CRDs are the root space's, and resources false:
+// which CRD serves a resource in a space is the space's own matter, which
+// the handler of custom resources resolves.
+func WithCRDBindings(handler http.Handler, index CRDIndex, resources bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		ctx := req.Context()
 		info, ok := genericapirequest.RequestInfoFrom(ctx)
@@ -50,7 +53,7 @@ func WithCRDBindings(handler http.Handler, index CRDIndex) http.Handler {
 		}
 		space := SpaceOrRoot(ctx)
 		if info.IsResourceRequest {
-			if info.APIGroup != "" {
+			if info.APIGroup != "" && resources {
 				b, isCRD, err := index.Resource(info.APIGroup, info.Resource)
 				if err != nil {
 					writeStatus(w, apierrors.NewServiceUnavailable(err.Error()))

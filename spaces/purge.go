@@ -14,7 +14,8 @@ import (
 )
 
 // Purger removes stored objects wholesale, beneath the API: everything in a
-// deleted space, or every instance of a deleted CRD in every space. Each
+// deleted space, or every instance of a deleted CRD in every space or in
+// the one space whose CRD it was. Each
 // delete is an ordinary datastore delete, so watchers see DELETED events.
 type Purger struct {
 	Client *clientv3.Client
@@ -60,18 +61,45 @@ func (p *Purger) PurgeResource(ctx context.Context, gr schema.GroupResource) (in
 // PurgeResourceOutside deletes every object of a resource in the spaces
 // keep refuses: a CRD's instances in the spaces that unbound it.
 func (p *Purger) PurgeResourceOutside(ctx context.Context, gr schema.GroupResource, keep func(space string) bool) (int, error) {
+	prefix, err := p.resourcePrefix(gr)
+	if err != nil {
+		return 0, err
+	}
+	return p.purge(ctx, prefix, func(key string) bool {
+		space, _, _ := strings.Cut(strings.TrimPrefix(key, prefix), "/")
+		return !keep(space)
+	})
+}
+
+// PurgeResourceIn deletes every object of a resource in one space: the
+// instances of a CRD of that space's own once it is deleted, where every
+// other space's instances of the same resource belong to CRDs of their
+// own. Only the space's keys are read.
+func (p *Purger) PurgeResourceIn(ctx context.Context, gr schema.GroupResource, space string) (int, error) {
+	if err := ValidateName(space); err != nil {
+		// An empty name, the wildcard or a name with a slash would make
+		// a prefix of more than one space's keys.
+		return 0, fmt.Errorf("the objects of space %q cannot be purged: %w", space, err)
+	}
+	prefix, err := p.resourcePrefix(gr)
+	if err != nil {
+		return 0, err
+	}
+	return p.purge(ctx, prefix+space+"/", func(string) bool { return true })
+}
+
+// resourcePrefix is the prefix of every stored key of a resource, in
+// every space (<KeyPrefix>/<group>/<resource>/), refusing the built-in
+// resources, whose objects no CRD owns.
+func (p *Purger) resourcePrefix(gr schema.GroupResource) (string, error) {
 	if p.BuiltIn != nil && p.BuiltIn(gr) {
-		return 0, fmt.Errorf("%s is a built-in resource: its objects are never purged with a CRD", gr)
+		return "", fmt.Errorf("%s is a built-in resource: its objects are never purged with a CRD", gr)
 	}
 	group := gr.Group
 	if group == "" {
 		group = "core"
 	}
-	prefix := p.KeyPrefix + "/" + group + "/" + gr.Resource + "/"
-	return p.purge(ctx, prefix, func(key string) bool {
-		space, _, _ := strings.Cut(strings.TrimPrefix(key, prefix), "/")
-		return !keep(space)
-	})
+	return p.KeyPrefix + "/" + group + "/" + gr.Resource + "/", nil
 }
 
 func (p *Purger) purge(ctx context.Context, prefix string, match func(key string) bool) (int, error) {

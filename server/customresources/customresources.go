@@ -75,13 +75,29 @@ type Config struct {
 	// resource shares (ObjectMeta and the like), for server-side apply.
 	StaticOpenAPISpec   map[string]*spec.Schema
 	MaxRequestBodyBytes int64
+	// OwnRESTOptionsGetter, when set, stores the instances of the
+	// definitions Everywhere says are one space's own (or several spaces'
+	// that define them equally): it reads the datastore at each request,
+	// under the request's space, so that nothing of one definition, no
+	// cache nor a conversion, ever decodes an object of another space's.
+	OwnRESTOptionsGetter generic.RESTOptionsGetter
+	// Everywhere tells whether a CRD is served in every space (the
+	// server's own): RESTOptionsGetter, with its watch cache, stores its
+	// instances.
+	Everywhere func(*apiextensionsv1.CustomResourceDefinition) bool
 }
+
+// ErrNotServed is what Definitions.For returns for a resource of a group
+// CRDs may define that no CRD defines in the space: the answer is 404, as
+// in a cluster without the CRD, whatever another space defines.
+var ErrNotServed = errors.New("the server could not find the requested resource")
 
 // Definitions resolves a request to the CRD that defines its resource in
 // its space.
 type Definitions interface {
 	// For returns the CRD that defines group/resource in space, or nil
-	// when none does (the request then goes on, to a 404).
+	// when none does (the request then goes on, to the upstream handler),
+	// or ErrNotServed (404 here).
 	For(space, group, resource string) (*apiextensionsv1.CustomResourceDefinition, error)
 	// InUse calls f with every CRD some space serves now.
 	InUse(f func(*apiextensionsv1.CustomResourceDefinition)) error
@@ -140,7 +156,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	space := spaces.SpaceOrRoot(ctx)
 	crd, err := (*defs).For(space, info.APIGroup, info.Resource)
-	if err != nil || crd == nil {
+	switch {
+	case errors.Is(err, ErrNotServed):
+		notFound.ServeHTTP(w, req)
+		return
+	case err != nil && h.cfg.Everywhere != nil:
+		// CRDs per space: the upstream handler behind knows only the
+		// root space's, which are not this request's to be served.
+		writeStatus(w, apierrors.NewServiceUnavailable(err.Error()))
+		return
+	case err != nil || crd == nil:
 		// Not known here (yet), nor to the upstream handler behind, which
 		// reads the same cache: it answers.
 		h.next.ServeHTTP(w, req)
@@ -155,8 +180,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	d, err := h.definitionOf(ctx, space, info.APIGroup, info.Resource)
 	if err != nil || d == nil {
-		if err != nil {
+		if err != nil && !errors.Is(err, ErrNotServed) {
 			klog.FromContext(ctx).Error(err, "making the handler of a custom resource definition", "crd", crd.Name)
+		}
+		if h.cfg.Everywhere != nil {
+			// Gone between the two looks, or not to be made: as above.
+			notFound.ServeHTTP(w, req)
+			return
 		}
 		h.next.ServeHTTP(w, req)
 		return
@@ -182,13 +212,17 @@ func Identity(crd *apiextensionsv1.CustomResourceDefinition) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// identity is Identity, memoized.
+// identity is Identity, memoized, and told apart for a definition of one
+// space's own (Config.Everywhere), whose storage is not the same.
 func (h *Handler) identity(crd *apiextensionsv1.CustomResourceDefinition) string {
 	key := string(crd.UID) + "/" + crd.ResourceVersion
 	if id, ok := h.ids.Load(key); ok {
 		return id.(string)
 	}
 	id := Identity(crd)
+	if h.own(crd) {
+		id = "own-" + id
+	}
 	h.ids.Store(key, id)
 	return id
 }
@@ -233,6 +267,35 @@ func (h *Handler) definitionOf(ctx context.Context, space, group, resource strin
 	return d, nil
 }
 
+// Prepare makes the handler of a CRD's definition ahead of its first
+// request, for the CRD's status to say Established only once it is served
+// at once: how soon that comes is then the same whether or not another
+// space serves the same definition already (docs/design/crds.md).
+func (h *Handler) Prepare(crd *apiextensionsv1.CustomResourceDefinition) error {
+	id := Identity(crd)
+	if h.own(crd) {
+		id = "own-" + id
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	served := *h.served.Load()
+	if served[id] != nil {
+		return nil
+	}
+	d, err := h.newDefinition(id, crd)
+	if err != nil {
+		return err
+	}
+	next := make(map[string]*definition, len(served)+1)
+	for k, v := range served {
+		next[k] = v
+	}
+	next[id] = d
+	h.served.Store(&next)
+	servedDefinitions.Inc()
+	return nil
+}
+
 // newDefinition makes the upstream handler of one definition: its cache
 // holds the definition alone, under the identity as UID, which is what the
 // upstream handler keys its storage by, accepted and established.
@@ -257,14 +320,33 @@ func (h *Handler) newDefinition(id string, crd *apiextensionsv1.CustomResourceDe
 	// The upstream handler's other arguments serve discovery, which stays
 	// upstream's (no resource request asks for it), and the establishing
 	// of a CRD, which a definition, already established, never asks.
+	getter := h.cfg.RESTOptionsGetter
+	if h.own(crd) {
+		getter = h.cfg.OwnRESTOptionsGetter
+	}
 	handler, err := apiextensionsapiserver.NewCustomResourceDefinitionHandler(nil, nil, &oneCRD{d: d}, notFound,
-		h.cfg.RESTOptionsGetter, terminatingAdmission{h.cfg.Admission}, nil, h.cfg.ServiceResolver, h.cfg.AuthResolverWrapper, 1, h.cfg.Authorizer,
+		getter, terminatingAdmission{h.cfg.Admission}, nil, h.cfg.ServiceResolver, h.cfg.AuthResolverWrapper, 1, h.cfg.Authorizer,
 		h.cfg.RequestTimeout, h.cfg.MinRequestTimeout, h.cfg.StaticOpenAPISpec, h.cfg.MaxRequestBodyBytes)
 	if err != nil {
 		return nil, err
 	}
 	d.handler = handler
 	return d, nil
+}
+
+// own tells whether a CRD's instances are stored by OwnRESTOptionsGetter.
+func (h *Handler) own(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	return h.cfg.Everywhere != nil && h.cfg.OwnRESTOptionsGetter != nil && !h.cfg.Everywhere(crd)
+}
+
+// writeStatus answers with an API error, in JSON.
+func writeStatus(w http.ResponseWriter, err apierrors.APIStatus) {
+	status := err.Status()
+	status.Kind, status.APIVersion = "Status", "v1"
+	body, _ := json.Marshal(status)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(int(status.Code))
+	_, _ = w.Write(body)
 }
 
 // Sweep stops serving the definitions no space serves any more (a CRD

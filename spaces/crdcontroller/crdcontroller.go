@@ -38,12 +38,29 @@ type Controller struct {
 	queue    workqueue.TypedRateLimitingInterface[schema.GroupResource]
 	informer cache.SharedIndexInformer
 	purger   Purger
+	// everywhereOnly: CRDs are stored per space, and the controller looks
+	// after the root space's CRDs served in every space alone (a space's
+	// own are StatusController's; the root space's own, the apiextensions
+	// finalizer's).
+	everywhereOnly bool
 }
 
 // New returns a controller over an informer on CRDs as stored, bindings
 // included (spaces.ServerView).
 func New(informer cache.SharedIndexInformer, purger Purger) (*Controller, error) {
+	return newController(informer, purger, false)
+}
+
+// NewEverywhere returns a controller over an informer on the root space's
+// CRDs, with CRDs stored per space: it purges, in every space, the
+// instances of a CRD the root space served everywhere once it is deleted.
+func NewEverywhere(informer cache.SharedIndexInformer, purger Purger) (*Controller, error) {
+	return newController(informer, purger, true)
+}
+
+func newController(informer cache.SharedIndexInformer, purger Purger, everywhereOnly bool) (*Controller, error) {
 	c := &Controller{
+		everywhereOnly: everywhereOnly,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[schema.GroupResource](),
 			workqueue.TypedRateLimitingQueueConfig[schema.GroupResource]{Name: ControllerName}),
 		informer: informer,
@@ -53,7 +70,7 @@ func New(informer cache.SharedIndexInformer, purger Purger) (*Controller, error)
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
-		if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+		if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok && (!c.everywhereOnly || spaces.ServedEverywhere(crd.Annotations)) {
 			c.queue.Add(groupResource(crd))
 		}
 	}
@@ -79,7 +96,7 @@ func groupResource(crd *apiextensionsv1.CustomResourceDefinition) schema.GroupRe
 
 // unbound tells whether a space stopped serving a CRD.
 func unbound(old, crd *apiextensionsv1.CustomResourceDefinition) bool {
-	before, now := spaces.BindingsOf(old.Annotations), spaces.BindingsOf(crd.Annotations)
+	before, now := spaces.CRDBindings(old.Annotations), spaces.CRDBindings(crd.Annotations)
 	if now.All() {
 		return false
 	}
@@ -116,6 +133,11 @@ func (c *Controller) process(ctx context.Context, gr schema.GroupResource) (bool
 		return false, err
 	}
 	crd, _ := obj.(*apiextensionsv1.CustomResourceDefinition)
+	if c.everywhereOnly && exists && crd != nil && !spaces.ServedEverywhere(crd.Annotations) {
+		// The root space's own CRD of the name now: its instances are the
+		// root space's, and the other spaces' are theirs.
+		return false, nil
+	}
 	if !exists || crd == nil || crd.DeletionTimestamp != nil {
 		n, err := c.purger.PurgeResource(ctx, gr)
 		if err != nil {
@@ -126,7 +148,7 @@ func (c *Controller) process(ctx context.Context, gr schema.GroupResource) (bool
 		}
 		return false, nil
 	}
-	b := spaces.BindingsOf(crd.Annotations)
+	b := spaces.CRDBindings(crd.Annotations)
 	if b.All() {
 		return false, nil
 	}
