@@ -42,6 +42,7 @@ var loops = []loop{
 	{name: "namespace", leader: true, workers: 2, new: newNamespaceLoop},
 	{name: "namespace-defaults", leader: true, workers: 2, new: newNamespaceDefaultsLoop},
 	{name: "crd-instances", leader: true, workers: 1, new: newCRDInstancesLoop},
+	// With --crds-per-space (else it does nothing): the status of CRDs.
 	{name: "crd-status", leader: true, workers: 2, new: newCRDStatusLoop},
 	// Each server collects the garbage of the deletes it commits.
 	{name: "garbage-collector", workers: 2, new: func(s *Server, d *loopDeps) (runner, error) {

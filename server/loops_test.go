@@ -34,7 +34,7 @@ func TestLoopsTable(t *testing.T) {
 // several servers; with several, every server keeps its Lease and its own
 // tunnels' conditions, and the leader runs the controllers and the sweep.
 func TestWhatRunsWhere(t *testing.T) {
-	controllers := []string{"space", "namespace", "namespace-defaults", "crd-instances", "garbage-sweep", "storage-version-migrator", "space-usage", "scheduler", "mailbox", "placement-translator", "status-summarizer", "upsync"}
+	controllers := []string{"space", "namespace", "namespace-defaults", "crd-instances", "crd-status", "garbage-sweep", "storage-version-migrator", "space-usage", "scheduler", "mailbox", "placement-translator", "status-summarizer", "upsync"}
 	for _, tc := range []struct {
 		name            string
 		leader, several bool

@@ -5,8 +5,13 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +20,8 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -324,4 +331,214 @@ func TestCRDsPerSpaceUpgrade(t *testing.T) {
 		cfg.Close()
 	}
 	require.ErrorContains(t, err, "--"+server.CRDsPerSpaceFlag)
+}
+
+// TestCRDsPerSpaceTellNothingOfOtherSpaces: nothing a tenant can ask
+// tells whether another space defines a CRD name. Every answer a space
+// gets about widgets.example.com, which another space defines, is the
+// answer it gets about gizmos.example.com, which no space defines (the
+// name replaced); its discovery and OpenAPI documents are the same before
+// and after the other space defines it; and the space may define the name
+// itself, as if nobody had.
+func TestCRDsPerSpaceTellNothingOfOtherSpaces(t *testing.T) {
+	s := harness.StartInProcessWith(t, "", func(o *server.Options) { o.CRDsPerSpace = true })
+	ctx := context.Background()
+	createSpace(t, s, "owner")
+	createSpace(t, s, "looker")
+	rc := kube(t, s, "looker").Discovery().RESTClient()
+	type answer struct {
+		code int
+		body string
+	}
+	ask := func(method, path, accept, body string) answer {
+		t.Helper()
+		req := rc.Verb(method).AbsPath(path).SetHeader("Accept", accept)
+		if body != "" {
+			req = req.SetHeader("Content-Type", "application/json").Body([]byte(body))
+		}
+		var code int
+		raw, _ := req.Do(ctx).StatusCode(&code).Raw()
+		return answer{code, string(raw)}
+	}
+	const (
+		jsonType   = "application/json"
+		aggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+	)
+	documents := func() map[string]answer {
+		return map[string]answer{
+			"/apis":               ask("GET", "/apis", jsonType, ""),
+			"/apis (aggregated)":  ask("GET", "/apis", aggregated, ""),
+			"/openapi/v2":         ask("GET", "/openapi/v2", jsonType, ""),
+			"/openapi/v3":         ask("GET", "/openapi/v3", jsonType, ""),
+			"/apis/example.com":   ask("GET", "/apis/example.com", jsonType, ""),
+			"/apis/example.com/v": ask("GET", "/apis/example.com/v1", jsonType, ""),
+		}
+	}
+	// What a space can ask of a name: the CRD, its resources, its group.
+	about := func(plural string) map[string]answer {
+		obj := `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"x"}}`
+		return map[string]answer{
+			"get crd":   ask("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"+plural+".example.com", jsonType, ""),
+			"patch crd": ask("PATCH", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"+plural+".example.com", jsonType, ""),
+			"list":      ask("GET", "/apis/example.com/v1/"+plural, jsonType, ""),
+			"get":       ask("GET", "/apis/example.com/v1/namespaces/default/"+plural+"/x", jsonType, ""),
+			"create":    ask("POST", "/apis/example.com/v1/namespaces/default/"+plural, jsonType, obj),
+			"watch":     ask("GET", "/apis/example.com/v1/"+plural+"?watch=true&timeoutSeconds=1", jsonType, ""),
+			"openapi":   ask("GET", "/openapi/v3/apis/example.com/v1", jsonType, ""),
+		}
+	}
+	before := documents()
+
+	ext, err := apiextensionsclient.NewForConfig(s.RESTConfig(t, "owner"))
+	require.NoError(t, err)
+	_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, widgetCRD(), metav1.CreateOptions{})
+	require.NoError(t, err)
+	established(t, s, "owner", "widgets.example.com")
+	eventually(t, time.Minute, func() (bool, error) {
+		_, err := dyn(t, s, "owner").Resource(widgetsGVR).Namespace("default").Create(ctx, widget("x"), metav1.CreateOptions{})
+		return err == nil, err
+	}, "a widget in the owner's space")
+
+	require.Equal(t, before, documents(), "the looker's documents changed when another space defined a CRD")
+	defined, undefined := about("widgets"), about("gizmos")
+	for what, got := range defined {
+		want := undefined[what]
+		want.body = strings.ReplaceAll(want.body, "gizmos", "widgets")
+		require.Equal(t, want, got, "%s: a name another space defines is answered as one nobody defines", what)
+	}
+	require.Equal(t, http.StatusNotFound, defined["get"].code)
+
+	// The looker defines the name itself, as if nobody had, and its names
+	// are accepted with the message anyone's would be.
+	looker, err := apiextensionsclient.NewForConfig(s.RESTConfig(t, "looker"))
+	require.NoError(t, err)
+	mine := widgetCRD()
+	mine.Spec.Versions[0].Name = "v7"
+	_, err = looker.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, mine, metav1.CreateOptions{})
+	require.NoError(t, err)
+	crd := established(t, s, "looker", "widgets.example.com")
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.NamesAccepted {
+			require.Equal(t, "NoConflicts", c.Reason)
+		}
+	}
+	list, err := dyn(t, s, "looker").Resource(widgetsGVR.GroupResource().WithVersion("v7")).Namespace("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, list.Items, "the owner's widget is not the looker's")
+}
+
+func widget(name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": name, "namespace": "default"}, "spec": map[string]any{"size": 1}}}
+}
+
+// TestCRDsPerSpaceConversionWebhook: the root space defines
+// widgets.example.com with two versions converted by a webhook on
+// loopback; a tenant space defines the same name with one version of its
+// own and no webhook. Each space's requests follow its own definition:
+// the root's are converted through its webhook, the tenant's never reach
+// it (nor does any object of the tenant's), and the tenant has no v2.
+func TestCRDsPerSpaceConversionWebhook(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string // the objects the webhook was given, as JSON
+	webhook := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var review apiextensionsv1.ConversionReview
+		if err := json.NewDecoder(req.Body).Decode(&review); err != nil || review.Request == nil {
+			http.Error(w, "bad review", http.StatusBadRequest)
+			return
+		}
+		resp := &apiextensionsv1.ConversionResponse{UID: review.Request.UID, Result: metav1.Status{Status: metav1.StatusSuccess}}
+		for _, raw := range review.Request.Objects {
+			mu.Lock()
+			seen = append(seen, string(raw.Raw))
+			mu.Unlock()
+			var obj map[string]any
+			if err := json.Unmarshal(raw.Raw, &obj); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			spec, _ := obj["spec"].(map[string]any)
+			if spec == nil {
+				spec = map[string]any{}
+			}
+			// v1's size is v2's length.
+			if review.Request.DesiredAPIVersion == "example.com/v2" {
+				spec["length"], spec["size"] = spec["size"], nil
+			} else {
+				spec["size"], spec["length"] = spec["length"], nil
+			}
+			for k, v := range spec {
+				if v == nil {
+					delete(spec, k)
+				}
+			}
+			obj["spec"], obj["apiVersion"] = spec, review.Request.DesiredAPIVersion
+			out, _ := json.Marshal(obj)
+			resp.ConvertedObjects = append(resp.ConvertedObjects, runtime.RawExtension{Raw: out})
+		}
+		review.Response, review.Request = resp, nil
+		_ = json.NewEncoder(w).Encode(&review)
+	}))
+	t.Cleanup(webhook.Close)
+	caBundle := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: webhook.Certificate().Raw})
+
+	s := harness.StartInProcessWith(t, "", func(o *server.Options) { o.CRDsPerSpace = true })
+	ctx := context.Background()
+	createSpace(t, s, "convert-b")
+
+	rootCRD := widgetCRD()
+	schema := func(field string) *apiextensionsv1.CustomResourceValidation {
+		return &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+			Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{field: {Type: "integer"}}}}}}
+	}
+	url := webhook.URL + "/convert"
+	rootCRD.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{
+		{Name: "v1", Served: true, Storage: true, Schema: schema("size")},
+		{Name: "v2", Served: true, Schema: schema("length")}}
+	rootCRD.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter,
+		Webhook: &apiextensionsv1.WebhookConversion{ConversionReviewVersions: []string{"v1"},
+			ClientConfig: &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: caBundle}}}
+	tenantCRD := widgetCRD()
+	tenantCRD.Spec.Versions[0].Schema = schema("color")
+	for space, crd := range map[string]*apiextensionsv1.CustomResourceDefinition{spaces.Root: rootCRD, "convert-b": tenantCRD} {
+		c, err := apiextensionsclient.NewForConfig(s.RESTConfig(t, space))
+		require.NoError(t, err)
+		_, err = c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{})
+		require.NoError(t, err, "in %s", space)
+		established(t, s, space, crd.Name)
+	}
+	v2 := widgetsGVR.GroupResource().WithVersion("v2")
+	eventually(t, time.Minute, func() (bool, error) {
+		w := widget("r")
+		_, err := dyn(t, s, spaces.Root).Resource(widgetsGVR).Namespace("default").Create(ctx, w, metav1.CreateOptions{})
+		return err == nil, err
+	}, "a widget in the root space")
+	got, err := dyn(t, s, spaces.Root).Resource(v2).Namespace("default").Get(ctx, "r", metav1.GetOptions{})
+	require.NoError(t, err)
+	length, _, _ := unstructured.NestedInt64(got.Object, "spec", "length")
+	require.EqualValues(t, 1, length, "the root's v1 widget read as v2 through its webhook")
+
+	eventually(t, time.Minute, func() (bool, error) {
+		w := widget("b")
+		w.Object["spec"] = map[string]any{"color": int64(3)}
+		_, err := dyn(t, s, "convert-b").Resource(widgetsGVR).Namespace("default").Create(ctx, w, metav1.CreateOptions{})
+		return err == nil, err
+	}, "a widget in the tenant's space")
+	b, err := dyn(t, s, "convert-b").Resource(widgetsGVR).Namespace("default").Get(ctx, "b", metav1.GetOptions{})
+	require.NoError(t, err)
+	color, _, _ := unstructured.NestedInt64(b.Object, "spec", "color")
+	require.EqualValues(t, 3, color, "the tenant's schema keeps its field")
+	_, err = dyn(t, s, "convert-b").Resource(v2).Namespace("default").Get(ctx, "b", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "the tenant has no v2: %v", err)
+	list, err := dyn(t, s, "convert-b").Resource(widgetsGVR).Namespace("default").List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 1, "the tenant lists its own widget alone")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, seen, "the root's webhook converted")
+	for _, obj := range seen {
+		require.NotContains(t, obj, "color", "the root's webhook was given a tenant's object")
+	}
 }
