@@ -248,14 +248,24 @@ func (h *Handler) definitionOf(ctx context.Context, space, group, resource strin
 		return nil, err
 	}
 	id = h.identity(crd)
-	served := *h.served.Load()
-	if d := served[id]; d != nil {
+	if d := (*h.served.Load())[id]; d != nil {
 		return d, nil
 	}
+	d, err := h.add(id, crd)
+	if err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).V(2).Info("serving a custom resource definition", "crd", crd.Name, "definition", id)
+	return d, nil
+}
+
+// add makes the handler of a definition and serves it; h.mu is held.
+func (h *Handler) add(id string, crd *apiextensionsv1.CustomResourceDefinition) (*definition, error) {
 	d, err := h.newDefinition(id, crd)
 	if err != nil {
 		return nil, err
 	}
+	served := *h.served.Load()
 	next := make(map[string]*definition, len(served)+1)
 	for k, v := range served {
 		next[k] = v
@@ -263,7 +273,6 @@ func (h *Handler) definitionOf(ctx context.Context, space, group, resource strin
 	next[id] = d
 	h.served.Store(&next)
 	servedDefinitions.Inc()
-	klog.FromContext(ctx).V(2).Info("serving a custom resource definition", "crd", crd.Name, "definition", id)
 	return d, nil
 }
 
@@ -278,22 +287,11 @@ func (h *Handler) Prepare(crd *apiextensionsv1.CustomResourceDefinition) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	served := *h.served.Load()
-	if served[id] != nil {
+	if (*h.served.Load())[id] != nil {
 		return nil
 	}
-	d, err := h.newDefinition(id, crd)
-	if err != nil {
-		return err
-	}
-	next := make(map[string]*definition, len(served)+1)
-	for k, v := range served {
-		next[k] = v
-	}
-	next[id] = d
-	h.served.Store(&next)
-	servedDefinitions.Inc()
-	return nil
+	_, err := h.add(id, crd)
+	return err
 }
 
 // newDefinition makes the upstream handler of one definition: its cache

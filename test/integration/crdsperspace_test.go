@@ -240,6 +240,24 @@ func TestCRDsPerSpace(t *testing.T) {
 	_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), own, metav1.CreateOptions{})
 	require.True(t, apierrors.IsForbidden(err), "the server's CRD in a space: %v", err)
 
+	// A CRD the root space serves everywhere: in every space, under a
+	// name no space may define.
+	rootExt, err := apiextensionsclient.NewForConfig(s.RESTConfig(t, spaces.Root))
+	require.NoError(t, err)
+	shared := widgetCRD()
+	shared.Name, shared.Spec.Group = "widgets.shared.example.com", "shared.example.com"
+	shared.Annotations = map[string]string{spaces.BoundAnnotation: spaces.AllSpaces}
+	_, err = rootExt.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), shared, metav1.CreateOptions{})
+	require.NoError(t, err)
+	established(t, s, spaces.Root, shared.Name)
+	eventually(t, time.Minute, func() (bool, error) {
+		out, err := applyYAML(t, b, "apiVersion: shared.example.com/v1\nkind: Widget\nmetadata: {name: s, namespace: default}\nspec: {size: 1}\n")
+		return err == nil, errorf(err, out)
+	}, "the root's CRD served everywhere used in team B's space")
+	shared.Annotations = nil
+	_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), shared, metav1.CreateOptions{})
+	require.True(t, apierrors.IsAlreadyExists(err), "a name the root serves everywhere, in a space: %v", err)
+
 	// A restart: each space still has its own.
 	s.Stop()
 	s = harness.StartInProcessWith(t, dataDir, perSpace)
