@@ -13,11 +13,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiserverstorage "k8s.io/apiserver/pkg/storage"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -46,6 +49,7 @@ import (
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	flowcontrolclient "k8s.io/client-go/kubernetes/typed/flowcontrol/v1"
 	"k8s.io/component-base/compatibility"
 	"k8s.io/klog/v2"
@@ -146,7 +150,7 @@ func PKIDir(dataDir string) string { return filepath.Join(dataDir, "pki") }
 // authentication, authorization, fairness, storage, the handler chain,
 // the APIs, admission, then the apiextensions server for CRDs.
 func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) {
-	c := &Config{Options: o, spaces: &spaceLookup{}, crds: &crdIndex{}, syncerConfigs: &syncerConfigCache{}, objects: &objectCounter{}, garbage: garbagecollector.New()}
+	c := &Config{Options: o, spaces: &spaceLookup{}, crds: &crdIndex{perSpace: o.CRDsPerSpace}, syncerConfigs: &syncerConfigCache{}, objects: &objectCounter{}, garbage: garbagecollector.New()}
 	c.quotas = newSpaceQuotas(o.SpaceLimits, c.spaces, c.crds)
 	defer func() {
 		if err != nil {
@@ -235,28 +239,41 @@ func (c *Config) openDataDir(ctx context.Context) error {
 			return err
 		}
 	}
-	return layOutCRDs(ctx, ds, o.CRDsPerSpace)
+	return layOutCRDs(ctx, ds, o)
 }
 
 // layOutCRDs has the CRDs stored as the server serves them, before it
 // serves anything: with --crds-per-space, the CRDs stored once for every
 // space they were bound to are split into one per space; without it, a
 // datastore that holds CRDs per space is refused.
-func layOutCRDs(ctx context.Context, ds *storage.Datastore, perSpace bool) error {
+func layOutCRDs(ctx context.Context, ds *storage.Datastore, o *CompletedOptions) error {
 	cli, err := ds.Client(ctx, 30*time.Second)
 	if err != nil {
 		return fmt.Errorf("datastore: %w", err)
 	}
 	defer cli.Close()
-	if !perSpace {
-		stored, err := storage.CRDsStoredPerSpace(ctx, cli)
-		if err != nil {
-			return err
-		}
-		if stored {
+	once, perSpace, err := storage.CRDLayout(ctx, cli)
+	if err != nil {
+		return err
+	}
+	if !o.CRDsPerSpace {
+		if perSpace {
 			return fmt.Errorf("the datastore holds CRDs stored per space, by a server started with --%s: start with it again", CRDsPerSpaceFlag)
 		}
 		return nil
+	}
+	if !once {
+		return nil
+	}
+	// A server still running without the flag would serve the CRDs it no
+	// longer sees as gone, and its controllers purge their instances.
+	others, err := liveServers(ctx, cli, o.SelfURL(), time.Now())
+	if err != nil {
+		return err
+	}
+	if len(others) > 0 {
+		return fmt.Errorf("storing CRDs per space (--%s) needs every server of the cluster stopped, and %s still runs on this datastore: stop it, then start each server with the flag",
+			CRDsPerSpaceFlag, strings.Join(others, ", "))
 	}
 	split, err := storage.SplitBoundCRDs(ctx, cli)
 	if err != nil {
@@ -266,6 +283,30 @@ func layOutCRDs(ctx context.Context, ds *storage.Datastore, perSpace bool) error
 		klog.FromContext(ctx).Info("start-up: stored the CRDs of the spaces that shared them as each space's own", "crds", split)
 	}
 	return nil
+}
+
+// liveServers returns the other servers whose Lease says they run, read
+// from the datastore (the API is not served yet).
+func liveServers(ctx context.Context, kv clientv3.KV, self string, now time.Time) ([]string, error) {
+	prefix := storage.KeyPrefix + storage.ResourcePrefix(coordinationv1.Resource("leases")) + "/" + spaces.Root + "/" + metav1.NamespaceSystem + "/"
+	decoder := clientgoscheme.Codecs.UniversalDeserializer()
+	var live []string
+	err := storage.Values(ctx, kv, prefix, func(key string, value []byte) error {
+		obj, _, err := decoder.Decode(value, nil, nil)
+		if err != nil {
+			return nil // not a Lease this can read: not a server's
+		}
+		l, ok := obj.(*coordinationv1.Lease)
+		if !ok || l.Labels[syncerconnected.ServerLeaseLabel] != "true" || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == self ||
+			l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+			return nil
+		}
+		if l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second).After(now) {
+			live = append(live, *l.Spec.HolderIdentity)
+		}
+		return nil
+	})
+	return live, err
 }
 
 // ensureIdentity makes, or reads, the CA, the serving certificate and the
@@ -599,20 +640,31 @@ func (c *Config) configureExtensions(core *genericapiserver.RecommendedConfig) {
 	c.extensions = &apiextensionsapiserver.Config{
 		GenericConfig: &extGeneric,
 		ExtraConfig: apiextensionsapiserver.ExtraConfig{
-			CRDRESTOptionsGetter: storage.RESTOptionsGetter{Datastore: c.Datastore, SpaceScoped: true, WatchCache: c.Options.WatchCache, Codec: customResourceCodec,
-				Observe: c.garbage.Observe,
-				// Everyone lists the Spaces they may see.
-				Decorators: map[schema.GroupResource]func(apiserverstorage.Interface) apiserverstorage.Interface{
-					tenancyv1alpha1.Resource("spaces"): func(s apiserverstorage.Interface) apiserverstorage.Interface {
-						return spaces.FilterVisible(s, c.users.VisibleSpaces)
-					}}},
-			MasterCount:     1,
-			ServiceResolver: webhook.NewDefaultServiceResolver(),
+			// With CRDs per space, the upstream CRD handler serves nothing
+			// (server/customresources does) but its finalizer's deletes of
+			// a root CRD's instances, which read the root space's keys: a
+			// watch cache there would hold, and decode by the root's
+			// definition, every space's objects of the name.
+			CRDRESTOptionsGetter: c.customResourceStorage(c.Options.WatchCache && !c.Options.CRDsPerSpace),
+			MasterCount:          1,
+			ServiceResolver:      webhook.NewDefaultServiceResolver(),
 			AuthResolverWrapper: func(r webhook.AuthenticationInfoResolver) webhook.AuthenticationInfoResolver {
 				return rootConversionWebhooks(c.crds)(webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, core.LoopbackClientConfig, nil)(r))
 			},
 		},
 	}
+}
+
+// customResourceStorage stores custom resources, from a watch cache or
+// not.
+func (c *Config) customResourceStorage(watchCache bool) storage.RESTOptionsGetter {
+	return storage.RESTOptionsGetter{Datastore: c.Datastore, SpaceScoped: true, WatchCache: watchCache, Codec: customResourceCodec,
+		Observe: c.garbage.Observe,
+		// Everyone lists the Spaces they may see.
+		Decorators: map[schema.GroupResource]func(apiserverstorage.Interface) apiserverstorage.Interface{
+			tenancyv1alpha1.Resource("spaces"): func(s apiserverstorage.Interface) apiserverstorage.Interface {
+				return spaces.FilterVisible(s, c.users.VisibleSpaces)
+			}}}
 }
 
 // newCustomResources makes the handler of custom resources by definition,
@@ -642,8 +694,8 @@ func (c *Config) newCustomResources(next http.Handler, gc *genericapiserver.Conf
 		// A space's own definitions read its objects from the datastore:
 		// a watch cache of one would hold every space's objects of the
 		// resource, whatever they define it as.
-		cfg.OwnRESTOptionsGetter = storage.RESTOptionsGetter{Datastore: c.Datastore, SpaceScoped: true, Codec: customResourceCodec,
-			Observe: c.garbage.Observe}
+		cfg.RESTOptionsGetter = c.customResourceStorage(c.Options.WatchCache)
+		cfg.OwnRESTOptionsGetter = c.customResourceStorage(false)
 		cfg.Everywhere = func(crd *apiextensionsv1.CustomResourceDefinition) bool {
 			return spaces.ServedEverywhere(crd.Annotations)
 		}

@@ -31,6 +31,8 @@ type crdIndex struct {
 	// bySpace indexes the cached CRDs by the spaces they are bound to
 	// (crdsBySpace), for what is asked of one space at every tenant write.
 	bySpace atomic.Pointer[cache.Indexer]
+	// perSpace: CRDs are stored per space (--crds-per-space).
+	perSpace bool
 }
 
 // crdsBySpace is the index of CRDs by space: the spaces a CRD is bound

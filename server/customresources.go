@@ -202,6 +202,20 @@ func (s *Server) spaceCRDsSynced(ctx context.Context, crds *spaceCRDCache) error
 		if err := s.sweepUnused(klog.NewContext(ctx, klog.FromContext(ctx).WithName("custom-resources")), crds); err != nil {
 			return err
 		}
+		changed := func(obj any, crd *apiextensionsv1.CustomResourceDefinition) {
+			if key, err := spaces.KeyFunc(obj); err == nil {
+				h.Changed(key, crd)
+			}
+		}
+		if _, err := crds.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(_, obj any) {
+				crd, _ := obj.(*apiextensionsv1.CustomResourceDefinition)
+				changed(obj, crd)
+			},
+			DeleteFunc: func(obj any) { changed(obj, nil) },
+		}); err != nil {
+			return err
+		}
 	}
 	if err := crds.run(ctx); err != nil {
 		return err

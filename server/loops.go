@@ -211,7 +211,12 @@ func newNamespaceDefaultsLoop(s *Server, d *loopDeps) (runner, error) {
 func newCRDInstancesLoop(_ *Server, d *loopDeps) (runner, error) {
 	newController := crdcontroller.New
 	if d.spaceCRDs != nil {
-		newController = crdcontroller.NewEverywhere
+		newController = func(informer cache.SharedIndexInformer, purger crdcontroller.Purger) (*crdcontroller.Controller, error) {
+			return crdcontroller.NewEverywhere(informer, purger, func(space, name string) bool {
+				_, ok, _ := d.spaceCRDs.indexer.GetByKey(spaces.Key(space, "", name))
+				return ok && space != spaces.Root
+			})
+		}
 	}
 	c, err := newController(d.crdInformer, d.purger)
 	if err != nil {
@@ -249,11 +254,16 @@ func newCRDStatusLoop(s *Server, d *loopDeps) (runner, error) {
 	if h := s.cfg.customResources; h != nil {
 		prepare = h.Prepare
 	}
-	c, err := crdcontroller.NewStatus(d.spaceCRDs, crds, d.purger, everywhere, prepare)
+	term := d.spaceCRDs.forTerm()
+	c, err := crdcontroller.NewStatus(term, crds, d.purger, everywhere, prepare)
 	if err != nil {
+		term.RemoveAll()
 		return nil, err
 	}
-	return c, nil
+	return runFunc(func(ctx context.Context, workers int) {
+		defer term.RemoveAll()
+		c.Run(ctx, workers)
+	}), nil
 }
 
 // garbageSweepEvery is how often the leader sweeps every space for

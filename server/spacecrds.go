@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kubestellar/kubestellar/server/customresources"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -28,9 +30,21 @@ type spaceCRDCache struct {
 	indexer    cache.Indexer
 	controller cache.Controller
 
+	specs *customresources.Specs
+
 	mu       sync.RWMutex
-	handlers []cache.ResourceEventHandler
+	handlers []*crdHandler
 }
+
+// crdHandler is a handler added, and its registration: handed every
+// cached CRD as it is added, it has synced once the cache has.
+type crdHandler struct {
+	cache.ResourceEventHandler
+	of *spaceCRDCache
+}
+
+func (h *crdHandler) HasSynced() bool                     { return h.of.controller.HasSynced() }
+func (h *crdHandler) HasSyncedChecker() cache.DoneChecker { return h.of.controller.HasSyncedChecker() }
 
 func newSpaceCRDCache(loopback *rest.Config) (*spaceCRDCache, error) {
 	client, err := apiextensionsclient.NewForConfig(spaces.ScopedConfig(loopback))
@@ -47,8 +61,15 @@ func newSpaceCRDCache(loopback *rest.Config) (*spaceCRDCache, error) {
 			return crds.Watch(wildcard(ctx), opts)
 		},
 	}
-	c := &spaceCRDCache{}
-	c.indexer, c.controller = spaces.NewInformerWithOptions(lw, &apiextensionsv1.CustomResourceDefinition{}, c, spaces.InformerOptions{})
+	// 1,000 spaces with the same CRD hold its spec once.
+	c := &spaceCRDCache{specs: customresources.NewSpecs()}
+	c.indexer, c.controller = spaces.NewInformerWithOptions(lw, &apiextensionsv1.CustomResourceDefinition{}, c, spaces.InformerOptions{
+		Transform: func(obj any) (any, error) {
+			if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+				return c.specs.Intern(crd), nil
+			}
+			return obj, nil
+		}})
 	if err := c.indexer.AddIndexers(cache.Indexers{crdsByName: crdName, crdsBySpace: crdSpaces}); err != nil {
 		return nil, err
 	}
@@ -81,11 +102,41 @@ func (c *spaceCRDCache) AddIndexers(indexers cache.Indexers) error {
 func (c *spaceCRDCache) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.handlers = append(c.handlers, h)
+	added := &crdHandler{ResourceEventHandler: h, of: c}
+	c.handlers = append(c.handlers, added)
 	for _, obj := range c.indexer.List() {
 		h.OnAdd(obj, true)
 	}
-	return nil, nil
+	return added, nil
+}
+
+// RemoveEventHandler removes a handler AddEventHandler added.
+func (c *spaceCRDCache) RemoveEventHandler(reg cache.ResourceEventHandlerRegistration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.handlers = slices.DeleteFunc(c.handlers, func(h *crdHandler) bool { return cache.ResourceEventHandlerRegistration(h) == reg })
+}
+
+// forTerm returns a view of the cache whose handlers RemoveAll removes:
+// a leader's controllers are made anew for each term.
+func (c *spaceCRDCache) forTerm() *termCRDCache { return &termCRDCache{spaceCRDCache: c} }
+
+type termCRDCache struct {
+	*spaceCRDCache
+	added []cache.ResourceEventHandlerRegistration
+}
+
+func (t *termCRDCache) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	reg, err := t.spaceCRDCache.AddEventHandler(h)
+	t.added = append(t.added, reg)
+	return reg, err
+}
+
+// RemoveAll removes the handlers added through the view.
+func (t *termCRDCache) RemoveAll() {
+	for _, reg := range t.added {
+		t.RemoveEventHandler(reg)
+	}
 }
 
 func (c *spaceCRDCache) each(f func(cache.ResourceEventHandler)) {
@@ -101,9 +152,21 @@ func (c *spaceCRDCache) OnAdd(obj any, initial bool) {
 }
 
 func (c *spaceCRDCache) OnUpdate(old, obj any) {
+	c.forget(old)
 	c.each(func(h cache.ResourceEventHandler) { h.OnUpdate(old, obj) })
 }
 
 func (c *spaceCRDCache) OnDelete(obj any) {
+	c.forget(obj)
 	c.each(func(h cache.ResourceEventHandler) { h.OnDelete(obj) })
+}
+
+// forget lets go of the spec of a CRD that left the cache.
+func (c *spaceCRDCache) forget(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+		c.specs.Forget(crd)
+	}
 }

@@ -198,7 +198,7 @@ func (q *spaceQuotas) Of(ctx context.Context, space string) (objects, bytes int6
 // crdCharge is what the CRDs space serves count in it.
 func (q *spaceQuotas) crdCharge(space string) (objects, bytes int64, err error) {
 	for _, crd := range q.servedCRDs(space, false) {
-		if crd.Annotations[spaces.Annotation] != "" {
+		if q.crds.perSpace {
 			// Stored in the space (--crds-per-space): counted with its
 			// objects.
 			continue

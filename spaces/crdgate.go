@@ -148,11 +148,11 @@ func serveFiltered(w http.ResponseWriter, req *http.Request, handler http.Handle
 	if accept != "" {
 		req.Header.Set("Accept", asJSON(accept))
 	}
-	rec := &recorder{header: http.Header{}, code: http.StatusOK}
+	rec := NewRecorder()
 	handler.ServeHTTP(rec, req)
-	body := rec.body.Bytes()
-	if rec.code == http.StatusOK {
-		contentType := rec.header.Get("Content-Type")
+	body := rec.Body.Bytes()
+	if rec.Code == http.StatusOK {
+		contentType := rec.HeaderMap.Get("Content-Type")
 		if !strings.Contains(contentType, "json") {
 			// Never a document the filter could not read.
 			writeStatus(w, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "get", schema.GroupResource{}, "", fmt.Sprintf(
@@ -170,7 +170,7 @@ func serveFiltered(w http.ResponseWriter, req *http.Request, handler http.Handle
 		}
 		if err == nil && wantYAML {
 			out, err = yaml.JSONToYAML(out)
-			rec.header.Set("Content-Type", strings.Replace(contentType, "application/json", "application/yaml", 1))
+			rec.HeaderMap.Set("Content-Type", strings.Replace(contentType, "application/json", "application/yaml", 1))
 		}
 		if err != nil {
 			klog.FromContext(req.Context()).Error(err, "re-encoding a discovery document failed", "path", req.URL.Path)
@@ -179,13 +179,13 @@ func serveFiltered(w http.ResponseWriter, req *http.Request, handler http.Handle
 		}
 		body = out
 	}
-	for k, v := range rec.header {
+	for k, v := range rec.HeaderMap {
 		w.Header()[k] = v
 	}
 	w.Header().Del("ETag")
 	w.Header().Del("Last-Modified")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(rec.code)
+	w.WriteHeader(rec.Code)
 	_, _ = w.Write(body)
 }
 
@@ -211,13 +211,13 @@ func serveOpenAPIV2(w http.ResponseWriter, req *http.Request, handler http.Handl
 	}
 	inner := req.Clone(req.Context())
 	inner.Header.Set("Accept", "application/json")
-	rec := &recorder{header: http.Header{}, code: http.StatusOK}
+	rec := NewRecorder()
 	serveFiltered(rec, inner, handler, filter)
-	if rec.code != http.StatusOK {
+	if rec.Code != http.StatusOK {
 		copyResponse(w, rec)
 		return
 	}
-	doc, err := openapiv2.ParseDocument(rec.body.Bytes())
+	doc, err := openapiv2.ParseDocument(rec.Body.Bytes())
 	if err == nil {
 		var out []byte
 		if out, err = proto.Marshal(doc); err == nil {
@@ -232,12 +232,12 @@ func serveOpenAPIV2(w http.ResponseWriter, req *http.Request, handler http.Handl
 	writeStatus(w, apierrors.NewInternalError(err))
 }
 
-func copyResponse(w http.ResponseWriter, rec *recorder) {
-	for k, v := range rec.header {
+func copyResponse(w http.ResponseWriter, rec *Recorder) {
+	for k, v := range rec.HeaderMap {
 		w.Header()[k] = v
 	}
-	w.WriteHeader(rec.code)
-	_, _ = w.Write(rec.body.Bytes())
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
 }
 
 // filterOpenAPIV2 drops from the OpenAPI v2 document the paths and
@@ -284,16 +284,20 @@ func filterOpenAPIV2(doc map[string]any, space string, index CRDIndex) bool {
 	return changed
 }
 
-// recorder holds a response until it is filtered.
-type recorder struct {
-	header http.Header
-	code   int
-	body   bytes.Buffer
+// Recorder holds a handler's response for a filter to read, and change,
+// before it answers.
+type Recorder struct {
+	HeaderMap http.Header
+	Code      int
+	Body      bytes.Buffer
 }
 
-func (r *recorder) Header() http.Header         { return r.header }
-func (r *recorder) WriteHeader(code int)        { r.code = code }
-func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
+// NewRecorder returns a Recorder of a 200 with no header yet.
+func NewRecorder() *Recorder { return &Recorder{HeaderMap: http.Header{}, Code: http.StatusOK} }
+
+func (r *Recorder) Header() http.Header         { return r.HeaderMap }
+func (r *Recorder) WriteHeader(code int)        { r.Code = code }
+func (r *Recorder) Write(b []byte) (int, error) { return r.Body.Write(b) }
 
 // hidden tells whether a resource of a group is a CRD's that space does
 // not serve.

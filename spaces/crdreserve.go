@@ -56,12 +56,28 @@ var _ storage.Interface = &crdReserve{}
 
 // reserved tells why space may not store crd under key, if it may not.
 func (s *crdReserve) reserved(ctx context.Context, key string, crd *apiextensions.CustomResourceDefinition) error {
+	prefix := key[:strings.LastIndex(key, "/")+1]
 	if SpaceOrRoot(ctx) == Root {
+		if !ServedEverywhere(crd.Annotations) {
+			return nil
+		}
+		// Served everywhere only where no space has the name or the group
+		// for its own: it would take their CRD's place.
+		list := &apiextensions.CustomResourceDefinitionList{}
+		if err := s.Interface.GetList(WithSpace(ctx, Wildcard), prefix, storage.ListOptions{Recursive: true, Predicate: storage.Everything}, list); err != nil {
+			return err
+		}
+		for i := range list.Items {
+			other := &list.Items[i]
+			if other.Annotations[Annotation] != Root && (other.Name == crd.Name || other.Spec.Group == crd.Spec.Group) {
+				return apierrors.NewConflict(crdResource, crd.Name, fmt.Errorf(
+					"space %s has a CRD %s of its own in group %s: a CRD of the root space served in every space would take its place", other.Annotations[Annotation], other.Name, other.Spec.Group))
+			}
+		}
 		return nil
 	}
 	root := WithSpace(ctx, Root)
 	list := &apiextensions.CustomResourceDefinitionList{}
-	prefix := key[:strings.LastIndex(key, "/")+1]
 	if err := s.Interface.GetList(root, prefix, storage.ListOptions{Recursive: true, Predicate: storage.Everything}, list); err != nil {
 		return err
 	}
@@ -114,8 +130,13 @@ func (s *crdReserve) GuaranteedUpdate(ctx context.Context, key string, destinati
 			return nil, nil, err
 		}
 		dropBindings(ctx, crd)
-		if existing, err := asCRD(input); err == nil && existing.Name == "" {
-			// A create by update (PUT, server-side apply).
+		existing, err := asCRD(input)
+		if err != nil {
+			return nil, nil, err
+		}
+		// A create by update (PUT, server-side apply), or the root space's
+		// CRD made one served everywhere.
+		if existing.Name == "" || (ServedEverywhere(crd.Annotations) && !ServedEverywhere(existing.Annotations)) {
 			if err := s.reserved(ctx, key, crd); err != nil {
 				return nil, nil, err
 			}

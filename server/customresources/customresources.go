@@ -117,7 +117,16 @@ type Handler struct {
 	// ids memoizes the identity of each version of a CRD (by UID and
 	// resource version), for a request must not hash a schema.
 	ids sync.Map
+	// watches are the open watches of each space's CRD (by spaces.Key).
+	watchesMu sync.Mutex
+	watches   map[string]map[*openWatch]bool
+	// prepared are the definitions Prepare made, and when: kept a while
+	// by Sweep, until the CRD that asked for one says Established.
+	prepared map[string]time.Time
 }
+
+// preparedFor is how long Sweep keeps a prepared definition no CRD has.
+const preparedFor = time.Minute
 
 // definition is one definition's upstream handler.
 type definition struct {
@@ -194,7 +203,62 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if !crd.DeletionTimestamp.IsZero() || apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating) {
 		req = req.WithContext(context.WithValue(ctx, terminatingKey{}, true))
 	}
+	if info.Verb == "watch" {
+		// Ended when the space's CRD changes to another definition
+		// (Changed), as upstream ends the watches of a CRD it changes:
+		// another space's keeping this one serves it no longer here.
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		forget := h.watching(spaces.Key(space, "", crd.Name), d.crd.UID, cancel)
+		defer forget()
+		req = req.WithContext(ctx)
+	}
 	d.handler.ServeHTTP(w, req)
+}
+
+// openWatch is a watch of a space's custom resources, on a definition.
+type openWatch struct {
+	definition types.UID
+	cancel     context.CancelFunc
+}
+
+// watching records a watch of a space's CRD (by spaces.Key) on a
+// definition, until the returned func is called.
+func (h *Handler) watching(key string, definition types.UID, cancel context.CancelFunc) func() {
+	w := &openWatch{definition: definition, cancel: cancel}
+	h.watchesMu.Lock()
+	defer h.watchesMu.Unlock()
+	if h.watches == nil {
+		h.watches = map[string]map[*openWatch]bool{}
+	}
+	if h.watches[key] == nil {
+		h.watches[key] = map[*openWatch]bool{}
+	}
+	h.watches[key][w] = true
+	return func() {
+		h.watchesMu.Lock()
+		defer h.watchesMu.Unlock()
+		delete(h.watches[key], w)
+		if len(h.watches[key]) == 0 {
+			delete(h.watches, key)
+		}
+	}
+}
+
+// Changed ends the watches of a space's CRD (by spaces.Key) that are not
+// on its definition now: crd is the CRD as it is, nil once deleted.
+func (h *Handler) Changed(key string, crd *apiextensionsv1.CustomResourceDefinition) {
+	now := types.UID("")
+	if crd != nil {
+		now = types.UID(h.identity(crd))
+	}
+	h.watchesMu.Lock()
+	defer h.watchesMu.Unlock()
+	for w := range h.watches[key] {
+		if w.definition != now {
+			w.cancel()
+		}
+	}
 }
 
 // Identity is a definition's identity: what the upstream handler serves
@@ -287,6 +351,10 @@ func (h *Handler) Prepare(crd *apiextensionsv1.CustomResourceDefinition) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.prepared == nil {
+		h.prepared = map[string]time.Time{}
+	}
+	h.prepared[id] = time.Now()
 	if (*h.served.Load())[id] != nil {
 		return nil
 	}
@@ -326,6 +394,12 @@ func (h *Handler) newDefinition(id string, crd *apiextensionsv1.CustomResourceDe
 		getter, terminatingAdmission{h.cfg.Admission}, nil, h.cfg.ServiceResolver, h.cfg.AuthResolverWrapper, 1, h.cfg.Authorizer,
 		h.cfg.RequestTimeout, h.cfg.MinRequestTimeout, h.cfg.StaticOpenAPISpec, h.cfg.MaxRequestBodyBytes)
 	if err != nil {
+		return nil, err
+	}
+	// Everything that serves it made now (schemas, CEL, field sets,
+	// storage), not at its first request: that request is then as quick
+	// whether or not another space serves the definition already.
+	if _, err := handler.GetCustomResourceListerCollectionDeleter(def); err != nil {
 		return nil, err
 	}
 	d.handler = handler
@@ -370,7 +444,15 @@ func (h *Handler) Sweep(ctx context.Context) error {
 		}
 		return true
 	})
-	h.letGo(ctx, func(id string) bool { return !inUse[id] })
+	for id, at := range h.prepared {
+		if time.Since(at) > preparedFor {
+			delete(h.prepared, id)
+		}
+	}
+	h.letGo(ctx, func(id string) bool {
+		_, prepared := h.prepared[id]
+		return !inUse[id] && !prepared
+	})
 	return nil
 }
 

@@ -13,18 +13,43 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubestellar/kubestellar/spaces"
 )
+
+// noStorage is the storage of definitions that serve no request here:
+// making one builds everything else.
+type noStorage struct{}
+
+func (noStorage) GetRESTOptions(gr schema.GroupResource, _ runtime.Object) (generic.RESTOptions, error) {
+	return generic.RESTOptions{
+		StorageConfig:  &storagebackend.ConfigForResource{GroupResource: gr, Config: storagebackend.Config{Codec: unstructured.UnstructuredJSONScheme}},
+		ResourcePrefix: "/" + gr.Group + "/" + gr.Resource,
+		Decorator: func(*storagebackend.ConfigForResource, string, func(runtime.Object) (string, error), func() runtime.Object, func() runtime.Object,
+			storage.AttrFunc, storage.IndexerFuncs, *cache.Indexers) (storage.Interface, factory.DestroyFunc, error) {
+			return unusedStorage{}, func() {}, nil
+		},
+	}, nil
+}
+
+type unusedStorage struct{ storage.Interface }
 
 func widgets(space string, schema string) *apiextensionsv1.CustomResourceDefinition {
 	return &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com", UID: types.UID("widgets-in-" + space), ResourceVersion: "1"},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "example.com", Scope: apiextensionsv1.NamespaceScoped,
+			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
 			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
 				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object",
@@ -77,7 +102,7 @@ func (d definitions) InUse(f func(*apiextensionsv1.CustomResourceDefinition)) er
 func TestDefinitionsAreSharedAndLetGo(t *testing.T) {
 	passed := 0
 	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { passed++ })
-	h := New(Config{}, next)
+	h := New(Config{RESTOptionsGetter: noStorage{}}, next)
 	serve := func(space string, info *request.RequestInfo) {
 		req := httptest.NewRequest(http.MethodGet, "/apis/example.com/v1/widgets", nil)
 		ctx := request.WithRequestInfo(spaces.WithSpace(req.Context(), space), info)
@@ -122,7 +147,7 @@ func TestDefinitionsAreSharedAndLetGo(t *testing.T) {
 // and nothing else is.
 func TestTerminatingAndNotYetAccepted(t *testing.T) {
 	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("passed on") })
-	h := New(Config{}, next)
+	h := New(Config{RESTOptionsGetter: noStorage{}}, next)
 	crd := widgets("a", "object")
 	crd.Status.Conditions = nil
 	h.SetDefinitions(definitions{"a": crd})

@@ -21,8 +21,7 @@ import (
 // /apis), the resources of each group version (for /apis/GROUP/VERSION)
 // and the same in aggregated form (apidiscovery.k8s.io/v2). It is built
 // as the apiextensions server's discovery controller builds it for a
-// cluster's CRDs, from the CRDs of one space (work in progress, issue 52
-// slice 2: not served yet).
+// cluster's CRDs, from the CRDs of one space (WithSpaceDocuments serves it).
 type Discovery struct {
 	Groups     []metav1.APIGroup
 	Resources  map[metav1.GroupVersion]*metav1.APIResourceList

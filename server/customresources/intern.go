@@ -10,9 +10,8 @@ import (
 )
 
 // Specs interns the specs of CRDs, for a cache of every space's CRDs:
-// 1,000 spaces with one CRD of 50 KiB hold one spec, not 1,000 (work in
-// progress, issue 52 slice 2: the wildcard informer of CRDs will transform
-// with it). A spec is kept while a CRD cached has it: Forget is called
+// 1,000 spaces with one CRD of 50 KiB hold one spec, not 1,000 (the cache
+// of every space's CRDs transforms with it). A spec is kept while a CRD cached has it: Forget is called
 // with a CRD leaving the cache.
 type Specs struct {
 	mu    sync.Mutex

@@ -384,12 +384,12 @@ func (d *spaceDocuments) serveAPIs(w http.ResponseWriter, req *http.Request, key
 		return
 	}
 	rec := d.inner(req, "application/json", false)
-	if rec.code != http.StatusOK {
+	if rec.Code != http.StatusOK {
 		rec.copyTo(w)
 		return
 	}
 	var list metav1.APIGroupList
-	if err := json.Unmarshal(rec.body.Bytes(), &list); err != nil {
+	if err := json.Unmarshal(rec.Body.Bytes(), &list); err != nil {
 		d.unreadable(w, req, err)
 		return
 	}
@@ -422,14 +422,14 @@ func (d *spaceDocuments) serveAggregated(w http.ResponseWriter, req *http.Reques
 		accept += ";profile=" + profile
 	}
 	rec := d.inner(req, accept, false)
-	if rec.code != http.StatusOK {
+	if rec.Code != http.StatusOK {
 		rec.copyTo(w)
 		return
 	}
 	etag := combinedHash(rec.hash(), "aggregated", key)
 	var list apidiscoveryv2.APIGroupDiscoveryList
 	if req.Header.Get("If-None-Match") != strconv.Quote(etag) {
-		if err := json.Unmarshal(rec.body.Bytes(), &list); err != nil {
+		if err := json.Unmarshal(rec.Body.Bytes(), &list); err != nil {
 			d.unreadable(w, req, err)
 			return
 		}
@@ -449,10 +449,10 @@ func (d *spaceDocuments) serveGroup(w http.ResponseWriter, req *http.Request, ow
 	}
 	g := own.Groups[i]
 	rec := d.inner(req, "application/json", false)
-	switch rec.code {
+	switch rec.Code {
 	case http.StatusOK:
 		var served metav1.APIGroup
-		if err := json.Unmarshal(rec.body.Bytes(), &served); err != nil {
+		if err := json.Unmarshal(rec.Body.Bytes(), &served); err != nil {
 			d.unreadable(w, req, err)
 			return
 		}
@@ -475,10 +475,10 @@ func (d *spaceDocuments) serveGroupVersion(w http.ResponseWriter, req *http.Requ
 	}
 	resources := list.APIResources
 	rec := d.inner(req, "application/json", false)
-	switch rec.code {
+	switch rec.Code {
 	case http.StatusOK:
 		var served metav1.APIResourceList
-		if err := json.Unmarshal(rec.body.Bytes(), &served); err != nil {
+		if err := json.Unmarshal(rec.Body.Bytes(), &served); err != nil {
 			d.unreadable(w, req, err)
 			return
 		}
@@ -589,7 +589,7 @@ func (d *spaceDocuments) serveOpenAPIV2(w http.ResponseWriter, req *http.Request
 		return
 	}
 	rec := d.inner(req, openAPIJSON, false)
-	if rec.code != http.StatusOK {
+	if rec.Code != http.StatusOK {
 		rec.copyTo(w)
 		return
 	}
@@ -605,7 +605,7 @@ func (d *spaceDocuments) serveOpenAPIV2(w http.ResponseWriter, req *http.Request
 	}
 	doc, err := merged.get(func() (*encodedDocument, error) {
 		var served spec.Swagger
-		if err := json.Unmarshal(rec.body.Bytes(), &served); err != nil {
+		if err := json.Unmarshal(rec.Body.Bytes(), &served); err != nil {
 			return nil, fmt.Errorf("reading the server's OpenAPI v2 document: %w", err)
 		}
 		out, err := builder.MergeSpecs(&served, own)
@@ -635,12 +635,12 @@ func (d *spaceDocuments) serveOpenAPIV2(w http.ResponseWriter, req *http.Request
 // them against their base URL, which has it.
 func (d *spaceDocuments) serveOpenAPIV3Index(w http.ResponseWriter, req *http.Request, own map[metav1.GroupVersion]*encodedDocument) {
 	rec := d.inner(req, openAPIJSON, false)
-	if rec.code != http.StatusOK {
+	if rec.Code != http.StatusOK {
 		rec.copyTo(w)
 		return
 	}
 	var index handler3.OpenAPIV3Discovery
-	if err := json.Unmarshal(rec.body.Bytes(), &index); err != nil {
+	if err := json.Unmarshal(rec.Body.Bytes(), &index); err != nil {
 		d.unreadable(w, req, err)
 		return
 	}
@@ -689,10 +689,10 @@ func (d *spaceDocuments) serveOpenAPIV3(w http.ResponseWriter, req *http.Request
 	// answers 200 with nothing for a group version it does not have.
 	rec := d.inner(req, openAPIJSON, true)
 	switch {
-	case rec.code == http.StatusOK && rec.body.Len() > 0:
+	case rec.Code == http.StatusOK && rec.Body.Len() > 0:
 		// Rare: decoded again rather than kept decoded.
 		var served, ownSpec spec3.OpenAPI
-		err := json.Unmarshal(rec.body.Bytes(), &served)
+		err := json.Unmarshal(rec.Body.Bytes(), &served)
 		if err == nil {
 			err = json.Unmarshal(own.json, &ownSpec)
 		}
@@ -709,7 +709,7 @@ func (d *spaceDocuments) serveOpenAPIV3(w http.ResponseWriter, req *http.Request
 			return
 		}
 		doc.hash = combinedHash(rec.hash(), "v3", own.hash)
-	case rec.code == http.StatusOK || rec.code == http.StatusNotFound:
+	case rec.Code == http.StatusOK || rec.Code == http.StatusNotFound:
 	default:
 		rec.copyTo(w)
 		return
@@ -866,7 +866,7 @@ func negotiateOpenAPI(accept string, offers map[string]string) (string, bool) {
 // inner serves req by the next handler, recorded: a GET in accept,
 // uncompressed, whole and unconditional (what is sent is the space's,
 // with validators of its own). dropQuery leaves the query out.
-func (d *spaceDocuments) inner(req *http.Request, accept string, dropQuery bool) *recorder {
+func (d *spaceDocuments) inner(req *http.Request, accept string, dropQuery bool) recorder {
 	r := req.Clone(req.Context())
 	r.Method = http.MethodGet
 	r.Header.Set("Accept", accept)
@@ -877,7 +877,7 @@ func (d *spaceDocuments) inner(req *http.Request, accept string, dropQuery bool)
 		r.URL.RawQuery = ""
 		r.RequestURI = r.URL.RequestURI()
 	}
-	rec := &recorder{header: http.Header{}, code: http.StatusOK}
+	rec := recorder{spaces.NewRecorder()}
 	d.next.ServeHTTP(rec, r)
 	return rec
 }
@@ -890,31 +890,23 @@ func (d *spaceDocuments) unreadable(w http.ResponseWriter, req *http.Request, er
 }
 
 // recorder holds the next handler's response.
-type recorder struct {
-	header http.Header
-	code   int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header         { return r.header }
-func (r *recorder) WriteHeader(code int)        { r.code = code }
-func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
+type recorder struct{ *spaces.Recorder }
 
 // hash is the response's ETag, or the hash kube-openapi's handlers
 // would give its body.
-func (r *recorder) hash() string {
-	if etag, err := strconv.Unquote(r.header.Get("Etag")); err == nil && etag != "" {
+func (r recorder) hash() string {
+	if etag, err := strconv.Unquote(r.HeaderMap.Get("Etag")); err == nil && etag != "" {
 		return etag
 	}
-	return computeETag(r.body.Bytes())
+	return computeETag(r.Body.Bytes())
 }
 
-func (r *recorder) copyTo(w http.ResponseWriter) {
-	for k, v := range r.header {
+func (r recorder) copyTo(w http.ResponseWriter) {
+	for k, v := range r.HeaderMap {
 		w.Header()[k] = v
 	}
-	w.WriteHeader(r.code)
-	_, _ = w.Write(r.body.Bytes())
+	w.WriteHeader(r.Code)
+	_, _ = w.Write(r.Body.Bytes())
 }
 
 // writeStatus writes an error as the server's filters do.

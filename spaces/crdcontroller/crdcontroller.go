@@ -1,12 +1,19 @@
 // Copyright The KubeStellar Authors.
 // SPDX-License-Identifier: Apache-2.0
 
-// Package crdcontroller removes the instances of a CRD from the spaces that
-// no longer serve it: every space, when it is deleted, and one space, when
-// that space's delete unbinds it (spaces.DecorateCRDs). A CRD is stored
-// once, but its instances per space; the apiextensions finalizer, which
-// knows nothing of spaces, only empties the root space, and would otherwise
-// leave the other spaces' instances behind.
+// Package crdcontroller looks after CRDs in spaces.
+//
+// Controller removes the instances of a CRD from the spaces that no longer
+// serve it. With CRDs stored once (bound to spaces, spaces.DecorateCRDs):
+// every space, when it is deleted, and one space, when that space's delete
+// unbinds it; the apiextensions finalizer, which knows nothing of spaces,
+// only empties the root space, and would otherwise leave the other
+// spaces' instances behind. With CRDs stored per space (NewEverywhere):
+// every space's, when a CRD the root space served everywhere is deleted.
+//
+// StatusController keeps the status of the CRDs of every space but root,
+// with CRDs stored per space, as the apiextensions controllers keep the
+// root space's: names judged within the space, Established, deletion.
 package crdcontroller
 
 import (
@@ -43,6 +50,9 @@ type Controller struct {
 	// own are StatusController's; the root space's own, the apiextensions
 	// finalizer's).
 	everywhereOnly bool
+	// defines tells, with everywhereOnly, whether a space has a CRD of
+	// the name for its own now: its instances are its own.
+	defines func(space, name string) bool
 }
 
 // New returns a controller over an informer on CRDs as stored, bindings
@@ -54,8 +64,14 @@ func New(informer cache.SharedIndexInformer, purger Purger) (*Controller, error)
 // NewEverywhere returns a controller over an informer on the root space's
 // CRDs, with CRDs stored per space: it purges, in every space, the
 // instances of a CRD the root space served everywhere once it is deleted.
-func NewEverywhere(informer cache.SharedIndexInformer, purger Purger) (*Controller, error) {
-	return newController(informer, purger, true)
+// defines tells whether a space has a CRD of a name for its own now: the
+// instances there are the space's and stay.
+func NewEverywhere(informer cache.SharedIndexInformer, purger Purger, defines func(space, name string) bool) (*Controller, error) {
+	c, err := newController(informer, purger, true)
+	if c != nil {
+		c.defines = defines
+	}
+	return c, err
 }
 
 func newController(informer cache.SharedIndexInformer, purger Purger, everywhereOnly bool) (*Controller, error) {
@@ -139,7 +155,14 @@ func (c *Controller) process(ctx context.Context, gr schema.GroupResource) (bool
 		return false, nil
 	}
 	if !exists || crd == nil || crd.DeletionTimestamp != nil {
-		n, err := c.purger.PurgeResource(ctx, gr)
+		purge := func() (int, error) { return c.purger.PurgeResource(ctx, gr) }
+		if c.everywhereOnly {
+			name := gr.Resource + "." + gr.Group
+			purge = func() (int, error) {
+				return c.purger.PurgeResourceOutside(ctx, gr, func(space string) bool { return c.defines(space, name) })
+			}
+		}
+		n, err := purge()
 		if err != nil {
 			return false, err
 		}

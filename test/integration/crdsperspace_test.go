@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -245,13 +246,14 @@ func TestCRDsPerSpace(t *testing.T) {
 	rootExt, err := apiextensionsclient.NewForConfig(s.RESTConfig(t, spaces.Root))
 	require.NoError(t, err)
 	shared := widgetCRD()
-	shared.Name, shared.Spec.Group = "widgets.shared.example.com", "shared.example.com"
+	shared.Name, shared.Spec.Group = "sprockets.shared.example.com", "shared.example.com"
+	shared.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Plural: "sprockets", Singular: "sprocket", Kind: "Sprocket", ListKind: "SprocketList"}
 	shared.Annotations = map[string]string{spaces.BoundAnnotation: spaces.AllSpaces}
 	_, err = rootExt.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), shared, metav1.CreateOptions{})
 	require.NoError(t, err)
 	established(t, s, spaces.Root, shared.Name)
 	eventually(t, time.Minute, func() (bool, error) {
-		out, err := applyYAML(t, b, "apiVersion: shared.example.com/v1\nkind: Widget\nmetadata: {name: s, namespace: default}\nspec: {size: 1}\n")
+		out, err := applyYAML(t, b, "apiVersion: shared.example.com/v1\nkind: Sprocket\nmetadata: {name: s, namespace: default}\nspec: {size: 1}\n")
 		return err == nil, errorf(err, out)
 	}, "the root's CRD served everywhere used in team B's space")
 	shared.Annotations = nil
@@ -558,5 +560,56 @@ func TestCRDsPerSpaceConversionWebhook(t *testing.T) {
 	require.NotEmpty(t, seen, "the root's webhook converted")
 	for _, obj := range seen {
 		require.NotContains(t, obj, "color", "the root's webhook was given a tenant's object")
+	}
+}
+
+// TestCRDsPerSpaceWatchesEndWithTheirDefinition: two spaces share one
+// definition; when one changes its CRD, its watches end (as upstream ends
+// a changed CRD's), for its clients to watch again by the new one, while
+// the other space's watches go on.
+func TestCRDsPerSpaceWatchesEndWithTheirDefinition(t *testing.T) {
+	s := harness.StartInProcessWith(t, "", func(o *server.Options) { o.CRDsPerSpace = true })
+	ctx := context.Background()
+	watches := map[string]watch.Interface{}
+	for _, space := range []string{"watch-a", "watch-b"} {
+		createSpace(t, s, space)
+		c, err := apiextensionsclient.NewForConfig(s.RESTConfig(t, space))
+		require.NoError(t, err)
+		_, err = c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, widgetCRD(), metav1.CreateOptions{})
+		require.NoError(t, err)
+		established(t, s, space, "widgets.example.com")
+		eventually(t, time.Minute, func() (bool, error) {
+			w, err := dyn(t, s, space).Resource(widgetsGVR).Namespace("default").Watch(ctx, metav1.ListOptions{})
+			watches[space] = w
+			return err == nil, err
+		}, "a watch of widgets in %s", space)
+		t.Cleanup(watches[space].Stop)
+	}
+
+	c, err := apiextensionsclient.NewForConfig(s.RESTConfig(t, "watch-a"))
+	require.NoError(t, err)
+	crd, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "widgets.example.com", metav1.GetOptions{})
+	require.NoError(t, err)
+	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["shape"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+	_, err = c.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	deadline := time.After(time.Minute)
+	for ended := false; !ended; {
+		select {
+		case _, open := <-watches["watch-a"].ResultChan():
+			ended = !open
+		case <-deadline:
+			t.Fatal("watch-a's watch goes on by the definition its CRD no longer has")
+		}
+	}
+	_, err = dyn(t, s, "watch-b").Resource(widgetsGVR).Namespace("default").Create(ctx, widget("after"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	select {
+	case e, open := <-watches["watch-b"].ResultChan():
+		require.True(t, open, "watch-b's watch ended, though its CRD did not change")
+		require.Equal(t, watch.Added, e.Type)
+	case <-time.After(time.Minute):
+		t.Fatal("watch-b's watch saw nothing of the widget created")
 	}
 }
