@@ -50,7 +50,7 @@ func widgets(space string, schema string) *apiextensionsv1.CustomResourceDefinit
 		ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com", UID: types.UID("widgets-in-" + space), ResourceVersion: "1"},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "example.com", Scope: apiextensionsv1.NamespaceScoped,
 			Conversion: &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter},
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
+			Names:      apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
 				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object",
 					Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": {Type: schema}}}}}}},
