@@ -87,6 +87,7 @@ type options struct {
 	dashboard        dashboardOptions
 	live             liveOptions
 	rolloutEdges     int
+	crds             crdOptions
 	// out is where the report goes ("" for nowhere).
 	out string
 	// record and doc are the performance record and doc a run updates
@@ -147,6 +148,9 @@ func main() {
 	flag.IntVar(&o.live.objects, "live-objects", 10, "live edges: ConfigMaps placed on every edge")
 	flag.DurationVar(&o.live.rest, "live-rest", time.Minute, "live edges: how long the fleet is watched at rest, sampling whether any edge is shown disconnected")
 	flag.IntVar(&o.rolloutEdges, "rollout-edges", 1000, "rollouts: live edges (as -live-edges) on which -live-objects ConfigMaps are placed and one updated, with strategy All and then Progressive in 5 waves, for what a Progressive rollout costs the server (rollouts.go; 0 skips)")
+	flag.IntVar(&o.crds.spaces, "crd-spaces", 1000, "CRDs: spaces that each install the same 10 CRDs, bound (the default) and then per space (--crds-per-space), each on a fresh server, for the memory per space (0 skips the section)")
+	flag.IntVar(&o.crds.own, "crd-own-spaces", 100, "CRDs: spaces that each install 10 CRDs of their own, in each layout")
+	flag.IntVar(&o.crds.objects, "crd-objects", 200, "CRDs: custom resources created one by one and listed in one space, in each layout")
 	flag.StringVar(&o.live.simulate, "simulate-edges", "", "internal: run as the live edges' simulator, with this spec file")
 	flag.StringVar(&o.noise.kubeconfig, "noise-kubeconfig", "", "internal: run as the tenants section's noisy tenant, with this admin kubeconfig's server and CA")
 	flag.StringVar(&o.noise.space, "noise-space", "", "internal: the noisy tenant's space")
@@ -396,6 +400,7 @@ func runSections(ctx context.Context, bin string, o options, progress func(strin
 		{"datastores", o.datastoreN > 0, func() ([]row, error) { return datastoreBench(ctx, bin, o.datastoreN, progress) }},
 		{"stock kube-apiserver side by side", o.stockN > 0, func() ([]row, error) { return stockBench(ctx, bin, o.stockN, progress) }},
 		{"dashboard", o.dashboard.targets > 0, func() ([]row, error) { return dashboardBench(ctx, bin, o.dashboard, progress) }},
+		{"CRDs bound and per space", o.crds.spaces > 0, func() ([]row, error) { return crdsBench(ctx, bin, o.crds, progress) }},
 	}
 	for _, s := range sections {
 		if !s.on {
@@ -582,37 +587,12 @@ func (s *server) config(space string) *rest.Config {
 }
 
 func manySpaces(ctx context.Context, s *server, n, perSpace int) (time.Duration, error) {
-	dyn := dynamic.NewForConfigOrDie(s.config(spaces.Root)).Resource(tenancyv1alpha1.SpacesGVR)
 	began := time.Now()
-	_, err := parallel(16, n, func(i int) error {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion(tenancyv1alpha1.SchemeGroupVersion.String())
-		u.SetKind("Space")
-		u.SetName(fmt.Sprintf("bench-%04d", i))
-		_, err := dyn.Create(ctx, u, metav1.CreateOptions{})
-		return err
-	})
-	if err != nil {
+	if err := createSpaces(ctx, s, "bench-", n); err != nil {
 		return 0, err
 	}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := dyn.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		ready := 0
-		for _, item := range list.Items {
-			if phase, _, _ := unstructured.NestedString(item.Object, "status", "phase"); phase == string(tenancyv1alpha1.SpacePhaseReady) {
-				ready++
-			}
-		}
-		return ready >= n, nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("waiting for %d spaces to be ready: %w", n, err)
-	}
 	base := s.config(spaces.Root)
-	_, err = parallel(32, n*perSpace, func(i int) error {
+	_, err := parallel(32, n*perSpace, func(i int) error {
 		cfg := rest.CopyConfig(base)
 		cfg.Host += spaces.URLPath(fmt.Sprintf("bench-%04d", i/perSpace))
 		kube, err := kubernetes.NewForConfig(cfg)
@@ -623,6 +603,40 @@ func manySpaces(ctx context.Context, s *server, n, perSpace int) (time.Duration,
 		return err
 	})
 	return time.Since(began), err
+}
+
+// createSpaces creates n spaces named prefix and a number of four digits,
+// and waits until they are all ready.
+func createSpaces(ctx context.Context, s *server, prefix string, n int) error {
+	dyn := dynamic.NewForConfigOrDie(s.config(spaces.Root)).Resource(tenancyv1alpha1.SpacesGVR)
+	_, err := parallel(16, n, func(i int) error {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(tenancyv1alpha1.SchemeGroupVersion.String())
+		u.SetKind("Space")
+		u.SetName(fmt.Sprintf("%s%04d", prefix, i))
+		_, err := dyn.Create(ctx, u, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := dyn.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ready := 0
+		for _, item := range list.Items {
+			if phase, _, _ := unstructured.NestedString(item.Object, "status", "phase"); strings.HasPrefix(item.GetName(), prefix) && phase == string(tenancyv1alpha1.SpacePhaseReady) {
+				ready++
+			}
+		}
+		return ready >= n, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %d spaces to be ready: %w", n, err)
+	}
+	return nil
 }
 
 func watchLatency(ctx context.Context, kube kubernetes.Interface, n int) ([]time.Duration, error) {

@@ -115,7 +115,7 @@ func TestDocsOnly(t *testing.T) {
 // is silently never shown.
 func TestGoalsNameSections(t *testing.T) {
 	sections := map[string]bool{"cold start": true, "one server": true, "fan-out": true, "syncer": true, "tunnels": true, "forwarding": true,
-		"tenants": true, "flood": true, "churn": true, "datastores": true, "stock kube-apiserver side by side": true, "dashboard": true, "live edges": true, "rollouts": true,
+		"tenants": true, "flood": true, "churn": true, "datastores": true, "stock kube-apiserver side by side": true, "dashboard": true, "live edges": true, "rollouts": true, "CRDs bound and per space": true,
 		"soak": true, "chaos": true}
 	for _, g := range goals {
 		require.True(t, sections[g.section], "goal %q names section %q, which the bench does not run", g.metric, g.section)
