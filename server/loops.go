@@ -197,7 +197,7 @@ func newNamespaceLoop(_ *Server, d *loopDeps) (runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return namespacecontroller.New(wildcard, d.rootKube.Discovery(), d.clients), nil
+	return namespacecontroller.New(wildcard, d.clients), nil
 }
 
 func newNamespaceDefaultsLoop(s *Server, d *loopDeps) (runner, error) {

@@ -32,6 +32,7 @@ const ControllerName = "namespace"
 type Clients interface {
 	Kube(space string) (kubernetes.Interface, error)
 	Dynamic(space string) (dynamic.Interface, error)
+	Discovery(space string) (discovery.DiscoveryInterface, error)
 }
 
 // Controller finalizes deleted namespaces.
@@ -42,8 +43,9 @@ type Controller struct {
 }
 
 // New returns a controller. wildcard lists and watches namespaces of all
-// spaces; disco lists the resources to empty a namespace of.
-func New(wildcard kubernetes.Interface, disco discovery.DiscoveryInterface, clients Clients) *Controller {
+// spaces; each space's discovery lists the resources to empty a namespace
+// of there: its own CRDs' too, which another space's does not list.
+func New(wildcard kubernetes.Interface, clients Clients) *Controller {
 	c := &Controller{queue: newQueue()}
 	c.controller = spaces.NewNamespaceInformer(wildcard, cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
@@ -65,7 +67,11 @@ func New(wildcard kubernetes.Interface, disco discovery.DiscoveryInterface, clie
 			_, err = client.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{})
 			return err
 		},
-		resources: func() ([]*metav1.APIResourceList, error) {
+		resources: func(space string) ([]*metav1.APIResourceList, error) {
+			disco, err := clients.Discovery(space)
+			if err != nil {
+				return nil, err
+			}
 			lists, err := disco.ServerPreferredNamespacedResources()
 			if discovery.IsGroupDiscoveryFailedError(err) {
 				// Empty what can be found; the rest is retried.

@@ -23,7 +23,7 @@ import (
 type reconciler struct {
 	getNamespace func(ctx context.Context, space, name string) (*corev1.Namespace, error)
 	finalize     func(ctx context.Context, space string, ns *corev1.Namespace) error
-	resources    func() ([]*metav1.APIResourceList, error)
+	resources    func(space string) ([]*metav1.APIResourceList, error)
 	dynamic      func(space string) (dynamic.Interface, error)
 }
 
@@ -58,7 +58,7 @@ func (r *reconciler) reconcile(ctx context.Context, space, name string) error {
 // returns the resources that still have objects there (held by finalizers,
 // or being deleted).
 func (r *reconciler) deleteContents(ctx context.Context, space, namespace string) ([]string, error) {
-	lists, err := r.resources()
+	lists, err := r.resources(space)
 	if err != nil {
 		return nil, fmt.Errorf("discovering resources: %w", err)
 	}

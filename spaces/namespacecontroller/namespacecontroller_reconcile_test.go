@@ -126,7 +126,8 @@ func (h *harness) reconciler() *reconciler {
 			h.finalized = append(h.finalized, ns.DeepCopy())
 			return h.finalizeErr
 		},
-		resources: func() ([]*metav1.APIResourceList, error) {
+		resources: func(space string) ([]*metav1.APIResourceList, error) {
+			h.gotSpaces = append(h.gotSpaces, "discovery "+space)
 			h.discovered++
 			return discovered(), h.resourcesErr
 		},
@@ -217,7 +218,8 @@ func TestReconcileEmptiesAndFinalizes(t *testing.T) {
 	require.Equal(t, []string{"cm3"}, remainingNames(t, h.client, configMaps, "keep"), "other namespaces are untouched")
 	require.Equal(t, []string{"d"}, remainingNames(t, h.client, deployments, "keep"))
 
-	require.Equal(t, []string{"get team-a/doomed", "dynamic team-a", "finalize team-a/doomed"}, h.gotSpaces)
+	require.Equal(t, []string{"get team-a/doomed", "discovery team-a", "dynamic team-a", "finalize team-a/doomed"}, h.gotSpaces,
+		"the space's own discovery: its CRDs are its own")
 	require.Len(t, h.finalized, 1)
 	require.Equal(t, []corev1.FinalizerName{"example.com/other"}, h.finalized[0].Spec.Finalizers, "only the kubernetes finalizer is removed")
 	require.Equal(t, []corev1.FinalizerName{"example.com/other", corev1.FinalizerKubernetes}, h.ns.Spec.Finalizers, "the fetched object is not modified")

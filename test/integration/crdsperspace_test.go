@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -612,4 +613,36 @@ func TestCRDsPerSpaceWatchesEndWithTheirDefinition(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("watch-b's watch saw nothing of the widget created")
 	}
+}
+
+// TestCRDsPerSpaceNamespaceDeletion: deleting a namespace deletes the
+// space's own custom resources in it, which only the space's discovery
+// lists.
+func TestCRDsPerSpaceNamespaceDeletion(t *testing.T) {
+	s := harness.StartInProcessWith(t, "", func(o *server.Options) { o.CRDsPerSpace = true })
+	ctx := context.Background()
+	createSpace(t, s, "ns-gone")
+	c, err := apiextensionsclient.NewForConfig(s.RESTConfig(t, "ns-gone"))
+	require.NoError(t, err)
+	_, err = c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, widgetCRD(), metav1.CreateOptions{})
+	require.NoError(t, err)
+	established(t, s, "ns-gone", "widgets.example.com")
+	kc := kube(t, s, "ns-gone")
+	_, err = kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "doomed"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, time.Minute, func() (bool, error) {
+		w := widget("x")
+		w.SetNamespace("doomed")
+		_, err := dyn(t, s, "ns-gone").Resource(widgetsGVR).Namespace("doomed").Create(ctx, w, metav1.CreateOptions{})
+		return err == nil, err
+	}, "a widget in namespace doomed")
+
+	require.NoError(t, kc.CoreV1().Namespaces().Delete(ctx, "doomed", metav1.DeleteOptions{}))
+	eventually(t, time.Minute, func() (bool, error) {
+		_, err := kc.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}, "namespace doomed gone")
+	list, err := dyn(t, s, "ns-gone").Resource(widgetsGVR).List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, list.Items, "the space's widgets in the deleted namespace are gone with it")
 }
