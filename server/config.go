@@ -548,6 +548,7 @@ func (c *Config) handlerChain(authz builtin.SelfReviews) func(http.Handler, *gen
 		}
 		// No space that does not exist; no writes to one being deleted;
 		// reads only through the wildcard.
+		h = withDefinitionReads(h, c.Options.CRDsPerSpace)
 		h = spaces.WithSpaceAdmission(h, c.spaces)
 		// After authentication: a syncer's requests end with its token.
 		h = auth.WithSyncerRequests(h, c.syncers.Requests)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -14,6 +15,7 @@ import (
 	apiextensionslisters "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -60,9 +62,14 @@ type spaceDefinitions struct {
 	// crds are every space's CRDs, keyed by spaces.KeyFunc, indexed by
 	// name (crdsByName).
 	crds cache.Indexer
+	// served says what each serves by.
+	served *spaceCRDCache
 }
 
-var _ customresources.Definitions = spaceDefinitions{}
+var (
+	_ customresources.Definitions = spaceDefinitions{}
+	_ customresources.Readers     = spaceDefinitions{}
+)
 
 // crdsByName indexes the CRDs of every space by name.
 const crdsByName = "kubestellar.io/crd-name"
@@ -94,10 +101,41 @@ func (d spaceDefinitions) For(space, group, resource string) (*apiextensionsv1.C
 	if space == spaces.Wildcard {
 		return d.acrossSpaces(name)
 	}
+	if id, ok := spaces.DefinitionOfWildcard(space); ok {
+		return d.ofDefinition(name, id)
+	}
 	if crd := d.get(space, name); crd != nil {
 		return crd, nil
 	}
 	return nil, customresources.ErrNotServed
+}
+
+// ofDefinition resolves a read across every space of the definition id of
+// name: a CRD of a space that serves it, a not found when none does (the
+// name's definition in the root space served everywhere is read through
+// the wildcard alone, and has no identity of a space's).
+func (d spaceDefinitions) ofDefinition(name, id string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	key, ok := d.served.servingOne(id)
+	if !ok {
+		return nil, customresources.ErrNotServed
+	}
+	obj, ok, err := d.crds.GetByKey(key)
+	if err != nil || !ok {
+		return nil, customresources.ErrNotServed
+	}
+	crd, _ := obj.(*apiextensionsv1.CustomResourceDefinition)
+	if crd == nil || crd.Name != name || spaces.ServedEverywhere(crd.Annotations) {
+		return nil, customresources.ErrNotServed
+	}
+	return crd, nil
+}
+
+// Spaces says which spaces a read of the definition id of name keeps:
+// those whose CRD of the name serves by it, as the cache has them when
+// each object is read. A space whose CRD moves to or from the definition
+// ends the reads of it (spaceCRDCache.moved): they list again.
+func (d spaceDefinitions) Spaces(name, id string) func(space string) bool {
+	return func(space string) bool { return d.served.servedIn(space, name) == id }
 }
 
 // acrossSpaces resolves a list or watch across every space, which the
@@ -217,13 +255,42 @@ func (s *Server) spaceCRDsSynced(ctx context.Context, crds *spaceCRDCache) error
 			return err
 		}
 	}
+	if h := s.cfg.customResources; h != nil {
+		crds.moved = h.Moved
+	}
 	if err := crds.run(ctx); err != nil {
 		return err
 	}
 	if h := s.cfg.customResources; h != nil {
-		h.SetDefinitions(spaceDefinitions{crds: crds.indexer})
+		h.SetDefinitions(spaceDefinitions{crds: crds.indexer, served: crds})
 	}
 	return nil
+}
+
+// withDefinitionReads refuses a read by definition (/spaces/*~ID/...) of
+// anything but a custom resource served per space: built-in resources,
+// discovery and the like are read across spaces through the wildcard.
+// It runs after authorization, so that only those who may read across
+// spaces learn of it.
+func withDefinitionReads(h http.Handler, perSpace bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		ctx := req.Context()
+		if spaces.DefinitionFrom(ctx) == "" {
+			h.ServeHTTP(w, req)
+			return
+		}
+		info, ok := request.RequestInfoFrom(ctx)
+		switch {
+		case !perSpace:
+			spaces.WriteStatus(w, apierrors.NewBadRequest(
+				"reads by definition (/spaces/*~ID/...) are served with CRDs per space (--crds-per-space) alone: read across spaces through /spaces/*/"))
+		case !ok || !info.IsResourceRequest || builtin.IsBuiltInGroup(info.APIGroup):
+			spaces.WriteStatus(w, apierrors.NewBadRequest(
+				"a read by definition (/spaces/*~ID/...) is a list or watch of a custom resource: read the rest across spaces through /spaces/*/"))
+		default:
+			h.ServeHTTP(w, req)
+		}
+	})
 }
 
 // sweepUnused lets go of the definitions a change of CRDs left unused.

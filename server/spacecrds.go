@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,6 +35,19 @@ type spaceCRDCache struct {
 
 	mu       sync.RWMutex
 	handlers []*crdHandler
+
+	// definitions is what each CRD cached serves by, for the reads of
+	// every space's custom resources of one definition (spaces.WildcardOf),
+	// each decided at every event: the identity each CRD serves by, by
+	// key, "" while it serves nothing, and the keys of the CRDs that
+	// serve each identity.
+	definitionsMu sync.RWMutex
+	servedBy      map[string]string
+	servers       map[string]map[string]bool
+	// moved is told of the definitions whose set of spaces changed while
+	// their spaces may hold objects (see OnUpdate), with the revision of
+	// the change.
+	moved func(ids []string, revision string)
 }
 
 // crdHandler is a handler added, and its registration: handed every
@@ -62,7 +76,7 @@ func newSpaceCRDCache(loopback *rest.Config) (*spaceCRDCache, error) {
 		},
 	}
 	// 1,000 spaces with the same CRD hold its spec once.
-	c := &spaceCRDCache{specs: customresources.NewSpecs()}
+	c := &spaceCRDCache{specs: customresources.NewSpecs(), servedBy: map[string]string{}, servers: map[string]map[string]bool{}}
 	c.indexer, c.controller = spaces.NewInformerWithOptions(lw, &apiextensionsv1.CustomResourceDefinition{}, c, spaces.InformerOptions{
 		Transform: func(obj any) (any, error) {
 			if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
@@ -148,17 +162,136 @@ func (c *spaceCRDCache) each(f func(cache.ResourceEventHandler)) {
 }
 
 func (c *spaceCRDCache) OnAdd(obj any, initial bool) {
+	c.serve(obj)
 	c.each(func(h cache.ResourceEventHandler) { h.OnAdd(obj, initial) })
 }
 
 func (c *spaceCRDCache) OnUpdate(old, obj any) {
 	c.forget(old)
+	before, now := c.serve(obj)
+	if before != now && c.moved != nil {
+		// A space whose CRD moves to another definition takes its
+		// objects along: the reads of either definition across spaces
+		// must list again. A CRD whose names were never accepted has no
+		// objects, and one that starts serving then joins its
+		// definition's reads as its objects come (a mailbox's CRD,
+		// made as a fan-out starts): nothing to list again for it.
+		var moved []string
+		if before != "" {
+			moved = append(moved, before)
+		}
+		if prev, ok := old.(*apiextensionsv1.CustomResourceDefinition); ok && now != "" && prev.Status.AcceptedNames.Plural != "" {
+			moved = append(moved, now)
+		}
+		if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok && len(moved) > 0 {
+			c.moved(moved, crd.ResourceVersion)
+		}
+	}
 	c.each(func(h cache.ResourceEventHandler) { h.OnUpdate(old, obj) })
 }
 
 func (c *spaceCRDCache) OnDelete(obj any) {
 	c.forget(obj)
+	c.unserve(obj)
 	c.each(func(h cache.ResourceEventHandler) { h.OnDelete(obj) })
+}
+
+// servedIdentity is the identity a CRD serves its custom resources by, or
+// "" while it serves none: the dispatcher serves a CRD whose names are
+// accepted or that is established.
+func servedIdentity(crd *apiextensionsv1.CustomResourceDefinition) string {
+	if !apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.NamesAccepted) &&
+		!apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
+		return ""
+	}
+	return customresources.Identity(crd)
+}
+
+// serve records what a CRD added or updated serves by, and returns what it
+// served by before and now.
+func (c *spaceCRDCache) serve(obj any) (before, now string) {
+	crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+	if !ok {
+		return "", ""
+	}
+	key, err := spaces.KeyFunc(crd)
+	if err != nil {
+		return "", ""
+	}
+	now = servedIdentity(crd)
+	c.definitionsMu.Lock()
+	defer c.definitionsMu.Unlock()
+	before = c.servedBy[key]
+	if before == now {
+		return before, now
+	}
+	c.drop(key, before)
+	c.servedBy[key] = now
+	if now != "" {
+		if c.servers[now] == nil {
+			c.servers[now] = map[string]bool{}
+		}
+		c.servers[now][key] = true
+	}
+	return before, now
+}
+
+// unserve forgets a CRD deleted.
+func (c *spaceCRDCache) unserve(obj any) {
+	key, err := spaces.KeyFunc(obj)
+	if err != nil {
+		return
+	}
+	c.definitionsMu.Lock()
+	defer c.definitionsMu.Unlock()
+	c.drop(key, c.servedBy[key])
+	delete(c.servedBy, key)
+}
+
+// drop forgets that key serves id; c.definitionsMu is held.
+func (c *spaceCRDCache) drop(key, id string) {
+	if id == "" {
+		return
+	}
+	delete(c.servers[id], key)
+	if len(c.servers[id]) == 0 {
+		delete(c.servers, id)
+	}
+}
+
+// servedIn returns the identity the CRD of a space and name serves by,
+// "" when it serves none or the cache has none. A CRD cached but not yet
+// handed to OnAdd (the cache is filled first) is asked itself: the
+// dispatcher may have served its first objects already.
+//
+// A CRD this server's cache has not seen serves nothing here: with
+// several servers, another may have served a space's first objects of a
+// CRD just made before this one's cache has it (a window of the cache's
+// delay), and a read by definition here leaves them out.
+func (c *spaceCRDCache) servedIn(space, name string) string {
+	key := spaces.Key(space, "", name)
+	c.definitionsMu.RLock()
+	id, ok := c.servedBy[key]
+	c.definitionsMu.RUnlock()
+	if ok {
+		return id
+	}
+	obj, ok, err := c.indexer.GetByKey(key)
+	if crd, _ := obj.(*apiextensionsv1.CustomResourceDefinition); err == nil && ok && crd != nil {
+		return servedIdentity(crd)
+	}
+	return ""
+}
+
+// servingOne returns the key of a CRD that serves the definition id, if
+// any does.
+func (c *spaceCRDCache) servingOne(id string) (string, bool) {
+	c.definitionsMu.RLock()
+	defer c.definitionsMu.RUnlock()
+	for key := range c.servers[id] {
+		return key, true
+	}
+	return "", false
 }
 
 // forget lets go of the spec of a CRD that left the cache.

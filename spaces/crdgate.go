@@ -56,11 +56,11 @@ func WithCRDBindings(handler http.Handler, index CRDIndex, resources bool) http.
 			if info.APIGroup != "" && resources {
 				b, isCRD, err := index.Resource(info.APIGroup, info.Resource)
 				if err != nil {
-					writeStatus(w, apierrors.NewServiceUnavailable(err.Error()))
+					WriteStatus(w, apierrors.NewServiceUnavailable(err.Error()))
 					return
 				}
 				if isCRD && !b.Has(space) {
-					writeStatus(w, notServed())
+					WriteStatus(w, notServed())
 					return
 				}
 			}
@@ -77,11 +77,11 @@ func WithCRDBindings(handler http.Handler, index CRDIndex, resources bool) http.
 		path := strings.TrimRight(req.URL.Path, "/")
 		if strings.HasPrefix(path, "/apis") || strings.HasPrefix(path, "/openapi") {
 			if req.Method != http.MethodGet && req.Method != http.MethodHead {
-				writeStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "discovery"}, strings.ToLower(req.Method)))
+				WriteStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "discovery"}, strings.ToLower(req.Method)))
 				return
 			}
 			if strings.Contains(path, "//") {
-				writeStatus(w, notServed())
+				WriteStatus(w, notServed())
 				return
 			}
 			if req.Method == http.MethodHead {
@@ -100,7 +100,7 @@ func WithCRDBindings(handler http.Handler, index CRDIndex, resources bool) http.
 				break
 			}
 			if defined, served := index.GroupVersion(space, group, version); defined && !served {
-				writeStatus(w, notServed())
+				WriteStatus(w, notServed())
 				return
 			} else if defined && version != "" {
 				filter = func(doc map[string]any) bool { return filterResources(doc, group, space, index) }
@@ -113,7 +113,7 @@ func WithCRDBindings(handler http.Handler, index CRDIndex, resources bool) http.
 		case strings.HasPrefix(path, "/openapi/v3/apis/"):
 			group, version, _ := strings.Cut(strings.TrimPrefix(path, "/openapi/v3/apis/"), "/")
 			if defined, served := index.GroupVersion(space, group, version); defined && !served {
-				writeStatus(w, notServed())
+				WriteStatus(w, notServed())
 				return
 			}
 		}
@@ -155,13 +155,13 @@ func serveFiltered(w http.ResponseWriter, req *http.Request, handler http.Handle
 		contentType := rec.HeaderMap.Get("Content-Type")
 		if !strings.Contains(contentType, "json") {
 			// Never a document the filter could not read.
-			writeStatus(w, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "get", schema.GroupResource{}, "", fmt.Sprintf(
+			WriteStatus(w, apierrors.NewGenericServerResponse(http.StatusNotAcceptable, "get", schema.GroupResource{}, "", fmt.Sprintf(
 				"discovery and OpenAPI in a space are served as JSON, YAML or protobuf, not %q", contentType), 0, false))
 			return
 		}
 		var doc map[string]any
 		if err := json.Unmarshal(body, &doc); err != nil {
-			writeStatus(w, apierrors.NewInternalError(fmt.Errorf("reading a discovery document to filter: %w", err)))
+			WriteStatus(w, apierrors.NewInternalError(fmt.Errorf("reading a discovery document to filter: %w", err)))
 			return
 		}
 		out, err := body, error(nil)
@@ -174,7 +174,7 @@ func serveFiltered(w http.ResponseWriter, req *http.Request, handler http.Handle
 		}
 		if err != nil {
 			klog.FromContext(req.Context()).Error(err, "re-encoding a discovery document failed", "path", req.URL.Path)
-			writeStatus(w, apierrors.NewInternalError(err))
+			WriteStatus(w, apierrors.NewInternalError(err))
 			return
 		}
 		body = out
@@ -229,7 +229,7 @@ func serveOpenAPIV2(w http.ResponseWriter, req *http.Request, handler http.Handl
 		}
 	}
 	klog.FromContext(req.Context()).Error(err, "encoding the filtered OpenAPI v2 document failed")
-	writeStatus(w, apierrors.NewInternalError(err))
+	WriteStatus(w, apierrors.NewInternalError(err))
 }
 
 func copyResponse(w http.ResponseWriter, rec *Recorder) {

@@ -47,11 +47,11 @@ func WithSpacePath(handler http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		name, rest, err := splitPath(req.URL.Path)
 		if err != nil {
-			writeStatus(w, apierrors.NewBadRequest(err.Error()))
+			WriteStatus(w, apierrors.NewBadRequest(err.Error()))
 			return
 		}
 		if rest != req.URL.Path && !ServedInSpace(rest) {
-			writeStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
+			WriteStatus(w, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
 				Message: fmt.Sprintf("%s is not served in a space: a space serves %s; the server's own endpoints are in the root space only (without %sNAME)",
 					rest, strings.Join(SpacePaths, ", "), PathPrefix)}})
 			return
@@ -60,14 +60,20 @@ func WithSpacePath(handler http.Handler) http.Handler {
 			// /spaces/NAME/... (root too may be named so): strip the prefix.
 			// A shallow copy with a URL of its own (a Clone would copy
 			// the headers too, as the API server's own filters do not).
-			req = req.WithContext(WithSpace(req.Context(), name))
+			ctx := WithSpace(req.Context(), name)
+			if id, ok := DefinitionOfWildcard(name); ok {
+				// A read by definition is a wildcard read to every
+				// check but the custom resources' own.
+				ctx = WithDefinition(WithSpace(req.Context(), Wildcard), id)
+			}
+			req = req.WithContext(ctx)
 			u := *req.URL
 			req.URL = &u
 			req.URL.Path = rest
 			if req.URL.RawPath != "" {
 				_, rawRest, err := splitPath(req.URL.RawPath)
 				if err != nil {
-					writeStatus(w, apierrors.NewBadRequest(err.Error()))
+					WriteStatus(w, apierrors.NewBadRequest(err.Error()))
 					return
 				}
 				req.URL.RawPath = rawRest
@@ -89,7 +95,11 @@ func splitPath(path string) (space, rest string, err error) {
 		return Root, path, nil
 	}
 	name, rest, _ := strings.Cut(strings.TrimPrefix(path, PathPrefix), "/")
-	if name != Wildcard {
+	if id, ok := DefinitionOfWildcard(name); ok {
+		if err := validIdentity(id); err != nil {
+			return "", "", err
+		}
+	} else if name != Wildcard {
 		if err := ValidateName(name); err != nil {
 			return "", "", err
 		}
@@ -116,7 +126,7 @@ func WithSpaceAdmission(handler http.Handler, spaces Lookup) http.Handler {
 		info, _ := genericapirequest.RequestInfoFrom(ctx)
 		if err := admit(name, info, spaces); err != nil {
 			klog.FromContext(ctx).V(4).Info("refused request for space", "space", name, "path", req.URL.Path, "reason", err.Error())
-			writeStatus(w, err)
+			WriteStatus(w, err)
 			return
 		}
 		handler.ServeHTTP(w, req)
@@ -186,7 +196,8 @@ func isWrite(verb string) bool {
 	return false
 }
 
-func writeStatus(w http.ResponseWriter, err *apierrors.StatusError) {
+// WriteStatus writes err as the API server writes a Status, in JSON.
+func WriteStatus(w http.ResponseWriter, err *apierrors.StatusError) {
 	s := err.Status()
 	s.Kind, s.APIVersion = "Status", "v1"
 	w.Header().Set("Content-Type", "application/json")

@@ -43,6 +43,12 @@ func TestSplitPath(t *testing.T) {
 		{path: "/spaces/a.b/api", wantErr: "invalid space name"},
 		{path: "/spaces/a_b", wantErr: "invalid space name"},
 		{path: "/spaces/**/api", wantErr: "invalid space name"},
+		{path: "/spaces/*~0123456789abcdef0123456789abcdef/apis/g/v1/rs", wantSpace: "*~0123456789abcdef0123456789abcdef", wantRest: "/apis/g/v1/rs"},
+		{path: "/spaces/*~0123456789ABCDEF0123456789abcdef/apis", wantErr: "lowercase hex"},
+		{path: "/spaces/*~0123/apis", wantErr: "invalid definition"},
+		{path: "/spaces/*~/apis", wantErr: "invalid definition"},
+		{path: "/spaces/*~0123456789abcdef0123456789abcdef0/apis", wantErr: "invalid definition"},
+		{path: "/spaces/~0123456789abcdef0123456789abcdef/apis", wantErr: "invalid space name"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.path, func(t *testing.T) {
@@ -63,6 +69,7 @@ func TestSplitPath(t *testing.T) {
 type seenRequest struct {
 	space      string
 	spaceSet   bool
+	definition string
 	path       string
 	rawPath    string
 	requestURI string
@@ -157,6 +164,18 @@ func TestWithSpacePath(t *testing.T) {
 				rawPath: "/apis/apps/v1/deployments", requestURI: "/apis/apps/v1/deployments"},
 		},
 		{
+			desc:   "wildcard of a definition",
+			target: "/spaces/*~0123456789abcdef0123456789abcdef/apis/example.com/v1/widgets?watch=1",
+			want: seenRequest{space: Wildcard, spaceSet: true, definition: "0123456789abcdef0123456789abcdef", path: "/apis/example.com/v1/widgets",
+				rawPath: "/apis/example.com/v1/widgets", requestURI: "/apis/example.com/v1/widgets?watch=1"},
+		},
+		{
+			desc:        "wildcard of a malformed definition",
+			target:      "/spaces/*~xyz/apis/example.com/v1/widgets",
+			wantStatus:  http.StatusBadRequest,
+			wantMessage: `invalid definition "xyz"`,
+		},
+		{
 			desc:   "escaped path keeps RawPath",
 			target: "/spaces/foo/api/v1/namespaces/ns/configmaps/a%2Fb",
 			want: seenRequest{space: "foo", spaceSet: true, path: "/api/v1/namespaces/ns/configmaps/a/b",
@@ -203,7 +222,7 @@ func TestWithSpacePath(t *testing.T) {
 			var seen *seenRequest
 			inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				name, ok := FromContext(r.Context())
-				seen = &seenRequest{space: name, spaceSet: ok, path: r.URL.Path, rawPath: r.URL.RawPath, requestURI: r.RequestURI}
+				seen = &seenRequest{space: name, spaceSet: ok, definition: DefinitionFrom(r.Context()), path: r.URL.Path, rawPath: r.URL.RawPath, requestURI: r.RequestURI}
 				w.WriteHeader(http.StatusTeapot)
 			})
 			req := httptest.NewRequest(http.MethodGet, tc.target, nil)

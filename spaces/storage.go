@@ -125,7 +125,11 @@ func (s *spaceStorage) Watch(ctx context.Context, key string, opts storage.ListO
 	if err != nil {
 		return nil, err
 	}
-	return s.listedIn(space).Watch(ctx, key, opts)
+	w, err := s.listedIn(space).Watch(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return expiring(ctx, w), nil
 }
 
 func (s *spaceStorage) Get(ctx context.Context, key string, opts storage.GetOptions, objPtr runtime.Object) error {

@@ -16,11 +16,11 @@ package customresources
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,6 +103,14 @@ type Definitions interface {
 	InUse(f func(*apiextensionsv1.CustomResourceDefinition)) error
 }
 
+// Readers is what Definitions that serve reads by definition (a space
+// named by spaces.WildcardOf, which For resolves) implement.
+type Readers interface {
+	// Spaces says which spaces a read of the definition id of name
+	// keeps, asked for each object as it is read.
+	Spaces(name, id string) func(space string) bool
+}
+
 // Handler serves custom resources, each by its space's definition; other
 // requests go to next.
 type Handler struct {
@@ -117,9 +125,14 @@ type Handler struct {
 	// ids memoizes the identity of each version of a CRD (by UID and
 	// resource version), for a request must not hash a schema.
 	ids sync.Map
-	// watches are the open watches of each space's CRD (by spaces.Key).
+	// watches are the open watches of each space's CRD (by spaces.Key),
+	// and of each definition read across spaces (by spaces.WildcardOf).
 	watchesMu sync.Mutex
 	watches   map[string]map[*openWatch]bool
+	// movedAt is, for each definition read across spaces, the revision
+	// of the last change of CRD that moved a space to or from it (Moved):
+	// a watch of it from before then would miss what the move changed.
+	movedAt map[string]int64
 	// prepared are the definitions Prepare made, and when: kept a while
 	// by Sweep, until the CRD that asked for one says Established.
 	prepared map[string]time.Time
@@ -164,6 +177,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	space := spaces.SpaceOrRoot(ctx)
+	byDefinition := spaces.DefinitionFrom(ctx)
+	if byDefinition != "" {
+		space = spaces.WildcardOf(byDefinition)
+	}
 	crd, err := (*defs).For(space, info.APIGroup, info.Resource)
 	switch {
 	case errors.Is(err, ErrNotServed):
@@ -202,6 +219,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if !crd.DeletionTimestamp.IsZero() || apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Terminating) {
 		req = req.WithContext(context.WithValue(ctx, terminatingKey{}, true))
+	}
+	if byDefinition != "" {
+		readers, ok := (*defs).(Readers)
+		if !ok {
+			notFound.ServeHTTP(w, req)
+			return
+		}
+		// Every space's objects but those of the spaces that serve the
+		// definition are left out by key, before they are decoded: the
+		// definition's conversion never sees another's objects.
+		req = req.WithContext(spaces.WithKeptSpaces(req.Context(), readers.Spaces(crd.Name, byDefinition)))
+		if info.Verb == "watch" {
+			h.watchDefinition(w, req, d, byDefinition)
+			return
+		}
+		d.handler.ServeHTTP(w, req)
+		return
 	}
 	if info.Verb == "watch" {
 		// Ended when the space's CRD changes to another definition
@@ -245,6 +279,50 @@ func (h *Handler) watching(key string, definition types.UID, cancel context.Canc
 	}
 }
 
+// watchDefinition serves a watch of every space's objects of a definition:
+// one from before a space moved to or from it is expired at once, and an
+// open one is expired when one does (Moved), so that its reader lists
+// again. The watch is known (watching) before the moves are read, so that
+// a move is either read here or ends it.
+func (h *Handler) watchDefinition(w http.ResponseWriter, req *http.Request, d *definition, id string) {
+	expired := make(chan struct{})
+	var once sync.Once
+	forget := h.watching(spaces.WildcardOf(id), "", func() { once.Do(func() { close(expired) }) })
+	defer forget()
+	const moved = "a space's definition of the resource changed since: list again"
+	if from := req.URL.Query().Get("resourceVersion"); from != "" && from != "0" {
+		rv, err := strconv.ParseInt(from, 10, 64)
+		h.watchesMu.Lock()
+		at := h.movedAt[id]
+		h.watchesMu.Unlock()
+		if err == nil && rv < at {
+			writeStatus(w, apierrors.NewResourceExpired(moved))
+			return
+		}
+	}
+	d.handler.ServeHTTP(w, req.WithContext(spaces.WithWatchExpiry(req.Context(), expired, moved)))
+}
+
+// Moved says that a space's CRD moved to or from the definitions ids, at
+// revision: the watches of each read across spaces are expired, and so
+// is a watch of one from before revision.
+func (h *Handler) Moved(ids []string, revision string) {
+	rv, err := strconv.ParseInt(revision, 10, 64)
+	h.watchesMu.Lock()
+	defer h.watchesMu.Unlock()
+	for _, id := range ids {
+		if err == nil && rv > h.movedAt[id] {
+			if h.movedAt == nil {
+				h.movedAt = map[string]int64{}
+			}
+			h.movedAt[id] = rv
+		}
+		for w := range h.watches[spaces.WildcardOf(id)] {
+			w.cancel()
+		}
+	}
+}
+
 // Changed ends the watches of a space's CRD (by spaces.Key) that are not
 // on its definition now: crd is the CRD as it is, nil once deleted.
 func (h *Handler) Changed(key string, crd *apiextensionsv1.CustomResourceDefinition) {
@@ -261,19 +339,14 @@ func (h *Handler) Changed(key string, crd *apiextensionsv1.CustomResourceDefinit
 	}
 }
 
-// Identity is a definition's identity: what the upstream handler serves
-// by, the spec and the accepted names. A CRD's state (accepted,
-// established, terminating) is not part of it: the dispatcher reads it
-// from the space's CRD at each request, so that a CRD being deleted keeps
-// its storage, and its watches, until it is gone, as upstream does.
+// Identity is a definition's identity (spaces.DefinitionIdentity): what
+// the upstream handler serves by, the spec and the accepted names. A CRD's
+// state (accepted, established, terminating) is not part of it: the
+// dispatcher reads it from the space's CRD at each request, so that a CRD
+// being deleted keeps its storage, and its watches, until it is gone, as
+// upstream does.
 func Identity(crd *apiextensionsv1.CustomResourceDefinition) string {
-	data, _ := json.Marshal(struct {
-		Name          string                                         `json:"name"`
-		Spec          *apiextensionsv1.CustomResourceDefinitionSpec  `json:"spec"`
-		AcceptedNames *apiextensionsv1.CustomResourceDefinitionNames `json:"acceptedNames"`
-	}{crd.Name, &crd.Spec, &crd.Status.AcceptedNames})
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:16])
+	return spaces.DefinitionIdentity(crd)
 }
 
 // identity is Identity, memoized, and told apart for a definition of one
@@ -431,13 +504,23 @@ func (h *Handler) Sweep(ctx context.Context) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	inUse, versions := map[string]bool{}, map[string]bool{}
+	inUse, versions, identities := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	if err := (*defs).InUse(func(crd *apiextensionsv1.CustomResourceDefinition) {
-		inUse[h.identity(crd)] = true
+		id := h.identity(crd)
+		inUse[id] = true
+		identities[strings.TrimPrefix(id, "own-")] = true
 		versions[string(crd.UID)+"/"+crd.ResourceVersion] = true
 	}); err != nil {
 		return err
 	}
+	// A definition no space has is read by none: its moves are history.
+	h.watchesMu.Lock()
+	for id := range h.movedAt {
+		if !identities[id] {
+			delete(h.movedAt, id)
+		}
+	}
+	h.watchesMu.Unlock()
 	h.ids.Range(func(k, _ any) bool {
 		if !versions[k.(string)] {
 			h.ids.Delete(k)
