@@ -58,6 +58,21 @@ func (s *Syncer) reconcileDownsync(ctx context.Context, key objKey) (bool, error
 			s.mu.Unlock()
 			return false, nil
 		}
+		s.mu.Lock()
+		waiting, moved := s.handover[key], s.desiredInAnotherVersionLocked(key)
+		s.mu.Unlock()
+		if waiting {
+			// Its resource changed version: whether the new version holds
+			// it is not known yet (awaitHandover queues it again).
+			return false, nil
+		}
+		if moved {
+			// The edge object is the new version's key's now: only this
+			// key's state goes.
+			s.clearState(key)
+			logger.V(2).Info("desired under another version of its resource: kept at the edge")
+			return false, nil
+		}
 		if cur != nil && ownedBy(cur, owner) && s.holding(key) {
 			return false, nil // the edge holds: its delete waits (hold.go)
 		}

@@ -105,6 +105,12 @@ type Syncer struct {
 	dirty    bool            // desired changed since it was saved
 	inStep   map[objKey]bool
 	problems map[objKey]problem
+	// handover are the objects of a resource the SyncerConfig now wants in
+	// another version (its CRD serves a new one, say): no longer desired
+	// under their old key, but not removed from the edge before the new
+	// version's copies have been read, as they most likely hold the same
+	// objects (awaitHandover).
+	handover map[objKey]bool
 	// awaiting are the objects whose apply found their namespace missing
 	// at the edge, by namespace: applied again as soon as it is there.
 	awaiting map[string]map[objKey]bool
@@ -302,7 +308,7 @@ func newSyncer(o *Options, out io.Writer, tok jointoken.Token, edgeCfg *rest.Con
 		upQ: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[schema.GroupVersionResource](200*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[schema.GroupVersionResource]{Name: "upsync"}),
-		desired: map[objKey]*desired{}, deferred: map[objKey]bool{}, inStep: map[objKey]bool{}, problems: map[objKey]problem{}, awaiting: map[string]map[objKey]bool{},
+		desired: map[objKey]*desired{}, deferred: map[objKey]bool{}, handover: map[objKey]bool{}, inStep: map[objKey]bool{}, problems: map[objKey]problem{}, awaiting: map[string]map[objKey]bool{},
 		applied: map[objKey]*applied{}, statusNow: make(chan struct{}, 1), heldBack: map[objKey]bool{},
 		windowsChanged: make(chan struct{}, 1),
 		copies:         map[schema.GroupVersionResource]*running{}, upsynced: map[schema.GroupVersionResource]*running{},
@@ -677,10 +683,32 @@ func (s *Syncer) onConfig(ctx context.Context, obj any) {
 		}
 		close(r.stop)
 		delete(s.copies, gvr)
+		// A resource the config now wants in another version (its CRD
+		// serves a new one) most likely has the same objects in the new
+		// version's copies, and an edge object is one and the same
+		// whichever version names it: deleting it now, to make it again
+		// under the new version, would restart what runs there for
+		// nothing. Its objects are handed over instead, and removed only
+		// if the new version's copies prove not to hold them.
+		handOver := len(otherVersions(want, gvr)) > 0
+		n := 0
 		for k := range s.desired {
-			if k.GVR == gvr {
-				s.removeDesiredLocked(k)
+			if k.GVR != gvr {
+				continue
 			}
+			if !handOver {
+				s.removeDesiredLocked(k)
+				continue
+			}
+			delete(s.desired, k)
+			s.dirty = true
+			s.handover[k] = true
+			n++
+		}
+		if handOver {
+			klog.FromContext(ctx).Info("the SyncerConfig wants another version of a resource: its objects are handed over, not deleted",
+				"resource", gvr.GroupResource().String(), "from", gvr.Version, "objects", n)
+			go s.awaitHandover(ctx, gvr.GroupResource())
 		}
 	}
 	s.followCRDsLocked(ctx)
@@ -815,6 +843,55 @@ func (s *Syncer) removeDesiredLocked(k objKey) {
 		s.removing[k] = s.now()
 	}
 	s.downQ.Add(k)
+}
+
+// otherVersions are the versions of gvr's resource among the keys of m,
+// but gvr's own.
+func otherVersions[V any](m map[schema.GroupVersionResource]V, gvr schema.GroupVersionResource) []schema.GroupVersionResource {
+	var out []schema.GroupVersionResource
+	for g := range m {
+		if g.GroupResource() == gvr.GroupResource() && g != gvr {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// desiredInAnotherVersionLocked says whether the object of key is desired
+// under another version of its resource: the edge object is that key's
+// then, not key's to delete. s.mu is held.
+func (s *Syncer) desiredInAnotherVersionLocked(key objKey) bool {
+	for _, gvr := range otherVersions(s.copies, key.GVR) {
+		if _, ok := s.desired[objKey{GVR: gvr, Namespace: key.Namespace, Name: key.Name}]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitHandover waits until the caches of every version of gr the
+// SyncerConfig wants have read the mailbox, then lets the removal of the
+// objects handed over to them proceed: until then, which of them the new
+// version holds is not known. reconcileDownsync keeps at the edge those
+// desired under another version and deletes the others, as it would have
+// at once had the resource left the config.
+func (s *Syncer) awaitHandover(ctx context.Context, gr schema.GroupResource) {
+	_ = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for gvr, r := range s.copies {
+			if gvr.GroupResource() == gr && !r.synced() {
+				return false, nil
+			}
+		}
+		for k := range s.handover {
+			if k.GVR.GroupResource() == gr {
+				delete(s.handover, k)
+				s.downQ.Add(k)
+			}
+		}
+		return true, nil
+	})
 }
 
 // awaitFirstSync waits until the mailbox has been read whole, then lets
