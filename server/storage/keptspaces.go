@@ -14,10 +14,12 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// keptSpacesWatcher is the in-process client's Watcher. A watch whose
-// context says which spaces it keeps (spaces.WithKeptSpaces: a watch cache
-// keeps every space but the mailboxes) gets the events of those spaces
-// alone, chosen by key before the API server's storage decodes anything.
+// keptSpacesWatcher is the Watcher of the API server's storage's clients
+// (the in-process client, and those of an etcd cluster: etcdClients, with
+// no progress). A watch whose context says which spaces it keeps
+// (spaces.WithKeptSpaces: a watch cache keeps every space but the
+// mailboxes) gets the events of those spaces alone, chosen by key before
+// the API server's storage decodes anything.
 // Without it, the cache of ConfigMaps decoded every copy a fan-out wrote,
 // only to drop it.
 //
@@ -147,10 +149,12 @@ func keptKey(key, prefix []byte, keep func(space string) bool) bool {
 	return keep(string(space))
 }
 
-// keptSpacesKV is the in-process client's KV, which the API server's
+// keptSpacesKV is the KV of the API server's storage's clients (the
+// in-process client, and those of an etcd cluster: etcdClients), which the
 // storage reads ranges with: a list (through kubernetes.Client.List) and a
 // watch's initial list (the watch cache's reflector streams its list: a
-// watch that sends the objects first, read in the watch with KV.Get). A
+// watch that sends the objects first, read in the watch with KV.Get), or,
+// from etcd 3.7, either of them as a range stream (GetStream). A
 // range read whose context says which spaces it keeps
 // (spaces.WithKeptSpaces) returns the keys of those spaces alone, chosen
 // before the storage decodes anything: after a restart, the watch cache of
@@ -216,6 +220,115 @@ func (k keptSpacesKV) Get(ctx context.Context, key string, opts ...clientv3.OpOp
 			return out, nil
 		}
 		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// GetStream is Get as a stream of chunks, which the API server's storage
+// reads a list and a watch's initial list with when the datastore has
+// range streams (etcd 3.7 has; kine, in-process, answers Unimplemented and
+// the storage falls back to Get). A kept-spaces read (as Get sees one)
+// keeps the keys of the spaces kept alone: with a limit, it is Get's
+// answer in one chunk, a page as the caller asked for; without one, it is
+// the datastore's stream with the other spaces' keys taken out (keptStream),
+// so that a whole range is still never held at once.
+func (k keptSpacesKV) GetStream(ctx context.Context, key string, opts ...clientv3.OpOption) (clientv3.GetStreamChan, error) {
+	keep := spaces.KeptSpaces(ctx)
+	if keep == nil {
+		return k.KV.GetStream(ctx, key, opts...)
+	}
+	op := clientv3.OpGet(key, opts...)
+	prefix, ok := prefixOfRange(op.RangeBytes())
+	if !ok || !strings.HasPrefix(key, prefix) || op.IsCountOnly() || op.IsKeysOnly() {
+		return k.KV.GetStream(ctx, key, opts...)
+	}
+	if op.Limit() > 0 {
+		// The datastore's own limit would count the keys left out: a page
+		// of them would end the stream with none kept, and the storage
+		// takes a chunk without keys that says more follows for an error.
+		// Get reads on until it has the caller's limit of kept keys.
+		resp, err := k.Get(ctx, key, opts...)
+		if err != nil {
+			return nil, err
+		}
+		out := make(chan clientv3.RangeStreamResponse, 1)
+		out <- clientv3.RangeStreamResponse{RangeResponse: (*etcdserverpb.RangeResponse)(resp)}
+		close(out)
+		return out, nil
+	}
+	in, err := k.KV.GetStream(ctx, key, opts...)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan clientv3.RangeStreamResponse)
+	go keptStream(ctx, in, out, []byte(prefix), keep)
+	return out, nil
+}
+
+// keptStream hands on the chunks of in with the keys of the spaces keep
+// keeps alone, and closes out when in ends. The storage takes a chunk
+// without keys that another follows for an error, so such a chunk is not
+// handed on; the last chunk always is, keys or not: etcd puts the range's
+// header (the revision it is read at), its count and whether the limit cut
+// it short on the last chunk alone. A header of a chunk left out goes with
+// the next chunk handed on, as the storage takes the first header it sees.
+// An error (a chunk only the etcd client makes) is handed on as it is.
+func keptStream(ctx context.Context, in clientv3.GetStreamChan, out chan<- clientv3.RangeStreamResponse, prefix []byte, keep func(space string) bool) {
+	defer close(out)
+	// Once out is left, in is read to its end: the etcd client's goroutine
+	// that fills it ends only then (its stream ends with ctx).
+	defer func() {
+		for range in {
+		}
+	}()
+	send := func(r clientv3.RangeStreamResponse) bool {
+		select {
+		case out <- r:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	// pending is the last chunk read, with its kept keys: it is handed on
+	// when another follows, if it has keys, or when the stream ends.
+	var pending *etcdserverpb.RangeResponse
+	var carried *etcdserverpb.ResponseHeader
+	headerSent := false
+	handOn := func(c *etcdserverpb.RangeResponse) bool {
+		if !headerSent && carried != nil {
+			c.Header = carried
+		}
+		headerSent = headerSent || c.Header != nil
+		return send(clientv3.RangeStreamResponse{RangeResponse: c})
+	}
+	for r := range in {
+		if r.Err() != nil {
+			// The storage's list or watch ends at the error: what is
+			// pending would not be used.
+			send(r)
+			return
+		}
+		if r.RangeResponse == nil {
+			continue
+		}
+		c := &etcdserverpb.RangeResponse{Header: r.Header, More: r.More, Count: r.Count}
+		for _, kv := range r.Kvs {
+			if keptKey(kv.Key, prefix, keep) {
+				c.Kvs = append(c.Kvs, kv)
+			}
+		}
+		if pending != nil {
+			if len(pending.Kvs) > 0 {
+				if !handOn(pending) {
+					return
+				}
+			} else if !headerSent && carried == nil {
+				carried = pending.Header
+			}
+		}
+		pending = c
+	}
+	if pending != nil {
+		handOn(pending)
 	}
 }
 

@@ -5,7 +5,9 @@ package storage
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -364,4 +367,124 @@ func TestWatchCacheFillsFromItsOwnStore(t *testing.T) {
 	list := &corev1.ConfigMapList{}
 	require.NoError(t, store.GetList(spaces.WithSpace(ctx, mailbox), prefix+"/default", apiserverstorage.ListOptions{Recursive: true, Predicate: apiserverstorage.Everything}, list))
 	require.EqualValues(t, 1, resource.lists.Load(), "a mailbox's list is the resource store's")
+}
+
+// streamRemote is the client side of an etcd KV server whose range streams
+// send chunks, then fail with err when it is set.
+type streamRemote struct {
+	etcdserverpb.KVClient
+	chunks []*etcdserverpb.RangeResponse
+	err    error
+}
+
+func (r *streamRemote) RangeStream(context.Context, *etcdserverpb.RangeRequest, ...grpc.CallOption) (etcdserverpb.KV_RangeStreamClient, error) {
+	return &chunkStream{chunks: r.chunks, err: r.err}, nil
+}
+
+type chunkStream struct {
+	grpc.ClientStream
+	chunks []*etcdserverpb.RangeResponse
+	err    error
+}
+
+func (s *chunkStream) Recv() (*etcdserverpb.RangeStreamResponse, error) {
+	if len(s.chunks) == 0 {
+		if s.err != nil {
+			return nil, s.err
+		}
+		return nil, io.EOF
+	}
+	c := s.chunks[0]
+	s.chunks = s.chunks[1:]
+	return &etcdserverpb.RangeStreamResponse{RangeResponse: c}, nil
+}
+
+// chunk is a range stream's chunk of keys, with a header at rev unless it
+// is zero.
+func chunk(rev int64, keys ...string) *etcdserverpb.RangeResponse {
+	c := &etcdserverpb.RangeResponse{}
+	if rev != 0 {
+		c.Header = &etcdserverpb.ResponseHeader{Revision: rev}
+	}
+	for _, k := range keys {
+		c.Kvs = append(c.Kvs, &mvccpb.KeyValue{Key: []byte(k)})
+	}
+	return c
+}
+
+// describeStream renders a stream's chunks as "[keys]@rev" ("@-" without a
+// header), and its error.
+func describeStream(t *testing.T, stream clientv3.GetStreamChan) string {
+	t.Helper()
+	var parts []string
+	for r := range stream {
+		if r.Err() != nil {
+			parts = append(parts, "error: "+r.Err().Error())
+			continue
+		}
+		var keys []string
+		for _, kv := range r.Kvs {
+			keys = append(keys, string(kv.Key))
+		}
+		rev := "-"
+		if r.Header != nil {
+			rev = itoa(r.Header.Revision)
+		}
+		parts = append(parts, "["+strings.Join(keys, " ")+"]@"+rev)
+	}
+	return strings.Join(parts, " ")
+}
+
+// A kept-spaces range stream (etcd 3.7's, which the API server's storage
+// lists with, and reads a watch's initial list with) hands on the keys of
+// the spaces kept alone; no chunk without keys is followed by another (the
+// storage takes that for an error), and the range's header, on the last
+// chunk in etcd, or the first header when there are several, is handed on.
+// With a limit, the stream is Get's page, in one chunk.
+func TestKeptSpacesRangeStream(t *testing.T) {
+	mailbox := func(i int) string { return fmt.Sprintf("inv-mb-%08d-1f2a-4b5c-8d9e-0123456789ab", i) }
+	prefix := "/registry/core/configmaps/"
+	mb := func(i int) string { return prefix + mailbox(i) + "/default/copy" }
+	keep := func(space string) bool { return !spaces.IsMailboxName(space) }
+	ctx := spaces.WithKeptSpaces(context.Background(), keep)
+	for _, tc := range []struct {
+		name   string
+		chunks []*etcdserverpb.RangeResponse
+		err    error
+		want   string
+	}{
+		{"as etcd sends it", []*etcdserverpb.RangeResponse{
+			chunk(0, mb(1), prefix+"wds1/default/a"), chunk(0, mb(2), mb(3)), chunk(0, prefix+"wds2/default/b", mb(4)), chunk(42, mb(5))},
+			nil, "[" + prefix + "wds1/default/a]@- [" + prefix + "wds2/default/b]@- []@42"},
+		{"every key left out", []*etcdserverpb.RangeResponse{chunk(0, mb(1)), chunk(0, mb(2)), chunk(42, mb(3))},
+			nil, "[]@42"},
+		{"a header on every chunk", []*etcdserverpb.RangeResponse{chunk(40, mb(1)), chunk(41, prefix+"wds1/default/a"), chunk(41, prefix+"wds1/default/b")},
+			nil, "[" + prefix + "wds1/default/a]@40 [" + prefix + "wds1/default/b]@41"},
+		{"an error", []*etcdserverpb.RangeResponse{chunk(0, prefix+"wds1/default/a"), chunk(0, mb(1))},
+			errors.New("boom"), "[" + prefix + "wds1/default/a]@- error: boom"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := keptSpacesKV{clientv3.NewKVFromKVClient(&streamRemote{chunks: tc.chunks, err: tc.err}, nil)}
+			stream, err := k.GetStream(ctx, prefix, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)))
+			require.NoError(t, err)
+			require.Equal(t, tc.want, describeStream(t, stream))
+		})
+	}
+
+	k := keptSpacesKV{clientv3.NewKVFromKVClient(&streamRemote{chunks: []*etcdserverpb.RangeResponse{chunk(0, mb(1)), chunk(42, prefix+"wds1/default/a")}}, nil)}
+	stream, err := k.GetStream(context.Background(), prefix, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)))
+	require.NoError(t, err)
+	require.Equal(t, "["+mb(1)+"]@- ["+prefix+"wds1/default/a]@42", describeStream(t, stream), "without kept spaces in its context, a stream is the datastore's")
+
+	pages := keptSpacesKV{&fakeRange{keys: []string{mb(1), prefix + "wds1/default/a", mb(2), prefix + "wds1/default/b", prefix + "wds1/default/c"}}}
+	stream, err = pages.GetStream(ctx, prefix, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)), clientv3.WithLimit(2))
+	require.NoError(t, err)
+	var got []clientv3.RangeStreamResponse
+	for r := range stream {
+		got = append(got, r)
+	}
+	require.Len(t, got, 1, "a limited stream is one page")
+	require.Equal(t, []string{prefix + "wds1/default/a", prefix + "wds1/default/b"}, []string{string(got[0].Kvs[0].Key), string(got[0].Kvs[1].Key)})
+	require.True(t, got[0].More)
+	require.EqualValues(t, 42, got[0].Header.Revision)
 }

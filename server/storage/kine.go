@@ -66,6 +66,9 @@ type Datastore struct {
 	stopMaintainer func()
 	// caches are the watch caches on this datastore (StopCaches).
 	caches watchCaches
+	// etcdClients reach an etcd cluster for the API server's storage;
+	// unused on kine (see rawStorage).
+	etcdClients etcdClients
 }
 
 // StopCaches stops every watch cache on the datastore at once, and returns
@@ -152,6 +155,7 @@ func Start(ctx context.Context, cfg Config) (*Datastore, error) {
 		return nil, fmt.Errorf("starting datastore %s: %w", Redact(endpointURL), RedactError(endpointURL, err))
 	}
 	d.etcd, d.cancel, d.wg = IsEtcd(endpointURL), cancel, wg
+	d.etcdClients.logger = logger
 	if path != "" {
 		if err := d.startMaintainer(ctx, path, compactInterval, minRetain); err != nil {
 			d.Stop()
@@ -323,8 +327,10 @@ func (d *Datastore) Transport() storagebackend.TransportConfig {
 // does); an etcd cluster is compacted by the API server, as Kubernetes does.
 func (d *Datastore) Compacts() bool { return !d.etcd }
 
-// Stop stops kine and waits until its datastore is closed.
+// Stop stops kine and waits until its datastore is closed. The clients of
+// an etcd cluster are closed: a storage still on one fails from then on.
 func (d *Datastore) Stop() {
+	d.etcdClients.stop()
 	if d.stopMaintainer != nil {
 		d.stopMaintainer()
 		d.stopMaintainer = nil

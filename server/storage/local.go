@@ -290,11 +290,17 @@ type rawStorageFunc func(config *storagebackend.ConfigForResource, newFunc, newL
 
 // rawStorage is kube-apiserver's etcd3 storage of a resource, on the
 // in-process client when kine runs here (every resource shares it: a call
-// is a function call, not a connection), else on a client of its own to
-// the etcd cluster, as generic.NewRawStorage makes it. Its empty lists
-// report a revision read before them (spaces.CorrectEmptyLists).
+// is a function call, not a connection), else on a client to the etcd
+// cluster shared by the resources (etcdStorage). Either client's lists and
+// watches honour spaces.WithKeptSpaces. Its empty lists report a revision
+// read before them (spaces.CorrectEmptyLists).
 func (d *Datastore) rawStorage(config *storagebackend.ConfigForResource, newFunc, newListFunc func() runtime.Object, resourcePrefix string) (apiserverstorage.Interface, factory.DestroyFunc, error) {
-	if d == nil || d.local == nil {
+	if d != nil && d.local == nil {
+		return d.etcdStorage(config, newFunc, newListFunc, resourcePrefix)
+	}
+	if d == nil {
+		// No datastore to share a client with: kube-apiserver's storage,
+		// whose client does not honour spaces.WithKeptSpaces.
 		store, destroy, err := generic.NewRawStorage(config, newFunc, newListFunc, resourcePrefix)
 		if err != nil {
 			return nil, nil, err

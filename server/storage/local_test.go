@@ -148,13 +148,24 @@ func startSQLiteIn(ctx context.Context, t *testing.T, dir string) *Datastore {
 	return ds
 }
 
+// configMapConfig is the storage configuration of ConfigMaps on ds, as
+// RESTOptionsGetter makes it.
+func configMapConfig(ds *Datastore) *storagebackend.ConfigForResource {
+	codecs := serializer.NewCodecFactory(scheme.Scheme)
+	codec := codecs.CodecForVersions(codecs.LegacyCodec(corev1.SchemeGroupVersion), codecs.UniversalDeserializer(), corev1.SchemeGroupVersion, corev1.SchemeGroupVersion)
+	cfg := storagebackend.NewDefaultConfig(KeyPrefix, codec)
+	cfg.Transport = ds.Transport()
+	if ds.Compacts() {
+		cfg.CompactionInterval = 0
+	}
+	return cfg.ForResource(corev1.Resource("configmaps"))
+}
+
 // configMapStorage is the API server's storage of ConfigMaps on ds, under
 // resource prefix /core/configmaps, destroyed when the test ends.
 func configMapStorage(t *testing.T, ds *Datastore) apiserverstorage.Interface {
 	t.Helper()
-	codecs := serializer.NewCodecFactory(scheme.Scheme)
-	codec := codecs.CodecForVersions(codecs.LegacyCodec(corev1.SchemeGroupVersion), codecs.UniversalDeserializer(), corev1.SchemeGroupVersion, corev1.SchemeGroupVersion)
-	cfg := storagebackend.NewDefaultConfig(KeyPrefix, codec).ForResource(corev1.Resource("configmaps"))
+	cfg := configMapConfig(ds)
 	store, destroy, err := ds.rawStorage(cfg, func() runtime.Object { return &corev1.ConfigMap{} },
 		func() runtime.Object { return &corev1.ConfigMapList{} }, "/core/configmaps")
 	require.NoError(t, err)
