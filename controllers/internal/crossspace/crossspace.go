@@ -266,17 +266,18 @@ func InSpace[T runtime.Object](inf *Informer, space string) []T {
 // Dynamic returns an informer over any resource, as unstructured objects.
 // A label selector, when set, limits it to matching objects.
 func (c *Clients) DynamicInformer(gvr schema.GroupVersionResource, labelSelector string, handler cache.ResourceEventHandler) *Informer {
-	return c.dynamicInformer(gvr, labelSelector, handler, nil, nil)
+	return c.dynamicInformer(gvr, spaces.Wildcard, labelSelector, handler, nil, nil)
 }
 
-// dynamicInformer returns an informer over any resource, its objects
-// passed through transform (when set). typed, when set, is offered the
+// dynamicInformer returns an informer over any resource across the spaces
+// wildcard names (spaces.Wildcard, or spaces.WildcardOf a definition),
+// its objects passed through transform (when set). typed, when set, is offered the
 // objects a LocalReader holds typed first (see convertingReader): it must
 // return what transform would make of the object as unstructured, or
 // decline it.
-func (c *Clients) dynamicInformer(gvr schema.GroupVersionResource, labelSelector string, handler cache.ResourceEventHandler,
+func (c *Clients) dynamicInformer(gvr schema.GroupVersionResource, wildcard, labelSelector string, handler cache.ResourceEventHandler,
 	transform cache.TransformFunc, typed func(runtime.Object, schema.GroupVersionKind) (runtime.Object, bool)) *Informer {
-	if c.Local != nil {
+	if c.Local != nil && wildcard == spaces.Wildcard {
 		var lw cache.ListerWatcher
 		var ok bool
 		// The objects' type, which the informer's reflector checks each
@@ -292,15 +293,15 @@ func (c *Clients) dynamicInformer(gvr schema.GroupVersionResource, labelSelector
 			return newTransformingInformer(transformLists(lw, transform), objType, handler, transform)
 		}
 	}
-	wildcard := func(ctx context.Context) context.Context { return spaces.WithSpace(ctx, spaces.Wildcard) }
+	across := func(ctx context.Context) context.Context { return spaces.WithSpace(ctx, wildcard) }
 	var lw cache.ListerWatcher = &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.LabelSelector = labelSelector
-			return c.Dynamic.Resource(gvr).List(wildcard(ctx), opts)
+			return c.Dynamic.Resource(gvr).List(across(ctx), opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.LabelSelector = labelSelector
-			return c.Dynamic.Resource(gvr).Watch(wildcard(ctx), opts)
+			return c.Dynamic.Resource(gvr).Watch(across(ctx), opts)
 		},
 	}
 	return newTransformingInformer(transformLists(lw, transform), &unstructured.Unstructured{}, handler, transform)

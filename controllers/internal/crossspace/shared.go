@@ -31,6 +31,10 @@ type SharedDynamic struct {
 	// isMailbox, when set, says which spaces are mailboxes: the placement
 	// translator's copies there are cached trimmed (see TrimCopies).
 	isMailbox func(space string) bool
+	// defs, when set, say which custom resources are read one definition
+	// at a time (ForIn), into byDefinition.
+	defs         Definitions
+	byDefinition map[definitionKey]*definitionCache
 }
 
 // NewSharedDynamic returns an empty set of shared caches.
@@ -120,6 +124,80 @@ func (s *SharedDynamic) Start(ctx context.Context) {
 	for _, inf := range s.byGVR {
 		go inf.RunWithContext(ctx)
 	}
+	for _, c := range s.byDefinition {
+		s.runDefinition(c)
+	}
+}
+
+// ReadByDefinition has ForIn read the custom resources that spaces define
+// each as their own one definition at a time, as defs say; call it before
+// the first ForIn. A cache of a definition no space serves any more is
+// stopped at the next CRD event.
+func (s *SharedDynamic) ReadByDefinition(defs Definitions) error {
+	s.mu.Lock()
+	s.defs, s.byDefinition = defs, map[definitionKey]*definitionCache{}
+	s.mu.Unlock()
+	_, err := defs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, _ any) { s.retire() },
+		DeleteFunc: func(any) { s.retire() },
+	})
+	return err
+}
+
+// ForIn returns the cache that holds a space's objects of a resource: the
+// cache of every space's (For) but for a custom resource the space defines
+// as its own, with CRDs per space (ReadByDefinition), whose cache is that
+// of its definition's, made on first use. nil when the space serves no
+// such custom resource (it has none of its objects).
+func (s *SharedDynamic) ForIn(gvr schema.GroupVersionResource, space string) *Informer {
+	s.mu.Lock()
+	defs := s.defs
+	s.mu.Unlock()
+	if defs == nil || gvr.Group == "" {
+		return s.For(gvr)
+	}
+	id, ok := defs.ReadBy(space, CustomResourceName(gvr.GroupResource()))
+	switch {
+	case !ok:
+		return nil
+	case id == "":
+		return s.For(gvr)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := definitionKey{gvr: gvr, id: id}
+	if c, ok := s.byDefinition[k]; ok {
+		return c.Informer
+	}
+	c := &definitionCache{Informer: s.newCache(gvr, spaces.WildcardOf(id))}
+	s.byDefinition[k] = c
+	if s.ctx != nil {
+		s.runDefinition(c)
+	}
+	return c.Informer
+}
+
+// runDefinition runs a definition's cache until it is retired; s.mu is
+// held, and s.ctx set.
+func (s *SharedDynamic) runDefinition(c *definitionCache) {
+	ctx, stop := context.WithCancel(s.ctx)
+	c.stop = stop
+	go c.RunWithContext(ctx)
+}
+
+// retire stops the caches of the definitions no space serves any more:
+// reading one would be refused from now on.
+func (s *SharedDynamic) retire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, c := range s.byDefinition {
+		if !s.defs.Serves(k.id) {
+			if c.stop != nil {
+				c.stop()
+			}
+			delete(s.byDefinition, k)
+		}
+	}
 }
 
 // For returns the cache of a resource, creating it (and running it, once
@@ -130,6 +208,18 @@ func (s *SharedDynamic) For(gvr schema.GroupVersionResource) *Informer {
 	if inf, ok := s.byGVR[gvr]; ok {
 		return inf
 	}
+	inf := s.newCache(gvr, spaces.Wildcard)
+	s.byGVR[gvr] = inf
+	if s.ctx != nil {
+		go inf.RunWithContext(s.ctx)
+	}
+	return inf
+}
+
+// newCache makes a cache of a resource read across spaces through the
+// space named wildcard (spaces.Wildcard, or the wildcard of a definition),
+// with the controllers' handlers and indexes; s.mu is held.
+func (s *SharedDynamic) newCache(gvr schema.GroupVersionResource, wildcard string) *Informer {
 	var fanout []cache.ResourceEventHandler
 	for _, h := range s.handlers {
 		fanout = append(fanout, h(gvr))
@@ -139,7 +229,7 @@ func (s *SharedDynamic) For(gvr schema.GroupVersionResource) *Informer {
 	// Annotation and StatusOf read in place): a copy's event expanded for
 	// them was a new unstructured object per event and index, garbage at
 	// once, a twentieth of what the server allocated in a fan-out.
-	inf := s.clients.dynamicInformer(gvr, "", cache.ResourceEventHandlerFuncs{
+	inf := s.clients.dynamicInformer(gvr, wildcard, "", cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			for _, h := range fanout {
 				h.OnAdd(obj, false)
@@ -164,23 +254,27 @@ func (s *SharedDynamic) For(gvr schema.GroupVersionResource) *Informer {
 	if s.isMailbox != nil {
 		inf.Indexer = expanding{inf.Indexer}
 	}
-	s.byGVR[gvr] = inf
-	if s.ctx != nil {
-		go inf.RunWithContext(s.ctx)
-	}
 	return inf
 }
 
-// Each calls fn for every cache created so far.
+// Each calls fn for every cache created so far: a resource read one
+// definition at a time has a cache per definition.
 func (s *SharedDynamic) Each(fn func(gvr schema.GroupVersionResource, inf *Informer)) {
+	type entry struct {
+		gvr schema.GroupVersionResource
+		inf *Informer
+	}
 	s.mu.Lock()
-	all := make(map[schema.GroupVersionResource]*Informer, len(s.byGVR))
+	all := make([]entry, 0, len(s.byGVR)+len(s.byDefinition))
 	for gvr, inf := range s.byGVR {
-		all[gvr] = inf
+		all = append(all, entry{gvr, inf})
+	}
+	for k, c := range s.byDefinition {
+		all = append(all, entry{k.gvr, c.Informer})
 	}
 	s.mu.Unlock()
-	for gvr, inf := range all {
-		fn(gvr, inf)
+	for _, e := range all {
+		fn(e.gvr, e.inf)
 	}
 }
 
