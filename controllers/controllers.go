@@ -44,10 +44,17 @@ type InProcess struct {
 	// Reader lists and watches the resources it serves for the caches
 	// that hold every object of a resource, in every space.
 	Reader LocalReader
+	// CRDs, when set, are every space's CRDs, each space's own (the
+	// server's --crds-per-space); nil: the CRDs are bound to spaces, and
+	// read from the root space.
+	CRDs Definitions
 }
 
 // LocalReader lists and watches some resources in the server's process.
 type LocalReader = crossspace.LocalReader
+
+// Definitions say which CRD defines a custom resource in each space.
+type Definitions = crossspace.Definitions
 
 // Workloads are the workload-management controllers, made together: they
 // share one cache per kind, to which each adds its handlers and indexes
@@ -79,9 +86,20 @@ func New(root *rest.Config, local InProcess) (*Workloads, error) {
 		return nil, err
 	}
 	crds := apiextensionsinformers.NewSharedInformerFactory(ext, crossspace.Resync)
+	defs := local.CRDs
+	if defs == nil {
+		defs = crossspace.BoundDefinitions(crds.Apiextensions().V1().CustomResourceDefinitions().Informer())
+	}
 	// Workload objects and their mailbox copies are cached once, for both
 	// the translator and the status controller.
 	resources := clients.NewSharedDynamic()
+	if defs.PerSpace() {
+		// Spaces may define a custom resource's name each its own way:
+		// the objects of each definition are read apart.
+		if err := resources.ReadByDefinition(defs); err != nil {
+			return nil, err
+		}
+	}
 	// The copies in mailboxes are cached trimmed to what the controllers
 	// read of them. Which spaces are mailboxes is known before the caches
 	// fill, so that a restart's first list is trimmed too.
@@ -90,7 +108,7 @@ func New(root *rest.Config, local InProcess) (*Workloads, error) {
 		_, ok := crossspace.SpaceOfType(mailboxes, space, tenancyv1alpha1.SpaceTypeMailbox)
 		return ok
 	})
-	translator, err := placement.New(clients, crds.Apiextensions().V1().CustomResourceDefinitions().Informer(), resources)
+	translator, err := placement.New(clients, defs, resources)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +127,9 @@ func New(root *rest.Config, local InProcess) (*Workloads, error) {
 				resources.Start(ctx)
 			}
 		}()
-		crds.Start(ctx.Done())
+		if local.CRDs == nil {
+			crds.Start(ctx.Done())
+		}
 	}
 	return w, nil
 }

@@ -8,13 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions/apiextensions/v1"
 	apiextensionslisters "k8s.io/apiextensions-apiserver/pkg/client/listers/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/tools/cache"
@@ -22,6 +25,7 @@ import (
 
 	"github.com/kubestellar/kubestellar/server/builtin"
 	"github.com/kubestellar/kubestellar/server/customresources"
+	"github.com/kubestellar/kubestellar/server/storage"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -64,6 +68,9 @@ type spaceDefinitions struct {
 	crds cache.Indexer
 	// served says what each serves by.
 	served *spaceCRDCache
+	// revisions, when set, returns the revision of the last change of
+	// each space's CRD of a name as of a revision, from the datastore.
+	revisions func(ctx context.Context, name string, revision int64) (map[string]int64, error)
 }
 
 var (
@@ -137,6 +144,35 @@ func (d spaceDefinitions) ofDefinition(name, id string) (*apiextensionsv1.Custom
 func (d spaceDefinitions) Spaces(name, id string) func(space string) bool {
 	return func(space string) bool { return d.served.servedIn(space, name) == id }
 }
+
+// SpacesAt is Spaces for a range read at a revision: once the cache of
+// CRDs holds every space's CRD of the name as it is at that revision (it
+// usually does; it may lag the datastore by the time an event takes), so
+// that a list never misses, or takes in, the objects of a space whose CRD
+// moved to or from the definition before the list's revision but after
+// the cache last heard. A move after the list's revision ends the watch
+// that follows it (Handler.Moved).
+func (d spaceDefinitions) SpacesAt(name, id string) func(ctx context.Context, revision int64) (func(space string) bool, error) {
+	if d.revisions == nil {
+		return nil
+	}
+	return func(ctx context.Context, revision int64) (func(space string) bool, error) {
+		changed, err := d.revisions(ctx, name, revision)
+		if err != nil {
+			return nil, fmt.Errorf("reading the CRDs of %s at revision %d: %w", name, revision, err)
+		}
+		err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, caughtUpWithin, true, func(context.Context) (bool, error) {
+			return d.served.caughtUp(name, changed, revision), nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("the server's cache of CRDs has not caught up with revision %d of %s: %w", revision, name, err)
+		}
+		return d.Spaces(name, id), nil
+	}
+}
+
+// caughtUpWithin bounds the wait of SpacesAt for the cache of CRDs.
+const caughtUpWithin = 10 * time.Second
 
 // acrossSpaces resolves a list or watch across every space, which the
 // server's own controllers make: served when every space that defines the
@@ -262,9 +298,49 @@ func (s *Server) spaceCRDsSynced(ctx context.Context, crds *spaceCRDCache) error
 		return err
 	}
 	if h := s.cfg.customResources; h != nil {
-		h.SetDefinitions(spaceDefinitions{crds: crds.indexer, served: crds})
+		revisions, err := s.crdRevisions(ctx)
+		if err != nil {
+			return err
+		}
+		h.SetDefinitions(spaceDefinitions{crds: crds.indexer, served: crds, revisions: revisions})
 	}
 	return nil
+}
+
+// crdRevisions returns what reads, from the datastore, the revision of the
+// last change of each space's CRD of a name as of a revision (by space):
+// keys alone, with the in-process client that leaves nothing out, or a
+// client of the server's own to an etcd cluster.
+func (s *Server) crdRevisions(ctx context.Context) (func(ctx context.Context, name string, revision int64) (map[string]int64, error), error) {
+	var kv clientv3.KV
+	if c := s.cfg.Datastore.UsageClient(); c != nil {
+		kv = c
+	} else {
+		c, err := s.cfg.Datastore.Client(ctx, 5*time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("a client of the datastore for the CRDs' revisions: %w", err)
+		}
+		go func() {
+			<-ctx.Done()
+			_ = c.Close()
+		}()
+		kv = c
+	}
+	prefix := storage.CRDPrefix() + "/"
+	return func(ctx context.Context, name string, revision int64) (map[string]int64, error) {
+		resp, err := kv.Get(spaces.WithoutKeptSpaces(ctx), prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(revision))
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]int64{}
+		for _, kv := range resp.Kvs {
+			space, n, ok := strings.Cut(strings.TrimPrefix(string(kv.Key), prefix), "/")
+			if ok && n == name {
+				out[space] = kv.ModRevision
+			}
+		}
+		return out, nil
+	}, nil
 }
 
 // withDefinitionReads refuses a read by definition (/spaces/*~ID/...) of

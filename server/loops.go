@@ -139,7 +139,17 @@ func (s *Server) startLoops(ctx context.Context, leader bool, deps *loopDeps) er
 	several := s.cfg.Options.DatastoreEndpoint != ""
 	d := *deps
 	if leader {
-		w, err := controllers.New(d.loopback, controllers.InProcess{Writer: s.cfg.copies, Reader: s.cfg.copies})
+		local := controllers.InProcess{Writer: s.cfg.copies, Reader: s.cfg.copies}
+		if d.spaceCRDs != nil {
+			// Every space's CRDs, from the server's cache, for this term.
+			term := d.spaceCRDs.forTerm()
+			local.CRDs = controllerDefinitions{term}
+			go func() {
+				<-ctx.Done()
+				term.RemoveAll()
+			}()
+		}
+		w, err := controllers.New(d.loopback, local)
 		if err != nil {
 			return fmt.Errorf("making the workload-management controllers: %w", err)
 		}

@@ -7,17 +7,22 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kubestellar/kubestellar/controllers"
+	"github.com/kubestellar/kubestellar/server/builtin"
 	"github.com/kubestellar/kubestellar/server/customresources"
 	"github.com/kubestellar/kubestellar/spaces"
 )
@@ -283,6 +288,53 @@ func (c *spaceCRDCache) servedIn(space, name string) string {
 	return ""
 }
 
+// caughtUp tells whether the cache holds every space's CRD of a name as
+// the datastore has it at revision, given the revision of the last change
+// of each as of then (changed, by space): none older, none the datastore
+// had deleted by then. One newer is the cache being ahead, which a move
+// reports (moved).
+func (c *spaceCRDCache) caughtUp(name string, changed map[string]int64, revision int64) bool {
+	for space, at := range changed {
+		obj, ok, err := c.indexer.GetByKey(spaces.Key(space, "", name))
+		if err != nil || !ok {
+			return false
+		}
+		if rv, err := resourceVersionOf(obj); err != nil || rv < at {
+			return false
+		}
+	}
+	objs, _ := c.indexer.ByIndex(crdsByName, name)
+	for _, obj := range objs {
+		m, ok := obj.(metav1.Object)
+		if !ok {
+			continue
+		}
+		if _, ok := changed[crossspaceSpaceOf(m)]; ok {
+			continue
+		}
+		if rv, err := resourceVersionOf(obj); err == nil && rv <= revision {
+			return false // gone by then, and the cache has not heard
+		}
+	}
+	return true
+}
+
+func resourceVersionOf(obj any) (int64, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(m.GetResourceVersion(), 10, 64)
+}
+
+// crossspaceSpaceOf is the space of a cached CRD.
+func crossspaceSpaceOf(m metav1.Object) string {
+	if space := m.GetAnnotations()[spaces.Annotation]; space != "" {
+		return space
+	}
+	return spaces.Root
+}
+
 // servingOne returns the key of a CRD that serves the definition id, if
 // any does.
 func (c *spaceCRDCache) servingOne(id string) (string, bool) {
@@ -302,4 +354,65 @@ func (c *spaceCRDCache) forget(obj any) {
 	if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
 		c.specs.Forget(crd)
 	}
+}
+
+// controllerDefinitions are the controllers.Definitions of CRDs per space,
+// for the workload-management controllers of a leader's term: every
+// space's CRDs from the cache, without a second copy of them.
+type controllerDefinitions struct{ *termCRDCache }
+
+var _ controllers.Definitions = controllerDefinitions{}
+
+func (d controllerDefinitions) PerSpace() bool { return true }
+
+func (d controllerDefinitions) CRDsIn(space string) []*apiextensionsv1.CustomResourceDefinition {
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, key := range []string{space, allSpaces} {
+		objs, _ := d.indexer.ByIndex(crdsBySpace, key)
+		for _, obj := range objs {
+			if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+				out = append(out, crd)
+			}
+		}
+	}
+	return out
+}
+
+func (d controllerDefinitions) get(space, name string) *apiextensionsv1.CustomResourceDefinition {
+	obj, ok, err := d.indexer.GetByKey(spaces.Key(space, "", name))
+	if err != nil || !ok {
+		return nil
+	}
+	crd, _ := obj.(*apiextensionsv1.CustomResourceDefinition)
+	return crd
+}
+
+// everywhere returns the root's CRD of name if it is served in every
+// space.
+func (d controllerDefinitions) everywhere(name string) *apiextensionsv1.CustomResourceDefinition {
+	if crd := d.get(spaces.Root, name); crd != nil && spaces.ServedEverywhere(crd.Annotations) {
+		return crd
+	}
+	return nil
+}
+
+func (d controllerDefinitions) CRD(space, name string) (*apiextensionsv1.CustomResourceDefinition, bool) {
+	if crd := d.everywhere(name); crd != nil {
+		return crd, true
+	}
+	crd := d.get(space, name)
+	return crd, crd != nil
+}
+
+func (d controllerDefinitions) ReadBy(space, name string) (string, bool) {
+	if _, group, _ := strings.Cut(name, "."); builtin.IsBuiltInGroup(group) || d.everywhere(name) != nil {
+		return "", true
+	}
+	id := d.servedIn(space, name)
+	return id, id != ""
+}
+
+func (d controllerDefinitions) Serves(id string) bool {
+	_, ok := d.servingOne(id)
+	return ok
 }

@@ -214,6 +214,35 @@ func WithKeptSpaces(ctx context.Context, keep func(space string) bool) context.C
 	return context.WithValue(ctx, keptSpacesKey{}, keep)
 }
 
+// keptSpacesAtKey is the context key of WithKeptSpacesAt.
+type keptSpacesAtKey struct{}
+
+// WithKeptSpacesAt is WithKeptSpaces for a range read (a list, a watch's
+// initial list) whose choice of spaces depends on the revision it reads:
+// at is called once per read, with that revision, before any key is kept
+// or left out, and says which spaces the read keeps. A read across spaces
+// of one definition keeps the spaces whose CRD has the definition as of
+// the revision it reads, which the server's cache of CRDs may not have
+// caught up with yet. A client that does not honour it honours
+// WithKeptSpaces, which should be set beside it.
+func WithKeptSpacesAt(ctx context.Context, at func(ctx context.Context, revision int64) (func(space string) bool, error)) context.Context {
+	return context.WithValue(ctx, keptSpacesAtKey{}, at)
+}
+
+// KeptSpacesAt returns what WithKeptSpacesAt put in ctx, or nil.
+func KeptSpacesAt(ctx context.Context) func(ctx context.Context, revision int64) (func(space string) bool, error) {
+	at, _ := ctx.Value(keptSpacesAtKey{}).(func(ctx context.Context, revision int64) (func(space string) bool, error))
+	return at
+}
+
+// WithoutKeptSpaces returns ctx without WithKeptSpaces and
+// WithKeptSpacesAt: a read made while serving one that keeps some spaces,
+// of other keys.
+func WithoutKeptSpaces(ctx context.Context) context.Context {
+	ctx = context.WithValue(ctx, keptSpacesKey{}, (func(string) bool)(nil))
+	return context.WithValue(ctx, keptSpacesAtKey{}, (func(context.Context, int64) (func(string) bool, error))(nil))
+}
+
 // KeptSpaces returns what WithKeptSpaces put in ctx, or nil.
 func KeptSpaces(ctx context.Context) func(space string) bool {
 	keep, _ := ctx.Value(keptSpacesKey{}).(func(space string) bool)

@@ -14,68 +14,90 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
 var crdGVR = apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions")
 
-// crdsFor returns the CRDs a mailbox needs served: those the placements
-// select, those of the resources their upsync clauses name, and those
-// defining the resources of the copies (a space serves only the CRDs bound
-// to it, see spaces.DecorateCRDs).
-func (r *mailboxReconciler) crdsFor(desired map[string]*desiredCopy, selected ...map[string]bool) map[string]*apiextensionsv1.CustomResourceDefinition {
-	byName := map[string]*apiextensionsv1.CustomResourceDefinition{}
-	for _, crd := range r.crds() {
-		byName[crd.Name] = crd
-	}
-	need := map[string]*apiextensionsv1.CustomResourceDefinition{}
-	for _, names := range selected {
-		for name := range names {
-			if crd, ok := byName[name]; ok {
-				need[name] = crd
-			}
-		}
-	}
-	for _, d := range desired {
-		gr := d.res.GroupResource()
-		if gr.Group == "" {
-			continue
-		}
-		if crd, ok := byName[gr.Resource+"."+gr.Group]; ok {
-			need[crd.Name] = crd
-		}
-	}
-	return need
-}
-
-// bindCRDs binds to the mailbox the CRDs it needs and does not have, by
-// creating them there as they are: the same definition, shared.
+// bindCRDs has the mailbox serve the CRDs it needs (decideCRDs). Bound
+// to spaces, a CRD it does not serve yet is bound to it by creating it
+// there as it is: the same definition, shared. With CRDs per space, the
+// mailbox gets a CRD of its own, a copy of the WDS's (labelled as the
+// translator's copies are, and naming its WDS), kept in step with it; a
+// CRD of the mailbox the translator did not make is left as it is, and
+// the root's CRDs served everywhere are served there already.
 func (r *mailboxReconciler) bindCRDs(ctx context.Context, mailbox string, need map[string]*apiextensionsv1.CustomResourceDefinition) error {
-	for _, crd := range need {
-		if spaces.BindingsOf(crd.Annotations).Has(mailbox) || crd.DeletionTimestamp != nil {
+	for _, name := range sortedKeys(need) {
+		crd := need[name]
+		if crd.DeletionTimestamp != nil {
 			continue
 		}
-		spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&crd.Spec)
+		if !r.perSpace {
+			if spaces.BindingsOf(crd.Annotations).Has(mailbox) {
+				continue
+			}
+		} else if spaces.ServedEverywhere(crd.Annotations) {
+			continue
+		}
+		held, exists := r.crdIn(mailbox, name)
+		if exists && (!r.perSpace || crossspace.Label(held, edgev2alpha1.PlacementCopyLabel) != "true" ||
+			r.sameDefinition(held, crd) && held.Annotations[edgev2alpha1.SourceSpaceAnnotation] == crossspace.SpaceOf(crd)) {
+			continue
+		}
+		obj, err := crdCopy(crd, r.perSpace)
 		if err != nil {
 			return err
 		}
-		obj := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-		obj.SetAPIVersion(apiextensionsv1.SchemeGroupVersion.String())
-		obj.SetKind("CustomResourceDefinition")
-		obj.SetName(crd.Name)
-		if err := r.create(ctx, crdGVR, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("binding CRD %s to the mailbox: %w", crd.Name, err)
+		if !exists {
+			if err := r.create(ctx, crdGVR, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("making CRD %s served in the mailbox: %w", name, err)
+			}
+			continue
+		}
+		// The WDS's CRD changed (or another WDS's is served now): the
+		// mailbox's follows, in place, so that its objects stay.
+		obj.SetResourceVersion(held.ResourceVersion)
+		if err := r.update(ctx, crdGVR, obj); err != nil {
+			return fmt.Errorf("updating the mailbox's CRD %s to its WDS's: %w", name, err)
 		}
 	}
 	return nil
 }
 
-// unbindCRDs unbinds from the mailbox the CRDs bound to it that it no
-// longer needs (its copies of their objects are gone by then).
+// crdCopy is what a mailbox is given of a WDS's CRD: its name and spec,
+// and with CRDs per space, what says it is the translator's copy of that
+// WDS's.
+func crdCopy(crd *apiextensionsv1.CustomResourceDefinition, perSpace bool) (*unstructured.Unstructured, error) {
+	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&crd.Spec)
+	if err != nil {
+		return nil, err
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	obj.SetAPIVersion(apiextensionsv1.SchemeGroupVersion.String())
+	obj.SetKind("CustomResourceDefinition")
+	obj.SetName(crd.Name)
+	if perSpace {
+		obj.SetLabels(map[string]string{edgev2alpha1.PlacementCopyLabel: "true"})
+		obj.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: crossspace.SpaceOf(crd)})
+	}
+	return obj, nil
+}
+
+// unbindCRDs has the mailbox no longer serve the CRDs it served for
+// placements and no longer needs (its copies of their objects are gone by
+// then): bound to spaces, those bound to it; with CRDs per space, its own
+// that the translator made.
 func (r *mailboxReconciler) unbindCRDs(ctx context.Context, mailbox string, need map[string]*apiextensionsv1.CustomResourceDefinition) error {
-	for _, crd := range r.crds() {
-		b := spaces.BindingsOf(crd.Annotations)
-		if _, ok := need[crd.Name]; ok || b.All() || !b.Has(mailbox) {
+	for _, crd := range r.crdsIn(mailbox) {
+		if _, ok := need[crd.Name]; ok {
+			continue
+		}
+		if r.perSpace {
+			if crossspace.SpaceOf(crd) != mailbox || crossspace.Label(crd, edgev2alpha1.PlacementCopyLabel) != "true" {
+				continue
+			}
+		} else if b := spaces.BindingsOf(crd.Annotations); b.All() || !b.Has(mailbox) {
 			continue
 		}
 		if err := r.delete(ctx, crdGVR, "", crd.Name); err != nil && !apierrors.IsNotFound(err) {
@@ -87,14 +109,14 @@ func (r *mailboxReconciler) unbindCRDs(ctx context.Context, mailbox string, need
 
 // upsyncedCRDs returns the CRDs served in wds that define resources an
 // upsync clause names (by name: "*" names none).
-func (r *mailboxReconciler) upsyncedCRDs(wds string, c edgev2alpha1.UpsyncClause) []string {
+func (r *mailboxReconciler) upsyncedCRDs(wds string, c edgev2alpha1.UpsyncClause) []*apiextensionsv1.CustomResourceDefinition {
 	if c.APIGroup == "" || c.APIGroup == "*" {
 		return nil
 	}
-	var out []string
-	for _, crd := range r.crds() {
-		if crd.Spec.Group == c.APIGroup && slices.Contains(c.Resources, crd.Spec.Names.Plural) && spaces.BindingsOf(crd.Annotations).Has(wds) {
-			out = append(out, crd.Name)
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, crd := range r.crdsIn(wds) {
+		if crd.Spec.Group == c.APIGroup && slices.Contains(c.Resources, crd.Spec.Names.Plural) {
+			out = append(out, crd)
 		}
 	}
 	return out

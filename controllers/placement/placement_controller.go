@@ -35,7 +35,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -75,7 +74,7 @@ type Controller struct {
 	// spaceObjects are the Spaces: a WDS's spec.inventorySpaces bounds
 	// where its placements' copies may go.
 	spaceObjects *crossspace.Informer
-	crds         cache.SharedIndexInformer
+	crds         crossspace.Definitions
 	resolver     *resolver
 	mailbox      *mailboxReconciler
 
@@ -89,6 +88,9 @@ type Controller struct {
 	problems map[string]map[string][]problem
 	// dependencies[placement][mailbox] are what Follow placed there.
 	dependencies map[string]map[string][]edgev2alpha1.DependencyReference
+	// moved are the mailboxes whose CRD changed lately, and when
+	// (recentlyMoved); with CRDs per space.
+	moved sync.Map
 }
 
 // StoreWriter writes objects of some resources straight to the server's
@@ -108,9 +110,10 @@ type StoreWriter interface {
 // that w serves through w rather than through the API. Call it before Run.
 func (c *Controller) WriteInProcess(w StoreWriter) { c.writer = w }
 
-// New returns the controller. crds is an informer on CRDs as stored (with their bindings to spaces);
-// resources are the caches of workload objects and copies it shares.
-func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources *crossspace.SharedDynamic) (*Controller, error) {
+// New returns the controller. crds say which CRD defines a custom resource
+// in each space; resources are the caches of workload objects and copies
+// it shares.
+func New(clients *crossspace.Clients, crds crossspace.Definitions, resources *crossspace.SharedDynamic) (*Controller, error) {
 	registerMetrics()
 	health, err := statuscel.NewCompiler()
 	if err != nil {
@@ -128,7 +131,7 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources 
 		snaps:        newSnapshots(clients.Client),
 		health:       health,
 		crds:         crds,
-		resolver:     &resolver{disco: clients.Discovery},
+		resolver:     &resolver{disco: clients.Discovery, defs: crds},
 		resources:    resources,
 		problems:     map[string]map[string][]problem{},
 		dependencies: map[string]map[string][]edgev2alpha1.DependencyReference{},
@@ -180,9 +183,65 @@ func New(clients *crossspace.Clients, crds cache.SharedIndexInformer, resources 
 			}
 		},
 	})
-	_, _ = crds.AddEventHandler(crossspace.Enqueue(func(any) { c.enqueueAll() }))
+	_, _ = crds.AddEventHandler(crossspace.Enqueue(c.enqueueCRD))
 	c.mailbox = c.newMailboxReconciler()
 	return c, nil
+}
+
+// enqueueCRD enqueues the mailboxes a CRD's change may concern. Bound to
+// spaces, any: a CRD's bindings name the spaces it concerns, and a change
+// of them is rare. With CRDs per space, a CRD concerns its space alone: a
+// WDS's, the mailboxes of its placements' destinations; a mailbox's (a
+// copy the translator made, served as it is accepted), that mailbox. Every
+// mailbox for each CRD event would be, in a fan-out to N destinations
+// (each mailbox's CRD made, then accepted), N × N reconciles.
+func (c *Controller) enqueueCRD(obj any) {
+	if !c.crds.PerSpace() {
+		c.enqueueAll()
+		return
+	}
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		c.enqueueAll()
+		return
+	}
+	space := crossspace.SpaceOf(m)
+	if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, space); ok {
+		c.moved.Store(space, time.Now())
+		c.mailboxes.Add(spaces.Key(crossspace.SpaceOf(st), "", st.Name))
+		return
+	}
+	if space == spaces.Root && spaces.ServedEverywhere(m.GetAnnotations()) {
+		c.enqueueAll()
+		return
+	}
+	c.enqueueSpace(space)
+}
+
+// movedFor is how long after a mailbox's CRD changed its copies coming
+// into a cache are news: the time the caches of the definitions it moved
+// between take to list it again.
+const movedFor = time.Minute
+
+// recentlyMoved tells whether obj is in a mailbox whose CRD changed in the
+// last movedFor. Such a change may move its copies from the cache of one
+// definition to another's, which lists them again: the mailbox must be
+// looked at once they are there, and their coming is all there is to say
+// so (a relist's objects arrive as creations).
+func (c *Controller) recentlyMoved(obj any) bool {
+	m, ok := metaOf(obj)
+	if !ok {
+		return false
+	}
+	at, ok := c.moved.Load(crossspace.SpaceOf(m))
+	if !ok {
+		return false
+	}
+	if time.Since(at.(time.Time)) > movedFor {
+		c.moved.Delete(crossspace.SpaceOf(m))
+		return false
+	}
+	return true
 }
 
 // enqueueLocated enqueues the mailboxes of the SyncTargets a Location
@@ -253,18 +312,19 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 		customizer: func(space, namespace, name string) (*edgev2alpha1.Customizer, bool) {
 			return crossspace.Get[*edgev2alpha1.Customizer](c.customizers, space, namespace, name)
 		},
-		crds: func() []*apiextensionsv1.CustomResourceDefinition {
-			var out []*apiextensionsv1.CustomResourceDefinition
-			for _, obj := range c.crds.GetStore().List() {
-				if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
-					out = append(out, crd)
-				}
-			}
-			return out
+		crdsIn:   c.crds.CRDsIn,
+		crdIn:    c.crds.CRD,
+		perSpace: c.crds.PerSpace(),
+		crdServed: func(space, name string) bool {
+			_, ok := c.crds.ReadBy(space, name)
+			return ok
 		},
 		resolve: c.resolver.resolve,
 		object: func(gvr schema.GroupVersionResource, space, namespace, name string) (*unstructured.Unstructured, bool, bool) {
-			inf := c.informerFor(gvr)
+			inf := c.informerIn(gvr, space)
+			if inf == nil {
+				return nil, false, true
+			}
 			if !inf.HasSynced() {
 				return nil, false, false
 			}
@@ -272,14 +332,20 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 			return obj, ok, true
 		},
 		objects: func(gvr schema.GroupVersionResource, space string) ([]*unstructured.Unstructured, bool) {
-			inf := c.informerFor(gvr)
+			inf := c.informerIn(gvr, space)
+			if inf == nil {
+				return nil, true
+			}
 			if !inf.HasSynced() {
 				return nil, false
 			}
 			return crossspace.InSpace[*unstructured.Unstructured](inf, space), true
 		},
 		records: func(gvr schema.GroupVersionResource, space string) ([]metav1.Object, bool) {
-			inf := c.informerFor(gvr)
+			inf := c.informerIn(gvr, space)
+			if inf == nil {
+				return nil, true
+			}
 			if !inf.HasSynced() {
 				return nil, false
 			}
@@ -431,8 +497,10 @@ func (c *Controller) resourceEvents() cache.ResourceEventHandlerFuncs {
 	}
 	return cache.ResourceEventHandlerFuncs{
 		// A copy's creation is the translator's own doing; a workload
-		// object's is news.
-		AddFunc:    func(obj any) { route(obj, !isCopy(obj)) },
+		// object's is news, and so is a copy's coming into a cache that
+		// lists its mailbox again (the mailbox's CRD moved to the cache's
+		// definition: recentlyMoved).
+		AddFunc:    func(obj any) { route(obj, !isCopy(obj) || c.recentlyMoved(obj)) },
 		DeleteFunc: func(obj any) { route(obj, true) },
 		UpdateFunc: func(old, obj any) {
 			if isCopy(obj) {
@@ -502,6 +570,13 @@ func contentChanged(old, obj any) bool {
 // informerFor returns the cache of a resource across all spaces.
 func (c *Controller) informerFor(gvr schema.GroupVersionResource) *crossspace.Informer {
 	return c.resources.For(gvr)
+}
+
+// informerIn returns the cache that holds a space's objects of a resource
+// (crossspace.SharedDynamic.ForIn); nil when the space serves no such
+// custom resource.
+func (c *Controller) informerIn(gvr schema.GroupVersionResource, space string) *crossspace.Informer {
+	return c.resources.ForIn(gvr, space)
 }
 
 // Run translates until ctx is done.

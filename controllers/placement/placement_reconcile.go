@@ -137,9 +137,21 @@ type mailboxReconciler struct {
 	location    func(space, name string) (*edgev2alpha1.Location, bool)
 	namespace   func(space, name string) (metav1.Object, bool)
 	customizer  func(space, namespace, name string) (*edgev2alpha1.Customizer, bool)
-	crds        func() []*apiextensionsv1.CustomResourceDefinition
-	// resolve maps a clause's group and resources to served resources.
-	resolve func(group *string, names []string) ([]resource, error)
+	// crdsIn returns the CRDs served in a space; crdIn the one that
+	// defines a name there.
+	crdsIn func(space string) []*apiextensionsv1.CustomResourceDefinition
+	crdIn  func(space, name string) (*apiextensionsv1.CustomResourceDefinition, bool)
+	// perSpace: CRDs are each space's own (the server's --crds-per-space):
+	// a mailbox gets its own copy of its WDSs' CRDs, and serves one
+	// definition of a name (decideCRDs).
+	perSpace bool
+	// crdServed tells whether a space serves the custom resource of a CRD
+	// name now (perSpace: a mailbox's CRD just made does not yet).
+	crdServed func(space, name string) bool
+	specKeys  specKeys
+	// resolve maps a clause's group and resources, in a WDS, to served
+	// resources.
+	resolve func(wds string, group *string, names []string) ([]resource, error)
 	// objects returns the objects of a resource in a space; false when the
 	// cache of the resource has not synced yet.
 	objects func(gvr schema.GroupVersionResource, space string) ([]*unstructured.Unstructured, bool)
@@ -241,6 +253,7 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	if err != nil {
 		return false, err
 	}
+	crds := r.decideCRDs(mailbox, sel, where)
 	desired := decideAll(sel, current, where)
 	r.gate(key, sources, sel, desired, current, given)
 	edgeProblems(sel, current, where)
@@ -248,7 +261,7 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	addImpliedNamespaces(desired)
 	r.holdEmptyNamespaces(key, mailbox, desired, current)
 
-	written, deleted, leftOut, err := r.writeMailbox(spaces.WithSpace(ctx, mailbox), crossspace.SpaceOf(st), mailbox, sel, cfg, exists, desired, current)
+	written, deleted, leftOut, pending, err := r.writeMailbox(spaces.WithSpace(ctx, mailbox), crossspace.SpaceOf(st), mailbox, sel, crds, cfg, exists, desired, current)
 	if notServedYet(err, mailbox) {
 		// The mailbox controller made the Space a moment ago, and the
 		// server's cache of Spaces has not seen it yet (many SyncTargets
@@ -274,9 +287,12 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 			r.requeueAfter(key, mailboxLimitRetry)
 		}
 	}
-	if sel.retryLater() {
+	if sel.retryLater() || pending > 0 {
 		// A resource not served yet may be about to be (a CRD being
 		// established): look again later, with backoff.
+		if pending > 0 {
+			logger.V(2).Info("some copies wait for the mailbox's CRDs to be served", "copies", pending)
+		}
 		return false, errRetryLater
 	}
 	return false, nil
@@ -286,26 +302,37 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 // for a mailbox limit waits before it is looked at again.
 const mailboxLimitRetry = 30 * time.Second
 
-// writeMailbox makes the mailbox what is desired: the CRDs its copies need
-// bound, the copies written, those no longer desired deleted, and its
-// SyncerConfig. It returns how many copies it wrote and deleted, and the
-// problems of those left out for a mailbox limit.
-func (r *mailboxReconciler) writeMailbox(mctx context.Context, inventory, mailbox string, sel *selection, cfg *edgev2alpha1.SyncerConfig, exists bool,
-	desired map[string]*desiredCopy, current map[string]metav1.Object) (written, deleted int, leftOut map[string][]problem, err error) {
-	crds := r.crdsFor(desired, sel.crdNames, sel.upsyncCRDs)
+// writeMailbox makes the mailbox what is desired: the CRDs it must serve
+// (crds) served, the copies written, those no longer desired deleted, and
+// its SyncerConfig. It returns how many copies it wrote and deleted, the
+// problems of those left out for a mailbox limit, and how many wait for
+// the mailbox to serve their CRD (a copy of the WDS's, just made).
+func (r *mailboxReconciler) writeMailbox(mctx context.Context, inventory, mailbox string, sel *selection, crds map[string]*apiextensionsv1.CustomResourceDefinition,
+	cfg *edgev2alpha1.SyncerConfig, exists bool, desired map[string]*desiredCopy, current map[string]metav1.Object) (written, deleted int, leftOut map[string][]problem, pending int, err error) {
 	if err := r.bindCRDs(mctx, mailbox, crds); err != nil {
-		return 0, 0, nil, err
+		return 0, 0, nil, 0, err
 	}
-	if written, leftOut, err = r.writeCopies(mctx, inventory, desired, current); err != nil {
-		return written, 0, leftOut, err
+	writable := desired
+	if r.perSpace && r.crdServed != nil {
+		writable = make(map[string]*desiredCopy, len(desired))
+		for k, d := range desired {
+			if d.res.Group != "" && !r.crdServed(mailbox, crossspace.CustomResourceName(d.res.GroupResource())) {
+				pending++
+				continue
+			}
+			writable[k] = d
+		}
+	}
+	if written, leftOut, err = r.writeCopies(mctx, inventory, writable, current); err != nil {
+		return written, 0, leftOut, pending, err
 	}
 	if deleted, err = r.prune(mctx, mailbox, desired, current); err != nil {
-		return written, deleted, leftOut, err
+		return written, deleted, leftOut, pending, err
 	}
 	if err := r.unbindCRDs(mctx, mailbox, crds); err != nil {
-		return written, deleted, leftOut, err
+		return written, deleted, leftOut, pending, err
 	}
-	return written, deleted, leftOut, r.writeSyncerConfig(mctx, cfg, exists, syncerConfigSpec(desired, sel.crdNames, sel.upsync))
+	return written, deleted, leftOut, pending, r.writeSyncerConfig(mctx, cfg, exists, syncerConfigSpec(desired, sel.crdNames, sel.upsync))
 }
 
 // notServedYet tells whether err is the server's answer that the mailbox

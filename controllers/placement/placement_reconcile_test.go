@@ -204,8 +204,24 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 			c, ok := f.customizers[spaces.Key(space, namespace, name)]
 			return c, ok
 		},
-		crds: func() []*apiextensionsv1.CustomResourceDefinition { return f.crds },
-		resolve: func(_ *string, names []string) ([]resource, error) {
+		crdsIn: func(space string) []*apiextensionsv1.CustomResourceDefinition {
+			var out []*apiextensionsv1.CustomResourceDefinition
+			for _, crd := range f.crds {
+				if spaces.BindingsOf(crd.Annotations).Has(space) {
+					out = append(out, crd)
+				}
+			}
+			return out
+		},
+		crdIn: func(space, name string) (*apiextensionsv1.CustomResourceDefinition, bool) {
+			for _, crd := range f.crds {
+				if crd.Name == name && spaces.BindingsOf(crd.Annotations).Has(space) {
+					return crd, true
+				}
+			}
+			return nil, false
+		},
+		resolve: func(_ string, _ *string, names []string) ([]resource, error) {
 			var out []resource
 			for _, n := range names {
 				found := false

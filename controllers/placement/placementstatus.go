@@ -142,7 +142,8 @@ func setDependencies(ep *edgev2alpha1.EdgePlacement, set map[edgev2alpha1.Depend
 
 // isConflict reports whether a problem is a conflict with another source.
 func isConflict(p problem) bool {
-	return p.Reason == edgev2alpha1.ConflictReasonOtherSpace || p.Reason == edgev2alpha1.ConflictReasonCustomization
+	return p.Reason == edgev2alpha1.ConflictReasonOtherSpace || p.Reason == edgev2alpha1.ConflictReasonCustomization ||
+		p.Reason == edgev2alpha1.ConflictReasonDefinition
 }
 
 // placementConditions sets a placement's Propagated, Conflicted and

@@ -10,11 +10,15 @@ import (
 	"sync"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
+	"github.com/kubestellar/kubestellar/spaces"
 )
 
 // resource is a resource a clause names, resolved through discovery.
@@ -34,12 +38,65 @@ func notPlaceable(gr schema.GroupResource) bool {
 }
 
 // resolver maps clause resources to served resources, from discovery,
-// refreshed when a lookup misses (at most once a second).
+// refreshed when a lookup misses (at most once a second). With CRDs per
+// space (defs.PerSpace), a WDS's own custom resources are its own CRDs',
+// from defs, and the root space's discovery gives the rest: the built-in
+// resources and the custom ones served in every space.
 type resolver struct {
 	disco     discovery.DiscoveryInterface
+	defs      crossspace.Definitions
 	mu        sync.Mutex
 	resources []resource
 	fetched   time.Time
+}
+
+// perSpace tells whether a WDS's custom resources are its own CRDs'.
+func (r *resolver) perSpace() bool { return r.defs != nil && r.defs.PerSpace() }
+
+// servedIn returns the resources served in wds: the root space's (by
+// discovery) that every space serves, and with CRDs per space the WDS's
+// own CRDs' at their preferred versions (as discovery orders them).
+func (r *resolver) servedIn(wds string) []resource {
+	if !r.perSpace() {
+		return r.resources
+	}
+	out := make([]resource, 0, len(r.resources))
+	for _, res := range r.resources {
+		if res.Group != "" {
+			// Built-in and served everywhere, or else the root space's own
+			// (served by its CRD, or one the cache has not seen yet): the
+			// WDS's own are below.
+			if id, ok := r.defs.ReadBy(spaces.Root, crossspace.CustomResourceName(res.GroupResource())); !ok || id != "" {
+				continue
+			}
+		}
+		out = append(out, res)
+	}
+	for _, crd := range r.defs.CRDsIn(wds) {
+		if id, ok := r.defs.ReadBy(wds, crd.Name); !ok || id == "" {
+			continue // not served yet, or served everywhere (above)
+		}
+		v := PreferredVersion(crd)
+		if v == "" {
+			continue
+		}
+		out = append(out, resource{GroupVersionResource: schema.GroupVersionResource{Group: crd.Spec.Group, Version: v, Resource: crd.Spec.Names.Plural},
+			Kind: crd.Spec.Names.Kind, Namespaced: crd.Spec.Scope == apiextensionsv1.NamespaceScoped})
+	}
+	return out
+}
+
+// PreferredVersion is the version of a CRD that discovery prefers: of
+// those served, the first in Kubernetes' order of versions (v2 before v1,
+// v1 before v1beta1 and v1alpha1); "" when none is served.
+func PreferredVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
+	best := ""
+	for _, v := range crd.Spec.Versions {
+		if v.Served && (best == "" || version.CompareKubeAwareVersionStrings(v.Name, best) > 0) {
+			best = v.Name
+		}
+	}
+	return best
 }
 
 func (r *resolver) refresh(force bool) error {
@@ -67,9 +124,10 @@ func (r *resolver) refresh(force bool) error {
 	return nil
 }
 
-// resolve returns the resources of a clause: group nil or "*" means any
-// group, a resource "*" any resource of the group(s).
-func (r *resolver) resolve(group *string, names []string) ([]resource, error) {
+// resolve returns the resources of a clause of a placement in wds: group
+// nil or "*" means any group, a resource "*" any resource of the
+// group(s).
+func (r *resolver) resolve(wds string, group *string, names []string) ([]resource, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.refresh(false); err != nil {
@@ -78,9 +136,10 @@ func (r *resolver) resolve(group *string, names []string) ([]resource, error) {
 	find := func() ([]resource, []string) {
 		var out []resource
 		var missing []string
+		served := r.servedIn(wds)
 		for _, name := range names {
 			found := false
-			for _, res := range r.resources {
+			for _, res := range served {
 				if group != nil && *group != "*" && res.Group != *group {
 					continue
 				}

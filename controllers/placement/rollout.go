@@ -458,7 +458,7 @@ func (c *Controller) inspect(ctx context.Context, d *rolloutDest, st *edgev2alph
 		gvr := gvrOfKey(k)
 		_, nsName, _ := strings.Cut(k, "|")
 		ns, n, _ := strings.Cut(nsName, "/")
-		rec, ok := crossspace.GetRecord(c.informerFor(gvr), mailbox, ns, n)
+		rec, ok := getRecord(c.informerIn(gvr, mailbox), mailbox, ns, n)
 		if ok && (crossspace.Annotation(rec, edgev2alpha1.SourceSpaceAnnotation) != wds || crossspace.Annotation(rec, edgev2alpha1.SourcePlacementAnnotation) != placement) {
 			continue // another placement's copy (a conflict, reported there)
 		}
@@ -479,7 +479,7 @@ func (c *Controller) inspect(ctx context.Context, d *rolloutDest, st *edgev2alph
 			d.healthy, d.message = false, fmt.Sprintf("%s %s is not applied at the edge yet", gvr.Resource, nsName)
 		case check != nil:
 			var source *unstructured.Unstructured
-			if src, ok := crossspace.Get[*unstructured.Unstructured](c.informerFor(gvr), wds, ns, n); ok {
+			if src, ok := getObject(c.informerIn(gvr, wds), wds, ns, n); ok {
 				source = src
 			}
 			if why := check.run(rec, source, a); why != "" {
@@ -755,4 +755,21 @@ func cut(s string, n int) string {
 		return strings.ToValidUTF8(s[:n], "")
 	}
 	return s
+}
+
+// getRecord is crossspace.GetRecord of a cache that may be nil (a space
+// that serves no such custom resource holds none).
+func getRecord(inf *crossspace.Informer, space, namespace, name string) (metav1.Object, bool) {
+	if inf == nil {
+		return nil, false
+	}
+	return crossspace.GetRecord(inf, space, namespace, name)
+}
+
+// getObject is crossspace.Get of a cache that may be nil.
+func getObject(inf *crossspace.Informer, space, namespace, name string) (*unstructured.Unstructured, bool) {
+	if inf == nil {
+		return nil, false
+	}
+	return crossspace.Get[*unstructured.Unstructured](inf, space, namespace, name)
 }

@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strings"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,7 +17,6 @@ import (
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
-	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/spaces/namespacedefaults"
 )
 
@@ -69,9 +67,13 @@ func (r *mailboxReconciler) sources(ctx context.Context, st *edgev2alpha1.SyncTa
 type selection struct {
 	// claims are, per copy key, what each placement would put there, in
 	// source order.
-	claims   map[string][]*claim
-	crdNames map[string]bool
-	upsync   []edgev2alpha1.UpsyncClause
+	claims map[string][]*claim
+	// crdNames are the names of the CRDs the placements select (a clause
+	// on CRDs, or Follow), and crdClaims which placement needs which, as
+	// its WDS defines it (decideCRDs).
+	crdNames  map[string]bool
+	crdClaims map[string][]crdClaim
+	upsync    []edgev2alpha1.UpsyncClause
 	// upsyncCRDs are the CRDs, served in the placements' WDSs, of the
 	// resources upsync clauses name: the mailbox must serve them for the
 	// syncer to write what it upsyncs.
@@ -156,8 +158,9 @@ func (r *mailboxReconciler) selectAll(ctx context.Context, sources []placed) (*s
 				}
 			}
 			sel.upsync = append(sel.upsync, c)
-			for _, name := range r.upsyncedCRDs(p.wds, c) {
-				sel.upsyncCRDs[name] = true
+			for _, crd := range r.upsyncedCRDs(p.wds, c) {
+				sel.upsyncCRDs[crd.Name] = true
+				sel.claimCRD(p.source, crd)
 			}
 		}
 		sel.problems[epKey] = append(sel.problems[epKey], probs...)
@@ -214,19 +217,17 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 			problems = append(problems, problem{Reason: "InvalidDownsyncClause", Message: err.Error()})
 			continue
 		}
-		resources, err := r.resolve(raw.APIGroup, raw.Resources)
+		resources, err := r.resolve(wds, raw.APIGroup, raw.Resources)
 		if err != nil {
 			problems = append(problems, problem{Reason: "UnknownResource", Message: fmt.Sprintf("spec.downsync[%d]: %v", i, err)})
 		}
 		for _, res := range resources {
 			if res.GroupResource() == crdResource {
-				for _, crd := range r.crds() {
-					// A WDS places the CRDs it serves.
-					if !spaces.BindingsOf(crd.Annotations).Has(wds) {
-						continue
-					}
+				// A WDS places the CRDs it serves.
+				for _, crd := range r.crdsIn(wds) {
 					if cl.matches("", crd.Name, crd.Labels, namespaceLabels) && permitted(res.GroupVersionResource, "") {
 						sel.crdNames[crd.Name] = true
+						sel.claimCRD(p.source, crd)
 					}
 				}
 				continue
@@ -284,13 +285,6 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 	return problems, true
 }
 
-// ownCRD reports whether a CRD is a space's own: bound to it, and not to
-// every space.
-func ownCRD(crd *apiextensionsv1.CustomResourceDefinition, space string) bool {
-	b := spaces.BindingsOf(crd.Annotations)
-	return b.Has(space) && !b.All()
-}
-
 // follow adds to sel what the chosen copies of a placement reference in
 // its WDS (see dependencies.go), and returns the problems met: references
 // to objects the WDS does not hold. An object reached by two routes, or
@@ -299,22 +293,16 @@ func ownCRD(crd *apiextensionsv1.CustomResourceDefinition, space string) bool {
 // needs has not synced yet.
 func (r *mailboxReconciler) follow(p placed, sel *selection, chosen []*claim, permitted func(schema.GroupVersionResource, string) bool) (problems []problem, synced bool) {
 	epKey := p.key()
-	var crds map[string]*apiextensionsv1.CustomResourceDefinition
 	for _, cl := range chosen {
 		if cl.res.Group != "" {
 			// A custom resource goes with its CRD, as the WDS serves it
-			// (a built-in resource has none by its name).
-			if crds == nil {
-				crds = map[string]*apiextensionsv1.CustomResourceDefinition{}
-				for _, crd := range r.crds() {
-					crds[crd.Name] = crd
-				}
-			}
-			name := cl.res.Resource + "." + cl.res.Group
-			// The WDS's own definition, not one the server serves in every
-			// space (its own kinds).
-			if crd, ok := crds[name]; ok && !sel.crdNames[name] && ownCRD(crd, p.wds) && permitted(crdGVR, "") {
+			// (a built-in resource has none by its name): the WDS's own
+			// definition, not one the server serves in every space (its
+			// own kinds).
+			name := crossspace.CustomResourceName(cl.res.GroupResource())
+			if crd, ok := r.crdIn(p.wds, name); ok && !sel.crdNames[name] && r.ownCRD(crd, p.wds) && permitted(crdGVR, "") {
 				sel.crdNames[name] = true
+				sel.claimCRD(p.source, crd)
 				sel.addDependency(epKey, dependencyRef(crdGVR, "", name))
 			}
 		}

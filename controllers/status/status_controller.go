@@ -149,7 +149,7 @@ func New(clients *crossspace.Clients, resources *crossspace.SharedDynamic) (*Con
 	c.syncerConfigs = clients.Typed(&edgev2alpha1.SyncerConfigList{}, &edgev2alpha1.SyncerConfig{}, crossspace.Enqueue(func(obj any) {
 		if cfg, ok := obj.(*edgev2alpha1.SyncerConfig); ok {
 			for _, r := range cfg.Spec.Resources {
-				c.informerFor(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
+				c.informerIn(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}, crossspace.SpaceOf(cfg))
 			}
 		}
 	}))
@@ -176,7 +176,10 @@ func (c *Controller) newReconciler() *reconciler {
 	}
 	return &reconciler{
 		object: func(key objectKey) (*unstructured.Unstructured, bool, bool) {
-			inf := c.informerFor(key.gvr)
+			inf := c.informerIn(key.gvr, key.wds)
+			if inf == nil {
+				return nil, false, true
+			}
 			if !inf.HasSynced() {
 				return nil, false, false
 			}
@@ -184,7 +187,12 @@ func (c *Controller) newReconciler() *reconciler {
 			return obj, ok, true
 		},
 		copiesOf: func(key objectKey) []placedCopy {
-			raw, _ := c.informerFor(key.gvr).ByIndex(bySource, sourceKey(key.wds, key.namespace, key.name))
+			// A copy's mailbox serves the WDS's definition: the same cache.
+			inf := c.informerIn(key.gvr, key.wds)
+			if inf == nil {
+				return nil
+			}
+			raw, _ := inf.ByIndex(bySource, sourceKey(key.wds, key.namespace, key.name))
 			return c.placedCopies(key.gvr, raw)
 		},
 		combinedIn: func(wds string) []*edgev2alpha1.CombinedStatus {
@@ -284,9 +292,11 @@ func (c *Controller) placedCopies(gvr schema.GroupVersionResource, raw []any) []
 	return out
 }
 
-// informerFor returns the cache of a resource across all spaces.
-func (c *Controller) informerFor(gvr schema.GroupVersionResource) *crossspace.Informer {
-	return c.resources.For(gvr)
+// informerIn returns the cache that holds a space's objects of a resource
+// (crossspace.SharedDynamic.ForIn); nil when the space serves no such
+// custom resource.
+func (c *Controller) informerIn(gvr schema.GroupVersionResource, space string) *crossspace.Informer {
+	return c.resources.ForIn(gvr, space)
 }
 
 // indexBySource indexes mailbox copies by the WDS object they copy.
@@ -387,7 +397,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	for _, cfg := range crossspace.List[*edgev2alpha1.SyncerConfig](c.syncerConfigs) {
 		for _, r := range cfg.Spec.Resources {
-			c.informerFor(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
+			c.informerIn(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}, crossspace.SpaceOf(cfg))
 		}
 	}
 	logger.Info("started controller")

@@ -109,6 +109,9 @@ type Readers interface {
 	// Spaces says which spaces a read of the definition id of name
 	// keeps, asked for each object as it is read.
 	Spaces(name, id string) func(space string) bool
+	// SpacesAt says it as of the revision a range read reads
+	// (spaces.WithKeptSpacesAt); nil when it cannot.
+	SpacesAt(name, id string) func(ctx context.Context, revision int64) (func(space string) bool, error)
 }
 
 // Handler serves custom resources, each by its space's definition; other
@@ -229,7 +232,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		// Every space's objects but those of the spaces that serve the
 		// definition are left out by key, before they are decoded: the
 		// definition's conversion never sees another's objects.
-		req = req.WithContext(spaces.WithKeptSpaces(req.Context(), readers.Spaces(crd.Name, byDefinition)))
+		kept := spaces.WithKeptSpaces(req.Context(), readers.Spaces(crd.Name, byDefinition))
+		if at := readers.SpacesAt(crd.Name, byDefinition); at != nil {
+			// A list is read as the spaces' CRDs are at its revision,
+			// which the cache of CRDs may not have caught up with.
+			kept = spaces.WithKeptSpacesAt(kept, at)
+		}
+		req = req.WithContext(kept)
 		if info.Verb == "watch" {
 			h.watchDefinition(w, req, d, byDefinition)
 			return

@@ -200,6 +200,12 @@ func (k keptSpacesKV) Get(ctx context.Context, key string, opts ...clientv3.OpOp
 			if rev == 0 && resp.Header != nil {
 				rev = resp.Header.Revision
 			}
+			if at := spaces.KeptSpacesAt(ctx); at != nil {
+				// Which spaces the read keeps as of its revision.
+				if keep, err = at(ctx, rev); err != nil {
+					return nil, err
+				}
+			}
 		}
 		for i, kv := range resp.Kvs {
 			if !keptKey(kv.Key, p, keep) {
@@ -241,11 +247,13 @@ func (k keptSpacesKV) GetStream(ctx context.Context, key string, opts ...clientv
 	if !ok || !strings.HasPrefix(key, prefix) || op.IsCountOnly() || op.IsKeysOnly() {
 		return k.KV.GetStream(ctx, key, opts...)
 	}
-	if op.Limit() > 0 {
+	if op.Limit() > 0 || spaces.KeptSpacesAt(ctx) != nil {
 		// The datastore's own limit would count the keys left out: a page
 		// of them would end the stream with none kept, and the storage
 		// takes a chunk without keys that says more follows for an error.
-		// Get reads on until it has the caller's limit of kept keys.
+		// Get reads on until it has the caller's limit of kept keys. (A
+		// stream says its revision only at its end, too late to choose
+		// the spaces kept as of it: WithKeptSpacesAt reads by Get too.)
 		resp, err := k.Get(ctx, key, opts...)
 		if err != nil {
 			return nil, err

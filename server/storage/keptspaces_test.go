@@ -310,6 +310,26 @@ func TestKeptSpacesRangePages(t *testing.T) {
 	one, err := k.Get(ctx, keys[0])
 	require.NoError(t, err)
 	require.Len(t, one.Kvs, 1, "a read of one key is the datastore's")
+
+	// Kept as of the read's revision: asked once, with the revision, and
+	// what it says is kept, not what WithKeptSpaces says.
+	var asked []int64
+	at := spaces.WithKeptSpacesAt(ctx, func(_ context.Context, revision int64) (func(string) bool, error) {
+		asked = append(asked, revision)
+		return func(space string) bool { return space == "wds2" }, nil
+	})
+	resp, err = k.Get(at, prefix, clientv3.WithRange(end))
+	require.NoError(t, err)
+	require.Equal(t, []int64{42}, asked)
+	require.Len(t, resp.Kvs, 7)
+	for _, kv := range resp.Kvs {
+		require.Contains(t, string(kv.Key), "/wds2/")
+	}
+	failing := spaces.WithKeptSpacesAt(ctx, func(context.Context, int64) (func(string) bool, error) {
+		return nil, errors.New("not caught up")
+	})
+	_, err = k.Get(failing, prefix, clientv3.WithRange(end))
+	require.ErrorContains(t, err, "not caught up", "a read that cannot say what it keeps fails")
 }
 
 // countingStorage counts the lists and watches that reach a storage.

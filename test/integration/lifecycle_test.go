@@ -26,12 +26,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/controllers/placement"
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
@@ -55,7 +55,7 @@ func TestCRDsAreBoundPerSpace(t *testing.T) {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		require.NoError(t, yaml.Unmarshal(data, crd))
 		require.Equal(t, apiextensionsv1.NamespaceScoped, crd.Spec.Scope, "%s must define a namespaced kind", w.NamespacedCRD)
-		group, version := crd.Spec.Group, preferredVersion(crd)
+		group, version := crd.Spec.Group, placement.PreferredVersion(crd)
 		gvr := schema.GroupVersionResource{Group: group, Version: version, Resource: crd.Spec.Names.Plural}
 		instance := firstOfKind(t, w.CRs, crd.Spec.Names.Kind)
 		instance.SetNamespace("default")
@@ -309,18 +309,6 @@ func expectEvent(t *testing.T, w watch.Interface, typ watch.EventType, name stri
 			require.Failf(t, "no event", "no %s event for %s within 30 s", typ, name)
 		}
 	}
-}
-
-// preferredVersion is the version discovery prefers among a CRD's served
-// versions: the highest by Kubernetes' version order (v1 > v1beta1).
-func preferredVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
-	preferred := ""
-	for _, v := range crd.Spec.Versions {
-		if v.Served && (preferred == "" || version.CompareKubeAwareVersionStrings(v.Name, preferred) > 0) {
-			preferred = v.Name
-		}
-	}
-	return preferred
 }
 
 // firstOfKind returns the first object of a kind in a manifest.

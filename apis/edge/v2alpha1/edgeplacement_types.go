@@ -357,6 +357,14 @@ const (
 	// the same object at the same destination, customized differently (its
 	// parameters come from another Location).
 	ConflictReasonCustomization = "CustomizedDifferently"
+	// ConflictReasonDefinition: with CRDs per space, the placements that
+	// place a custom resource at one destination come from WDSs that
+	// define it differently. The destination serves one definition (the
+	// rule above, by WDS: the one whose CRD the mailbox holds keeps it
+	// while a placement of it still needs it there), and every placement
+	// involved reports the conflict: the others' objects of the resource
+	// are not written there.
+	ConflictReasonDefinition = "DefinedDifferently"
 )
 
 // MailboxLimitReason is the reason of an EdgePlacement's Propagated
