@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -78,11 +79,29 @@ func crdCopy(crd *apiextensionsv1.CustomResourceDefinition, perSpace bool) (*uns
 	obj.SetKind("CustomResourceDefinition")
 	obj.SetName(crd.Name)
 	if perSpace {
-		obj.SetLabels(map[string]string{edgev2alpha1.PlacementCopyLabel: "true"})
-		obj.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: crossspace.SpaceOf(crd)})
+		// The WDS's labels and annotations go along (a CRD of a group of
+		// Kubernetes' own needs its api-approved.kubernetes.io, here and
+		// at the edge), but the server's and kubectl's bookkeeping.
+		labels := map[string]string{}
+		for k, v := range crd.Labels {
+			if !crossspace.IsKubestellars(k) {
+				labels[k] = v
+			}
+		}
+		labels[edgev2alpha1.PlacementCopyLabel] = "true"
+		annotations := map[string]string{}
+		for k, v := range crd.Annotations {
+			if !crossspace.IsKubestellars(k) && k != corev1.LastAppliedConfigAnnotation {
+				annotations[k] = v
+			}
+		}
+		annotations[edgev2alpha1.SourceSpaceAnnotation] = crossspace.SpaceOf(crd)
+		obj.SetLabels(labels)
+		obj.SetAnnotations(annotations)
 	}
 	return obj, nil
 }
+
 
 // unbindCRDs has the mailbox no longer serve the CRDs it served for
 // placements and no longer needs (its copies of their objects are gone by

@@ -206,7 +206,7 @@ func encodeKept(skip string, each func(keep func(k, v string))) unique.Handle[st
 	type pair struct{ k, v string }
 	var pairs []pair
 	each(func(k, v string) {
-		if k != skip && isKubestellars(k) {
+		if k != skip && IsKubestellars(k) {
 			pairs = append(pairs, pair{k, v})
 		}
 	})

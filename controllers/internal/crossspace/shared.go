@@ -278,9 +278,9 @@ func (s *SharedDynamic) Each(fn func(gvr schema.GroupVersionResource, inf *Infor
 	}
 }
 
-// isKubestellars tells whether a label or annotation key is in one of
+// IsKubestellars tells whether a label or annotation key is in one of
 // kubestellar's domains (kubestellar.io and its subdomains).
-func isKubestellars(key string) bool {
+func IsKubestellars(key string) bool {
 	prefix, _, ok := strings.Cut(key, "/")
 	return ok && (prefix == "kubestellar.io" || strings.HasSuffix(prefix, ".kubestellar.io"))
 }
