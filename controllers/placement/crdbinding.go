@@ -102,7 +102,6 @@ func crdCopy(crd *apiextensionsv1.CustomResourceDefinition, perSpace bool) (*uns
 	return obj, nil
 }
 
-
 // unbindCRDs has the mailbox no longer serve the CRDs it served for
 // placements and no longer needs (its copies of their objects are gone by
 // then): bound to spaces, those bound to it; with CRDs per space, its own
