@@ -119,7 +119,7 @@ func New(root *rest.Config, local InProcess) (*Workloads, error) {
 	if w.Status, err = status.New(clients, resources); err != nil {
 		return nil, err
 	}
-	w.Scheduler, w.Mailbox, w.Upsync = scheduler.New(clients), mailbox.New(clients), upsync.New(clients)
+	w.Scheduler, w.Mailbox, w.Upsync = scheduler.New(clients), mailbox.New(clients), upsync.New(clients, defs)
 	w.startCaches = func(ctx context.Context) {
 		go mailboxes.RunWithContext(ctx)
 		go func() {

@@ -151,6 +151,9 @@ func PKIDir(dataDir string) string { return filepath.Join(dataDir, "pki") }
 // the APIs, admission, then the apiextensions server for CRDs.
 func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) {
 	c := &Config{Options: o, spaces: &spaceLookup{}, crds: &crdIndex{perSpace: o.CRDsPerSpace}, syncerConfigs: &syncerConfigCache{}, objects: &objectCounter{}, garbage: garbagecollector.New()}
+	if o.CRDsPerSpace {
+		c.garbage.ReadByDefinition()
+	}
 	c.quotas = newSpaceQuotas(o.SpaceLimits, c.spaces, c.crds)
 	defer func() {
 		if err != nil {

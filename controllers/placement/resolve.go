@@ -12,7 +12,6 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
@@ -86,17 +85,10 @@ func (r *resolver) servedIn(wds string) []resource {
 	return out
 }
 
-// PreferredVersion is the version of a CRD that discovery prefers: of
-// those served, the first in Kubernetes' order of versions (v2 before v1,
-// v1 before v1beta1 and v1alpha1); "" when none is served.
+// PreferredVersion is the version of a CRD that discovery prefers
+// (crossspace.PreferredVersion).
 func PreferredVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
-	best := ""
-	for _, v := range crd.Spec.Versions {
-		if v.Served && (best == "" || version.CompareKubeAwareVersionStrings(v.Name, best) > 0) {
-			best = v.Name
-		}
-	}
-	return best
+	return crossspace.PreferredVersion(crd)
 }
 
 func (r *resolver) refresh(force bool) error {

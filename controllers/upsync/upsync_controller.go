@@ -48,19 +48,37 @@ type Controller struct {
 	syncTargets   *crossspace.Informer
 	syncerConfigs *crossspace.Informer
 
+	// defs, with CRDs per space, say which definition each space's custom
+	// resources are read by: one cache per resource and definition.
+	defs crossspace.Definitions
+
 	// mu guards ctx and resources: workers add caches (informerFor) while
 	// others list them (knownResources).
 	mu        sync.Mutex
 	ctx       context.Context
-	resources map[schema.GroupVersionResource]*crossspace.Informer
+	resources map[cacheKey]*upsyncCache
 
 	problems *problems
 	r        *reconciler
 }
 
-// New returns the controller.
-func New(clients *crossspace.Clients) *Controller {
-	c := &Controller{clients: clients, resources: map[schema.GroupVersionResource]*crossspace.Informer{},
+// cacheKey names a cache of upsynced objects: of a resource, read through
+// the wildcard (id "") or by a definition's.
+type cacheKey struct {
+	gvr schema.GroupVersionResource
+	id  string
+}
+
+// upsyncCache is a cache of upsynced objects, and what stops it.
+type upsyncCache struct {
+	*crossspace.Informer
+	stop context.CancelFunc
+}
+
+// New returns the controller. defs, with CRDs per space (nil otherwise),
+// say which CRD defines a custom resource in each space.
+func New(clients *crossspace.Clients, defs crossspace.Definitions) *Controller {
+	c := &Controller{clients: clients, defs: defs, resources: map[cacheKey]*upsyncCache{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName}),
 		placementsQ: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-placements"}),
@@ -114,6 +132,21 @@ func New(clients *crossspace.Clients) *Controller {
 			c.enqueueMailbox(crossspace.SpaceOf(cfg))
 		}
 	}))
+	if defs != nil && defs.PerSpace() {
+		// A mailbox serves its WDS's CRD a moment after the SyncTarget's
+		// placements say to upsync its resource: what its syncer upsyncs
+		// is read once it does.
+		crdChanged := func(obj any) {
+			if m, ok := obj.(metav1.Object); ok {
+				c.enqueueMailbox(crossspace.SpaceOf(m))
+			}
+		}
+		_, _ = defs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    crdChanged,
+			UpdateFunc: func(_, obj any) { c.retire(); crdChanged(obj) },
+			DeleteFunc: func(any) { c.retire() },
+		})
+	}
 	c.r = c.newReconciler()
 	return c
 }
@@ -126,29 +159,51 @@ func (c *Controller) newReconciler() *reconciler {
 		},
 		targetsOf:      c.targetsOf,
 		knownResources: c.knownResources,
-		resourceOf: func(group, resource string) (schema.GroupVersionResource, bool) {
+		resourceOf: func(mailbox, group, resource string) (schema.GroupVersionResource, bool) {
+			// The mailbox serves a copy of its WDS's CRD, with CRDs per
+			// space; the root space's discovery has the rest.
+			if gvr, ok := crossspace.ResourceIn(c.defs, mailbox, group, resource); ok {
+				return gvr, true
+			}
 			mapped, err := c.clients.Client.RESTMapper().ResourcesFor(schema.GroupVersionResource{Group: group, Resource: resource})
 			if err != nil || len(mapped) == 0 {
 				return schema.GroupVersionResource{}, false
 			}
 			return mapped[0], true
 		},
-		synced: func(gvr schema.GroupVersionResource) bool { return c.informerFor(gvr).HasSynced() },
+		synced: func(gvr schema.GroupVersionResource, spaces ...string) bool {
+			for _, space := range spaces {
+				if inf := c.informerFor(gvr, space); inf != nil && !inf.HasSynced() {
+					return false
+				}
+			}
+			return true
+		},
 		inMailbox: func(gvr schema.GroupVersionResource, mailbox string) []*unstructured.Unstructured {
-			return crossspace.InSpace[*unstructured.Unstructured](c.informerFor(gvr), mailbox)
+			inf := c.informerFor(gvr, mailbox)
+			if inf == nil {
+				return nil
+			}
+			return crossspace.InSpace[*unstructured.Unstructured](inf, mailbox)
 		},
 		copiedFrom: func(gvr schema.GroupVersionResource, from string) []*unstructured.Unstructured {
 			var out []*unstructured.Unstructured
-			for _, item := range c.informerFor(gvr).List() {
-				u, ok := item.(*unstructured.Unstructured)
-				if ok && u.GetAnnotations()[edgev2alpha1.UpsyncedFromAnnotation] == from && u.GetLabels()[UpsyncedLabel] == "true" {
-					out = append(out, u)
+			for _, inf := range c.cachesOf(gvr) {
+				for _, item := range inf.List() {
+					u, ok := item.(*unstructured.Unstructured)
+					if ok && u.GetAnnotations()[edgev2alpha1.UpsyncedFromAnnotation] == from && u.GetLabels()[UpsyncedLabel] == "true" {
+						out = append(out, u)
+					}
 				}
 			}
 			return out
 		},
 		current: func(gvr schema.GroupVersionResource, wds, namespace, name string) *unstructured.Unstructured {
-			obj, ok := crossspace.Get[*unstructured.Unstructured](c.informerFor(gvr), wds, namespace, name)
+			inf := c.informerFor(gvr, wds)
+			if inf == nil {
+				return nil
+			}
+			obj, ok := crossspace.Get[*unstructured.Unstructured](inf, wds, namespace, name)
 			if !ok {
 				return nil
 			}
@@ -216,14 +271,28 @@ func (c *Controller) enqueueMailbox(space string) {
 }
 
 // informerFor returns the cache of upsynced objects (in mailboxes and
-// WDSes) of a resource, starting it on first use.
-func (c *Controller) informerFor(gvr schema.GroupVersionResource) *crossspace.Informer {
+// WDSes) of a resource that holds a space's, starting it on first use:
+// with CRDs per space, a custom resource a space defines as its own is
+// read by its definition; nil when the space serves no such resource.
+func (c *Controller) informerFor(gvr schema.GroupVersionResource, space string) *crossspace.Informer {
+	id := ""
+	if c.defs != nil && c.defs.PerSpace() && gvr.Group != "" {
+		var ok bool
+		if id, ok = c.defs.ReadBy(space, crossspace.CustomResourceName(gvr.GroupResource())); !ok {
+			return nil
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if inf, ok := c.resources[gvr]; ok {
-		return inf
+	k := cacheKey{gvr: gvr, id: id}
+	if uc, ok := c.resources[k]; ok {
+		return uc.Informer
 	}
-	inf := c.clients.DynamicInformer(gvr, UpsyncedLabel+"=true", crossspace.Enqueue(func(obj any) {
+	wildcard := spaces.Wildcard
+	if id != "" {
+		wildcard = spaces.WildcardOf(id)
+	}
+	inf := c.clients.DynamicInformerIn(gvr, wildcard, UpsyncedLabel+"=true", crossspace.Enqueue(func(obj any) {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
 			return
@@ -237,18 +306,49 @@ func (c *Controller) informerFor(gvr schema.GroupVersionResource) *crossspace.In
 		}
 		c.enqueueMailbox(crossspace.SpaceOf(u))
 	}))
-	c.resources[gvr] = inf
-	go inf.RunWithContext(c.ctx)
+	ctx, stop := context.WithCancel(c.ctx)
+	c.resources[k] = &upsyncCache{Informer: inf, stop: stop}
+	go inf.RunWithContext(ctx)
 	return inf
+}
+
+// cachesOf returns every cache of upsynced objects of a resource: one per
+// definition it is read by.
+func (c *Controller) cachesOf(gvr schema.GroupVersionResource) []*crossspace.Informer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*crossspace.Informer
+	for k, uc := range c.resources {
+		if k.gvr == gvr {
+			out = append(out, uc.Informer)
+		}
+	}
+	return out
+}
+
+// retire stops the caches of the definitions no space serves any more.
+func (c *Controller) retire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, uc := range c.resources {
+		if k.id != "" && !c.defs.Serves(k.id) {
+			uc.stop()
+			delete(c.resources, k)
+		}
+	}
 }
 
 // knownResources returns the resources whose upsynced objects are cached.
 func (c *Controller) knownResources() []schema.GroupVersionResource {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	seen := map[schema.GroupVersionResource]bool{}
 	out := make([]schema.GroupVersionResource, 0, len(c.resources))
-	for gvr := range c.resources {
-		out = append(out, gvr)
+	for k := range c.resources {
+		if !seen[k.gvr] {
+			seen[k.gvr] = true
+			out = append(out, k.gvr)
+		}
 	}
 	return out
 }

@@ -36,7 +36,7 @@ func TestResourcesGrowWhileReconciling(t *testing.T) {
 		gvrs = append(gvrs, gvr)
 		listKinds[gvr] = fmt.Sprintf("Things%dList", i)
 	}
-	c := New(&crossspace.Clients{Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)})
+	c := New(&crossspace.Clients{Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)}, nil)
 	c.mu.Lock()
 	c.ctx = ctx
 	c.mu.Unlock()
@@ -44,7 +44,7 @@ func TestResourcesGrowWhileReconciling(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for _, gvr := range gvrs {
-			c.informerFor(gvr)
+			c.informerFor(gvr, "wds1")
 		}
 	})
 	errs := make(chan error, 1)
@@ -63,6 +63,6 @@ func TestResourcesGrowWhileReconciling(t *testing.T) {
 	require.NoError(t, <-errs)
 	require.ElementsMatch(t, gvrs, c.knownResources())
 	for _, gvr := range gvrs {
-		require.Same(t, c.informerFor(gvr), c.informerFor(gvr), "one cache per resource")
+		require.Same(t, c.informerFor(gvr, "wds1"), c.informerFor(gvr, "wds2"), "one cache per resource")
 	}
 }

@@ -118,10 +118,10 @@ type reconciler struct {
 	knownResources func() []schema.GroupVersionResource
 	// resourceOf maps an upsync clause's group and resource to a resource
 	// the server serves.
-	resourceOf func(group, resource string) (schema.GroupVersionResource, bool)
+	resourceOf func(mailbox, group, resource string) (schema.GroupVersionResource, bool)
 	// synced reports whether the cache of upsynced objects of a resource
 	// is ready (starting it on first use).
-	synced func(gvr schema.GroupVersionResource) bool
+	synced func(gvr schema.GroupVersionResource, spaces ...string) bool
 	// inMailbox returns the cached upsynced objects of a mailbox.
 	inMailbox func(gvr schema.GroupVersionResource, mailbox string) []*unstructured.Unstructured
 	// copiedFrom returns the cached WDS objects upsynced from a SyncTarget
@@ -172,8 +172,8 @@ func (r *reconciler) reconcile(ctx context.Context, key string) (bool, error) {
 		targets = r.targetsOf(invSpace, stName)
 	}
 	var problems []problem
-	for _, gvr := range r.resources(targets) {
-		if !r.synced(gvr) {
+	for _, gvr := range r.resources(mailbox, targets) {
+		if !r.synced(gvr, append([]string{mailbox}, wdsesOf(targets)...)...) {
 			return true, nil
 		}
 		desired := desiredCopies(gvr, r.mailboxObjects(gvr, mailbox), targets, invSpace, stName)
@@ -209,9 +209,18 @@ func (r *reconciler) reconcile(ctx context.Context, key string) (bool, error) {
 	return len(problems) > 0, nil
 }
 
+// wdsesOf returns the WDSs of targets.
+func wdsesOf(targets []target) []string {
+	out := make([]string, 0, len(targets))
+	for _, t := range targets {
+		out = append(out, t.wds)
+	}
+	return out
+}
+
 // resources are those of the targets' upsync clauses, and those already
 // upsynced anywhere (to remove what is no longer selected), sorted.
-func (r *reconciler) resources(targets []target) []schema.GroupVersionResource {
+func (r *reconciler) resources(mailbox string, targets []target) []schema.GroupVersionResource {
 	gvrs := map[schema.GroupVersionResource]bool{}
 	for _, gvr := range r.knownResources() {
 		gvrs[gvr] = true
@@ -222,7 +231,7 @@ func (r *reconciler) resources(targets []target) []schema.GroupVersionResource {
 				if res == "*" || cl.APIGroup == "*" {
 					continue // wildcards upsync only resources already in use
 				}
-				if gvr, ok := r.resourceOf(cl.APIGroup, res); ok {
+				if gvr, ok := r.resourceOf(mailbox, cl.APIGroup, res); ok {
 					gvrs[gvr] = true
 				}
 			}

@@ -80,10 +80,10 @@ func (f *fakeDeps) reconciler() *reconciler {
 		},
 		targetsOf:      func(string, string) []target { return f.targets },
 		knownResources: func() []schema.GroupVersionResource { return []schema.GroupVersionResource{configMaps} },
-		resourceOf: func(group, resource string) (schema.GroupVersionResource, bool) {
+		resourceOf: func(_, group, resource string) (schema.GroupVersionResource, bool) {
 			return configMaps, group == "" && resource == "configmaps"
 		},
-		synced: func(schema.GroupVersionResource) bool { return !f.notSynced },
+		synced: func(schema.GroupVersionResource, ...string) bool { return !f.notSynced },
 		inMailbox: func(_ schema.GroupVersionResource, mb string) []*unstructured.Unstructured {
 			if mb != mailbox {
 				return nil

@@ -32,6 +32,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -106,6 +107,9 @@ type Collector struct {
 
 	views *lru.Cache[string, *view]
 	now   func() time.Time
+	// byDefinition: the sweep reads spaces' own custom resources by
+	// definition (ReadByDefinition).
+	byDefinition atomic.Bool
 }
 
 // New returns a collector; its queue fills from the writes Observe sees

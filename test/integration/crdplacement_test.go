@@ -17,6 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -72,6 +74,8 @@ func TestPlacementCRDsPerSpace(t *testing.T) {
 	place := func(space, name string, locations map[string]string) {
 		require.NoError(t, c.Create(in(space), &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: edgev2alpha1.EdgePlacementSpec{
 			LocationSelectors: []metav1.LabelSelector{{MatchLabels: locations}},
+			// Widgets come back from the edges, by the WDS's definition.
+			Upsync: []edgev2alpha1.UpsyncClause{{APIGroup: "example.com", Resources: []string{"widgets"}, Namespaces: []string{"reports"}}},
 			Downsync: []edgev2alpha1.DownsyncClause{
 				{APIGroup: ptr.To("apiextensions.k8s.io"), Resources: []string{"customresourcedefinitions"}, ObjectNames: []string{"widgets.example.com"}},
 				{APIGroup: ptr.To("example.com"), Resources: []string{"widgets"}, Namespaces: []string{"special"}},
@@ -114,6 +118,34 @@ func TestPlacementCRDsPerSpace(t *testing.T) {
 		require.NoError(t, c.Get(in(mb), client.ObjectKey{Name: edgev2alpha1.SyncerConfigName}, cfg))
 		require.Equal(t, []string{"widgets.example.com"}, cfg.Spec.CRDs)
 	}
+
+	// Upsync: edge1's syncer writes a widget of wds2's definition (a
+	// color) into its mailbox; it reaches wds2 with its color.
+	bearer := strings.TrimSpace(mustCLI(t, s, "token", "create", "--sync-target", "inv1/edge1"))
+	upsyncedLabel := map[string]string{edgev2alpha1.UpsyncedLabel: "true"}
+	edge1 := syncerClient(t, s, "inv1", "edge1")
+	eventually(t, 30*time.Second, func() (bool, error) {
+		err := edge1.Create(in(mb1), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "reports", Labels: upsyncedLabel}})
+		return err == nil || apierrors.IsAlreadyExists(err), err
+	}, "the upsynced namespace in edge1's mailbox")
+	syncerDyn, err := dynamic.NewForConfig(syncerConfig(t, s, mb1, bearer))
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, func() (bool, error) {
+		u := widget("found")
+		u.SetNamespace("reports")
+		u.SetLabels(upsyncedLabel)
+		u.Object["spec"] = map[string]any{"color": "green"}
+		_, err := syncerDyn.Resource(widgetsGVR).Namespace("reports").Create(ctx, u, metav1.CreateOptions{})
+		return err == nil || apierrors.IsAlreadyExists(err), err
+	}, "an upsynced widget in edge1's mailbox")
+	eventually(t, 30*time.Second, func() (bool, error) {
+		got, err := dyn(t, s, "wds2").Resource(widgetsGVR).Namespace("reports").Get(ctx, "found-edge1", metav1.GetOptions{})
+		if err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		color, _, _ := unstructured.NestedString(got.Object, "spec", "color")
+		return color == "green", nil
+	}, "the upsynced widget in wds2, by its definition")
 
 	// wds2's placement targets edge2 too, where wds1's older placement
 	// placed its definition: it stays, wds2's widget is not placed there,
@@ -158,10 +190,11 @@ func TestPlacementCRDsPerSpace(t *testing.T) {
 	}, "pb no longer Conflicted")
 }
 
-// widgetsIn lists the widgets a mailbox holds, as "source WDS/name".
+// widgetsIn lists the translator's copies of widgets a mailbox holds, as
+// "source WDS/name".
 func widgetsIn(t *testing.T, s *harness.InProcess, mailbox string) []string {
 	t.Helper()
-	list, err := dyn(t, s, mailbox).Resource(widgetsGVR).List(context.Background(), metav1.ListOptions{})
+	list, err := dyn(t, s, mailbox).Resource(widgetsGVR).List(context.Background(), metav1.ListOptions{LabelSelector: edgev2alpha1.PlacementCopyLabel + "=true"})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -269,6 +269,13 @@ func (c *Clients) DynamicInformer(gvr schema.GroupVersionResource, labelSelector
 	return c.dynamicInformer(gvr, spaces.Wildcard, labelSelector, handler, nil, nil)
 }
 
+// DynamicInformerIn is DynamicInformer across the spaces wildcard names:
+// spaces.Wildcard, or spaces.WildcardOf a definition (the spaces whose
+// CRD of the resource has that definition).
+func (c *Clients) DynamicInformerIn(gvr schema.GroupVersionResource, wildcard, labelSelector string, handler cache.ResourceEventHandler) *Informer {
+	return c.dynamicInformer(gvr, wildcard, labelSelector, handler, nil, nil)
+}
+
 // dynamicInformer returns an informer over any resource across the spaces
 // wildcard names (spaces.Wildcard, or spaces.WildcardOf a definition),
 // its objects passed through transform (when set). typed, when set, is offered the

@@ -8,6 +8,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubestellar/kubestellar/spaces"
@@ -71,6 +72,39 @@ func (b bound) CRD(space, name string) (*apiextensionsv1.CustomResourceDefinitio
 func (b bound) ReadBy(string, string) (string, bool) { return "", true }
 func (b bound) Serves(string) bool                   { return false }
 func (b bound) PerSpace() bool                       { return false }
+
+// PreferredVersion is the version of a CRD that discovery prefers: of
+// those served, the first in Kubernetes' order of versions (v2 before v1,
+// v1 before v1beta1 and v1alpha1); "" when none is served.
+func PreferredVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
+	best := ""
+	for _, v := range crd.Spec.Versions {
+		if v.Served && (best == "" || version.CompareKubeAwareVersionStrings(v.Name, best) > 0) {
+			best = v.Name
+		}
+	}
+	return best
+}
+
+// ResourceIn returns the resource a space's own CRD defines for group and
+// resource, at its preferred version, with CRDs per space; false when
+// the space defines no such CRD of its own (a built-in resource, one
+// served everywhere, or none), or in the bound layout.
+func ResourceIn(defs Definitions, space, group, resource string) (schema.GroupVersionResource, bool) {
+	if defs == nil || !defs.PerSpace() || group == "" {
+		return schema.GroupVersionResource{}, false
+	}
+	name := CustomResourceName(schema.GroupResource{Group: group, Resource: resource})
+	if id, ok := defs.ReadBy(space, name); !ok || id == "" {
+		return schema.GroupVersionResource{}, false
+	}
+	crd, ok := defs.CRD(space, name)
+	if !ok {
+		return schema.GroupVersionResource{}, false
+	}
+	v := PreferredVersion(crd)
+	return schema.GroupVersionResource{Group: group, Version: v, Resource: resource}, v != ""
+}
 
 // CustomResourceName is the name of the CRD that would define gr.
 func CustomResourceName(gr schema.GroupResource) string { return gr.Resource + "." + gr.Group }
