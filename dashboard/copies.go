@@ -338,12 +338,15 @@ func copyResource(r edgev2alpha1.SyncedResource) (schema.GroupVersionResource, b
 }
 
 // copyStore is the store a reflector of one resource's copies (in every
-// mailbox) writes into: the dashboard's records of them, in place of a
-// cache of the objects.
+// mailbox, or in those of one definition) writes into: the dashboard's
+// records of them, in place of a cache of the objects.
 type copyStore struct {
 	ctx context.Context
 	s   *Store
 	gr  schema.GroupResource
+	// across is what the reflector reads across: spaces.Wildcard, or the
+	// wildcard of a definition.
+	across string
 
 	mu sync.Mutex
 	rv string // the last resource version seen
@@ -382,6 +385,9 @@ func (c *copyStore) Add(obj any) error {
 	k, r := c.key(u), copyOf(u)
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
+	if c.stopped() {
+		return nil
+	}
 	if c.s.setCopy(k, r) {
 		c.s.notifyLocked()
 	}
@@ -403,14 +409,23 @@ func (c *copyStore) Delete(obj any) error {
 	c.seen(u.GetResourceVersion())
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
+	if c.stopped() {
+		return nil
+	}
 	if c.s.deleteCopy(c.key(u)) {
 		c.s.notifyLocked()
 	}
 	return nil
 }
 
-// Replace makes the resource's records those of a full list: the copies
-// the list lacks were deleted while the watch was down.
+// stopped tells whether the store's reader was stopped (under s.mu, which
+// stopping it holds): an event it delivers after that is not recorded.
+func (c *copyStore) stopped() bool { return c.ctx.Err() != nil }
+
+// Replace makes the records of the reader's mailboxes those of a full
+// list: the copies the list lacks were deleted while the watch was down.
+// A mailbox another reader reads (its CRD's definition changed) is that
+// reader's to replace.
 func (c *copyStore) Replace(list []any, rv string) error {
 	c.seen(rv)
 	// Read the copies before taking the lock the views wait on.
@@ -425,12 +440,19 @@ func (c *copyStore) Replace(list []any, rv string) error {
 	}
 	c.s.mu.Lock()
 	defer c.s.mu.Unlock()
+	if c.stopped() {
+		return nil
+	}
 	changed := false
 	for k, r := range records {
 		changed = c.s.setCopy(k, *r) || changed
 	}
+	readers := c.s.copyReaders[c.gr]
 	for sk := range c.s.copies {
 		if o := sk.object.Value(); o.group != c.gr.Group || o.resource != c.gr.Resource {
+			continue
+		}
+		if readers != nil && readers.reads(sk.mailbox.Value(), c.across) {
 			continue
 		}
 		if k := sk.key(); records[k] == nil {
@@ -440,7 +462,7 @@ func (c *copyStore) Replace(list []any, rv string) error {
 	if changed {
 		c.s.notifyLocked()
 	}
-	klog.FromContext(c.ctx).V(4).Info("dashboard listed copies", "resource", c.gr.String(), "copies", len(list))
+	klog.FromContext(c.ctx).V(4).Info("dashboard listed copies", "resource", c.gr.String(), "across", c.across, "copies", len(list))
 	return nil
 }
 

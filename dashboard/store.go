@@ -49,11 +49,14 @@ type Store struct {
 	spaces     map[string]SpaceRow
 	copies     map[storedKey]storedRecord
 	copyIndex  copyIndex
-	// copyInformers are the resources whose copies are watched, started
-	// as SyncerConfigs name them (by startCopies, once run has begun).
-	copyInformers map[schema.GroupResource]bool
-	startCopies   func(schema.GroupVersionResource)
-	synced        bool
+	// copyReaders read the copies of the resources SyncerConfigs name
+	// (copyreaders.go), once run has begun (runCtx, dyn).
+	copyReaders map[schema.GroupResource]*copiesOf
+	runCtx      context.Context
+	dyn         dynamic.Interface
+	// defs, when set, have custom resources' copies read by definition.
+	defs   Definitions
+	synced bool
 	// changed is closed (and replaced) on every change.
 	changed chan struct{}
 	// silent is the set of edges shown silent at the last tick.
@@ -92,7 +95,7 @@ func (s *Store) ReadInProcess(r LocalReader) {
 // NewStore returns an empty store.
 func NewStore() *Store {
 	return &Store{edges: map[string]edgeRecord{}, placements: map[string]Placement{}, slices: map[string][]Destination{},
-		spaces: map[string]SpaceRow{}, copies: map[storedKey]storedRecord{}, copyIndex: copyIndex{}, copyInformers: map[schema.GroupResource]bool{},
+		spaces: map[string]SpaceRow{}, copies: map[storedKey]storedRecord{}, copyIndex: copyIndex{}, copyReaders: map[schema.GroupResource]*copiesOf{},
 		changed: make(chan struct{}), silent: map[string]bool{}}
 }
 
@@ -177,37 +180,17 @@ func (s *Store) listWatch(dyn dynamic.Interface, gvr schema.GroupVersionResource
 }
 
 func (s *Store) run(ctx context.Context, dyn dynamic.Interface, tick time.Duration) {
-	// Copies: one informer per resource that a SyncerConfig names, of the
-	// objects labelled as the translator's copies, in every space.
+	// Copies: read as SyncerConfigs name their resources (setSyncerConfig).
 	s.mu.Lock()
-	s.startCopies = func(gvr schema.GroupVersionResource) {
-		store := &copyStore{ctx: ctx, s: s, gr: gvr.GroupResource()}
-		selector := edgev2alpha1.PlacementCopyLabel + "=true"
-		var lw cache.ListerWatcher = s.listWatch(dyn, gvr, spaces.Wildcard, selector)
-		if s.local != nil {
-			var local cache.ListerWatcher
-			var ok bool
-			if cr, converts := s.local.(convertingReader); converts {
-				local, ok = cr.ListerWatcherConverting(gvr, spaces.Wildcard, selector, slimTyped)
-			} else {
-				local, ok = s.local.ListerWatcher(gvr, spaces.Wildcard, selector)
-			}
-			if ok {
-				lw = local
-			}
-		}
-		r := cache.NewReflectorWithOptions(slimLists(lw),
-			&unstructured.Unstructured{}, store, cache.ReflectorOptions{Name: "dashboard copies of " + gvr.String()})
-		go r.RunWithContext(ctx)
-		klog.FromContext(ctx).V(2).Info("dashboard watches copies", "resource", gvr.String())
-	}
+	s.runCtx, s.dyn = ctx, dyn
+	s.rereadAll()
 	s.mu.Unlock()
 	stores := []*recordStore{
 		s.inform(ctx, dyn, SyncTargetsGVR, spaces.Wildcard, s.setEdge, s.deleteEdge),
 		s.inform(ctx, dyn, PlacementsGVR, spaces.Wildcard, s.setPlacement, s.deletePlacement),
 		s.inform(ctx, dyn, SlicesGVR, spaces.Wildcard, s.setSlice, s.deleteSlice),
 		s.inform(ctx, dyn, SpacesGVR, spaces.Root, s.setSpace, s.deleteSpace),
-		s.inform(ctx, dyn, SyncerConfigsGVR, spaces.Wildcard, s.setSyncerConfig, func(string, *unstructured.Unstructured) {}),
+		s.inform(ctx, dyn, SyncerConfigsGVR, spaces.Wildcard, s.setSyncerConfig, s.deleteSyncerConfig),
 	}
 	go func() {
 		if !cache.WaitForCacheSync(ctx.Done(), func() bool {
@@ -306,22 +289,36 @@ func (s *Store) setSpace(_ string, u *unstructured.Unstructured) bool {
 }
 func (s *Store) deleteSpace(_ string, u *unstructured.Unstructured) { delete(s.spaces, u.GetName()) }
 
-// setSyncerConfig starts watching the copies of each resource a mailbox's
-// SyncerConfig names, once. Nothing shown changes with it.
-func (s *Store) setSyncerConfig(_ string, u *unstructured.Unstructured) bool {
+// setSyncerConfig has the copies of each resource a mailbox's
+// SyncerConfig names read, and those of the resources it no longer names
+// not. Nothing shown changes with it.
+func (s *Store) setSyncerConfig(mailbox string, u *unstructured.Unstructured) bool {
 	cfg, ok := convert[edgev2alpha1.SyncerConfig](u)
-	if !ok || s.startCopies == nil {
+	if !ok || s.runCtx == nil {
 		return false
 	}
+	named := map[schema.GroupResource]bool{}
 	for _, r := range cfg.Spec.Resources {
 		gvr, ok := copyResource(r)
-		if !ok || s.copyInformers[gvr.GroupResource()] {
+		if !ok || named[gvr.GroupResource()] {
 			continue
 		}
-		s.copyInformers[gvr.GroupResource()] = true
-		s.startCopies(gvr)
+		named[gvr.GroupResource()] = true
+		s.readCopies(gvr, mailbox)
+	}
+	for gr := range s.copyReaders {
+		if !named[gr] {
+			s.unreadCopies(gr, mailbox)
+		}
 	}
 	return false
+}
+
+// deleteSyncerConfig stops reading the copies of its mailbox.
+func (s *Store) deleteSyncerConfig(mailbox string, _ *unstructured.Unstructured) {
+	for gr := range s.copyReaders {
+		s.unreadCopies(gr, mailbox)
+	}
 }
 
 // setCopy records a copy; only what the views show counts as a change (the
@@ -374,6 +371,9 @@ func (s *Store) tickSilence(ctx context.Context, tick time.Duration) {
 			return
 		case now := <-t.C:
 			s.checkSilence(now)
+			s.mu.Lock()
+			s.rereadPending()
+			s.mu.Unlock()
 		}
 	}
 }

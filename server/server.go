@@ -62,6 +62,8 @@ type Server struct {
 	ext     *apiextensionsapiserver.CustomResourceDefinitions
 	onReady func()
 	tunnels *tunnel.Server
+	// dashboard is what the dashboard shows.
+	dashboard *dashboard.Store
 	// plain listens for --http-address, if set.
 	plain net.Listener
 }
@@ -177,6 +179,7 @@ func (s *Server) serveDashboard(ctx context.Context) error {
 	c := s.cfg
 	store := dashboard.NewStore()
 	store.ReadInProcess(c.copies)
+	s.dashboard = store
 	dash, err := dashboard.NewHandler(ctx, dashboard.Options{Store: store, Sessions: dashboard.NewSessions(time.Now),
 		Authorizer: c.core.Authorization.Authorizer, Loopback: s.core.LoopbackClientConfig, VisibleSpaces: c.users.VisibleSpaces})
 	if err != nil {
@@ -570,6 +573,11 @@ func (s *Server) startSpaces(hookCtx genericapiserver.PostStartHookContext) erro
 			return err
 		}
 		crdIndexer = spaceCRDs.indexer
+		// The dashboard reads the mailboxes' copies of each space's own
+		// custom resources by definition, for the server's life.
+		if err := s.dashboard.ReadByDefinition(controllerDefinitions{spaceCRDs.forTerm()}); err != nil {
+			return err
+		}
 	}
 	s.cfg.crds.bySpace.Store(&crdIndexer)
 	crdLister := crds.Lister()

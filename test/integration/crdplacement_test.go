@@ -118,6 +118,11 @@ func TestPlacementCRDsPerSpace(t *testing.T) {
 		require.NoError(t, c.Get(in(mb), client.ObjectKey{Name: edgev2alpha1.SyncerConfigName}, cfg))
 		require.Equal(t, []string{"widgets.example.com"}, cfg.Spec.CRDs)
 	}
+	// The dashboard shows each placement's copies, widgets included: it
+	// reads each mailbox's by its definition.
+	browser := openDashboard(t, s)
+	waitDashboardCopies(t, s, browser, "wds1", "pa", "edge2", mb2)
+	waitDashboardCopies(t, s, browser, "wds2", "pb", "edge1", mb1)
 
 	// Upsync: edge1's syncer writes a widget of wds2's definition (a
 	// color) into its mailbox; it reaches wds2 with its color.
@@ -183,6 +188,7 @@ func TestPlacementCRDsPerSpace(t *testing.T) {
 	require.NoError(t, c.Delete(in("wds1"), &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "pa"}}))
 	mailboxCRD(mb2, "wds2", defOf["wds2"])
 	waitWidgets(t, s, mb2, "wds2/b1")
+	waitDashboardCopies(t, s, browser, "wds2", "pb", "edge2", mb2)
 	eventually(t, 30*time.Second, func() (bool, error) {
 		ep := &edgev2alpha1.EdgePlacement{}
 		err := c.Get(in("wds2"), client.ObjectKey{Name: "pb"}, ep)
