@@ -150,18 +150,20 @@ func PKIDir(dataDir string) string { return filepath.Join(dataDir, "pki") }
 // authentication, authorization, fairness, storage, the handler chain,
 // the APIs, admission, then the apiextensions server for CRDs.
 func NewConfig(ctx context.Context, o *CompletedOptions) (_ *Config, err error) {
-	c := &Config{Options: o, spaces: &spaceLookup{}, crds: &crdIndex{perSpace: o.CRDsPerSpace}, syncerConfigs: &syncerConfigCache{}, objects: &objectCounter{}, garbage: garbagecollector.New()}
-	if o.CRDsPerSpace {
-		c.garbage.ReadByDefinition()
-	}
+	c := &Config{Options: o, spaces: &spaceLookup{}, crds: &crdIndex{}, syncerConfigs: &syncerConfigCache{}, objects: &objectCounter{}, garbage: garbagecollector.New()}
 	c.quotas = newSpaceQuotas(o.SpaceLimits, c.spaces, c.crds)
 	defer func() {
 		if err != nil {
 			c.release()
 		}
 	}()
+	// The datastore may decide how CRDs are stored (layOutCRDs).
 	if err := c.openDataDir(ctx); err != nil {
 		return nil, err
+	}
+	c.crds.perSpace = o.CRDsPerSpace
+	if o.CRDsPerSpace {
+		c.garbage.ReadByDefinition()
 	}
 	certFile, keyFile, err := c.ensureIdentity()
 	if err != nil {
@@ -246,9 +248,14 @@ func (c *Config) openDataDir(ctx context.Context) error {
 }
 
 // layOutCRDs has the CRDs stored as the server serves them, before it
-// serves anything: with --crds-per-space, the CRDs stored once for every
-// space they were bound to are split into one per space; without it, a
-// datastore that holds CRDs per space is refused.
+// serves anything: with --crds-per-space (the default), the CRDs stored
+// once for every space they were bound to (by an earlier release, or with
+// =false) are split into one per space; with =false, a datastore that
+// holds CRDs per space is refused. The split needs every other server of
+// the cluster stopped: asked for on the command line, it waits for that
+// (the start is refused until then); by default, a datastore other
+// servers still use keeps its CRDs bound, so that a rolling upgrade goes
+// on, and the first start with the cluster stopped splits them.
 func layOutCRDs(ctx context.Context, ds *storage.Datastore, o *CompletedOptions) error {
 	cli, err := ds.Client(ctx, 30*time.Second)
 	if err != nil {
@@ -261,21 +268,26 @@ func layOutCRDs(ctx context.Context, ds *storage.Datastore, o *CompletedOptions)
 	}
 	if !o.CRDsPerSpace {
 		if perSpace {
-			return fmt.Errorf("the datastore holds CRDs stored per space, by a server started with --%s: start with it again", CRDsPerSpaceFlag)
+			return fmt.Errorf("the datastore holds CRDs stored per space (a server of this cluster split them): start without --%s=false", CRDsPerSpaceFlag)
 		}
 		return nil
 	}
 	if !once {
 		return nil
 	}
-	// A server still running without the flag would serve the CRDs it no
+	// A server still running with CRDs bound would serve the CRDs it no
 	// longer sees as gone, and its controllers purge their instances.
 	others, err := liveServers(ctx, cli, o.SelfURL(), time.Now())
 	if err != nil {
 		return err
 	}
 	if len(others) > 0 {
-		return fmt.Errorf("storing CRDs per space (--%s) needs every server of the cluster stopped, and %s still runs on this datastore: stop it, then start each server with the flag",
+		if o.CRDLayoutFromDatastore && !perSpace {
+			klog.FromContext(ctx).Info("start-up: the datastore holds CRDs bound to spaces (one definition to a name), and other servers use it: they stay bound; the first start with every server stopped makes each space's CRDs its own (docs/guides/upgrade.md)", "servers", others)
+			o.CRDsPerSpace = false
+			return nil
+		}
+		return fmt.Errorf("storing CRDs per space (--%s) needs every server of the cluster stopped, and %s still runs on this datastore: stop it, then start each server again",
 			CRDsPerSpaceFlag, strings.Join(others, ", "))
 	}
 	split, err := storage.SplitBoundCRDs(ctx, cli)

@@ -57,8 +57,15 @@ type Options struct {
 	// kube-apiserver's --watch-cache does.
 	WatchCache bool
 	// CRDsPerSpace stores and serves each space's CRDs as its own
-	// (alpha: docs/design/crds.md).
+	// (docs/design/crds.md); off, CRDs are bound to the spaces that
+	// create them, one definition to a name.
 	CRDsPerSpace bool
+	// CRDLayoutFromDatastore, when CRDsPerSpace was not asked for on the
+	// command line, keeps a datastore's CRDs bound to spaces if it holds
+	// them so (an earlier release's) while other servers use it: the
+	// split into CRDs per space waits for a start with the cluster
+	// stopped, rather than refuse the start of a rolling upgrade.
+	CRDLayoutFromDatastore bool
 	// MailboxObjectLimit bounds the objects of one resource a syncer may
 	// create in its mailbox (upsynced objects and their namespaces), once
 	// the mailbox holds that many; 0 turns the bound off.
@@ -153,7 +160,7 @@ func defaultMaxRequestsInFlight() (reads, writes int) {
 func NewOptions() *Options {
 	reads, writes := defaultMaxRequestsInFlight()
 	return &Options{DataDir: DefaultDataDir(), BindAddress: "0.0.0.0", Port: 6443,
-		MaxRequestsInFlight: reads, MaxMutatingRequestsInFlight: writes, WatchCache: true, MailboxObjectLimit: DefaultMailboxObjectLimit, SpacesPerUser: DefaultSpacesPerUser,
+		MaxRequestsInFlight: reads, MaxMutatingRequestsInFlight: writes, WatchCache: true, CRDsPerSpace: true, CRDLayoutFromDatastore: true, MailboxObjectLimit: DefaultMailboxObjectLimit, SpacesPerUser: DefaultSpacesPerUser,
 		SpaceObjectLimit: quota.DefaultLimits.Objects, SpaceByteLimit: resource.NewQuantity(quota.DefaultLimits.Bytes, resource.BinarySI).String(),
 		SpaceWatchLimit: quota.DefaultLimits.Watches, SpaceMailboxObjectLimit: quota.DefaultLimits.MailboxObjects, SpaceSyncTargetLimit: quota.DefaultLimits.SyncTargets,
 		SpaceMailboxByteLimit: resource.NewQuantity(quota.DefaultLimits.MailboxBytes, resource.BinarySI).String()}
@@ -176,7 +183,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DatastoreKeyFile, "datastore-keyfile", o.DatastoreKeyFile, "Client key file for the datastore (with --datastore-certfile).")
 	fs.IntVar(&o.MaxRequestsInFlight, "max-requests-inflight", o.MaxRequestsInFlight, "With --max-mutating-requests-inflight, the requests the server runs at once (default: 2 per core for this flag, 1 per core for the other), which API Priority and Fairness shares out among its priority levels (FlowSchemas and PriorityLevelConfigurations in the root space); more wait in its queues, fairly between spaces. The admin and the server's own controllers are exempt.")
 	fs.BoolVar(&o.WatchCache, "watch-cache", o.WatchCache, "Serve lists and watches in spaces from a watch cache in memory, as kube-apiserver does: a list of 2,000 objects is several times faster than from the datastore. Mailbox spaces and the wildcard space are always served from the datastore. --watch-cache=false saves the memory of every object outside the mailboxes.")
-	fs.BoolVar(&o.CRDsPerSpace, CRDsPerSpaceFlag, o.CRDsPerSpace, "Alpha: store each space's CRDs as the space's own, so that spaces define any CRD name with any definition, independently (docs/design/crds.md). At the first start with it, the CRDs stored before are split into one per space that served them; a release without it does not see them after that. Placement, status, upsync and the dashboard follow.")
+	fs.BoolVar(&o.CRDsPerSpace, CRDsPerSpaceFlag, o.CRDsPerSpace, "Store each space's CRDs as the space's own, so that spaces define any CRD name with any definition, independently (docs/design/crds.md); =false binds them to the spaces that create them, one definition to a name. CRDs an earlier release stored bound are split into one per space that served them at the first start with no other server running on the datastore (given, the flag refuses to start until then; not given, the CRDs stay bound meanwhile); a server with =false refuses the datastore after that.")
 	fs.IntVar(&o.MailboxObjectLimit, strings.TrimPrefix(MailboxObjectLimitFlag, "--"), o.MailboxObjectLimit, "The most objects of one resource a mailbox space may hold for its syncer to create another (an upsynced object, or a namespace for them), as a ResourceQuota's object count: the copies the server made count too, and it refuses only the syncer. It bounds what an edge, or whoever holds its token, stores at the center. 0 turns the bound off.")
 	fs.IntVar(&o.SpacesPerUser, strings.TrimPrefix(SpacesPerUserFlag, "--"), o.SpacesPerUser, "The most spaces one user may own (create, and so be the admin of); the server's admins are not bounded. It bounds what self-service tenants cost the server. 0 turns the bound off.")
 	fs.Int64Var(&o.SpaceObjectLimit, strings.TrimPrefix(quota.ObjectLimitFlag, "--"), o.SpaceObjectLimit, "The most objects a tenant space (not root, not a mailbox) may store, of every resource together, where no SpaceQuota in the root space sets it; a user's create past it is refused (403). The server, its admins and syncers are not bounded. 0 turns the bound off.")

@@ -136,8 +136,8 @@ type Handler struct {
 	// of the last change of CRD that moved a space to or from it (Moved):
 	// a watch of it from before then would miss what the move changed.
 	movedAt map[string]int64
-	// prepared are the definitions Prepare made, and when: kept a while
-	// by Sweep, until the CRD that asked for one says Established.
+	// prepared are the definitions Prepare made, and when: kept by Sweep
+	// until a CRD has one, or a while (preparedFor) if none comes to.
 	prepared map[string]time.Time
 }
 
@@ -537,7 +537,9 @@ func (h *Handler) Sweep(ctx context.Context) error {
 		return true
 	})
 	for id, at := range h.prepared {
-		if time.Since(at) > preparedFor {
+		// A prepared definition is kept until a CRD has it (then it is
+		// in use, for as long as one does), or a while if none comes to.
+		if inUse[id] || time.Since(at) > preparedFor {
 			delete(h.prepared, id)
 		}
 	}

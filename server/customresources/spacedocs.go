@@ -206,13 +206,20 @@ func documentOf(p string) (kind int, gv metav1.GroupVersion) {
 func (d *spaceDocuments) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	ctx := req.Context()
 	space := spaces.SpaceOrRoot(ctx)
-	if space == spaces.Root || space == spaces.Wildcard || (req.Method != http.MethodGet && req.Method != http.MethodHead) {
+	if space == spaces.Root || space == spaces.Wildcard {
 		d.next.ServeHTTP(w, req)
 		return
 	}
 	kind, gv := documentOf(req.URL.Path)
 	if kind == notADocument {
 		d.next.ServeHTTP(w, req)
+		return
+	}
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		// The upstream handlers answer any method with the server's
+		// document: a space's is read with GET (or HEAD) alone, as the
+		// bound layout's filter has it (spaces.WithCRDBindings).
+		answerStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "discovery"}, strings.ToLower(req.Method)))
 		return
 	}
 	crds, known := d.crds.Own(space)

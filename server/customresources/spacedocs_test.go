@@ -469,11 +469,15 @@ func TestSpaceDocumentsPassThrough(t *testing.T) {
 		"/openapi/v3/apis/root.example.org/v1", "/apis/example.com/v2", "/openapi/v3/apis/example.com/v2", "/api/v1", "/version"} {
 		same("/spaces/team-a", path, "application/json")
 	}
-	// Not a GET.
-	want := serve(served, http.MethodPost, "/apis", "application/json")
-	got := serve(h, http.MethodPost, "/spaces/team-a/apis", "application/json")
-	require.Equal(t, want.Code, got.Code)
-	require.Equal(t, want.Body.String(), got.Body.String())
+	// Not a GET: in a space, refused whether it defines anything or
+	// not; the root's and the wildcard's pass.
+	for _, space := range []string{"team-a", "team-c"} {
+		for _, path := range []string{"/apis", "/apis/apps", "/openapi/v2", "/openapi/v3"} {
+			require.Equal(t, http.StatusMethodNotAllowed, serve(h, http.MethodPost, "/spaces/"+space+path, "application/json").Code, "POST %s in %s", path, space)
+		}
+	}
+	require.Equal(t, http.StatusOK, serve(h, http.MethodPost, "/spaces/"+spaces.Root+"/apis", "application/json").Code)
+	require.Equal(t, http.StatusOK, serve(h, http.MethodPost, "/apis", "application/json").Code)
 
 	rec := serve(h, http.MethodGet, "/spaces/team-u/apis", aggregatedJSON)
 	require.Equal(t, http.StatusServiceUnavailable, rec.Code, "a space whose CRDs are not known yet")

@@ -54,7 +54,7 @@ func crdsBench(ctx context.Context, bin string, o crdOptions, progress func(stri
 	layouts := []struct {
 		name string
 		args []string
-	}{{"bound", nil}, {"per space", []string{"--crds-per-space"}}}
+	}{{"bound", []string{"--crds-per-space=false"}}, {"per space", []string{"--crds-per-space"}}}
 	figures := make([]layoutFigures, len(layouts))
 	var rows []row
 	for i, l := range layouts {

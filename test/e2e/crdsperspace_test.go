@@ -27,7 +27,7 @@ import (
 func TestCRDsPerSpaceSplitWaitsForEveryServer(t *testing.T) {
 	e := harness.StartEtcd(t)
 	args := append(e.ServerArgs(), "--token", "cluster-secret")
-	a := harness.StartBinary(t, "", args...)
+	a := harness.StartBinary(t, "", append([]string{"--crds-per-space=false"}, args...)...)
 	crd := filepath.Join(harness.RepoRoot(), "test", "manifests", "crds", "backups.yaml")
 	in := func(p *harness.Process, space string, kubectlArgs ...string) []string {
 		return append(kubectlArgs, "--server", p.BaseURL()+"/spaces/"+space)
@@ -43,12 +43,15 @@ func TestCRDsPerSpaceSplitWaitsForEveryServer(t *testing.T) {
 
 	// b, with the flag, while a runs: refused, naming a.
 	bDir, bPort := t.TempDir(), harness.FreePort(t)
-	startB := func() (output string, refused bool) {
+	startB := func(flags ...string) (output string, refused bool) {
 		t.Helper()
+		if flags == nil {
+			flags = []string{"--crds-per-space"}
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, harness.Binary(t), append([]string{"server", "start", "--data-dir", bDir, "--bind-address", "127.0.0.1",
-			"--port", strconv.Itoa(bPort), "--crds-per-space"}, args...)...)
+		cmd := exec.CommandContext(ctx, harness.Binary(t), append(append([]string{"server", "start", "--data-dir", bDir, "--bind-address", "127.0.0.1",
+			"--port", strconv.Itoa(bPort)}, flags...), args...)...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		require.NoError(t, cmd.Start())
@@ -70,6 +73,11 @@ func TestCRDsPerSpaceSplitWaitsForEveryServer(t *testing.T) {
 	require.True(t, refused, "b split the CRDs while a ran without the flag:\n%s", out)
 	require.Contains(t, out, "still runs on this datastore")
 	require.Contains(t, out, strconv.Itoa(a.Port), "the refusal names the server that runs")
+	// Without the flag given (a rolling upgrade), b starts, and the CRDs
+	// stay bound while a runs.
+	out, refused = startB([]string{}...)
+	require.False(t, refused, "b, not asked to split the CRDs, refused to start beside a:\n%s", out)
+	require.Contains(t, out, "the datastore holds CRDs bound to spaces")
 
 	// a stopped: b splits once a's Lease has run out.
 	a.Stop(t)

@@ -296,7 +296,7 @@ func (e *commandError) Error() string { return e.err.Error() + ": " + strings.Tr
 // datastore rather than misread it.
 func TestCRDsPerSpaceUpgrade(t *testing.T) {
 	dataDir := t.TempDir()
-	s := harness.StartInProcess(t, dataDir)
+	s := harness.StartInProcessWith(t, dataDir, boundCRDs)
 	ctx := context.Background()
 	for _, name := range []string{"up-a", "up-b", "up-c"} {
 		createSpace(t, s, name)
@@ -317,8 +317,9 @@ func TestCRDsPerSpaceUpgrade(t *testing.T) {
 	}
 	s.Stop()
 
-	perSpace := func(o *server.Options) { o.CRDsPerSpace = true }
-	s = harness.StartInProcessWith(t, dataDir, perSpace)
+	// The upgrade: started with the default, alone on its datastore, the
+	// server splits them.
+	s = harness.StartInProcess(t, dataDir)
 	uids := map[string]string{}
 	for _, space := range []string{"up-a", "up-b"} {
 		crd := established(t, s, space, "widgets.example.com")
@@ -344,6 +345,7 @@ func TestCRDsPerSpaceUpgrade(t *testing.T) {
 
 	// Without the flag, the datastore is refused, with what to do.
 	opts := server.NewOptions()
+	boundCRDs(opts)
 	opts.DataDir, opts.BindAddress, opts.Port = dataDir, "127.0.0.1", harness.FreePort(t)
 	completed, err := opts.Complete()
 	require.NoError(t, err)
@@ -393,6 +395,10 @@ func TestCRDsPerSpaceTellNothingOfOtherSpaces(t *testing.T) {
 			"/openapi/v3":         ask("GET", "/openapi/v3", jsonType, ""),
 			"/apis/example.com":   ask("GET", "/apis/example.com", jsonType, ""),
 			"/apis/example.com/v": ask("GET", "/apis/example.com/v1", jsonType, ""),
+			// The upstream handlers answer any method: a space's
+			// documents are read with GET alone.
+			"POST /openapi/v2":       ask("POST", "/openapi/v2", jsonType, "{}"),
+			"POST /apis/example.com": ask("POST", "/apis/example.com", jsonType, "{}"),
 		}
 	}
 	// What a space can ask of a name: the CRD, its resources, its group.
@@ -409,6 +415,9 @@ func TestCRDsPerSpaceTellNothingOfOtherSpaces(t *testing.T) {
 		}
 	}
 	before := documents()
+	for _, post := range []string{"POST /openapi/v2", "POST /apis/example.com"} {
+		require.Equal(t, http.StatusMethodNotAllowed, before[post].code, "%s in a space: %s", post, before[post].body)
+	}
 
 	ext, err := apiextensionsclient.NewForConfig(s.RESTConfig(t, "owner"))
 	require.NoError(t, err)
@@ -443,10 +452,25 @@ func TestCRDsPerSpaceTellNothingOfOtherSpaces(t *testing.T) {
 			require.Equal(t, "NoConflicts", c.Reason)
 		}
 	}
-	list, err := dyn(t, s, "looker").Resource(widgetsGVR.GroupResource().WithVersion("v7")).Namespace("default").List(ctx, metav1.ListOptions{})
-	require.NoError(t, err)
+	// Served once the server's own cache has seen it Established (the
+	// status may be read through the API a moment before).
+	var list *unstructured.UnstructuredList
+	eventually(t, 10*time.Second, func() (bool, error) {
+		list, err = dyn(t, s, "looker").Resource(widgetsGVR.GroupResource().WithVersion("v7")).Namespace("default").List(ctx, metav1.ListOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	}, "the looker's widgets served")
 	require.Empty(t, list.Items, "the owner's widget is not the looker's")
 }
+
+// boundCRDs starts a server with CRDs bound to spaces, one definition to a
+// name (--crds-per-space=false).
+func boundCRDs(o *server.Options) { o.CRDsPerSpace = false }
+
+// perSpaceCRDs starts a server with each space's CRDs its own.
+func perSpaceCRDs(o *server.Options) { o.CRDsPerSpace = true }
 
 func widget(name string) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kubestellar/kubestellar/server"
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
@@ -25,9 +26,16 @@ import (
 // by definition (server/customresources), as /metrics counts them: two
 // spaces with the same CRD share one; a changed definition is another,
 // and the one no space serves any more is let go; so is a deleted CRD's.
-// Through it all the instances are served as the definition says.
+// Through it all the instances are served as the definition says. In
+// both layouts of CRDs: bound, and per space.
 func TestCustomResourcesAreServedByDefinition(t *testing.T) {
-	s := harness.StartInProcess(t, "")
+	for layout, opts := range map[string]func(*server.Options){"bound": boundCRDs, "per space": perSpaceCRDs} {
+		t.Run(layout, func(t *testing.T) { testServedByDefinition(t, opts) })
+	}
+}
+
+func testServedByDefinition(t *testing.T, layout func(*server.Options)) {
+	s := harness.StartInProcessWith(t, "", layout)
 	ctx := context.Background()
 	createSpace(t, s, "cr-a")
 	createSpace(t, s, "cr-b")
@@ -93,7 +101,7 @@ func TestCustomResourcesAreServedByDefinition(t *testing.T) {
 		return err == nil, err
 	}, "the CRD changed in cr-a once cr-b no longer shares it")
 	createWhenServed("cr-a", widget("two", "big"))
-	eventually(t, time.Minute, func() (bool, error) { return served() == before, nil }, "the old definition let go")
+	eventually(t, time.Minute, func() (bool, error) { return served() == before, nil }, "the old definition let go (%d served, %d before)", served(), before)
 
 	// A CRD being deleted keeps its definition (its instances are being
 	// deleted); once gone, it is let go.

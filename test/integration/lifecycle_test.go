@@ -41,10 +41,11 @@ import (
 // another space does not see it (nor its group in discovery) until it
 // creates the same CRD, which then shares it; a different definition under
 // the name is refused. A space's delete unbinds it there only, taking that
-// space's instances and no other's; the last one deletes it.
+// space's instances and no other's; the last one deletes it. The bound
+// layout (--crds-per-space=false); crdsperspace_test.go tests the other.
 func TestCRDsAreBoundPerSpace(t *testing.T) {
 	harness.EachWorkloadSet(t, func(t *testing.T, w harness.WorkloadSet) {
-		s := harness.StartInProcess(t, "")
+		s := harness.StartInProcessWith(t, "", boundCRDs)
 		ctx := t.Context()
 		for _, space := range []string{"one", "two", "three"} {
 			createSpace(t, s, space)

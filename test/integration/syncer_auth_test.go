@@ -234,9 +234,10 @@ func TestSyncerTokenAccess(t *testing.T) {
 	_, err = mailbox.Discovery().ServerGroups()
 	require.NoError(t, err, "discovery in the mailbox")
 
-	// CRDs are shared by every space: a syncer reads them, never writes them.
+	// A syncer reads its mailbox's CRDs (copies of its WDSs'), never
+	// writes them.
 	crds := syncerDyn(t, s, mb1, bearer1).Resource(apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions"))
-	_, err = crds.Get(ctx, "synctargets.edge.kubestellar.io", metav1.GetOptions{})
+	_, err = crds.List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 	err = crds.Delete(ctx, "synctargets.edge.kubestellar.io", metav1.DeleteOptions{})
 	require.True(t, apierrors.IsForbidden(err), "deleting a CRD from the mailbox: %v", err)

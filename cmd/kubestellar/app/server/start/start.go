@@ -54,6 +54,8 @@ func runE(cmd *cobra.Command, o *options, getenv func(string) string, _ iostream
 	notifier := sdnotify.Take()
 	warnSecretFlags(ctx, o.server)
 	o.server.FromEnv(getenv)
+	// Asked for, CRDs per space (or not) are what the datastore gets.
+	o.server.CRDLayoutFromDatastore = !cmd.Flags().Changed(server.CRDsPerSpaceFlag)
 	completed, err := o.server.Complete()
 	if err != nil {
 		return err
