@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -58,6 +59,14 @@ func (r *mailboxReconciler) bindCRDs(ctx context.Context, mailbox string, need m
 		}
 		// The WDS's CRD changed (or another WDS's is served now): the
 		// mailbox's follows, in place, so that its objects stay.
+		if r.perSpace {
+			if dropped := droppedStored(held, crd); len(dropped) > 0 {
+				if err := r.dropStored(ctx, mailbox, held, crd, dropped); err != nil {
+					return fmt.Errorf("migrating the mailbox's objects of %s off versions %v: %w", name, dropped, err)
+				}
+				continue
+			}
+		}
 		obj.SetResourceVersion(held.ResourceVersion)
 		if err := r.update(ctx, crdGVR, obj); err != nil {
 			return fmt.Errorf("updating the mailbox's CRD %s to its WDS's: %w", name, err)
@@ -138,4 +147,62 @@ func (r *mailboxReconciler) upsyncedCRDs(wds string, c edgev2alpha1.UpsyncClause
 		}
 	}
 	return out
+}
+
+// droppedStored returns the versions the mailbox's CRD has stored objects
+// in (status.storedVersions) that the WDS's no longer has: the API server
+// refuses a CRD whose stored versions it does not list.
+func droppedStored(held, crd *apiextensionsv1.CustomResourceDefinition) []string {
+	var dropped []string
+	for _, v := range held.Status.StoredVersions {
+		if !slices.ContainsFunc(crd.Spec.Versions, func(cv apiextensionsv1.CustomResourceDefinitionVersion) bool { return cv.Name == v }) {
+			dropped = append(dropped, v)
+		}
+	}
+	return dropped
+}
+
+// storageVersion is the version a CRD stores its objects in.
+func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			return v.Name
+		}
+	}
+	return ""
+}
+
+// dropStored takes a mailbox's CRD to a WDS's that dropped versions its
+// objects are stored in, as a cluster's admin would, in steps, one per
+// reconcile: first the WDS's definition with the dropped versions kept,
+// neither served nor storage (so that the mailbox stores in the WDS's
+// storage version); once the server serves that, every object of the
+// resource in the mailbox written again (stored in the new version now:
+// the copies, and what the syncer upsynced), and the CRD's status told
+// that only that version holds objects; the next reconcile, with nothing
+// dropped, writes the WDS's definition.
+func (r *mailboxReconciler) dropStored(ctx context.Context, mailbox string, held, crd *apiextensionsv1.CustomResourceDefinition, dropped []string) error {
+	interim := crd.DeepCopy()
+	interim.UID, interim.ResourceVersion = "", "" // not the WDS's, to sameDefinition
+	for _, v := range held.Spec.Versions {
+		if slices.Contains(dropped, v.Name) {
+			v.Served, v.Storage = false, false
+			interim.Spec.Versions = append(interim.Spec.Versions, v)
+		}
+	}
+	if !equality.Semantic.DeepEqual(held.Spec, interim.Spec) {
+		obj, err := crdCopy(interim, true)
+		if err != nil {
+			return err
+		}
+		obj.SetResourceVersion(held.ResourceVersion)
+		if err := r.update(ctx, crdGVR, obj); err != nil {
+			return err
+		}
+		return errRetryLater // once the server serves it
+	}
+	if id, ok := r.crdServing(mailbox, held.Name); !ok || id != spaces.DefinitionIdentity(held) {
+		return errRetryLater
+	}
+	return r.migrateStored(ctx, held, storageVersion(held))
 }

@@ -22,8 +22,19 @@ func (r *mailboxReconciler) contents(mailbox string, claims map[string][]*claim,
 			resources[namespaceResource.GroupVersionResource] = true
 		}
 	}
+	claimed := map[schema.GroupResource]bool{}
+	for gvr := range resources {
+		claimed[gvr.GroupResource()] = true
+	}
 	for _, res := range cfg.Spec.Resources {
-		resources[schema.GroupVersionResource{Group: res.Group, Version: res.Version, Resource: res.Resource}] = true
+		// A resource the placements claim is read in the version they
+		// claim it in: the SyncerConfig names the version of the last
+		// write, and a WDS that moved to another (its CRD's new preferred
+		// version) would have the mailbox's copies read twice, under two
+		// keys, and those of the old one deleted as placed no more.
+		if gvr := (schema.GroupVersionResource{Group: res.Group, Version: res.Version, Resource: res.Resource}); !claimed[gvr.GroupResource()] {
+			resources[gvr] = true
+		}
 	}
 	current := map[string]metav1.Object{}
 	for gvr := range resources {

@@ -319,7 +319,9 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 			_, ok := c.crds.ReadBy(space, name)
 			return ok
 		},
-		resolve: c.resolver.resolve,
+		crdServing:    c.crds.ReadBy,
+		migrateStored: c.migrateStored,
+		resolve:       c.resolver.resolve,
 		object: func(gvr schema.GroupVersionResource, space, namespace, name string) (*unstructured.Unstructured, bool, bool) {
 			inf := c.informerIn(gvr, space)
 			if inf == nil {
@@ -342,7 +344,7 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 			return crossspace.InSpace[*unstructured.Unstructured](inf, space), true
 		},
 		records: func(gvr schema.GroupVersionResource, space string) ([]metav1.Object, bool) {
-			inf := c.informerIn(gvr, space)
+			inf := c.informerIn(c.servedVersion(gvr, space), space)
 			if inf == nil {
 				return nil, true
 			}
@@ -575,6 +577,37 @@ func (c *Controller) informerFor(gvr schema.GroupVersionResource) *crossspace.In
 // informerIn returns the cache that holds a space's objects of a resource
 // (crossspace.SharedDynamic.ForIn); nil when the space serves no such
 // custom resource.
+// servedVersion returns gvr, or, when the space's CRD of the resource does
+// not serve gvr's version, gvr in a version it does serve: a mailbox's
+// copies are read (their records: metadata and status) while its CRD is
+// behind its WDS's, which may prefer a version the mailbox's has not
+// got yet; the translator brings the mailbox's CRD up to it.
+func (c *Controller) servedVersion(gvr schema.GroupVersionResource, space string) schema.GroupVersionResource {
+	if c.crds == nil || !c.crds.PerSpace() || gvr.Group == "" {
+		return gvr
+	}
+	crd, ok := c.crds.CRD(space, crossspace.CustomResourceName(gvr.GroupResource()))
+	if !ok {
+		return gvr
+	}
+	fallback := ""
+	for _, v := range crd.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		if v.Name == gvr.Version {
+			return gvr
+		}
+		if fallback == "" || v.Storage {
+			fallback = v.Name
+		}
+	}
+	if fallback == "" {
+		return gvr
+	}
+	return gvr.GroupResource().WithVersion(fallback)
+}
+
 func (c *Controller) informerIn(gvr schema.GroupVersionResource, space string) *crossspace.Informer {
 	return c.resources.ForIn(gvr, space)
 }

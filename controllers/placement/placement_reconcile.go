@@ -148,7 +148,14 @@ type mailboxReconciler struct {
 	// crdServed tells whether a space serves the custom resource of a CRD
 	// name now (perSpace: a mailbox's CRD just made does not yet).
 	crdServed func(space, name string) bool
-	specKeys  specKeys
+	// crdServing returns the identity of the definition (of a CRD name)
+	// a space is served by now.
+	crdServing func(space, name string) (id string, ok bool)
+	// migrateStored writes every object of a CRD's resource in the space
+	// the context names again, stored in version storage then, and has
+	// the CRD's status say that only storage holds objects.
+	migrateStored func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, storage string) error
+	specKeys      specKeys
 	// resolve maps a clause's group and resources, in a WDS, to served
 	// resources.
 	resolve func(wds string, group *string, names []string) ([]resource, error)

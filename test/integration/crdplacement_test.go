@@ -5,6 +5,7 @@ package integration
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -13,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	svmv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -231,4 +234,131 @@ func waitConflicted(t *testing.T, c client.Client, wds, placement, text string) 
 		got = meta.FindStatusCondition(ep.Status.Conditions, edgev2alpha1.EdgePlacementConflicted)
 		return got != nil && got.Status == metav1.ConditionTrue && got.Reason == edgev2alpha1.ConflictReasonDefinition && strings.Contains(got.Message, text), nil
 	}, "placement %s/%s Conflicted, %s (%q)", wds, placement, edgev2alpha1.ConflictReasonDefinition, text)
+}
+
+// TestPlacementCRDDropsAStoredVersion: with CRDs per space, a WDS's CRD
+// moves its widgets from v1 to v2 as an admin would (v2 added as the
+// storage version, the WDS's objects migrated, v1 dropped from its stored
+// versions, then from its versions). The mailbox's CRD, which stored its
+// copy, and an object the edge upsynced, in v1, follows to the end: the
+// API server refuses a CRD whose stored versions it does not list, so the
+// translator migrates the mailbox's objects first. Both stay, readable
+// in v2.
+func TestPlacementCRDDropsAStoredVersion(t *testing.T) {
+	s := harness.StartInProcessWith(t, "", perSpaceCRDs)
+	c := edgeClient(t, s)
+	ctx := context.Background()
+	createEdgeSpaces(t, s)
+	inventory(t, c, "inv1")
+	mb := mailboxOf(t, c, "inv1", "edge1")
+	require.NoError(t, c.Create(in("wds1"), widgetCRD()))
+	established(t, s, "wds1", "widgets.example.com")
+	eventually(t, 30*time.Second, func() (bool, error) {
+		_, err := dyn(t, s, "wds1").Resource(widgetsGVR).Namespace("default").Create(ctx, widget("w"), metav1.CreateOptions{})
+		return err == nil, err
+	}, "a widget in wds1")
+	require.NoError(t, c.Create(in("wds1"), &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: edgev2alpha1.EdgePlacementSpec{
+		LocationSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"region": "edge1-region"}}},
+		Upsync:            []edgev2alpha1.UpsyncClause{{APIGroup: "example.com", Resources: []string{"widgets"}, Namespaces: []string{"reports"}}},
+		Downsync: []edgev2alpha1.DownsyncClause{
+			{APIGroup: ptr.To("apiextensions.k8s.io"), Resources: []string{"customresourcedefinitions"}, ObjectNames: []string{"widgets.example.com"}},
+			{APIGroup: ptr.To("example.com"), Resources: []string{"widgets"}, Namespaces: []string{"default"}},
+		}}}))
+	waitWidgets(t, s, mb, "wds1/w")
+	// An object the edge's syncer upsyncs, in the mailbox beside the copy.
+	bearer := strings.TrimSpace(mustCLI(t, s, "token", "create", "--sync-target", "inv1/edge1"))
+	upsynced := map[string]string{edgev2alpha1.UpsyncedLabel: "true"}
+	eventually(t, 30*time.Second, func() (bool, error) {
+		err := syncerClient(t, s, "inv1", "edge1").Create(in(mb), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "reports", Labels: upsynced}})
+		return err == nil || apierrors.IsAlreadyExists(err), err
+	}, "the upsynced namespace in the mailbox")
+	syncerDyn, err := dynamic.NewForConfig(syncerConfig(t, s, mb, bearer))
+	require.NoError(t, err)
+	eventually(t, 30*time.Second, func() (bool, error) {
+		u := widget("from-edge")
+		u.SetNamespace("reports")
+		u.SetLabels(upsynced)
+		_, err := syncerDyn.Resource(widgetsGVR).Namespace("reports").Create(ctx, u, metav1.CreateOptions{})
+		return err == nil || apierrors.IsAlreadyExists(err), err
+	}, "a widget the edge upsyncs, in the mailbox")
+	copied, err := dyn(t, s, mb).Resource(widgetsGVR).Namespace("default").Get(ctx, "w", metav1.GetOptions{})
+	require.NoError(t, err)
+
+	ext := func(space string) apiextensionsclient.Interface {
+		e, err := apiextensionsclient.NewForConfig(s.RESTConfig(t, space))
+		require.NoError(t, err)
+		return e
+	}
+	wdsCRDs := ext("wds1").ApiextensionsV1().CustomResourceDefinitions()
+	change := func(what string, f func(*apiextensionsv1.CustomResourceDefinition)) {
+		t.Helper()
+		eventually(t, 30*time.Second, func() (bool, error) {
+			crd, err := wdsCRDs.Get(ctx, "widgets.example.com", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			f(crd)
+			if what == "status" {
+				_, err = wdsCRDs.UpdateStatus(ctx, crd, metav1.UpdateOptions{})
+			} else {
+				_, err = wdsCRDs.Update(ctx, crd, metav1.UpdateOptions{})
+			}
+			return err == nil, err
+		}, "wds1's CRD: %s", what)
+	}
+	change("v2 stored", func(crd *apiextensionsv1.CustomResourceDefinition) {
+		v2 := *crd.Spec.Versions[0].DeepCopy()
+		v2.Name = "v2"
+		crd.Spec.Versions[0].Storage = false
+		crd.Spec.Versions = append(crd.Spec.Versions, v2)
+	})
+	mailboxCRD := func() *apiextensionsv1.CustomResourceDefinition {
+		crd, err := ext(mb).ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "widgets.example.com", metav1.GetOptions{})
+		require.NoError(t, err)
+		return crd
+	}
+	eventually(t, time.Minute, func() (bool, error) {
+		return storedIn(mailboxCRD()) == "v2", nil
+	}, "the mailbox's CRD to store v2")
+	require.Contains(t, mailboxCRD().Status.StoredVersions, "v1", "the mailbox's objects are stored in v1")
+	// The WDS's own migration (the storage-version migrator's work), then
+	// v1 goes.
+	v2 := widgetsGVR.GroupResource().WithVersion("v2")
+	migrations := kube(t, s, "wds1").StoragemigrationV1().StorageVersionMigrations()
+	_, err = migrations.Create(ctx, &svmv1.StorageVersionMigration{ObjectMeta: metav1.ObjectMeta{Name: "widgets"},
+		Spec: svmv1.StorageVersionMigrationSpec{Resource: metav1.GroupResource{Group: "example.com", Resource: "widgets"}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	eventually(t, time.Minute, func() (bool, error) {
+		m, err := migrations.Get(ctx, "widgets", metav1.GetOptions{})
+		return err == nil && meta.IsStatusConditionTrue(m.Status.Conditions, string(svmv1.MigrationSucceeded)), err
+	}, "wds1's migration of widgets")
+	change("status", func(crd *apiextensionsv1.CustomResourceDefinition) { crd.Status.StoredVersions = []string{"v2"} })
+	change("v1 dropped", func(crd *apiextensionsv1.CustomResourceDefinition) { crd.Spec.Versions = crd.Spec.Versions[1:] })
+
+	eventually(t, time.Minute, func() (bool, error) {
+		crd := mailboxCRD()
+		return len(crd.Spec.Versions) == 1 && crd.Spec.Versions[0].Name == "v2" && slices.Equal(crd.Status.StoredVersions, []string{"v2"}), nil
+	}, "the mailbox's CRD to be the WDS's, v2 alone (it is %v, stored %v)", versionsOf(mailboxCRD()), mailboxCRD().Status.StoredVersions)
+	got, err := dyn(t, s, mb).Resource(v2).Namespace("default").Get(ctx, "w", metav1.GetOptions{})
+	require.NoError(t, err, "the copy in the mailbox, in v2")
+	require.Equal(t, copied.GetUID(), got.GetUID(), "the copy stays")
+	_, err = dyn(t, s, mb).Resource(v2).Namespace("reports").Get(ctx, "from-edge", metav1.GetOptions{})
+	require.NoError(t, err, "the upsynced widget in the mailbox, in v2")
+}
+
+func storedIn(crd *apiextensionsv1.CustomResourceDefinition) string {
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			return v.Name
+		}
+	}
+	return ""
+}
+
+func versionsOf(crd *apiextensionsv1.CustomResourceDefinition) []string {
+	var out []string
+	for _, v := range crd.Spec.Versions {
+		out = append(out, v.Name)
+	}
+	return out
 }
