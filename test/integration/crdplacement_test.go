@@ -5,6 +5,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"sort"
 	"strings"
@@ -74,6 +75,11 @@ func TestPlacementCRDsPerSpace(t *testing.T) {
 	}
 	// Built-in resources go along, from every group.
 	require.NoError(t, c.Create(in("wds1"), webDeployment("special", "web")))
+	// Status comes back by each WDS's definition too: a collector of
+	// wds2's reads the copies of its widgets in the mailboxes.
+	require.NoError(t, c.Create(in("wds2"), &edgev2alpha1.StatusCollector{ObjectMeta: metav1.ObjectMeta{Name: "where"}, Spec: edgev2alpha1.StatusCollectorSpec{Limit: 10,
+		Select: []edgev2alpha1.NamedExpression{{Name: "cluster", Def: "inventory.name"}}}}))
+	collectors := map[string][]string{"wds2": {"where"}}
 	place := func(space, name string, locations map[string]string) {
 		require.NoError(t, c.Create(in(space), &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: edgev2alpha1.EdgePlacementSpec{
 			LocationSelectors: []metav1.LabelSelector{{MatchLabels: locations}},
@@ -81,7 +87,7 @@ func TestPlacementCRDsPerSpace(t *testing.T) {
 			Upsync: []edgev2alpha1.UpsyncClause{{APIGroup: "example.com", Resources: []string{"widgets"}, Namespaces: []string{"reports"}}},
 			Downsync: []edgev2alpha1.DownsyncClause{
 				{APIGroup: ptr.To("apiextensions.k8s.io"), Resources: []string{"customresourcedefinitions"}, ObjectNames: []string{"widgets.example.com"}},
-				{APIGroup: ptr.To("example.com"), Resources: []string{"widgets"}, Namespaces: []string{"special"}},
+				{APIGroup: ptr.To("example.com"), Resources: []string{"widgets"}, Namespaces: []string{"special"}, StatusCollectors: collectors[space]},
 				{APIGroup: ptr.To("apps"), Resources: []string{"deployments"}, Namespaces: []string{"special"}},
 			}}}))
 	}
@@ -121,6 +127,23 @@ func TestPlacementCRDsPerSpace(t *testing.T) {
 		require.NoError(t, c.Get(in(mb), client.ObjectKey{Name: edgev2alpha1.SyncerConfigName}, cfg))
 		require.Equal(t, []string{"widgets.example.com"}, cfg.Spec.CRDs)
 	}
+	eventually(t, time.Minute, func() (bool, error) {
+		list := &edgev2alpha1.CombinedStatusList{}
+		if err := c.List(in("wds2"), list, client.InNamespace("special")); err != nil {
+			return false, err
+		}
+		for _, cs := range list.Items {
+			for _, r := range cs.Results {
+				if r.Name != "where" || len(r.Rows) != 1 {
+					continue
+				}
+				if row, err := json.Marshal(r.Rows[0].Columns); err == nil && string(row) == `["edge1"]` {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	}, "wds2's CombinedStatus of b1, read from edge1's mailbox by wds2's definition")
 	// The dashboard shows each placement's copies, widgets included: it
 	// reads each mailbox's by its definition.
 	browser := openDashboard(t, s)
