@@ -116,7 +116,7 @@ func New(root *rest.Config, local InProcess) (*Workloads, error) {
 	if local.Writer != nil {
 		w.Translator.WriteInProcess(local.Writer)
 	}
-	if w.Status, err = status.New(clients, resources); err != nil {
+	if w.Status, err = status.New(clients, resources, defs); err != nil {
 		return nil, err
 	}
 	w.Scheduler, w.Mailbox, w.Upsync = scheduler.New(clients), mailbox.New(clients), upsync.New(clients, defs)

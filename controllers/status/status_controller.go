@@ -104,7 +104,7 @@ const copyReportSpacing = time.Second
 
 // New returns the controller; resources are the caches of workload objects
 // and copies it shares.
-func New(clients *crossspace.Clients, resources *crossspace.SharedDynamic) (*Controller, error) {
+func New(clients *crossspace.Clients, resources *crossspace.SharedDynamic, defs crossspace.Definitions) (*Controller, error) {
 	comp, err := statuscel.NewCompiler()
 	if err != nil {
 		return nil, err
@@ -153,6 +153,18 @@ func New(clients *crossspace.Clients, resources *crossspace.SharedDynamic) (*Con
 			}
 		}
 	}))
+	if defs != nil && defs.PerSpace() {
+		// A mailbox's copies of a space's own custom resource are read
+		// by its CRD's definition, which the mailbox may serve only a
+		// moment after its SyncerConfig names the resource: its CRD's
+		// events have them read then.
+		if _, err := defs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.readMailboxOf,
+			UpdateFunc: func(_, obj any) { c.readMailboxOf(obj) },
+		}); err != nil {
+			return nil, err
+		}
+	}
 	c.collectors = clients.Typed(&edgev2alpha1.StatusCollectorList{}, &edgev2alpha1.StatusCollector{}, crossspace.Enqueue(func(obj any) {
 		if key, err := spaces.KeyFunc(obj); err == nil {
 			c.collectorsQ.Add(key)
@@ -290,6 +302,23 @@ func (c *Controller) placedCopies(gvr schema.GroupVersionResource, raw []any) []
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].mailbox < out[j].mailbox })
 	return out
+}
+
+// readMailboxOf has the copies read of the resources the SyncerConfig of
+// a CRD's space (a mailbox's) names.
+func (c *Controller) readMailboxOf(obj any) {
+	m, ok := obj.(metav1.Object)
+	if !ok || c.syncerConfigs == nil {
+		return
+	}
+	space := crossspace.SpaceOf(m)
+	cfg, ok := crossspace.Get[*edgev2alpha1.SyncerConfig](c.syncerConfigs, space, "", edgev2alpha1.SyncerConfigName)
+	if !ok {
+		return
+	}
+	for _, r := range cfg.Spec.Resources {
+		c.informerIn(schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}, space)
+	}
 }
 
 // informerIn returns the cache that holds a space's objects of a resource
