@@ -205,11 +205,11 @@ type keptSpacesKey struct{}
 // leave out the objects and events of the spaces keep refuses, read from
 // each key, before any of them is decoded. Only for a list or watch of a
 // whole resource: the space is the first segment of a key after the
-// list's or watch's prefix. The embedded datastore's in-process client
-// honours it (see server/storage); a left-out event that ends a batch
-// arrives as a progress notification at its revision, which the API
-// server's storage turns into a bookmark. Other clients ignore it, and
-// Source filters after decoding as well.
+// list's or watch's prefix. The datastore clients of server/storage
+// honour it (the embedded datastore's in-process client, and those it
+// makes for an etcd cluster); a left-out event that ends a batch arrives
+// as a progress notification at its revision, which the API server's
+// storage turns into a bookmark. Source filters after decoding as well.
 func WithKeptSpaces(ctx context.Context, keep func(space string) bool) context.Context {
 	return context.WithValue(ctx, keptSpacesKey{}, keep)
 }
