@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -162,16 +163,6 @@ func droppedStored(held, crd *apiextensionsv1.CustomResourceDefinition) []string
 	return dropped
 }
 
-// storageVersion is the version a CRD stores its objects in.
-func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
-	for _, v := range crd.Spec.Versions {
-		if v.Storage {
-			return v.Name
-		}
-	}
-	return ""
-}
-
 // dropStored takes a mailbox's CRD to a WDS's that dropped versions its
 // objects are stored in, as a cluster's admin would, in steps, one per
 // reconcile: first the WDS's definition with the dropped versions kept,
@@ -183,7 +174,6 @@ func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
 // dropped, writes the WDS's definition.
 func (r *mailboxReconciler) dropStored(ctx context.Context, mailbox string, held, crd *apiextensionsv1.CustomResourceDefinition, dropped []string) error {
 	interim := crd.DeepCopy()
-	interim.UID, interim.ResourceVersion = "", "" // not the WDS's, to sameDefinition
 	for _, v := range held.Spec.Versions {
 		if slices.Contains(dropped, v.Name) {
 			v.Served, v.Storage = false, false
@@ -204,5 +194,9 @@ func (r *mailboxReconciler) dropStored(ctx context.Context, mailbox string, held
 	if id, ok := r.crdServing(mailbox, held.Name); !ok || id != spaces.DefinitionIdentity(held) {
 		return errRetryLater
 	}
-	return r.migrateStored(ctx, held, storageVersion(held))
+	storage, err := apiextensionshelpers.GetCRDStorageVersion(held)
+	if err != nil {
+		return err
+	}
+	return r.migrateStored(ctx, held, storage)
 }

@@ -24,9 +24,6 @@ import (
 // object written or deleted in between is stored in it already, or gone.
 // Then the CRD's status says that only that version holds objects.
 func (c *Controller) migrateStored(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition, storage string) error {
-	if storage == "" {
-		return fmt.Errorf("CRD %s has no storage version", crd.Name)
-	}
 	res := c.clients.Dynamic.Resource(schema.GroupVersionResource{Group: crd.Spec.Group, Version: storage, Resource: crd.Spec.Names.Plural})
 	apiVersion := crd.Spec.Group + "/" + storage
 	opts := metav1.ListOptions{Limit: 500}
