@@ -16,7 +16,7 @@ import (
 const (
 	// ContentHashAnnotation holds the hash of what the translator last
 	// wrote, so unchanged copies are not written again.
-	ContentHashAnnotation = "edge.kubestellar.io/content-hash"
+	ContentHashAnnotation = edgev2alpha1.ContentHashAnnotation
 	lastApplied           = "kubectl.kubernetes.io/last-applied-configuration"
 )
 

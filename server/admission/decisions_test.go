@@ -108,6 +108,23 @@ func stStatus(extra map[string]any) map[string]any {
 	return s
 }
 
+// syncerConfig is a mailbox's SyncerConfig with one rollout record, of
+// placement wds1/p, and the syncer's reports (nil: none).
+func syncerConfig(reports []any) *unstructured.Unstructured {
+	status := map[string]any{"reportsRollouts": true}
+	if reports != nil {
+		status["rollouts"] = reports
+	}
+	return obj("edge.kubestellar.io/v2alpha1", "SyncerConfig", "", edgev2alpha1.SyncerConfigName, nil, nil, map[string]any{
+		"spec":   map[string]any{"rollouts": []any{map[string]any{"placement": "wds1/p", "revision": "r1", "digest": "d1"}}},
+		"status": status,
+	})
+}
+
+func report(placement, message string) map[string]any {
+	return map[string]any{"placement": placement, "revision": "r1", "digest": "d1", "applied": true, "message": message}
+}
+
 // TestDecisions is the table of what each identity may do in each type of
 // space: the authorizer's decision and, for writes it allows, admission's.
 func TestDecisions(t *testing.T) {
@@ -203,6 +220,27 @@ func TestDecisions(t *testing.T) {
 				u.SetAnnotations(map[string]string{edgev2alpha1.SourceSpaceAnnotation: wds,
 					edgev2alpha1.AppliedAnnotation: `{"revision":"r1","healthy":false,"message":"` + strings.Repeat("x", edgev2alpha1.MaxAppliedLength) + `"}`})
 			}), want: denyAdmitted},
+		// A syncer's rollout reports, in its SyncerConfig's status.
+		{name: "syncer reports a rollout", who: syncerA, space: mbA, verb: "update", gvr: edge("syncerconfigs"), sub: "status", objName: edgev2alpha1.SyncerConfigName,
+			old: syncerConfig(nil), obj: syncerConfig([]any{report("wds1/p", "")}), want: allow},
+		{name: "syncer reports on a placement not recorded", who: syncerA, space: mbA, verb: "update", gvr: edge("syncerconfigs"), sub: "status", objName: edgev2alpha1.SyncerConfigName,
+			old: syncerConfig(nil), obj: syncerConfig([]any{report("wds1/other", "")}), want: denyAdmitted},
+		{name: "syncer reports on a placement twice", who: syncerA, space: mbA, verb: "update", gvr: edge("syncerconfigs"), sub: "status", objName: edgev2alpha1.SyncerConfigName,
+			old: syncerConfig(nil), obj: syncerConfig([]any{report("wds1/p", ""), report("wds1/p", "")}), want: denyAdmitted},
+		{name: "syncer reports a rollout at length", who: syncerA, space: mbA, verb: "update", gvr: edge("syncerconfigs"), sub: "status", objName: edgev2alpha1.SyncerConfigName,
+			old: syncerConfig(nil), obj: syncerConfig([]any{report("wds1/p", strings.Repeat("x", edgev2alpha1.MaxRolloutReportMessage))}), want: allow},
+		{name: "syncer reports a rollout at more length", who: syncerA, space: mbA, verb: "update", gvr: edge("syncerconfigs"), sub: "status", objName: edgev2alpha1.SyncerConfigName,
+			old: syncerConfig(nil), obj: syncerConfig([]any{report("wds1/p", strings.Repeat("x", edgev2alpha1.MaxRolloutReportMessage+1))}), want: denyAdmitted},
+		{name: "syncer rewrites its SyncerConfig's records", who: syncerA, space: mbA, verb: "update", gvr: edge("syncerconfigs"), sub: "status", objName: edgev2alpha1.SyncerConfigName,
+			old: syncerConfig(nil), obj: with(syncerConfig(nil), func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"placement": "wds1/other", "revision": "r9", "digest": "d9"}}, "spec", "rollouts")
+			}), want: denyAdmitted},
+		{name: "syncer writes its SyncerConfig", who: syncerA, space: mbA, verb: "update", gvr: edge("syncerconfigs"), objName: edgev2alpha1.SyncerConfigName,
+			old: syncerConfig(nil), obj: with(syncerConfig(nil), func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedStringSlice(u.Object, []string{"kube-system"}, "spec", "namespaces")
+			}), want: denyAdmitted},
+		{name: "the other syncer reports a rollout", who: syncerB, space: mbA, verb: "update", gvr: edge("syncerconfigs"), sub: "status", objName: edgev2alpha1.SyncerConfigName,
+			old: syncerConfig(nil), obj: syncerConfig([]any{report("wds1/p", "")}), want: denyAuthz},
 		{name: "admin places in waves", who: admin, space: wds, verb: "create", gvr: edge("edgeplacements"), objName: "p", obj: with(ep, func(u *unstructured.Unstructured) {
 			u.Object["spec"] = map[string]any{"rollout": map[string]any{"strategy": "Progressive", "maxConcurrency": "10%",
 				"waves": []any{map[string]any{"name": "canary", "selector": map[string]any{"matchLabels": map[string]any{"ring": "canary"}}}}}}

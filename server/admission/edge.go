@@ -111,6 +111,7 @@ var (
 	spacesResource        = tenancyv1alpha1.Resource("spaces")
 	syncTargetResource    = edgev2alpha1.SchemeGroupVersion.WithResource("synctargets").GroupResource()
 	edgePlacementResource = edgev2alpha1.SchemeGroupVersion.WithResource("edgeplacements").GroupResource()
+	syncerConfigResource  = edgev2alpha1.SchemeGroupVersion.WithResource("syncerconfigs").GroupResource()
 	namespaceResource     = schema.GroupResource{Resource: "namespaces"}
 )
 
@@ -387,6 +388,8 @@ func (p *edgePlugin) validateSyncer(ctx context.Context, a admission.Attributes,
 		return p.quota.admit(ctx, gr, space, deny)
 	case admission.Update:
 		switch {
+		case gr == syncerConfigResource && a.GetSubresource() == "status":
+			return validateRolloutReports(old, obj, a.GetName(), deny)
 		case labelOf(old, edgev2alpha1.PlacementCopyLabel) == "true":
 			allowed := []string{"status"}
 			if !sameExcept(old, obj, allowed, syncerAnnotations) {
@@ -426,6 +429,42 @@ func (p *edgePlugin) validateSyncer(ctx context.Context, a admission.Attributes,
 	}
 	return deny("may not %s %s", strings.ToLower(string(a.GetOperation())), gr.Resource)
 }
+
+// validateRolloutReports checks what a syncer writes in its SyncerConfig's
+// status: that it says it reports rollouts, and its reports, one per
+// record of the spec the server wrote, each within bounds. The server
+// reads them for every mailbox of a rollout.
+func validateRolloutReports(old, obj map[string]any, name string, deny func(string, ...any) error) error {
+	if name != edgev2alpha1.SyncerConfigName || !sameExcept(old, obj, []string{"status"}, nil) {
+		return deny("may change only the status of SyncerConfig %q", edgev2alpha1.SyncerConfigName)
+	}
+	var cfg edgev2alpha1.SyncerConfig
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &cfg); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	records := map[string]bool{}
+	for _, r := range cfg.Spec.Rollouts {
+		records[r.Placement] = true
+	}
+	reported := map[string]bool{}
+	for i, r := range cfg.Status.Rollouts {
+		switch {
+		case !records[r.Placement]:
+			return deny("status.rollouts[%d] reports on placement %q, of which spec.rollouts has no record", i, r.Placement)
+		case reported[r.Placement]:
+			return deny("status.rollouts[%d] reports on placement %q again", i, r.Placement)
+		case len(r.Revision) > maxRolloutID || len(r.Digest) > maxRolloutID:
+			return deny("status.rollouts[%d]: a revision or digest longer than %d bytes", i, maxRolloutID)
+		case len(r.Message) > edgev2alpha1.MaxRolloutReportMessage || len(r.Problem) > edgev2alpha1.MaxRolloutReportMessage:
+			return deny("status.rollouts[%d]: a message or problem longer than %d bytes", i, edgev2alpha1.MaxRolloutReportMessage)
+		}
+		reported[r.Placement] = true
+	}
+	return nil
+}
+
+// maxRolloutID bounds the revision and digest a rollout report repeats.
+const maxRolloutID = 64
 
 // validateUpsynced checks an upsynced object a syncer writes into its
 // mailbox (or a namespace for them).

@@ -4,6 +4,11 @@
 package v2alpha1
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -47,12 +52,17 @@ type CustomizerList struct {
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,categories=kubestellar
+// +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type SyncerConfig struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec SyncerConfigSpec `json:"spec"`
+	// Status is the syncer's: what it reports of the rollouts in
+	// spec.rollouts.
+	// +optional
+	Status SyncerConfigStatus `json:"status,omitempty"`
 }
 
 // SyncerConfigName is the name of the one SyncerConfig in a mailbox.
@@ -75,6 +85,94 @@ type SyncerConfigSpec struct {
 	// Upsync selects edge objects to copy into the mailbox.
 	// +optional
 	Upsync []UpsyncClause `json:"upsync,omitempty"`
+	// Rollouts name, for each Progressive placement whose copies the
+	// mailbox holds, the revision they are made from. A syncer that
+	// reports rollouts (status.reportsRollouts) says in status.rollouts
+	// when the edge holds each revision's copies and whether they are
+	// healthy: one report per mailbox and revision, where copies of a
+	// placement carrying their revision would each be written again at
+	// every revision and each reported on.
+	// +optional
+	Rollouts []RolloutRecord `json:"rollouts,omitempty"`
+}
+
+// RolloutRecord is the revision of a Progressive placement a mailbox's
+// copies are made from.
+type RolloutRecord struct {
+	// Placement is the EdgePlacement, as WDS/NAME.
+	Placement string `json:"placement"`
+	// Revision is the placement's rollout revision.
+	Revision string `json:"revision"`
+	// Digest is CopiesDigest of the placement's copies of the revision in
+	// the mailbox: a syncer whose copies have another digest has not seen
+	// them all yet.
+	Digest string `json:"digest"`
+}
+
+// SyncerConfigStatus is what the syncer reports.
+type SyncerConfigStatus struct {
+	// ReportsRollouts is set by a syncer that reports rollouts in
+	// Rollouts; until it is, the server has the syncer report on each copy
+	// of a Progressive placement (AppliedAnnotation), as syncers before
+	// these reports did.
+	// +optional
+	ReportsRollouts bool `json:"reportsRollouts,omitempty"`
+	// Rollouts are the syncer's reports, one per record of spec.rollouts
+	// it has read.
+	// +optional
+	Rollouts []RolloutReport `json:"rollouts,omitempty"`
+}
+
+// RolloutReport is a syncer's word on one record of spec.rollouts.
+type RolloutReport struct {
+	// Placement, Revision and Digest are the record's.
+	Placement string `json:"placement"`
+	Revision  string `json:"revision"`
+	Digest    string `json:"digest"`
+	// Applied: the edge holds every copy of the revision.
+	// +optional
+	Applied bool `json:"applied,omitempty"`
+	// Healthy: every copy is applied and healthy by its kind (a
+	// Deployment, StatefulSet or DaemonSet updated and available at its
+	// current generation, a Job complete, anything else applied).
+	// +optional
+	Healthy bool `json:"healthy,omitempty"`
+	// Message says what it waits for, when it is not healthy.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Problem says which copy the edge refused, and why.
+	// +optional
+	Problem string `json:"problem,omitempty"`
+}
+
+// MaxRolloutReportMessage bounds a RolloutReport's Message and Problem,
+// in bytes.
+const MaxRolloutReportMessage = 512
+
+// CopyDigestEntry is one copy as CopiesDigest sees it.
+type CopyDigestEntry struct {
+	// Resource is the copy's group and resource ("deployments.apps"):
+	// the version it is read in does not matter.
+	Resource, Namespace, Name string
+	// ContentHash is the copy's ContentHashAnnotation.
+	ContentHash string
+}
+
+// CopiesDigest identifies a set of copies by their keys and content
+// hashes, in any order: the translator records it with a revision, the
+// syncer computes it over the copies it reads.
+func CopiesDigest(entries []CopyDigestEntry) string {
+	lines := make([]string, len(entries))
+	for i, e := range entries {
+		lines[i] = fmt.Sprintf("%d:%s|%d:%s/%s=%s", len(e.Resource), e.Resource, len(e.Namespace), e.Namespace, e.Name, e.ContentHash)
+	}
+	sort.Strings(lines)
+	h := sha256.New()
+	for _, l := range lines {
+		h.Write([]byte(l))
+		h.Write([]byte{'\n'})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
 // SyncedResource is one resource the syncer watches in the mailbox.

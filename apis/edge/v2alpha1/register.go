@@ -139,6 +139,11 @@ const (
 	// syncer's word on it, as JSON (see Applied): that the edge object has
 	// the copy's content, and whether it is healthy.
 	AppliedAnnotation = "edge.kubestellar.io/applied"
+	// ContentHashAnnotation on a mailbox copy is the hash of its content as
+	// the translator wrote it, which tells it whether the copy must be
+	// written again, and tells a syncer's CopiesDigest which content it
+	// reads.
+	ContentHashAnnotation = "edge.kubestellar.io/content-hash"
 	// SyncerOwnerLabel marks the objects a syncer made in its edge cluster;
 	// its value identifies the SyncTarget (see syncer.OwnerValue). A syncer
 	// updates and deletes only objects that carry its value.
