@@ -79,6 +79,10 @@ type desired struct {
 	// Revision is the copy's rollout revision, when its placement is
 	// Progressive (reported back in edgev2alpha1.AppliedAnnotation).
 	Revision string `json:"revision,omitempty"`
+	// ContentHash is the copy's edgev2alpha1.ContentHashAnnotation: a
+	// rollout report (rollouts.go) counts the copy applied only when the
+	// edge object was made from this very content.
+	ContentHash string `json:"contentHash,omitempty"`
 }
 
 // serverFields are metadata the server sets; they never travel between
@@ -101,6 +105,7 @@ func edgeObject(copy *unstructured.Unstructured, gvr schema.GroupVersionResource
 	}
 	createOnly := obj.GetAnnotations()[edgev2alpha1.CreateOnlyAnnotation] == "true"
 	revision := obj.GetAnnotations()[edgev2alpha1.RevisionAnnotation]
+	contentHash := obj.GetAnnotations()[edgev2alpha1.ContentHashAnnotation]
 	annotations := map[string]string{}
 	for k, v := range obj.GetAnnotations() {
 		if k == spaceAnnotation || (strings.HasPrefix(k, "edge.kubestellar.io/") && k != edgev2alpha1.SourceSpaceAnnotation) {
@@ -126,7 +131,7 @@ func edgeObject(copy *unstructured.Unstructured, gvr schema.GroupVersionResource
 	hash := hex.EncodeToString(sum[:16])
 	annotations[AppliedHashAnnotation] = hash
 	obj.SetAnnotations(annotations)
-	return &desired{Key: keyOf(gvr, copy), Object: obj, Hash: hash, CreateOnly: createOnly, Revision: revision}, nil
+	return &desired{Key: keyOf(gvr, copy), Object: obj, Hash: hash, CreateOnly: createOnly, Revision: revision, ContentHash: contentHash}, nil
 }
 
 // ownedBy reports whether an edge object carries the owner label value.

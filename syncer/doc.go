@@ -15,6 +15,9 @@
 //   - returns status: the status of each downsynced object, and the state of
 //     the descendants (ReplicaSets, Pods) of workloads, are written to the
 //     mailbox copy;
+//   - reports rollouts: for each revision of a Progressive placement the
+//     SyncerConfig lists, whether the edge holds its copies and whether
+//     they are healthy, in the SyncerConfig's status (rollouts.go);
 //   - upsyncs: edge objects that the SyncerConfig's upsync clauses select are
 //     copied into the mailbox and kept in step;
 //   - reverts drift: a change made at the edge to what it applied (a field

@@ -91,6 +91,9 @@ func (s *Syncer) reconcileReport(ctx context.Context, key objKey) (bool, error) 
 	if key.GVR == crdsGVR || key.GVR == namespacesGVR {
 		return false, nil
 	}
+	// Where a copy's and its edge object's news meet: the rollout
+	// reports may change with them too.
+	s.rolloutsSoon()
 	s.mu.Lock()
 	copies := s.copies[key.GVR]
 	edgeCache := s.edgeObjs[key.GVR]

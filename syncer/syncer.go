@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/internal/datadir"
@@ -97,6 +98,14 @@ type Syncer struct {
 	downQ   workqueue.TypedRateLimitingInterface[objKey]
 	reportQ workqueue.TypedRateLimitingInterface[objKey]
 	upQ     workqueue.TypedRateLimitingInterface[schema.GroupVersionResource]
+	// rolloutQ holds one key, rolloutsKey: the rollout reports are
+	// computed together (rollouts.go).
+	rolloutQ workqueue.TypedRateLimitingInterface[string]
+	// rolloutsWaiting is when (UnixNano) the rollout reports began to
+	// wait to be written (holdProgress); 0: they do not.
+	rolloutsWaiting atomic.Int64
+	// clock tells the time to holdProgress (nil: the real one).
+	clock clock.PassiveClock
 
 	mu       sync.Mutex
 	desired  map[objKey]*desired
@@ -308,6 +317,9 @@ func newSyncer(o *Options, out io.Writer, tok jointoken.Token, edgeCfg *rest.Con
 		upQ: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[schema.GroupVersionResource](200*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[schema.GroupVersionResource]{Name: "upsync"}),
+		rolloutQ: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "rollouts"}),
 		desired: map[objKey]*desired{}, deferred: map[objKey]bool{}, handover: map[objKey]bool{}, inStep: map[objKey]bool{}, problems: map[objKey]problem{}, awaiting: map[string]map[objKey]bool{},
 		applied: map[objKey]*applied{}, statusNow: make(chan struct{}, 1), heldBack: map[objKey]bool{},
 		windowsChanged: make(chan struct{}, 1),
@@ -380,6 +392,7 @@ func (s *Syncer) run(ctx context.Context) error {
 		s.downQ.ShutDown()
 		s.reportQ.ShutDown()
 		s.upQ.ShutDown()
+		s.rolloutQ.ShutDown()
 		wg.Wait()
 	}()
 	// Returning (on an error too) stops every goroutine before the wait above.
@@ -396,6 +409,7 @@ func (s *Syncer) run(ctx context.Context) error {
 	down := worker.Loop[objKey]{Name: "downsync", Queue: s.downQ, Process: s.reconcileDownsync, Failure: "downsync failed", Quiet: isExpected}
 	report := worker.Loop[objKey]{Name: "report", Queue: s.reportQ, Process: s.reconcileReport, Failure: "reporting to the mailbox failed", Quiet: isExpected}
 	upsync := worker.Loop[schema.GroupVersionResource]{Name: "upsync", Queue: s.upQ, Process: s.reconcileUpsync, Failure: "upsync failed", Quiet: isExpected}
+	rollouts := worker.Loop[string]{Name: "rollouts", Queue: s.rolloutQ, Process: s.reconcileRollouts, Failure: "reporting rollouts to the mailbox failed", Quiet: isExpected}
 	startDown := func() { start(s.opts.Workers, func() { down.Work(ctx) }) }
 	if saved != nil {
 		startDown()
@@ -415,6 +429,7 @@ func (s *Syncer) run(ctx context.Context) error {
 	s.startMailbox(ctx)
 	start(s.opts.Workers, func() { report.Work(ctx) })
 	start(1, func() { upsync.Work(ctx) })
+	start(1, func() { rollouts.Work(ctx) })
 	start(1, func() { s.heartbeatLoop(ctx) })
 	if err := s.startTunnel(ctx, start); err != nil {
 		return err
@@ -735,6 +750,9 @@ func (s *Syncer) onConfig(ctx context.Context, obj any) {
 	for gvr := range s.upsyncGVRs {
 		s.upQ.Add(gvr)
 	}
+	// New records to report on, or the first read of the config: the
+	// server learns this syncer reports rollouts.
+	s.rolloutsSoon()
 }
 
 func handlerFunc(f func(obj any)) cache.ResourceEventHandler {
@@ -753,6 +771,7 @@ func (s *Syncer) copyHandler(gvr schema.GroupVersionResource) cache.ResourceEven
 				s.mu.Lock()
 				s.removeDesiredLocked(keyOf(gvr, u))
 				s.mu.Unlock()
+				s.rolloutsSoon() // a revision's copies are read whole only once the old ones have gone
 			}
 		},
 	}
@@ -775,6 +794,7 @@ func (s *Syncer) onCopy(gvr schema.GroupVersionResource, obj any) {
 	}
 	if u.GetDeletionTimestamp() != nil {
 		s.removeDesiredLocked(keyOf(gvr, u))
+		s.rolloutsSoon()
 		return
 	}
 	d, err := edgeObject(u, gvr, s.owner, s.id.InventorySpace+"/"+s.id.SyncTarget)
@@ -820,9 +840,10 @@ func (s *Syncer) syncCRDsLocked() {
 func (s *Syncer) setDesiredLocked(d *desired) {
 	if old, ok := s.desired[d.Key]; ok && old.Hash == d.Hash && old.CreateOnly == d.CreateOnly {
 		// The same content: nothing to do at the edge. A new rollout
-		// revision of it is still the one to report applied (the edge
-		// object already has its content).
-		if old.Revision != d.Revision {
+		// revision of it (or a copy whose content hash changed with it)
+		// is still the one to report applied: the edge object already
+		// has its content.
+		if old.Revision != d.Revision || old.ContentHash != d.ContentHash {
 			s.desired[d.Key] = d
 		}
 		return
