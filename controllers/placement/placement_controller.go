@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -157,7 +158,9 @@ func New(clients *crossspace.Clients, crds crossspace.Definitions, resources *cr
 		DeleteFunc: func(obj any) { c.enqueueSyncTarget(obj, true) },
 	})
 	crossspace.IndexSyncTargetsByMailbox(c.syncTargets)
-	c.syncerConfigs = clients.Typed(&edgev2alpha1.SyncerConfigList{}, &edgev2alpha1.SyncerConfig{}, cache.ResourceEventHandlerFuncs{})
+	c.syncerConfigs = clients.Typed(&edgev2alpha1.SyncerConfigList{}, &edgev2alpha1.SyncerConfig{}, cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) { c.syncerConfigChanged(old, obj) },
+	})
 	crossspace.IndexSyncTargetsByLabel(c.syncTargets)
 	c.locations = clients.Typed(&edgev2alpha1.LocationList{}, &edgev2alpha1.Location{}, cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueueLocated,
@@ -511,6 +514,46 @@ func (c *Controller) resourceEvents() cache.ResourceEventHandlerFuncs {
 				route(obj, sourceChanged(old, obj))
 			}
 		},
+	}
+}
+
+// syncerConfigChanged follows what a mailbox's SyncerConfig says of its
+// Progressive placements: a syncer that comes to report rollouts has its
+// mailbox written again (its copies no longer carry their revision), and
+// a record or a report that changes moves those placements' rollouts on,
+// which read that mailbox again.
+func (c *Controller) syncerConfigChanged(old, obj any) {
+	a, okA := old.(*edgev2alpha1.SyncerConfig)
+	b, okB := obj.(*edgev2alpha1.SyncerConfig)
+	if !okA || !okB {
+		return
+	}
+	mailbox := crossspace.SpaceOf(b)
+	if a.Status.ReportsRollouts != b.Status.ReportsRollouts {
+		if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, mailbox); ok {
+			c.mailboxes.Add(spaces.Key(crossspace.SpaceOf(st), "", st.Name))
+		}
+	}
+	changed := map[string]bool{}
+	if !apiequality.Semantic.DeepEqual(a.Spec.Rollouts, b.Spec.Rollouts) || !apiequality.Semantic.DeepEqual(a.Status.Rollouts, b.Status.Rollouts) ||
+		a.Status.ReportsRollouts != b.Status.ReportsRollouts {
+		for _, cfg := range []*edgev2alpha1.SyncerConfig{a, b} {
+			for _, r := range cfg.Spec.Rollouts {
+				changed[r.Placement] = true
+			}
+			for _, r := range cfg.Status.Rollouts {
+				changed[r.Placement] = true
+			}
+		}
+	}
+	for placement := range changed {
+		wds, name, ok := strings.Cut(placement, "/")
+		if !ok {
+			continue
+		}
+		key := spaces.Key(wds, "", name)
+		c.rolls.touch(key, mailbox)
+		c.rolls.paced.Add(c.rollouts, key)
 	}
 }
 

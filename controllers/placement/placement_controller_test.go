@@ -100,3 +100,4 @@ func setAnnotation(u *unstructured.Unstructured, key, value string) {
 	annotations[key] = value
 	u.SetAnnotations(annotations)
 }
+

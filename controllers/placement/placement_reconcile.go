@@ -63,8 +63,11 @@ type desiredCopy struct {
 	sourcePlacement string
 	sourceWDS       string
 	// revision is the rollout revision of a Progressive placement's copy
-	// (RevisionAnnotation).
+	// (RevisionAnnotation), for a syncer that reports on each copy.
 	revision string
+	// hash is the copy's content hash as write wrote or found it ("":
+	// write did not look), for the mailbox's rollout records.
+	hash string
 	// memo, when set, is where obj comes from: obj is shared with other
 	// mailboxes, and the memo knows hashes of what was written from it.
 	memo *memoEntry
@@ -262,13 +265,13 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	}
 	crds := r.decideCRDs(mailbox, sel, where)
 	desired := decideAll(sel, current, where)
-	r.gate(key, sources, sel, desired, current, given)
+	revisions := r.gate(key, sources, sel, desired, current, given, cfg.Status.ReportsRollouts)
 	edgeProblems(sel, current, where)
 	r.recordProblems(mailbox, sel)
 	addImpliedNamespaces(desired)
 	r.holdEmptyNamespaces(key, mailbox, desired, current)
 
-	written, deleted, leftOut, pending, err := r.writeMailbox(spaces.WithSpace(ctx, mailbox), crossspace.SpaceOf(st), mailbox, sel, crds, cfg, exists, desired, current)
+	written, deleted, leftOut, pending, err := r.writeMailbox(spaces.WithSpace(ctx, mailbox), crossspace.SpaceOf(st), mailbox, sel, crds, cfg, exists, desired, current, revisions)
 	if notServedYet(err, mailbox) {
 		// The mailbox controller made the Space a moment ago, and the
 		// server's cache of Spaces has not seen it yet (many SyncTargets
@@ -315,7 +318,7 @@ const mailboxLimitRetry = 30 * time.Second
 // problems of those left out for a mailbox limit, and how many wait for
 // the mailbox to serve their CRD (a copy of the WDS's, just made).
 func (r *mailboxReconciler) writeMailbox(mctx context.Context, inventory, mailbox string, sel *selection, crds map[string]*apiextensionsv1.CustomResourceDefinition,
-	cfg *edgev2alpha1.SyncerConfig, exists bool, desired map[string]*desiredCopy, current map[string]metav1.Object) (written, deleted int, leftOut map[string][]problem, pending int, err error) {
+	cfg *edgev2alpha1.SyncerConfig, exists bool, desired map[string]*desiredCopy, current map[string]metav1.Object, revisions map[string]string) (written, deleted int, leftOut map[string][]problem, pending int, err error) {
 	if err := r.bindCRDs(mctx, mailbox, crds); err != nil {
 		return 0, 0, nil, 0, err
 	}
@@ -339,7 +342,9 @@ func (r *mailboxReconciler) writeMailbox(mctx context.Context, inventory, mailbo
 	if err := r.unbindCRDs(mctx, mailbox, crds); err != nil {
 		return written, deleted, leftOut, pending, err
 	}
-	return written, deleted, leftOut, pending, r.writeSyncerConfig(mctx, cfg, exists, syncerConfigSpec(desired, sel.crdNames, sel.upsync))
+	spec := syncerConfigSpec(desired, sel.crdNames, sel.upsync)
+	spec.Rollouts = rolloutRecords(cfg, revisions, desired, current)
+	return written, deleted, leftOut, pending, r.writeSyncerConfig(mctx, cfg, exists, spec)
 }
 
 // notServedYet tells whether err is the server's answer that the mailbox

@@ -70,33 +70,39 @@ func (r *mailboxReconciler) sourceHash(wds string, obj *unstructured.Unstructure
 // gate leaves alone, in a mailbox, the copies of each Progressive
 // placement whose current revision the destination (key) is not admitted
 // to: no create, update or delete of them, so that the mailbox keeps the
-// revision it has. Admitted, the placement's copies carry the revision;
-// given (by placement key) is the revision a joiner's copies were made
-// from instead (atCompleted).
-func (r *mailboxReconciler) gate(key string, sources []placed, sel *selection, desired map[string]*desiredCopy, current map[string]metav1.Object, given map[string]string) {
+// revision it has. given (by placement key) is the revision a joiner's
+// copies were made from instead (atCompleted). It returns, by placement
+// (WDS/NAME), the revision each Progressive placement's copies are made
+// from now, or "" for those left as they are.
+//
+// A syncer that reports rollouts (reports) hears of the revision from the
+// SyncerConfig's record of it; otherwise, and for a placement that judges
+// health itself (its CEL health check reads each copy), each copy
+// carries its revision and the syncer reports on each.
+func (r *mailboxReconciler) gate(key string, sources []placed, sel *selection, desired map[string]*desiredCopy, current map[string]metav1.Object, given map[string]string, reports bool) map[string]string {
+	revisions := map[string]string{}
 	for _, p := range sources {
 		if !p.ep.Spec.Progressive() {
 			continue
 		}
 		mine := func(d *desiredCopy) bool { return d.sourceWDS == p.wds && d.sourcePlacement == p.ep.Name }
-		if rev, ok := given[p.key()]; ok {
-			// A joiner's: the last completed revision (atCompleted).
+		perCopy := !reports || p.ep.Spec.Rollout.HealthCheck != nil
+		rev, ok := given[p.key()]
+		if !ok {
+			rev = r.revisionOf(sel, p.source)
+			ok = r.admits != nil && r.admits(p.key(), key, rev)
+		}
+		if ok {
+			// Admitted, or a joiner's: the last completed revision.
 			for _, d := range desired {
-				if mine(d) {
+				if mine(d) && perCopy {
 					d.revision = rev
 				}
 			}
+			revisions[p.String()] = rev
 			continue
 		}
-		rev := r.revisionOf(sel, p.source)
-		if r.admits != nil && r.admits(p.key(), key, rev) {
-			for _, d := range desired {
-				if mine(d) {
-					d.revision = rev
-				}
-			}
-			continue
-		}
+		revisions[p.String()] = ""
 		for k, d := range desired {
 			switch {
 			case !mine(d):
@@ -119,4 +125,47 @@ func (r *mailboxReconciler) gate(key string, sources []placed, sel *selection, d
 			desired[k] = &desiredCopy{res: resource{GroupVersionResource: gvrOfKey(k), Namespaced: cur.GetNamespace() != ""}, obj: stub, keep: true}
 		}
 	}
+	return revisions
+}
+
+// rolloutRecords are the SyncerConfig's records of the revisions its
+// Progressive placements' copies are made from (revisions, from gate): a
+// new record, with the digest of what was written, for each placement
+// whose copies were written; the record the SyncerConfig has for one left
+// as it is.
+func rolloutRecords(cfg *edgev2alpha1.SyncerConfig, revisions map[string]string, desired map[string]*desiredCopy, current map[string]metav1.Object) []edgev2alpha1.RolloutRecord {
+	if len(revisions) == 0 {
+		return nil
+	}
+	entries := map[string][]edgev2alpha1.CopyDigestEntry{}
+	for k, d := range desired {
+		placement := d.sourceWDS + "/" + d.sourcePlacement
+		if rev := revisions[placement]; rev == "" || d.sourcePlacement == "" || isNamespaces(d.res.GroupVersionResource) {
+			continue
+		}
+		cur := current[k]
+		if cur != nil && crossspace.Label(cur, edgev2alpha1.UpsyncedLabel) == "true" {
+			continue // not a copy: the edge made it
+		}
+		hash := d.hash
+		if hash == "" && cur != nil {
+			hash = crossspace.Annotation(cur, ContentHashAnnotation)
+		}
+		entries[placement] = append(entries[placement], edgev2alpha1.CopyDigestEntry{
+			Resource: d.res.GroupResource().String(), Namespace: d.obj.GetNamespace(), Name: d.obj.GetName(), ContentHash: hash})
+	}
+	var out []edgev2alpha1.RolloutRecord
+	for _, placement := range sortedKeys(revisions) {
+		rev := revisions[placement]
+		if rev != "" {
+			out = append(out, edgev2alpha1.RolloutRecord{Placement: placement, Revision: rev, Digest: edgev2alpha1.CopiesDigest(entries[placement])})
+			continue
+		}
+		for _, rec := range cfg.Spec.Rollouts {
+			if rec.Placement == placement {
+				out = append(out, rec)
+			}
+		}
+	}
+	return out
 }

@@ -36,7 +36,8 @@ func TestGateKeepsTheRevisionItHas(t *testing.T) {
 	f.admitted = map[string]bool{key: true}
 	calls, _, err = f.run(t)
 	require.NoError(t, err)
-	require.Equal(t, []string{"recordProblems 2", "create configmaps default/cm", "create configmaps default/gone"}, calls)
+	require.Equal(t, []string{"recordProblems 2", "create configmaps default/cm", "create configmaps default/gone", "updateSyncerConfig"}, calls)
+	require.Equal(t, []edgev2alpha1.RolloutRecord{{Placement: "wds1/p", Revision: first, Digest: mailboxDigest(f, "wds1", "p")}}, f.syncerConfigs[f.mailbox()].Spec.Rollouts)
 	for _, name := range []string{"cm", "gone"} {
 		require.Equal(t, first, f.get(cmGVR, f.mailbox(), "default", name).GetAnnotations()[edgev2alpha1.RevisionAnnotation], name)
 	}
@@ -51,6 +52,7 @@ func TestGateKeepsTheRevisionItHas(t *testing.T) {
 	calls, _, err = f.run(t)
 	require.NoError(t, err)
 	require.Equal(t, []string{"recordProblems 2", "update configmaps default/free"}, calls, "only q's change goes through")
+	require.Equal(t, first, f.syncerConfigs[f.mailbox()].Spec.Rollouts[0].Revision, "the record stays the revision the mailbox holds")
 	second := f.revisionFor[key]
 	require.NotEqual(t, first, second, "the change is a new revision")
 	require.Equal(t, "1", f.get(cmGVR, f.mailbox(), "default", "cm").Object["data"].(map[string]any)["a"])
@@ -66,7 +68,8 @@ func TestGateKeepsTheRevisionItHas(t *testing.T) {
 	f.admitted = map[string]bool{key: true}
 	calls, _, err = f.run(t)
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"recordProblems 2", "update configmaps default/cm", "create configmaps default/new", "delete configmaps default/gone"}, calls)
+	require.ElementsMatch(t, []string{"recordProblems 2", "update configmaps default/cm", "create configmaps default/new", "delete configmaps default/gone", "updateSyncerConfig"}, calls)
+	require.Equal(t, []edgev2alpha1.RolloutRecord{{Placement: "wds1/p", Revision: second, Digest: mailboxDigest(f, "wds1", "p")}}, f.syncerConfigs[f.mailbox()].Spec.Rollouts)
 	require.Equal(t, second, f.get(cmGVR, f.mailbox(), "default", "cm").GetAnnotations()[edgev2alpha1.RevisionAnnotation])
 
 	// A status change of a source (what the status controller writes back)
@@ -77,4 +80,73 @@ func TestGateKeepsTheRevisionItHas(t *testing.T) {
 	_, _, err = f.run(t)
 	require.NoError(t, err)
 	require.Equal(t, second, f.revisionFor[key])
+}
+
+// TestGateForASyncerThatReports: a syncer that reports rollouts hears of
+// the revision from the SyncerConfig's record alone: the copies do not
+// carry it, so a new revision writes only what changed (and the record),
+// and the record's digest is what a syncer computes from the copies it
+// reads. A placement with a CEL health check still has each copy carry
+// its revision: the check reads each copy's report.
+func TestGateForASyncerThatReports(t *testing.T) {
+	f := newFake()
+	for _, name := range []string{"a", "b", "c"} {
+		f.put(cmGVR, "wds1", configMap("default", name, map[string]any{"v": "1"}))
+	}
+	ep := f.place("wds1", "p", 1, cmClause("a", "b", "c"))
+	ep.Spec.Rollout = &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive}
+	key := spaces.Key("wds1", "", "p")
+	_, _, err := f.run(t)
+	require.NoError(t, err)
+	f.syncerConfigs[f.mailbox()].Status.ReportsRollouts = true
+
+	f.admitted = map[string]bool{key: true}
+	_, _, err = f.run(t)
+	require.NoError(t, err)
+	first := f.revisionFor[key]
+	for _, name := range []string{"a", "b", "c"} {
+		require.NotContains(t, f.get(cmGVR, f.mailbox(), "default", name).GetAnnotations(), edgev2alpha1.RevisionAnnotation, name)
+	}
+	require.Equal(t, []edgev2alpha1.RolloutRecord{{Placement: "wds1/p", Revision: first, Digest: mailboxDigest(f, "wds1", "p")}}, f.syncerConfigs[f.mailbox()].Spec.Rollouts)
+
+	// One object changes: a new revision writes that copy and the record.
+	f.put(cmGVR, "wds1", configMap("default", "b", map[string]any{"v": "2"}))
+	calls, _, err := f.run(t)
+	require.NoError(t, err)
+	require.Equal(t, []string{"recordProblems 1", "update configmaps default/b", "updateSyncerConfig"}, calls)
+	second := f.revisionFor[key]
+	require.NotEqual(t, first, second)
+	rec := f.syncerConfigs[f.mailbox()].Spec.Rollouts
+	require.Equal(t, []edgev2alpha1.RolloutRecord{{Placement: "wds1/p", Revision: second, Digest: mailboxDigest(f, "wds1", "p")}}, rec)
+
+	// A CEL health check: each copy carries the revision again.
+	ep.Spec.Rollout.HealthCheck = &edgev2alpha1.RolloutHealthCheck{CEL: "true"}
+	calls, _, err = f.run(t)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"recordProblems 1", "update configmaps default/a", "update configmaps default/b", "update configmaps default/c", "updateSyncerConfig"}, calls)
+	for _, name := range []string{"a", "b", "c"} {
+		require.Equal(t, second, f.get(cmGVR, f.mailbox(), "default", name).GetAnnotations()[edgev2alpha1.RevisionAnnotation], name)
+	}
+	require.NotEqual(t, rec[0].Digest, f.syncerConfigs[f.mailbox()].Spec.Rollouts[0].Digest, "the copies' content changed with their annotation")
+	require.Equal(t, mailboxDigest(f, "wds1", "p"), f.syncerConfigs[f.mailbox()].Spec.Rollouts[0].Digest)
+}
+
+// mailboxDigest is CopiesDigest of a placement's copies in the fake's
+// mailbox, computed as a syncer does from what it reads.
+func mailboxDigest(f *fakeMailbox, wds, placement string) string {
+	var entries []edgev2alpha1.CopyDigestEntry
+	for gvr, objs := range f.objects {
+		if isNamespaces(gvr) {
+			continue
+		}
+		for k, o := range objs {
+			ann := o.GetAnnotations()
+			if k != spaces.Key(f.mailbox(), o.GetNamespace(), o.GetName()) || ann[edgev2alpha1.SourceSpaceAnnotation] != wds || ann[edgev2alpha1.SourcePlacementAnnotation] != placement {
+				continue
+			}
+			entries = append(entries, edgev2alpha1.CopyDigestEntry{Resource: gvr.GroupResource().String(), Namespace: o.GetNamespace(), Name: o.GetName(),
+				ContentHash: ann[edgev2alpha1.ContentHashAnnotation]})
+		}
+	}
+	return edgev2alpha1.CopiesDigest(entries)
 }

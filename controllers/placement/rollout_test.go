@@ -264,3 +264,48 @@ func TestHealthCheck(t *testing.T) {
 	h := &healthCheck{expr: "[1,2,3,4,5,6,7,8,9,10].all(x, [1,2,3,4,5,6,7,8,9,10].all(y, x*y > 0))", eval: eval}
 	require.Contains(t, h.run(crossspace.Record(cp), source, applied), "exceeded the cost limit")
 }
+
+// TestInspectReport: a destination whose syncer reports rollouts is
+// updated when its SyncerConfig records the revision, and healthy when
+// its syncer's report on that very record (revision and digest) says so.
+func TestInspectReport(t *testing.T) {
+	record := edgev2alpha1.RolloutRecord{Placement: "wds1/p", Revision: "r2", Digest: "d2"}
+	report := func(mutate func(*edgev2alpha1.RolloutReport)) []edgev2alpha1.RolloutReport {
+		r := edgev2alpha1.RolloutReport{Placement: "wds1/p", Revision: "r2", Digest: "d2", Applied: true, Healthy: true}
+		mutate(&r)
+		return []edgev2alpha1.RolloutReport{{Placement: "wds1/q", Revision: "r2", Digest: "d2", Healthy: true}, r}
+	}
+	same := func(*edgev2alpha1.RolloutReport) {}
+	for _, tc := range []struct {
+		name             string
+		records          []edgev2alpha1.RolloutRecord
+		reports          []edgev2alpha1.RolloutReport
+		updated, healthy bool
+		message, problem string
+	}{
+		{name: "no record", message: "its mailbox does not hold the revision yet"},
+		{name: "the previous revision", records: []edgev2alpha1.RolloutRecord{{Placement: "wds1/p", Revision: "r1", Digest: "d1"}}, reports: report(same),
+			message: "its mailbox does not hold the revision yet"},
+		{name: "not reported yet", records: []edgev2alpha1.RolloutRecord{record}, updated: true, message: "its syncer has not reported on the revision yet"},
+		{name: "reported on other copies", records: []edgev2alpha1.RolloutRecord{record}, reports: report(func(r *edgev2alpha1.RolloutReport) { r.Digest = "d1" }),
+			updated: true, message: "its syncer has not reported on the revision yet"},
+		{name: "healthy", records: []edgev2alpha1.RolloutRecord{record}, reports: report(same), updated: true, healthy: true},
+		{name: "waiting", records: []edgev2alpha1.RolloutRecord{record}, reports: report(func(r *edgev2alpha1.RolloutReport) {
+			r.Healthy, r.Message = false, "deployments.apps shop/web: 1 of 2 replicas available"
+		}), updated: true, message: "deployments.apps shop/web: 1 of 2 replicas available"},
+		{name: "refused", records: []edgev2alpha1.RolloutRecord{record}, reports: report(func(r *edgev2alpha1.RolloutReport) {
+			r.Applied, r.Healthy, r.Problem = false, false, "configmaps shop/x: Refused: too big"
+		}), updated: true, problem: "configmaps shop/x: Refused: too big"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &edgev2alpha1.SyncerConfig{Spec: edgev2alpha1.SyncerConfigSpec{Rollouts: tc.records},
+				Status: edgev2alpha1.SyncerConfigStatus{ReportsRollouts: true, Rollouts: tc.reports}}
+			d := &rolloutDest{}
+			inspectReport(d, cfg, "wds1/p", "r2")
+			require.Equal(t, tc.updated, d.updated, "updated")
+			require.Equal(t, tc.healthy, d.healthy, "healthy")
+			require.Equal(t, tc.message, d.message)
+			require.Equal(t, tc.problem, d.problem)
+		})
+	}
+}

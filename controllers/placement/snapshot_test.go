@@ -90,6 +90,7 @@ func TestJoinerGetsTheCompletedRevision(t *testing.T) {
 	require.Equal(t, int64(9007199254740993), got.Object["big"])
 	require.Equal(t, first, got.GetAnnotations()[edgev2alpha1.RevisionAnnotation])
 	require.Equal(t, "p", got.GetAnnotations()[edgev2alpha1.SourcePlacementAnnotation])
+	require.Equal(t, first, f.syncerConfigs[f.mailbox()].Spec.Rollouts[0].Revision, "the record names the revision given")
 
 	// It keeps it: nothing of p is written again.
 	calls, _, err = f.run(t)
@@ -100,7 +101,8 @@ func TestJoinerGetsTheCompletedRevision(t *testing.T) {
 	f.admitted = map[string]bool{key: true}
 	calls, _, err = f.run(t)
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"recordProblems 1", "update configmaps default/cm", "create configmaps default/new", "delete configmaps default/old"}, calls)
+	require.ElementsMatch(t, []string{"recordProblems 1", "update configmaps default/cm", "create configmaps default/new", "delete configmaps default/old", "updateSyncerConfig"}, calls)
+	require.Equal(t, second, f.syncerConfigs[f.mailbox()].Spec.Rollouts[0].Revision)
 	got = f.get(cmGVR, f.mailbox(), "default", "cm")
 	require.Equal(t, map[string]any{"a": "2", "where": "east", "tier": "silver"}, got.Object["data"])
 	require.Equal(t, second, got.GetAnnotations()[edgev2alpha1.RevisionAnnotation])

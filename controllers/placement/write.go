@@ -244,6 +244,7 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current m
 		hashKey = d.hashKey()
 		hash, known = d.memo.hash(hashKey)
 		if known && current != nil && crossspace.Annotation(current, ContentHashAnnotation) == hash {
+			d.hash = hash
 			return false, nil
 		}
 	}
@@ -276,6 +277,7 @@ func (r *mailboxReconciler) write(ctx context.Context, d *desiredCopy, current m
 			d.memo.setHash(hashKey, hash)
 		}
 	}
+	d.hash = hash
 	if current != nil && crossspace.Annotation(current, ContentHashAnnotation) == hash {
 		return false, nil
 	}

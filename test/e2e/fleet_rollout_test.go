@@ -70,15 +70,21 @@ func TestProgressiveRolloutOverAFleet(t *testing.T) {
 	out, err = status("--timeout", "2m")
 	require.Error(t, err, "a paused rollout fails the status: %s", out)
 	require.Contains(t, out, "2 destinations failed, more than maxFailures (0): inv1/edge1, inv1/sim-canary-0")
-	require.Contains(t, out, "inv1/sim-canary-0 (wave canary): Failed: not healthy within the progress deadline (20s): deployments shop/web: 0 of 2 updated replicas available")
+	require.Contains(t, out, "inv1/sim-canary-0 (wave canary): Failed: not healthy within the progress deadline (20s): deployments.apps shop/web: 0 of 2 updated replicas available")
 	require.Equal(t, image+"2", waves["canary"][0].image(t))
 	require.Equal(t, image+"2", real["edge1"].MustRun(t, realImage...))
 	require.Equal(t, image+"1", real["edge2"].MustRun(t, realImage...), "a failed canary stops the rollout")
 	for _, e := range append(waves["early"], waves["rest"]...) {
 		require.Equal(t, image+"1", e.image(t), "%s keeps the previous revision", e.name)
 		mailbox := k.MustRun(t, "--context", "inv1", "get", "synctarget", e.name, "-o", "jsonpath={.status.mailboxSpace}")
-		require.Equal(t, image+"1 "+first, k.MustRun(t, "--server", srv.BaseURL()+"/spaces/"+mailbox, "get", "deployment", "web", "-n", "shop", "-o",
-			`jsonpath={.spec.template.spec.containers[0].image} {.metadata.annotations.edge\.kubestellar\.io/revision}`), "%s's mailbox", e.name)
+		mb := []string{"--server", srv.BaseURL() + "/spaces/" + mailbox}
+		// The copy carries no revision (its syncer reports rollouts): the
+		// mailbox's SyncerConfig records it, and the syncer's report on
+		// it, in one write per revision.
+		require.Equal(t, image+"1|", k.MustRun(t, append(mb, "get", "deployment", "web", "-n", "shop", "-o",
+			`jsonpath={.spec.template.spec.containers[0].image}|{.metadata.annotations.edge\.kubestellar\.io/revision}`)...), "%s's mailbox", e.name)
+		require.Equal(t, "wds1/shop "+first+" true true", k.MustRun(t, append(mb, "get", "syncerconfig", "the-one", "-o",
+			`jsonpath={.spec.rollouts[0].placement} {.spec.rollouts[0].revision} {.status.reportsRollouts} {.status.rollouts[0].healthy}`)...), "%s's SyncerConfig", e.name)
 	}
 
 	// The fix rolls out wave by wave, to completion.

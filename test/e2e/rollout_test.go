@@ -164,7 +164,7 @@ func TestProgressiveRollout(t *testing.T) {
 	out, err = status("--timeout", "2m")
 	require.Error(t, err, "a paused rollout fails the status: %s", out)
 	require.Contains(t, out, "1 destinations failed, more than maxFailures (0): inv1/edge1")
-	require.Contains(t, out, "inv1/edge1 (wave canary): Failed: not healthy within the progress deadline (20s): deployments shop/web:")
+	require.Contains(t, out, "inv1/edge1 (wave canary): Failed: not healthy within the progress deadline (20s): deployments.apps shop/web:")
 	require.Equal(t, "registry.example/shop:2", other.MustRun(t, image(other)...), "a failed canary stops the rollout")
 	require.Contains(t, k.MustRun(t, "--context", "wds1", "get", "edgeplacement", "shop", "-o", "wide"), "Paused")
 	metrics = rolloutMetrics()
@@ -218,7 +218,7 @@ func TestProgressiveRollout(t *testing.T) {
 	poll(t, canary, equals("registry.example/shop:5"), "the change at the canary", image(canary)...)
 	out, err = status("--timeout", "2m")
 	require.Error(t, err, "the health check fails the canary: %s", out)
-	require.Contains(t, out, "inv1/edge1 (wave canary): Failed: not healthy within the progress deadline (20s): deployments shop/web: spec.rollout.healthCheck.cel is not true")
+	require.Contains(t, out, "inv1/edge1 (wave canary): Failed: not healthy within the progress deadline (20s): deployments.apps shop/web: spec.rollout.healthCheck.cel is not true")
 	require.Equal(t, "registry.example/shop:4", other.MustRun(t, image(other)...))
 
 	// An edge that joins mid-rollout (in the last wave, its syncer not yet
