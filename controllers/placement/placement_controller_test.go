@@ -5,6 +5,7 @@ package placement
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,3 +102,30 @@ func setAnnotation(u *unstructured.Unstructured, key, value string) {
 	u.SetAnnotations(annotations)
 }
 
+// TestStatusOnly: an update of a placement's status alone reconciles no
+// mailbox (crossspace.EnqueueSpec); a change of anything a mailbox is
+// made from does.
+func TestStatusOnly(t *testing.T) {
+	base := &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "u1", Generation: 3, Labels: map[string]string{"a": "b"}}}
+	for _, tc := range []struct {
+		name   string
+		change func(*edgev2alpha1.EdgePlacement)
+		want   bool
+	}{
+		{"status", func(ep *edgev2alpha1.EdgePlacement) {
+			ep.Status.Rollout = &edgev2alpha1.RolloutStatus{Revision: "r2"}
+		}, true},
+		{"spec", func(ep *edgev2alpha1.EdgePlacement) { ep.Generation++ }, false},
+		{"labels", func(ep *edgev2alpha1.EdgePlacement) { ep.Labels = map[string]string{"a": "c"} }, false},
+		{"annotations", func(ep *edgev2alpha1.EdgePlacement) { ep.Annotations = map[string]string{"x": "y"} }, false},
+		{"deletion", func(ep *edgev2alpha1.EdgePlacement) { ep.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)} }, false},
+		{"recreated", func(ep *edgev2alpha1.EdgePlacement) { ep.UID = "u2" }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := base.DeepCopy()
+			tc.change(obj)
+			require.Equal(t, tc.want, crossspace.StatusOnly(base, obj))
+		})
+	}
+	require.False(t, crossspace.StatusOnly(&edgev2alpha1.EdgePlacement{}, &edgev2alpha1.EdgePlacement{}), "no generation: no telling")
+}

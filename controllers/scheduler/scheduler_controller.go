@@ -48,7 +48,7 @@ type Controller struct {
 func New(clients *crossspace.Clients) *Controller {
 	c := &Controller{clients: clients, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName})}
-	c.placements = clients.Typed(&edgev2alpha1.EdgePlacementList{}, &edgev2alpha1.EdgePlacement{}, crossspace.Enqueue(c.enqueuePlacement))
+	c.placements = clients.Typed(&edgev2alpha1.EdgePlacementList{}, &edgev2alpha1.EdgePlacement{}, crossspace.EnqueueSpec(c.enqueuePlacement, nil))
 	// Only what scheduling reads matters: labels, spec, existence — not
 	// status, which syncers update all the time.
 	everything := cache.ResourceEventHandlerFuncs{
@@ -63,7 +63,7 @@ func New(clients *crossspace.Clients) *Controller {
 	c.locations = clients.Typed(&edgev2alpha1.LocationList{}, &edgev2alpha1.Location{}, everything)
 	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, everything)
 	crossspace.IndexSyncTargetsByLabel(c.syncTargets)
-	c.slices = clients.Typed(&edgev2alpha1.SinglePlacementSliceList{}, &edgev2alpha1.SinglePlacementSlice{}, crossspace.Enqueue(c.enqueuePlacement))
+	c.slices = clients.Typed(&edgev2alpha1.SinglePlacementSliceList{}, &edgev2alpha1.SinglePlacementSlice{}, crossspace.EnqueueSpec(c.enqueuePlacement, nil))
 	// Which inventory spaces a WDS may select, and which spaces are of
 	// which type (mailbox spaces come and go with SyncTargets: ignored).
 	c.spaces = clients.Typed(&tenancyv1alpha1.SpaceList{}, &tenancyv1alpha1.Space{}, crossspace.Enqueue(func(obj any) {

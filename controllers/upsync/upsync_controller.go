@@ -88,16 +88,20 @@ func New(clients *crossspace.Clients, defs crossspace.Definitions) *Controller {
 	// placement and its slice share a name), before and after a change:
 	// not every SyncTarget, which made each change cost as much as the
 	// fleet.
-	placementChanged := crossspace.Enqueue(func(obj any) {
+	placementStatus := func(obj any) {
 		if key, err := spaces.KeyFunc(obj); err == nil {
 			c.placementsQ.Add(key)
 		}
+	}
+	// A change of the status alone changes no destination's upsync.
+	placementChanged := crossspace.EnqueueSpec(func(obj any) {
+		placementStatus(obj)
 		if ep, ok := obj.(*edgev2alpha1.EdgePlacement); ok {
 			for _, st := range c.r.destinationsOf(crossspace.SpaceOf(ep), ep.Name) {
 				c.queue.Add(st)
 			}
 		}
-	})
+	}, placementStatus)
 	sliceChanged := func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj

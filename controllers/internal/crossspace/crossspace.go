@@ -9,6 +9,7 @@ package crossspace
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -470,6 +471,36 @@ func Enqueue(add func(obj any)) cache.ResourceEventHandlerFuncs {
 			add(obj)
 		},
 	}
+}
+
+// EnqueueSpec is Enqueue but for updates of an object's status alone
+// (StatusOnly), which status passes instead (nil: drops them): the
+// controllers that write a placement's status (a rollout's counts move
+// many times a second) need not reconcile, each time, everything made
+// from its spec.
+func EnqueueSpec(add, status func(obj any)) cache.ResourceEventHandlerFuncs {
+	h := Enqueue(add)
+	h.UpdateFunc = func(old, obj any) {
+		switch {
+		case !StatusOnly(old, obj):
+			add(obj)
+		case status != nil:
+			status(obj)
+		}
+	}
+	return h
+}
+
+// StatusOnly tells whether an update changed an object's status alone:
+// not its spec (its generation, which must be set), labels, annotations,
+// owners, finalizers or deletion.
+func StatusOnly(old, obj any) bool {
+	a, errA := meta.Accessor(old)
+	b, errB := meta.Accessor(obj)
+	return errA == nil && errB == nil && a.GetUID() == b.GetUID() && a.GetGeneration() == b.GetGeneration() && a.GetGeneration() != 0 &&
+		maps.Equal(a.GetLabels(), b.GetLabels()) && maps.Equal(a.GetAnnotations(), b.GetAnnotations()) &&
+		a.GetDeletionTimestamp().Equal(b.GetDeletionTimestamp()) && slices.Equal(a.GetFinalizers(), b.GetFinalizers()) &&
+		reflect.DeepEqual(a.GetOwnerReferences(), b.GetOwnerReferences())
 }
 
 // Resync is how often controllers re-examine everything, as a safety net:
