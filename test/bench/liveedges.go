@@ -84,6 +84,9 @@ type liveOptions struct {
 	rest time.Duration
 	// simulate is the spec file of a simulator process (internal).
 	simulate string
+	// profiles, when set, is the directory the rollouts section writes
+	// the server's CPU profile of each measured change into.
+	profiles string
 }
 
 // liveSection names the section: "live edges" for 1,000 edges and 10

@@ -6,7 +6,8 @@ package main
 // The rollouts section: what a Progressive rollout costs the server
 // beside today's All, over the same live fleet (liveedges.go): the real
 // syncer of each simulated edge applies the copies and reports their
-// health, which is what moves a Progressive rollout from wave to wave.
+// health (one report per mailbox and revision, in its SyncerConfig's
+// status), which is what moves a Progressive rollout from wave to wave.
 //
 // Each strategy gets a namespace of its own in the WDS with -live-objects
 // ConfigMaps and a placement of them on every edge: first the placement
@@ -20,6 +21,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -76,11 +80,11 @@ func rolloutsMeasure(ctx context.Context, f *liveFleet, o liveOptions, progress 
 	restRate := float64(cpu1-cpu0) / float64(restSample)
 	progress("the server at rest: %.1f %% of a core", 100*restRate)
 
-	all, err := rolloutRun(ctx, f, edgev2alpha1.RolloutAll, n, m, restRate, progress)
+	all, err := rolloutRun(ctx, f, o, edgev2alpha1.RolloutAll, restRate, progress)
 	if err != nil {
 		return nil, err
 	}
-	prog, err := rolloutRun(ctx, f, edgev2alpha1.RolloutProgressive, n, m, restRate, progress)
+	prog, err := rolloutRun(ctx, f, o, edgev2alpha1.RolloutProgressive, restRate, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -127,13 +131,14 @@ func rolloutsMeasure(ctx context.Context, f *liveFleet, o liveOptions, progress 
 		{fmt.Sprintf("one ConfigMap updated → all %d live edges, Progressive", n), long(prog.update),
 			fmt.Sprintf("until the rollout is Complete; each wave's last edge: %s; %.0f µs server CPU per edge", strings.Join(waves, ", "), perEdge(prog.updateCPU))},
 		{"server CPU per edge for one update, Progressive ÷ All", ratio(perEdge(prog.updateCPU), perEdge(all.updateCPU)),
-			fmt.Sprintf("a new revision rewrites each of the placement's %d copies in a mailbox (their revision annotation) and the syncer reports each applied", m)},
+			fmt.Sprintf("a new revision writes, in each mailbox, the copy that changed (of the placement's %d) and the record of the revision, and the syncer reports on the record once", m)},
 	}, nil
 }
 
 // rolloutRun places m ConfigMaps of a namespace of their own on every
 // edge with strategy, then updates one, and measures both.
-func rolloutRun(ctx context.Context, f *liveFleet, strategy edgev2alpha1.RolloutStrategy, n, m int, restRate float64, progress func(string, ...any)) (*rolloutResult, error) {
+func rolloutRun(ctx context.Context, f *liveFleet, o liveOptions, strategy edgev2alpha1.RolloutStrategy, restRate float64, progress func(string, ...any)) (*rolloutResult, error) {
+	n, m := o.edges, o.objects
 	ns := liveNamespace + "-" + strings.ToLower(string(strategy))
 	name := ns
 	wds := kubernetes.NewForConfigOrDie(f.s.config(liveWDS))
@@ -147,6 +152,13 @@ func rolloutRun(ctx context.Context, f *liveFleet, strategy edgev2alpha1.Rollout
 	// returns how long until the first two and the CPU until the third.
 	measure := func(what string, change func() error, count func(simReport) int, want int) (time.Duration, time.Duration, error) {
 		progress("%s, %s", what, strategy)
+		if o.profiles != "" {
+			stop, err := cpuProfile(ctx, f.s, filepath.Join(o.profiles, fmt.Sprintf("%s-%s.pb.gz", strings.ToLower(string(strategy)), strings.Fields(what)[1])))
+			if err != nil {
+				return 0, 0, err
+			}
+			defer stop()
+		}
 		cpu0, err := procCPU(pid)
 		if err != nil {
 			return 0, 0, err
@@ -247,4 +259,27 @@ func rolloutComplete(ctx context.Context, placements dynamic.ResourceInterface, 
 		}
 		return healthy, nil
 	}, n)
+}
+
+// cpuProfile starts a 30-second CPU profile of the server and returns
+// what waits for it to end and be written to path.
+func cpuProfile(ctx context.Context, s *server, path string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, err := adminGet(ctx, s, "/debug/pprof/profile?seconds=30")
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: the CPU profile for %s: %v\n", path, err)
+			return
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		}
+	}()
+	return func() { <-done }, nil
 }
