@@ -91,3 +91,20 @@ func pollDenied(t *testing.T, k harness.Kubectl, want, what string, args ...stri
 	require.Contains(t, errOut, want, what)
 	return errOut
 }
+
+// pollFailure runs kubectl until it fails with an error that holds want,
+// for what becomes true at a server within moments (an edge publishing a
+// new CRD's OpenAPI), and returns that error.
+func pollFailure(t *testing.T, k harness.Kubectl, want, what string, args ...string) string {
+	t.Helper()
+	var lastErr string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, errOut, runErr := k.Run(ctx, args...)
+		lastErr = errOut
+		return runErr != nil && strings.Contains(errOut, want), nil
+	})
+	require.NoError(t, err, "waiting for %s: kubectl %s\nlast error: %s", what, strings.Join(args, " "), lastErr)
+	return lastErr
+}
