@@ -150,7 +150,9 @@ func (s *Syncer) holdProgress(have, want edgev2alpha1.SyncerConfigStatus) time.D
 func stillRecorded(reports []edgev2alpha1.RolloutReport, records []edgev2alpha1.RolloutRecord) []edgev2alpha1.RolloutReport {
 	var out []edgev2alpha1.RolloutReport
 	for _, r := range reports {
-		if slices.Contains(records, edgev2alpha1.RolloutRecord{Placement: r.Placement, Revision: r.Revision, Digest: r.Digest}) {
+		if slices.ContainsFunc(records, func(rec edgev2alpha1.RolloutRecord) bool {
+			return rec.Placement == r.Placement && rec.Revision == r.Revision && rec.Digest == r.Digest
+		}) {
 			out = append(out, r)
 		}
 	}

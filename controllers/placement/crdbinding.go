@@ -43,6 +43,9 @@ func (r *mailboxReconciler) bindCRDs(ctx context.Context, mailbox string, need m
 		} else if spaces.ServedEverywhere(crd.Annotations) {
 			continue
 		}
+		if crossspace.SpaceOf(crd) == mailbox {
+			continue // the mailbox's own, kept as it is (pinCRDs)
+		}
 		held, exists := r.crdIn(mailbox, name)
 		if exists && (!r.perSpace || crossspace.Label(held, edgev2alpha1.PlacementCopyLabel) != "true" ||
 			r.sameDefinition(held, crd) && held.Annotations[edgev2alpha1.SourceSpaceAnnotation] == crossspace.SpaceOf(crd)) {

@@ -100,7 +100,13 @@ func (r *mailboxReconciler) decideCRDs(mailbox string, sel *selection, where str
 			}
 			name := crossspace.CustomResourceName(cl.res.GroupResource())
 			crd, ok := r.crdIn(cl.wds, name)
-			if !ok || (r.perSpace && !r.ownCRD(crd, cl.wds)) {
+			if pins, pinned := sel.pinnedCRDs[cl.key()]; pinned {
+				// Not admitted here: the mailbox's own, or none yet.
+				crd, ok = pins[name]
+			} else if ok && r.perSpace && !r.ownCRD(crd, cl.wds) {
+				ok = false
+			}
+			if !ok {
 				continue
 			}
 			if !slices.ContainsFunc(claims[name], func(c crdClaim) bool { return c.same(cl.source) }) {

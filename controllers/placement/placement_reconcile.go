@@ -263,9 +263,12 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	if err != nil {
 		return false, err
 	}
+	admitted := r.admission(key, sources, sel, given)
+	r.pinCRDs(mailbox, sources, sel, cfg, admitted)
 	crds := r.decideCRDs(mailbox, sel, where)
 	desired := decideAll(sel, current, where)
-	revisions := r.gate(key, sources, sel, desired, current, given, cfg.Status.ReportsRollouts)
+	revisions := r.gate(sources, desired, current, admitted, cfg.Status.ReportsRollouts)
+	r.keepCRDsOfKept(mailbox, desired, crds)
 	edgeProblems(sel, current, where)
 	r.recordProblems(mailbox, sel)
 	addImpliedNamespaces(desired)
@@ -343,7 +346,7 @@ func (r *mailboxReconciler) writeMailbox(mctx context.Context, inventory, mailbo
 		return written, deleted, leftOut, pending, err
 	}
 	spec := syncerConfigSpec(desired, sel.crdNames, sel.upsync)
-	spec.Rollouts = rolloutRecords(cfg, revisions, desired, current)
+	spec.Rollouts = rolloutRecords(cfg, revisions, desired, current, sel.crdClaims)
 	return written, deleted, leftOut, pending, r.writeSyncerConfig(mctx, cfg, exists, spec)
 }
 

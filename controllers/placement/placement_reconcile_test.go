@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -48,6 +49,9 @@ type fakeMailbox struct {
 	// dependencies are the last recorded, by placement key.
 	dependencies map[string][]edgev2alpha1.DependencyReference
 	crds         []*apiextensionsv1.CustomResourceDefinition
+	// perSpace stores CRDs per space (--crds-per-space), in objects, as
+	// any other object: crds is not read then.
+	perSpace bool
 	// slicesAsked are the destinations slicesFor was asked about.
 	slicesAsked []string
 	rv          int
@@ -154,7 +158,7 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 		space, _ := spaces.FromContext(ctx)
 		return space
 	}
-	return &mailboxReconciler{
+	r := &mailboxReconciler{
 		memo: f.memo,
 		mayRead: func(_ context.Context, _ string, _ *edgev2alpha1.EdgePlacement, gvr schema.GroupVersionResource, namespace string) (bool, string, error) {
 			f.asked++
@@ -355,6 +359,35 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 			}
 		},
 	}
+	if f.perSpace {
+		r.perSpace = true
+		r.crdsIn = func(space string) []*apiextensionsv1.CustomResourceDefinition {
+			var out []*apiextensionsv1.CustomResourceDefinition
+			for k, obj := range f.objects[crdGVR] {
+				if strings.HasPrefix(k, space+"|") {
+					out = append(out, typedCRD(obj))
+				}
+			}
+			return out
+		}
+		r.crdIn = func(space, name string) (*apiextensionsv1.CustomResourceDefinition, bool) {
+			if obj := f.get(crdGVR, space, "", name); obj != nil {
+				return typedCRD(obj), true
+			}
+			return nil, false
+		}
+	}
+	return r
+}
+
+// typedCRD is a CRD the fake stores as an object, as the server's cache
+// of CRDs holds it.
+func typedCRD(obj *unstructured.Unstructured) *apiextensionsv1.CustomResourceDefinition {
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, crd); err != nil {
+		panic(err)
+	}
+	return crd
 }
 
 // run reconciles edge1's mailbox and returns the calls it made.

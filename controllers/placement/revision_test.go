@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -149,4 +151,162 @@ func mailboxDigest(f *fakeMailbox, wds, placement string) string {
 		}
 	}
 	return edgev2alpha1.CopiesDigest(entries)
+}
+
+var widgetGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+
+// widgetCRD is a WDS's CRD of widgets; description stands for any change
+// of its definition.
+func widgetCRD(plural, description string) *unstructured.Unstructured {
+	kind := "Widget"
+	if plural != "widgets" {
+		kind = "Gadget"
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": plural + ".example.com"},
+		"spec": map[string]any{"group": "example.com", "scope": "Namespaced",
+			"names": map[string]any{"plural": plural, "kind": kind, "listKind": kind + "List"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "description": description}}}}}}}
+}
+
+// TestGateKeepsTheCRDsItHas: with CRDs per space, a Progressive
+// placement's CRDs roll out as its objects do. A destination not admitted
+// keeps serving its mailbox's copy of a CRD as it is (and the edge the
+// CRDs its record names), gets no CRD new in the revision, and keeps a
+// CRD the revision no longer places while its copies of the CRD's
+// objects stay; admitted, it takes them all.
+func TestGateKeepsTheCRDsItHas(t *testing.T) {
+	f := newFake()
+	f.perSpace = true
+	f.served = append(f.served,
+		resource{GroupVersionResource: crdGVR, Kind: "CustomResourceDefinition"},
+		resource{GroupVersionResource: widgetGVR, Kind: "Widget", Namespaced: true},
+		resource{GroupVersionResource: widgetGVR.GroupVersion().WithResource("gadgets"), Kind: "Gadget", Namespaced: true})
+	f.put(crdGVR, "wds1", widgetCRD("widgets", "first"))
+	f.put(widgetGVR, "wds1", &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w", "namespace": "default"}, "spec": map[string]any{"size": "1"}}})
+	apiextensions, example := "apiextensions.k8s.io", "example.com"
+	crdClause := func(names ...string) edgev2alpha1.DownsyncClause {
+		return edgev2alpha1.DownsyncClause{APIGroup: &apiextensions, Resources: []string{"customresourcedefinitions"}, ObjectNames: names}
+	}
+	widgets := edgev2alpha1.DownsyncClause{APIGroup: &example, Resources: []string{"widgets"}, ObjectNames: []string{"w"}}
+	ep := f.place("wds1", "p", 1, crdClause("widgets.example.com"), widgets)
+	ep.Spec.Rollout = &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive}
+	key := spaces.Key("wds1", "", "p")
+	mailboxCRD := func(name string) string {
+		obj := f.get(crdGVR, f.mailbox(), "", name)
+		if obj == nil {
+			return ""
+		}
+		versions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "versions")
+		desc, _, _ := unstructured.NestedString(versions[0].(map[string]any), "schema", "openAPIV3Schema", "description")
+		return desc
+	}
+	cfg := func() *edgev2alpha1.SyncerConfig { return f.syncerConfigs[f.mailbox()] }
+
+	// Not admitted, nothing held: no CRD either.
+	calls, _, err := f.run(t)
+	require.NoError(t, err)
+	require.NotContains(t, calls, "create customresourcedefinitions widgets.example.com")
+	require.Empty(t, cfg().Spec.CRDs)
+
+	f.admitted = map[string]bool{key: true}
+	calls, _, err = f.run(t)
+	require.NoError(t, err)
+	require.Contains(t, calls, "create customresourcedefinitions widgets.example.com")
+	require.Contains(t, calls, "create widgets default/w")
+	require.Equal(t, "first", mailboxCRD("widgets.example.com"))
+	require.Equal(t, []string{"widgets.example.com"}, cfg().Spec.CRDs)
+	first := f.revisionFor[key]
+	require.Equal(t, []edgev2alpha1.RolloutRecord{{Placement: "wds1/p", Revision: first, Digest: mailboxDigest(f, "wds1", "p"),
+		CRDs: []string{"widgets.example.com"}}}, cfg().Spec.Rollouts)
+
+	// The definition changes: a new revision, which a destination not
+	// admitted does not take; a CRD new in it waits too.
+	f.admitted = nil
+	f.put(crdGVR, "wds1", widgetCRD("widgets", "second"))
+	f.put(crdGVR, "wds1", widgetCRD("gadgets", "new"))
+	ep.Spec.Downsync[0] = crdClause("widgets.example.com", "gadgets.example.com")
+	calls, _, err = f.run(t)
+	require.NoError(t, err)
+	require.NotEqual(t, first, f.revisionFor[key], "a change of definition is a new revision")
+	require.NotContains(t, calls, "update customresourcedefinitions widgets.example.com")
+	require.NotContains(t, calls, "create customresourcedefinitions gadgets.example.com")
+	require.Equal(t, "first", mailboxCRD("widgets.example.com"))
+	require.Equal(t, []string{"widgets.example.com"}, cfg().Spec.CRDs, "the edge keeps the CRDs its revision placed")
+	require.Equal(t, first, cfg().Spec.Rollouts[0].Revision)
+
+	f.admitted = map[string]bool{key: true}
+	calls, _, err = f.run(t)
+	require.NoError(t, err)
+	require.Contains(t, calls, "update customresourcedefinitions widgets.example.com")
+	require.Contains(t, calls, "create customresourcedefinitions gadgets.example.com")
+	require.Equal(t, "second", mailboxCRD("widgets.example.com"))
+	require.Equal(t, []string{"gadgets.example.com", "widgets.example.com"}, cfg().Spec.CRDs)
+	second := f.revisionFor[key]
+	require.Equal(t, []string{"gadgets.example.com", "widgets.example.com"}, cfg().Spec.Rollouts[0].CRDs)
+
+	// A revision without widgets at all: a destination not admitted keeps
+	// the CRD, its widget and what its edge has.
+	f.admitted = nil
+	ep.Spec.Downsync = []edgev2alpha1.DownsyncClause{cmClause("cm")}
+	f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+	calls, _, err = f.run(t)
+	require.NoError(t, err)
+	require.NotEqual(t, second, f.revisionFor[key])
+	for _, c := range calls {
+		require.NotContains(t, c, "delete", "nothing leaves a destination not admitted")
+	}
+	require.Equal(t, "second", mailboxCRD("widgets.example.com"))
+	require.NotNil(t, f.get(widgetGVR, f.mailbox(), "default", "w"))
+	require.Equal(t, []string{"gadgets.example.com", "widgets.example.com"}, cfg().Spec.CRDs)
+
+	f.admitted = map[string]bool{key: true}
+	calls, _, err = f.run(t)
+	require.NoError(t, err)
+	require.Contains(t, calls, "delete widgets default/w")
+	require.Contains(t, calls, "delete customresourcedefinitions widgets.example.com")
+	require.Contains(t, calls, "delete customresourcedefinitions gadgets.example.com")
+	require.Empty(t, cfg().Spec.CRDs)
+	require.Empty(t, cfg().Spec.Rollouts[0].CRDs)
+}
+
+// TestGateKeepsTheCRDOfKeptCopies: a placement that places custom
+// resources but not their CRD (the edge has it by other means) still has
+// the mailbox serve it; a revision that stops placing them leaves the
+// CRD, and so the copies, to a destination not admitted.
+func TestGateKeepsTheCRDOfKeptCopies(t *testing.T) {
+	f := newFake()
+	f.perSpace = true
+	f.served = append(f.served, resource{GroupVersionResource: widgetGVR, Kind: "Widget", Namespaced: true})
+	f.put(crdGVR, "wds1", widgetCRD("widgets", "first"))
+	f.put(widgetGVR, "wds1", &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w", "namespace": "default"}}})
+	f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+	example := "example.com"
+	ep := f.place("wds1", "p", 1, edgev2alpha1.DownsyncClause{APIGroup: &example, Resources: []string{"widgets"}, ObjectNames: []string{"w"}})
+	ep.Spec.Rollout = &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive}
+	key := spaces.Key("wds1", "", "p")
+	f.admitted = map[string]bool{key: true}
+	calls, _, err := f.run(t)
+	require.NoError(t, err)
+	require.Contains(t, calls, "create customresourcedefinitions widgets.example.com")
+	require.Contains(t, calls, "create widgets default/w")
+	require.Empty(t, f.syncerConfigs[f.mailbox()].Spec.CRDs, "the placement does not place the CRD at the edge")
+
+	f.admitted = nil
+	ep.Spec.Downsync = []edgev2alpha1.DownsyncClause{cmClause("cm")}
+	calls, _, err = f.run(t)
+	require.NoError(t, err)
+	require.NotContains(t, calls, "delete customresourcedefinitions widgets.example.com")
+	require.NotNil(t, f.get(crdGVR, f.mailbox(), "", "widgets.example.com"))
+	require.NotNil(t, f.get(widgetGVR, f.mailbox(), "default", "w"))
+
+	f.admitted = map[string]bool{key: true}
+	calls, _, err = f.run(t)
+	require.NoError(t, err)
+	require.Contains(t, calls, "delete widgets default/w")
+	require.Contains(t, calls, "delete customresourcedefinitions widgets.example.com")
 }

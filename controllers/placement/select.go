@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -73,7 +74,10 @@ type selection struct {
 	// its WDS defines it (decideCRDs).
 	crdNames  map[string]bool
 	crdClaims map[string][]crdClaim
-	upsync    []edgev2alpha1.UpsyncClause
+	// pinnedCRDs are, by placement key, the mailbox's CRDs that a
+	// Progressive placement not admitted here uses as they are (pinCRDs).
+	pinnedCRDs map[string]map[string]*apiextensionsv1.CustomResourceDefinition
+	upsync     []edgev2alpha1.UpsyncClause
 	// upsyncCRDs are the CRDs, served in the placements' WDSs, of the
 	// resources upsync clauses name: the mailbox must serve them for the
 	// syncer to write what it upsyncs.

@@ -13,10 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -67,6 +69,18 @@ type rolloutSnapshot struct {
 	Entries      []snapshotEntry `json:"entries"`
 	// Customizers are those the entries name, by NAMESPACE/NAME.
 	Customizers map[string]*edgev2alpha1.Customizer `json:"customizers,omitempty"`
+	// WithCRDs says that CRDs holds the revision's CRDs (CRDs per space;
+	// snapshots from before did not keep them).
+	WithCRDs bool          `json:"withCRDs,omitempty"`
+	CRDs     []snapshotCRD `json:"crds,omitempty"`
+}
+
+// snapshotCRD is a CRD of the WDS the revision needs: one it places at
+// the edge (AtEdge), or that of custom resources it places. Its UID and
+// resource version stay, which name its definition (specKeys).
+type snapshotCRD struct {
+	AtEdge bool                                      `json:"atEdge,omitempty"`
+	CRD    *apiextensionsv1.CustomResourceDefinition `json:"crd"`
 }
 
 // snapshotEntry is one selected object: its resource, how its placement
@@ -120,7 +134,44 @@ func (r *mailboxReconciler) snapshotOf(sel *selection, p source, revision string
 			snap.Entries = append(snap.Entries, e)
 		}
 	}
+	if r.perSpace {
+		snap.WithCRDs = true
+		crds := r.crdsOf(sel, p)
+		for _, name := range sortedKeys(crds) {
+			crd := crds[name]
+			atEdge := slices.ContainsFunc(sel.crdClaims[name], func(c crdClaim) bool { return c.same(p) })
+			kept := &apiextensionsv1.CustomResourceDefinition{Spec: crd.Spec, ObjectMeta: metav1.ObjectMeta{Name: crd.Name, UID: crd.UID,
+				ResourceVersion: crd.ResourceVersion, Labels: crd.Labels, Annotations: crd.Annotations}}
+			snap.CRDs = append(snap.CRDs, snapshotCRD{AtEdge: atEdge, CRD: kept})
+		}
+	}
 	return snap, nil
+}
+
+// giveCRDs has a joiner's placement p use the CRDs of the snapshot's
+// revision: those it places at the edge, and those its custom resources'
+// copies are served by in the mailbox (pinnedCRDs).
+func (s *rolloutSnapshot) giveCRDs(sel *selection, p source) {
+	if !s.WithCRDs {
+		return
+	}
+	for name, list := range sel.crdClaims {
+		sel.crdClaims[name] = slices.DeleteFunc(list, func(c crdClaim) bool { return c.same(p) })
+	}
+	pins := map[string]*apiextensionsv1.CustomResourceDefinition{}
+	for _, c := range s.CRDs {
+		if c.CRD == nil {
+			continue
+		}
+		pins[c.CRD.Name] = c.CRD
+		if c.AtEdge {
+			sel.claimCRD(p, c.CRD)
+		}
+	}
+	if sel.pinnedCRDs == nil {
+		sel.pinnedCRDs = map[string]map[string]*apiextensionsv1.CustomResourceDefinition{}
+	}
+	sel.pinnedCRDs[p.key()] = pins
 }
 
 // splitRef reads a Customizer reference (NAME in the object's namespace,
@@ -387,6 +438,9 @@ func (r *mailboxReconciler) atCompleted(ctx context.Context, key string, sources
 			// In source order, as selectFor appends: p is the newest of
 			// the claimants only if it comes last among sources.
 			sel.claims[k] = insertInOrder(sel.claims[k], cl, sources)
+		}
+		if r.perSpace {
+			snap.giveCRDs(sel, p.source)
 		}
 		sel.problems[p.key()] = append(sel.problems[p.key()], problems...)
 		if given == nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -106,6 +107,70 @@ func TestJoinerGetsTheCompletedRevision(t *testing.T) {
 	got = f.get(cmGVR, f.mailbox(), "default", "cm")
 	require.Equal(t, map[string]any{"a": "2", "where": "east", "tier": "silver"}, got.Object["data"])
 	require.Equal(t, second, got.GetAnnotations()[edgev2alpha1.RevisionAnnotation])
+}
+
+// TestJoinerGetsTheCompletedCRDs: with CRDs per space, a joiner gets the
+// CRDs of the completed revision from its snapshot, as they were, and
+// keeps them until admitted.
+func TestJoinerGetsTheCompletedCRDs(t *testing.T) {
+	f := newFake()
+	f.perSpace = true
+	f.served = append(f.served, resource{GroupVersionResource: crdGVR, Kind: "CustomResourceDefinition"},
+		resource{GroupVersionResource: widgetGVR, Kind: "Widget", Namespaced: true})
+	f.put(crdGVR, "wds1", widgetCRD("widgets", "first"))
+	f.put(widgetGVR, "wds1", &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w", "namespace": "default"}}})
+	apiextensions, example := "apiextensions.k8s.io", "example.com"
+	ep := f.place("wds1", "p", 1,
+		edgev2alpha1.DownsyncClause{APIGroup: &apiextensions, Resources: []string{"customresourcedefinitions"}, ObjectNames: []string{"widgets.example.com"}},
+		edgev2alpha1.DownsyncClause{APIGroup: &example, Resources: []string{"widgets"}, ObjectNames: []string{"w"}})
+	ep.UID = "p-uid"
+	ep.Spec.Rollout = &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive}
+	key := spaces.Key("wds1", "", "p")
+	description := func() string {
+		obj := f.get(crdGVR, f.mailbox(), "", "widgets.example.com")
+		if obj == nil {
+			return ""
+		}
+		versions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "versions")
+		d, _, _ := unstructured.NestedString(versions[0].(map[string]any), "schema", "openAPIV3Schema", "description")
+		return d
+	}
+
+	// The first revision completes somewhere: its snapshot, as stored.
+	r := f.reconciler()
+	sources := r.sources(context.Background(), f.syncTargets[spaces.Key(inv, "", stName)])
+	sel, synced := r.selectAll(context.Background(), sources)
+	require.True(t, synced)
+	first := r.revisionOf(sel, sources[0].source)
+	snap, err := r.snapshotOf(sel, sources[0].source, first)
+	require.NoError(t, err)
+	data, err := snap.encode()
+	require.NoError(t, err)
+	stored, err := decodeSnapshot(data)
+	require.NoError(t, err)
+	require.True(t, stored.WithCRDs)
+	require.Len(t, stored.CRDs, 1)
+
+	// The definition changes; edge1 joins and gets the first one.
+	f.put(crdGVR, "wds1", widgetCRD("widgets", "second"))
+	f.completed = map[string]*rolloutSnapshot{key: stored}
+	calls, _, err := f.run(t)
+	require.NoError(t, err)
+	require.Subset(t, calls, []string{"create customresourcedefinitions widgets.example.com", "create widgets default/w"})
+	require.Equal(t, "first", description())
+	require.Equal(t, []string{"widgets.example.com"}, f.syncerConfigs[f.mailbox()].Spec.CRDs)
+	require.Equal(t, first, f.syncerConfigs[f.mailbox()].Spec.Rollouts[0].Revision)
+
+	// It keeps it until admitted.
+	calls, _, err = f.run(t)
+	require.NoError(t, err)
+	require.Equal(t, []string{"recordProblems 1"}, calls)
+	f.admitted = map[string]bool{key: true}
+	calls, _, err = f.run(t)
+	require.NoError(t, err)
+	require.Contains(t, calls, "update customresourcedefinitions widgets.example.com")
+	require.Equal(t, "second", description())
 }
 
 // TestSnapshotBounds: a snapshot past its bound is refused as too large,

@@ -107,6 +107,11 @@ type RolloutRecord struct {
 	// the mailbox: a syncer whose copies have another digest has not seen
 	// them all yet.
 	Digest string `json:"digest"`
+	// CRDs are the CRDs the revision places at the edge (spec.crds) for
+	// the placement: a mailbox not yet admitted to a newer revision keeps
+	// serving them as they are, and so does its edge.
+	// +optional
+	CRDs []string `json:"crds,omitempty"`
 }
 
 // SyncerConfigStatus is what the syncer reports.
