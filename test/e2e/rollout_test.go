@@ -247,3 +247,90 @@ func TestProgressiveRollout(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, string(bad), `"shop": name the placement as WDS/NAME`)
 }
+
+// widgetRollout is a CRD of the WDS, one of its objects, and a
+// Progressive placement of both: the canary first, which stays healthy
+// for 30 seconds before the other edge's turn.
+const widgetRollout = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        description: DESCRIPTION
+        properties:
+          spec: {type: object, properties: {size: {type: integer}}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: edge.kubestellar.io/v2alpha1
+kind: EdgePlacement
+metadata: {name: widgets}
+spec:
+  locationSelectors: [{matchLabels: {env: prod}}]
+  downsync:
+  - {apiGroup: "", resources: [namespaces], objectNames: [shop]}
+  - {apiGroup: apiextensions.k8s.io, resources: [customresourcedefinitions], objectNames: [widgets.example.com]}
+  - {apiGroup: example.com, resources: [widgets], namespaces: [shop]}
+  rollout:
+    strategy: Progressive
+    waves: [{name: canary, selector: {matchLabels: {ring: canary}}}]
+    minSuccessTime: 30s
+    progressDeadline: 2m
+`
+
+// TestProgressiveRolloutOfACRD: a Progressive placement's CRD rolls out
+// in waves as its objects do: a change of definition in the WDS reaches
+// the canary edge first, while the other edge (and its mailbox) keeps
+// the definition it has, and the other edge once the canary's wave has
+// succeeded.
+func TestProgressiveRolloutOfACRD(t *testing.T) {
+	srv, k, edges := rolloutFleet(t)
+	canary, other := edges["edge1"], edges["edge2"]
+	status := rolloutStatus(srv, "wds1/widgets")
+	apply := func(description string) {
+		manifest := filepath.Join(t.TempDir(), "widgets.yaml")
+		require.NoError(t, os.WriteFile(manifest, []byte(strings.ReplaceAll(widgetRollout, "DESCRIPTION", description)), 0o600))
+		k.MustRun(t, "--context", "wds1", "apply", "-f", manifest)
+	}
+	apply("first")
+	k.MustRun(t, "--context", "wds1", "wait", "--for", "condition=established", "--timeout=60s", "crd/widgets.example.com")
+	pollStdin(t, k, "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: shop}\nspec: {size: 1}\n", "the widget",
+		"--context", "wds1", "apply", "-f", "-")
+	out, err := status("--timeout", "3m")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "EdgePlacement wds1/widgets: Complete, revision ")
+	description := []string{"get", "crd", "widgets.example.com", "--ignore-not-found", "-o", "jsonpath={.spec.versions[0].schema.openAPIV3Schema.description}"}
+	for name, ek := range edges {
+		poll(t, ek, equals("first"), "the CRD at "+name, description...)
+		poll(t, ek, equals("w"), "the widget at "+name, "get", "widgets.example.com", "-n", "shop", "-o", "jsonpath={.items[*].metadata.name}")
+	}
+	otherMailbox := k.MustRun(t, "--context", "inv1", "get", "synctarget", "edge2", "-o", "jsonpath={.status.mailboxSpace}")
+	inOtherMailbox := append([]string{"--server", srv.BaseURL() + "/spaces/" + otherMailbox}, description...)
+
+	// The definition changes: the canary first.
+	apply("second")
+	poll(t, canary, equals("second"), "the new definition at the canary", description...)
+	require.Equal(t, "first", other.MustRun(t, description...), "the other edge keeps the definition it has during the canary's wave")
+	require.Equal(t, "first", k.MustRun(t, inOtherMailbox...), "and so does its mailbox")
+	out, err = status()
+	require.NoError(t, err, out)
+	require.Contains(t, out, "EdgePlacement wds1/widgets: Progressing")
+
+	// Then the other edge, once the canary's wave has succeeded.
+	out, err = status("--timeout", "3m")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "EdgePlacement wds1/widgets: Complete, revision ")
+	poll(t, other, equals("second"), "the new definition at the other edge", description...)
+	require.Equal(t, "w", other.MustRun(t, "get", "widgets.example.com", "-n", "shop", "-o", "jsonpath={.items[*].metadata.name}"))
+}
