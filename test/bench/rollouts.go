@@ -51,95 +51,168 @@ type rolloutResult struct {
 
 func rolloutsSection(o liveOptions) string { return o.section("rollouts") }
 
-func rolloutsBench(ctx context.Context, bin string, o liveOptions, progress func(string, ...any)) ([]row, error) {
+func rolloutsBench(ctx context.Context, bin string, o liveOptions, repeat int, progress func(string, ...any)) ([]row, error) {
 	progress = prefixed(progress, "rollouts: ")
-	return onLiveFleet(ctx, bin, o.edges, progress, func(f *liveFleet) ([]row, error) { return rolloutsMeasure(ctx, f, o, progress) })
+	return onLiveFleet(ctx, bin, o.edges, progress, func(f *liveFleet) ([]row, error) { return rolloutsMeasure(ctx, f, o, repeat, progress) })
 }
 
-// rolloutsMeasure is the rollouts section on its fleet.
-func rolloutsMeasure(ctx context.Context, f *liveFleet, o liveOptions, progress func(string, ...any)) ([]row, error) {
+// rolloutsMeasure is the rollouts section on its fleet: repeat runs of
+// All then Progressive, each run's in namespaces of their own. The fleet
+// is started once (its start is most of the section's time at 1,000
+// edges), so a later run's edges also hold the earlier runs' copies; the
+// fleet's cost at rest is measured again before each run for that.
+func rolloutsMeasure(ctx context.Context, f *liveFleet, o liveOptions, repeat int, progress func(string, ...any)) ([]row, error) {
 	n, m := o.edges, o.objects
 	pid := f.s.cmd.Process.Pid
-	if _, err := settle(ctx, pid, 2*time.Minute); err != nil {
-		return nil, err
-	}
-	// What the fleet costs at rest, per second: heartbeats and the
-	// controllers' resyncs go on during a rollout too.
-	const restSample = 20 * time.Second
-	cpu0, err := procCPU(pid)
-	if err != nil {
-		return nil, err
-	}
-	if err := sleep(ctx, restSample); err != nil {
-		return nil, err
-	}
-	cpu1, err := procCPU(pid)
-	if err != nil {
-		return nil, err
-	}
-	restRate := float64(cpu1-cpu0) / float64(restSample)
-	progress("the server at rest: %.1f %% of a core", 100*restRate)
-
-	all, err := rolloutRun(ctx, f, o, edgev2alpha1.RolloutAll, restRate, progress)
-	if err != nil {
-		return nil, err
-	}
-	prog, err := rolloutRun(ctx, f, o, edgev2alpha1.RolloutProgressive, restRate, progress)
-	if err != nil {
-		return nil, err
+	// restRate is what the fleet costs at rest, per second: heartbeats
+	// and the controllers' resyncs go on during a rollout too.
+	restRate := func() (float64, error) {
+		if _, err := settle(ctx, pid, 2*time.Minute); err != nil {
+			return 0, err
+		}
+		const restSample = 20 * time.Second
+		cpu0, err := procCPU(pid)
+		if err != nil {
+			return 0, err
+		}
+		if err := sleep(ctx, restSample); err != nil {
+			return 0, err
+		}
+		cpu1, err := procCPU(pid)
+		if err != nil {
+			return 0, err
+		}
+		rate := float64(cpu1-cpu0) / float64(restSample)
+		progress("the server at rest: %.1f %% of a core", 100*rate)
+		return rate, nil
 	}
 
-	var canary []time.Duration
-	reached := map[string]time.Duration{}
-	for i, d := range prog.arrivals {
-		ring := ringOf(i, n)
-		reached[ring] = max(reached[ring], d)
-		if ring == liveRings[0].name {
-			canary = append(canary, d)
+	var alls, progs []*rolloutResult
+	for run := 1; run <= repeat; run++ {
+		if repeat > 1 {
+			progress("run %d of %d", run, repeat)
+		}
+		rest, err := restRate()
+		if err != nil {
+			return nil, err
+		}
+		all, err := rolloutRun(ctx, f, o, edgev2alpha1.RolloutAll, run, rest, progress)
+		if err != nil {
+			return nil, err
+		}
+		prog, err := rolloutRun(ctx, f, o, edgev2alpha1.RolloutProgressive, run, rest, progress)
+		if err != nil {
+			return nil, err
+		}
+		alls, progs = append(alls, all), append(progs, prog)
+	}
+	return rolloutRows(n, m, alls, progs)
+}
+
+// rolloutRows are the section's rows from each run's All and Progressive
+// results on n edges with m objects each: one run's figures, or over
+// several each figure's median with the min and max.
+func rolloutRows(n, m int, alls, progs []*rolloutResult) ([]row, error) {
+	// Per run: the canary wave's p50 and max, and when each wave's last
+	// edge had the update.
+	var canary50, canaryMax []time.Duration
+	canaryEdges := 0
+	reached := map[string][]time.Duration{}
+	for _, prog := range progs {
+		var canary []time.Duration
+		last := map[string]time.Duration{}
+		for i, d := range prog.arrivals {
+			ring := ringOf(i, n)
+			last[ring] = max(last[ring], d)
+			if ring == liveRings[0].name {
+				canary = append(canary, d)
+			}
+		}
+		if len(canary) == 0 {
+			return nil, fmt.Errorf("no edge of %d is in the canary wave", n)
+		}
+		sort.Slice(canary, func(i, j int) bool { return canary[i] < canary[j] })
+		canaryEdges = len(canary)
+		canary50, canaryMax = append(canary50, percentile(canary, 50)), append(canaryMax, canary[len(canary)-1])
+		for ring, d := range last {
+			reached[ring] = append(reached[ring], d)
 		}
 	}
-	sort.Slice(canary, func(i, j int) bool { return canary[i] < canary[j] })
+	wavesOf := "each wave's last edge"
+	if len(progs) > 1 {
+		wavesOf += " (medians)"
+	}
 	var waves []string
 	for _, r := range append(liveRings, struct {
 		name string
 		upTo int
 	}{"rest", 100}) {
-		waves = append(waves, fmt.Sprintf("%s %s", r.name, long(reached[r.name])))
+		waves = append(waves, fmt.Sprintf("%s %s", r.name, long(time.Duration(durationSpread(reached[r.name]).median))))
 	}
-	perCopy := func(cpu time.Duration) float64 { return float64(cpu.Microseconds()) / float64(n*m) }
-	perEdge := func(cpu time.Duration) float64 { return float64(cpu.Microseconds()) / float64(n) }
-	ratio := func(a, b float64) string {
-		if b <= 0 {
-			return "n/a"
+
+	// over is a figure of each run's result, shown over the runs.
+	over := func(results []*rolloutResult, fig func(*rolloutResult) time.Duration, format func(time.Duration) string) string {
+		ds := make([]time.Duration, len(results))
+		for i, r := range results {
+			ds[i] = fig(r)
 		}
-		return fmt.Sprintf("%.2f×", a/b)
+		return durationSpread(ds).show(asDuration(format))
 	}
+	// cpuOver is the server's CPU of each run's result per copy (or per
+	// edge: per n), shown over the runs.
+	cpuOver := func(results []*rolloutResult, cpu func(*rolloutResult) time.Duration, per int) string {
+		values := make([]float64, len(results))
+		for i, r := range results {
+			values[i] = float64(cpu(r).Microseconds()) / float64(per)
+		}
+		return spreadOf(values).show(func(v float64) string { return fmt.Sprintf("%.0f µs", v) })
+	}
+	// ratio is Progressive's CPU ÷ All's, run by run, over the runs where
+	// All's was above the fleet's at rest.
+	ratio := func(cpu func(*rolloutResult) time.Duration) (string, spread) {
+		var ratios []float64
+		for i := range alls {
+			if b := cpu(alls[i]).Microseconds(); b > 0 {
+				ratios = append(ratios, float64(cpu(progs[i]).Microseconds())/float64(b))
+			}
+		}
+		if len(ratios) == 0 {
+			return "n/a", spread{}
+		}
+		s := spreadOf(ratios)
+		return s.show(times), s
+	}
+	placeCPU := func(r *rolloutResult) time.Duration { return r.placeCPU }
+	updateCPU := func(r *rolloutResult) time.Duration { return r.updateCPU }
+	placeRatio, placeSpread := ratio(placeCPU)
+	updateRatio, _ := ratio(updateCPU)
 	fleet := fmt.Sprintf("%d live edges in 5 waves (canary 1 %%, early 4 %%, middle 15 %%, late 30 %%, rest 50 %%), minSuccessTime 0", n)
-	if len(canary) == 0 {
-		return nil, fmt.Errorf("no edge of %d is in the canary wave", n)
-	}
 	return []row{
-		{fmt.Sprintf("place %d ConfigMaps × %d live edges, All", m, n), long(all.place),
-			fmt.Sprintf("until every edge cluster holds every copy; %.0f µs server CPU per copy, less the fleet at rest", perCopy(all.placeCPU))},
-		{fmt.Sprintf("place %d ConfigMaps × %d live edges, Progressive", m, n), long(prog.place),
-			fmt.Sprintf("until the rollout is Complete; %.0f µs server CPU per copy; %s", perCopy(prog.placeCPU), fleet)},
-		{"server CPU per copy placed, Progressive ÷ All", ratio(perCopy(prog.placeCPU), perCopy(all.placeCPU)), "target ≤ 1.10×"},
-		{fmt.Sprintf("one ConfigMap updated → all %d live edges, All", n), long(all.update),
-			fmt.Sprintf("%.0f µs server CPU per edge", perEdge(all.updateCPU))},
-		{fmt.Sprintf("one ConfigMap updated → canary wave (%d edges), Progressive, p50", len(canary)), long(percentile(canary, 50)),
-			fmt.Sprintf("from the WDS update to each edge cluster's write; max %s; target ≤ 1 s", long(canary[len(canary)-1]))},
-		{fmt.Sprintf("one ConfigMap updated → all %d live edges, Progressive", n), long(prog.update),
-			fmt.Sprintf("until the rollout is Complete; each wave's last edge: %s; %.0f µs server CPU per edge", strings.Join(waves, ", "), perEdge(prog.updateCPU))},
-		{"server CPU per edge for one update, Progressive ÷ All", ratio(perEdge(prog.updateCPU), perEdge(all.updateCPU)),
+		{fmt.Sprintf("place %d ConfigMaps × %d live edges, All", m, n), over(alls, func(r *rolloutResult) time.Duration { return r.place }, long),
+			fmt.Sprintf("until every edge cluster holds every copy; %s server CPU per copy, less the fleet at rest", cpuOver(alls, placeCPU, n*m))},
+		{fmt.Sprintf("place %d ConfigMaps × %d live edges, Progressive", m, n), over(progs, func(r *rolloutResult) time.Duration { return r.place }, long),
+			fmt.Sprintf("until the rollout is Complete; %s server CPU per copy; %s", cpuOver(progs, placeCPU, n*m), fleet)},
+		{"server CPU per copy placed, Progressive ÷ All", placeRatio, "target ≤ 1.10×" + placeSpread.judged()},
+		{fmt.Sprintf("one ConfigMap updated → all %d live edges, All", n), over(alls, func(r *rolloutResult) time.Duration { return r.update }, long),
+			fmt.Sprintf("%s server CPU per edge", cpuOver(alls, updateCPU, n))},
+		{fmt.Sprintf("one ConfigMap updated → canary wave (%d edges), Progressive, p50", canaryEdges), durationSpread(canary50).show(asDuration(long)),
+			fmt.Sprintf("from the WDS update to each edge cluster's write; max %s; target ≤ 1 s", durationSpread(canaryMax).show(asDuration(long)))},
+		{fmt.Sprintf("one ConfigMap updated → all %d live edges, Progressive", n), over(progs, func(r *rolloutResult) time.Duration { return r.update }, long),
+			fmt.Sprintf("until the rollout is Complete; %s: %s; %s server CPU per edge", wavesOf, strings.Join(waves, ", "), cpuOver(progs, updateCPU, n))},
+		{"server CPU per edge for one update, Progressive ÷ All", updateRatio,
 			fmt.Sprintf("a new revision writes, in each mailbox, the copy that changed (of the placement's %d) and the record of the revision, and the syncer reports on the record once", m)},
 	}, nil
 }
 
 // rolloutRun places m ConfigMaps of a namespace of their own on every
-// edge with strategy, then updates one, and measures both.
-func rolloutRun(ctx context.Context, f *liveFleet, o liveOptions, strategy edgev2alpha1.RolloutStrategy, restRate float64, progress func(string, ...any)) (*rolloutResult, error) {
+// edge with strategy, then updates one, and measures both; run (from 1)
+// tells -repeat's runs' namespaces and profiles apart.
+func rolloutRun(ctx context.Context, f *liveFleet, o liveOptions, strategy edgev2alpha1.RolloutStrategy, run int, restRate float64, progress func(string, ...any)) (*rolloutResult, error) {
 	n, m := o.edges, o.objects
 	ns := liveNamespace + "-" + strings.ToLower(string(strategy))
+	if run > 1 {
+		ns += fmt.Sprintf("-%d", run)
+	}
 	name := ns
 	wds := kubernetes.NewForConfigOrDie(f.s.config(liveWDS))
 	placements := dynamic.NewForConfigOrDie(f.s.config(liveWDS)).Resource(epGVR)
@@ -153,7 +226,7 @@ func rolloutRun(ctx context.Context, f *liveFleet, o liveOptions, strategy edgev
 	measure := func(what string, change func() error, count func(simReport) int, want int) (time.Duration, time.Duration, error) {
 		progress("%s, %s", what, strategy)
 		if o.profiles != "" {
-			stop, err := cpuProfile(ctx, f.s, filepath.Join(o.profiles, fmt.Sprintf("%s-%s.pb.gz", strings.ToLower(string(strategy)), strings.Fields(what)[1])))
+			stop, err := cpuProfile(ctx, f.s, filepath.Join(o.profiles, fmt.Sprintf("%s-%s.pb.gz", strings.TrimPrefix(ns, liveNamespace+"-"), strings.Fields(what)[1])))
 			if err != nil {
 				return 0, 0, err
 			}

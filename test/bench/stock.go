@@ -41,7 +41,9 @@ import (
 // Fairness let through on both).
 //
 // The goals are the issue's: ours ÷ stock creates/s ≥ 1.2 with 32
-// clients, and LIST latency ours ÷ stock ≤ 1.0.
+// clients, and LIST latency ours ÷ stock ≤ 1.0. Both sit at the machine's
+// noise: with -repeat N the whole comparison runs N times and they are
+// judged on the median of the runs' ratios (repeat.go).
 
 const (
 	stockSpace        = "bench"
@@ -88,8 +90,9 @@ type stockFigures struct {
 }
 
 // stockBench measures our server and the stock kube-apiserver on kine over
-// SQLite and on etcd.
-func stockBench(ctx context.Context, bin string, n int, progress func(string, ...any)) ([]row, error) {
+// SQLite and on etcd, repeat times on each (fresh servers and datastores
+// each time, so that the runs are as independent as the machine allows).
+func stockBench(ctx context.Context, bin string, n, repeat int, progress func(string, ...any)) ([]row, error) {
 	bins, err := edgecluster.EnsureBinaries(ctx, prefixed(progress, "edgecluster: "))
 	if err != nil {
 		return nil, err
@@ -100,11 +103,18 @@ func stockBench(ctx context.Context, bin string, n int, progress func(string, ..
 	}
 	var rows []row
 	for _, b := range stockBackends(kine, bins) {
-		f, err := stockCompare(ctx, bin, bins, b, n, progress)
-		if err != nil {
-			return rows, fmt.Errorf("%s: %w", b.name, err)
+		var runs [][2]stockFigures
+		for run := range repeat {
+			if repeat > 1 {
+				progress("stock: %s: run %d of %d", b.name, run+1, repeat)
+			}
+			f, err := stockCompare(ctx, bin, bins, b, n, progress)
+			if err != nil {
+				return rows, fmt.Errorf("%s: %w", b.name, err)
+			}
+			runs = append(runs, f)
 		}
-		rows = append(rows, stockRows(b, n, f)...)
+		rows = append(rows, stockRows(b, n, runs...)...)
 	}
 	return rows, nil
 }
@@ -458,59 +468,110 @@ func sideBySide(ctx context.Context, clients [2]kubernetes.Interface, cpu [2]fun
 	return f, nil
 }
 
-// stockRows are a backend's rows: each figure of ours and of the stock
-// server, with ours ÷ stock, and the goals where the issue sets one.
-func stockRows(b stockBackend, n int, f [2]stockFigures) []row {
-	ours, stock := f[0], f[1]
-	rate := func(x, y float64) string { return fmt.Sprintf("%.0f / %.0f (%s)", x, y, times(x/y)) }
-	lat := func(x, y []time.Duration, p int) (string, float64) {
-		a, c := percentile(x, p), percentile(y, p)
-		return fmt.Sprintf("%s / %s (%s)", ms(a), ms(c), times(float64(a)/float64(c))), float64(a) / float64(c)
+// stockRows are a backend's rows, over one or more runs: each figure of
+// ours and of the stock server, with ours ÷ stock, and the goals where the
+// issue sets one. Over several runs each side's figure is its median and
+// the ratio the median of the runs' ratios, with their min and max; the
+// goals are judged on that median.
+func stockRows(b stockBackend, n int, runs ...[2]stockFigures) []row {
+	first := runs[0]
+	// each is a figure of ours and of the stock server in every run.
+	each := func(fig func(stockFigures) float64) [][2]float64 {
+		out := make([][2]float64, len(runs))
+		for i, r := range runs {
+			out[i] = [2]float64{fig(r[0]), fig(r[1])}
+		}
+		return out
 	}
-	watch50, _ := lat(ours.watch, stock.watch, 50)
-	watch99, _ := lat(ours.watch, stock.watch, 99)
-	list50, listRatio := lat(ours.list, stock.list, 50)
-	list99, _ := lat(ours.list, stock.list, 99)
+	rate := func(fig func(stockFigures) float64) (string, spread) {
+		return oursStock(each(fig), func(v float64) string { return fmt.Sprintf("%.0f", v) })
+	}
+	lat := func(fig func(stockFigures) []time.Duration, p int) (string, spread) {
+		return oursStock(each(func(f stockFigures) float64 { return float64(percentile(fig(f), p)) }), asDuration(ms))
+	}
+	creates1, _ := rate(func(f stockFigures) float64 { return f.creates1 })
+	creates32, createsRatio := rate(func(f stockFigures) float64 { return f.creates32 })
+	watch50, _ := lat(func(f stockFigures) []time.Duration { return f.watch }, 50)
+	watch99, _ := lat(func(f stockFigures) []time.Duration { return f.watch }, 99)
+	list50, listRatio := lat(func(f stockFigures) []time.Duration { return f.list }, 50)
+	list99, _ := lat(func(f stockFigures) []time.Duration { return f.list }, 99)
+	repeated := ""
+	if len(runs) > 1 {
+		repeated = fmt.Sprintf("; %d runs, each on fresh servers and datastores: each side's median, and the median of the runs' ratios with their min–max", len(runs))
+	}
 	prefix := b.name + ": "
 	return []row{
-		{prefix + "ConfigMap creates/s, 1 client, ours / stock", rate(ours.creates1, stock.creates1),
-			fmt.Sprintf("%s; best of %d runs of %d creates each, alternately; ours in space %s; each server's admin (system:masters)", b.note, stockRounds, max(n/4, 1), stockSpace)},
-		{prefix + "ConfigMap creates/s, 32 clients, ours / stock", rate(ours.creates32, stock.creates32),
-			goalNote(ours.creates32/stock.creates32, stockCreatesGoal, true) + fmt.Sprintf("; best of %d runs of %d creates each", stockRounds, n)},
+		{prefix + "ConfigMap creates/s, 1 client, ours / stock", creates1,
+			fmt.Sprintf("%s; best of %d runs of %d creates each, alternately; ours in space %s; each server's admin (system:masters)%s", b.note, stockRounds, max(n/4, 1), stockSpace, repeated)},
+		{prefix + "ConfigMap creates/s, 32 clients, ours / stock", creates32,
+			goalNote(createsRatio.median, stockCreatesGoal, true) + createsRatio.judged() + fmt.Sprintf("; best of %d runs of %d creates each", stockRounds, n)},
 		{prefix + "create → watch p50, ours / stock", watch50,
-			fmt.Sprintf("%d sequential creates each, watch on the same server (both through their watch caches)", len(ours.watch))},
+			fmt.Sprintf("%d sequential creates each, watch on the same server (both through their watch caches)", len(first[0].watch))},
 		{prefix + "create → watch p99, ours / stock", watch99, ""},
 		{prefix + fmt.Sprintf("LIST of %d ConfigMaps in one namespace p50, ours / stock", n), list50,
-			goalNote(listRatio, stockListGoal, false) + fmt.Sprintf("; %d LISTs each, alternately, consistent (no resourceVersion): both serve them from their watch caches (ours: one per resource, keyed by space)", len(ours.list))},
+			goalNote(listRatio.median, stockListGoal, false) + listRatio.judged() + fmt.Sprintf("; %d LISTs each, alternately, consistent (no resourceVersion): both serve them from their watch caches (ours: one per resource, keyed by space)", len(first[0].list))},
 		{prefix + fmt.Sprintf("LIST of %d ConfigMaps in one namespace p99, ours / stock", n), list99, ""},
-		{prefix + "server CPU per create (32 clients), ours / stock", cpuRatio(ours.createCPU["server"], ours.created, stock.createCPU["server"], stock.created),
+		{prefix + "server CPU per create (32 clients), ours / stock", cpuRatio(runs, func(f stockFigures) (time.Duration, int) { return f.createCPU["server"], f.created }),
 			"utime+stime of each server's process over its 32-client runs ÷ its creates" + datastoreNote(b)},
-		{prefix + "datastore CPU per create (32 clients), ours / stock", datastoreCPU(b, ours, stock),
+		{prefix + "datastore CPU per create (32 clients), ours / stock", datastoreCPU(b, runs),
 			"the same, of each server's own datastore process"},
-		{prefix + "server CPU per LIST, ours / stock", cpuRatio(ours.listCPU["server"], len(ours.list), stock.listCPU["server"], len(stock.list)),
+		{prefix + "server CPU per LIST, ours / stock", cpuRatio(runs, func(f stockFigures) (time.Duration, int) { return f.listCPU["server"], len(f.list) }),
 			"over its LISTs ÷ LISTs: what the server spends, the client's decoding apart"},
 	}
 }
 
-// datastoreCPU writes the datastore processes' CPU per create; ours has
-// none on the embedded row.
-func datastoreCPU(b stockBackend, ours, stock stockFigures) string {
-	if b.embedded {
-		if stock.created == 0 || stock.createCPU["datastore"] <= 0 {
-			return "not measured"
-		}
-		return "in ours' process / " + msCPU(stock.createCPU["datastore"]/time.Duration(stock.created))
+// oursStock writes a figure of ours and of the stock server over the runs
+// as "ours / stock (ours ÷ stock)": each side's median, and the median of
+// the runs' ratios, with their min and max over several runs.
+func oursStock(runs [][2]float64, show func(float64) string) (string, spread) {
+	var ours, stock, ratios []float64
+	for _, r := range runs {
+		ours, stock, ratios = append(ours, r[0]), append(stock, r[1]), append(ratios, r[0]/r[1])
 	}
-	return cpuRatio(ours.createCPU["datastore"], ours.created, stock.createCPU["datastore"], stock.created)
+	ratio := spreadOf(ratios)
+	value := fmt.Sprintf("%s / %s (%s", show(spreadOf(ours).median), show(spreadOf(stock).median), times(ratio.median))
+	if ratio.runs > 1 {
+		value += ", " + ratio.over(times)
+	}
+	return value + ")", ratio
 }
 
-// cpuRatio writes two servers' CPU per operation and their ratio.
-func cpuRatio(ours time.Duration, oursN int, stock time.Duration, stockN int) string {
-	if oursN == 0 || stockN == 0 || ours <= 0 || stock <= 0 {
+// datastoreCPU writes the datastore processes' CPU per create; ours has
+// none on the embedded row.
+func datastoreCPU(b stockBackend, runs [][2]stockFigures) string {
+	if b.embedded {
+		var stock []time.Duration
+		for _, r := range runs {
+			if r[1].created > 0 && r[1].createCPU["datastore"] > 0 {
+				stock = append(stock, r[1].createCPU["datastore"]/time.Duration(r[1].created))
+			}
+		}
+		if len(stock) == 0 {
+			return "not measured"
+		}
+		return "in ours' process / " + durationSpread(stock).show(asDuration(msCPU))
+	}
+	return cpuRatio(runs, func(f stockFigures) (time.Duration, int) { return f.createCPU["datastore"], f.created })
+}
+
+// cpuRatio writes two servers' CPU per operation and their ratio, over
+// the runs that measured both; fig is a server's CPU and operations in
+// one run.
+func cpuRatio(runs [][2]stockFigures, fig func(stockFigures) (time.Duration, int)) string {
+	var measured [][2]float64
+	for _, r := range runs {
+		ours, oursN := fig(r[0])
+		stock, stockN := fig(r[1])
+		if oursN == 0 || stockN == 0 || ours <= 0 || stock <= 0 {
+			continue
+		}
+		measured = append(measured, [2]float64{float64(ours / time.Duration(oursN)), float64(stock / time.Duration(stockN))})
+	}
+	if len(measured) == 0 {
 		return "not measured"
 	}
-	a, c := ours/time.Duration(oursN), stock/time.Duration(stockN)
-	return fmt.Sprintf("%s / %s (%s)", msCPU(a), msCPU(c), times(float64(a)/float64(c)))
+	value, _ := oursStock(measured, asDuration(msCPU))
+	return value
 }
 
 // datastoreNote says what a server's process holds beside the server.

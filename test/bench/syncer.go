@@ -67,6 +67,8 @@ type syncerOptions struct {
 	// for the propagation latency under load (0 skips).
 	burstObjects int
 	burstRate    float64
+	// bursts is how many such bursts to measure (-repeat).
+	bursts int
 }
 
 // syncerBench measures the edge syncer with the built binary, one real edge
@@ -267,52 +269,55 @@ func syncerBench(ctx context.Context, bin string, s *server, o syncerOptions, pr
 		// pipeline can keep up with.
 		procs := procGroups{"edge cluster": cluster.PIDs(), "server": {"server": s.cmd.Process.Pid},
 			"syncer": {"syncer": syncer.cmd.Process.Pid}, "bench": {"bench": os.Getpid()}}
-		cpuBefore, err := procs.cpu()
-		if err != nil {
-			return nil, err
-		}
-		progress("syncer: creating %d more ConfigMaps in the WDS at %g/s", o.burstObjects, o.burstRate)
-		var mu sync.Mutex
-		burstSent := make(map[string]time.Time, o.burstObjects)
-		took, err := pacedConcurrent(ctx, o.burstObjects, o.burstRate, burstInFlight, func(i int) error {
-			name := fmt.Sprintf("burst-%04d", i)
-			if _, err := wds.CoreV1().ConfigMaps(syncNS).Create(ctx, configMap(name), metav1.CreateOptions{}); err != nil {
-				return err
+		// With -repeat, o.bursts bursts of new ConfigMaps, one after the
+		// other, each once the server has settled from the one before.
+		var runs []burstRun
+		for run := 1; run <= max(o.bursts, 1); run++ {
+			prefix := "burst-"
+			if run > 1 {
+				prefix = fmt.Sprintf("burst%d-", run)
+				if _, err := settle(ctx, s.cmd.Process.Pid, 2*time.Minute); err != nil {
+					return nil, err
+				}
 			}
-			mu.Lock()
-			burstSent[name] = time.Now()
-			mu.Unlock()
-			return nil
-		})
-		if err != nil {
-			return nil, err
+			cpuBefore, err := procs.cpu()
+			if err != nil {
+				return nil, err
+			}
+			if o.bursts > 1 {
+				progress("syncer: burst %d of %d", run, o.bursts)
+			}
+			progress("syncer: creating %d more ConfigMaps in the WDS at %g/s", o.burstObjects, o.burstRate)
+			var mu sync.Mutex
+			burstSent := make(map[string]time.Time, o.burstObjects)
+			took, err := pacedConcurrent(ctx, o.burstObjects, o.burstRate, burstInFlight, func(i int) error {
+				name := fmt.Sprintf("%s%04d", prefix, i)
+				if _, err := wds.CoreV1().ConfigMaps(syncNS).Create(ctx, configMap(name), metav1.CreateOptions{}); err != nil {
+					return err
+				}
+				mu.Lock()
+				burstSent[name] = time.Now()
+				mu.Unlock()
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			lat, err := cmArrivals.wait(ctx, burstSent, syncer, progress, "ConfigMaps of the burst at the edge")
+			if err != nil {
+				return nil, err
+			}
+			cpuAfter, err := procs.cpu()
+			if err != nil {
+				return nil, err
+			}
+			center, err := mbArrivals.wait(ctx, burstSent, syncer, progress, "ConfigMaps of the burst in the mailbox")
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, burstRun{took: took, edge: lat, center: center, cpu: perOp(cpuBefore, cpuAfter, o.burstObjects)})
 		}
-		lat, err := cmArrivals.wait(ctx, burstSent, syncer, progress, "ConfigMaps of the burst at the edge")
-		if err != nil {
-			return nil, err
-		}
-		cpuAfter, err := procs.cpu()
-		if err != nil {
-			return nil, err
-		}
-		center, err := mbArrivals.wait(ctx, burstSent, syncer, progress, "ConfigMaps of the burst in the mailbox")
-		if err != nil {
-			return nil, err
-		}
-		cpu := perOp(cpuBefore, cpuAfter, o.burstObjects)
-		what := fmt.Sprintf("syncer: WDS create → edge ADDED at %g creates/s", o.burstRate)
-		burst = []row{
-			{what + " p50", ms(percentile(lat, 50)), fmt.Sprintf("%d ConfigMaps created in %s (%.0f/s achieved; up to %d creates in flight), one edge cluster",
-				o.burstObjects, took.Round(100*time.Millisecond), float64(o.burstObjects)/took.Seconds(), burstInFlight)},
-			{what + " p99", ms(percentile(lat, 99)), "target ≤ 1 s"},
-			{what + " max", ms(percentile(lat, 100)), ""},
-			{fmt.Sprintf("syncer: of which WDS create → mailbox copy at %g creates/s, p50 / p99", o.burstRate),
-				ms(percentile(center, 50)) + " / " + ms(percentile(center, 99)), "the center's part: the placement translator"},
-			{"syncer: CPU per object of the burst: server / syncer / edge cluster / bench",
-				fmt.Sprintf("%s / %s / %s / %s", msCPU(cpu["server"]), msCPU(cpu["syncer"]), msCPU(cpu["edge cluster"]), msCPU(cpu["bench"])),
-				"utime+stime of each process from the first create to the last copy at the edge ÷ objects (the bench: its creates and watches)"},
-			{"syncer: CPU per object of the burst, every process", msCPU(cpu.total()), allowedRate(cpu.total())},
-		}
+		burst = burstRows(o, runs)
 	}
 
 	const theirs = "KubeStellar's performance test reports about 5 s on average"
@@ -555,6 +560,69 @@ func allowedRate(perObject time.Duration) string {
 		return "no CPU time counted"
 	}
 	return fmt.Sprintf("on %d cores shared by them all, at most %.0f objects/s end to end", runtime.NumCPU(), float64(runtime.NumCPU())/perObject.Seconds())
+}
+
+// burstRun is what one burst of the syncer section measured.
+type burstRun struct {
+	// took is how long the creates took.
+	took time.Duration
+	// edge and center are each create's latency to the edge cluster and
+	// to the mailbox.
+	edge, center []time.Duration
+	// cpu is each group's CPU per object.
+	cpu cpuPerOp
+}
+
+// burstRows are the bursts' rows: each figure of one burst, or over
+// several its median, with the min and max (the CPU of each process
+// apart: the medians alone).
+func burstRows(o syncerOptions, runs []burstRun) []row {
+	// over shows a duration of each run.
+	over := func(fig func(burstRun) time.Duration, format func(time.Duration) string) string {
+		ds := make([]time.Duration, len(runs))
+		for i, r := range runs {
+			ds[i] = fig(r)
+		}
+		return durationSpread(ds).show(asDuration(format))
+	}
+	p := func(ds func(burstRun) []time.Duration, p int) func(burstRun) time.Duration {
+		return func(r burstRun) time.Duration { return percentile(ds(r), p) }
+	}
+	edge := func(r burstRun) []time.Duration { return r.edge }
+	center := func(r burstRun) []time.Duration { return r.center }
+	cpu := func(group string) time.Duration {
+		ds := make([]time.Duration, len(runs))
+		for i, r := range runs {
+			ds[i] = r.cpu[group]
+		}
+		return time.Duration(durationSpread(ds).median)
+	}
+	rates := make([]float64, len(runs))
+	total := make([]time.Duration, len(runs))
+	p99 := make([]time.Duration, len(runs))
+	for i, r := range runs {
+		rates[i] = float64(o.burstObjects) / r.took.Seconds()
+		total[i] = r.cpu.total()
+		p99[i] = percentile(r.edge, 99)
+	}
+	totalCPU := durationSpread(total)
+	perProcess := "utime+stime of each process from the first create to the last copy at the edge ÷ objects (the bench: its creates and watches)"
+	if len(runs) > 1 {
+		perProcess += fmt.Sprintf("; medians of %d runs", len(runs))
+	}
+	what := fmt.Sprintf("syncer: WDS create → edge ADDED at %g creates/s", o.burstRate)
+	return []row{
+		{what + " p50", over(p(edge, 50), ms), fmt.Sprintf("%d ConfigMaps created in %s (%s achieved; up to %d creates in flight), one edge cluster",
+			o.burstObjects, over(func(r burstRun) time.Duration { return r.took }, func(d time.Duration) string { return d.Round(100 * time.Millisecond).String() }),
+			spreadOf(rates).show(func(v float64) string { return fmt.Sprintf("%.0f/s", v) }), burstInFlight)},
+		{what + " p99", over(p(edge, 99), ms), "target ≤ 1 s" + durationSpread(p99).judged()},
+		{what + " max", over(p(edge, 100), ms), ""},
+		{fmt.Sprintf("syncer: of which WDS create → mailbox copy at %g creates/s, p50 / p99", o.burstRate),
+			over(p(center, 50), ms) + " / " + over(p(center, 99), ms), "the center's part: the placement translator"},
+		{"syncer: CPU per object of the burst: server / syncer / edge cluster / bench",
+			fmt.Sprintf("%s / %s / %s / %s", msCPU(cpu("server")), msCPU(cpu("syncer")), msCPU(cpu("edge cluster")), msCPU(cpu("bench"))), perProcess},
+		{"syncer: CPU per object of the burst, every process", totalCPU.show(asDuration(msCPU)), allowedRate(time.Duration(totalCPU.median))},
+	}
 }
 
 // burstInFlight bounds the creates pacedConcurrent has waiting on the

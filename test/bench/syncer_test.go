@@ -63,3 +63,37 @@ func TestPacedConcurrent(t *testing.T) {
 	})
 	require.EqualError(t, err, "refused")
 }
+
+// TestBurstRows: one burst's rows read as before -repeat; over several,
+// each figure is the median with the min and max, and the goal is judged
+// on the median.
+func TestBurstRows(t *testing.T) {
+	o := syncerOptions{burstObjects: 100, burstRate: 500}
+	burst := func(took time.Duration, latency time.Duration, cpu time.Duration) burstRun {
+		lat := make([]time.Duration, 100)
+		for i := range lat {
+			lat[i] = latency
+		}
+		return burstRun{took: took, edge: lat, center: lat, cpu: cpuPerOp{"server": cpu, "syncer": cpu}}
+	}
+	one := burstRows(o, []burstRun{burst(200*time.Millisecond, 300*time.Millisecond, time.Millisecond)})
+	require.Len(t, one, 6)
+	require.Equal(t, "syncer: WDS create → edge ADDED at 500 creates/s p99", one[1].metric)
+	require.Equal(t, "300.0 ms", one[1].value)
+	require.Equal(t, "target ≤ 1 s", one[1].note)
+	require.Equal(t, "100 ConfigMaps created in 200ms (500/s achieved; up to 64 creates in flight), one edge cluster", one[0].note)
+	require.Equal(t, "300.0 ms / 300.0 ms", one[3].value)
+	require.Equal(t, "1.000 ms / 1.000 ms / 0.000 ms / 0.000 ms", one[4].value)
+	require.Equal(t, "2.000 ms", one[5].value)
+
+	three := burstRows(o, []burstRun{
+		burst(200*time.Millisecond, 300*time.Millisecond, time.Millisecond),
+		burst(200*time.Millisecond, 1200*time.Millisecond, 3*time.Millisecond),
+		burst(200*time.Millisecond, 900*time.Millisecond, 2*time.Millisecond),
+	})
+	require.Equal(t, "900.0 ms (300.0 ms–1200.0 ms over 3 runs)", three[1].value)
+	require.Equal(t, "target ≤ 1 s on the median of 3 runs", three[1].note)
+	require.Equal(t, "2.000 ms / 2.000 ms / 0.000 ms / 0.000 ms", three[4].value, "medians")
+	require.Contains(t, three[4].note, "medians of 3 runs")
+	require.Equal(t, "4.000 ms (2.000 ms–6.000 ms over 3 runs)", three[5].value)
+}
