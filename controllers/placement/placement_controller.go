@@ -182,7 +182,7 @@ func New(clients *crossspace.Clients, crds crossspace.Definitions, resources *cr
 	})
 	c.customizers = clients.Typed(&edgev2alpha1.CustomizerList{}, &edgev2alpha1.Customizer{}, crossspace.Enqueue(func(obj any) {
 		if m, ok := obj.(*edgev2alpha1.Customizer); ok {
-			c.enqueueSpace(crossspace.SpaceOf(m))
+			c.enqueueSourceChange(crossspace.SpaceOf(m))
 		}
 	}))
 	// A WDS's inventory spaces change: its slices' destinations are
@@ -228,7 +228,7 @@ func (c *Controller) enqueueCRD(obj any) {
 		c.enqueueAll()
 		return
 	}
-	c.enqueueSpace(space)
+	c.enqueueSourceChange(space)
 }
 
 // movedFor is how long after a mailbox's CRD changed its copies coming
@@ -470,6 +470,31 @@ func (c *Controller) enqueueSpace(space string) {
 	}
 }
 
+// enqueueSourceChange enqueues what a change of a WDS's objects (or of
+// a Customizer, or of a CRD it defines) concerns: the mailboxes its
+// placements target, but for a Progressive placement its rollout alone.
+// The change is a new revision that no destination is admitted to yet:
+// each mailbox would be reconciled only to keep what it has, and with a
+// thousand destinations those reconciles were most of what a change of a
+// Progressive placement cost beyond All's. The rollout looks at the new
+// revision and enqueues the mailboxes it admits, wave by wave (rollout.go).
+// A mailbox that an All placement of the space also targets is enqueued
+// for that one, and reconciles the Progressive one's copies as they are.
+// What such a mailbox records of the placement (its problems, its
+// dependencies) is then of the revision it holds, until it takes the new.
+func (c *Controller) enqueueSourceChange(space string) {
+	for _, slice := range crossspace.InSpace[*edgev2alpha1.SinglePlacementSlice](c.slices, space) {
+		ep, ok := crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, space, "", slice.Name)
+		if !ok || !ep.Spec.Progressive() || ep.DeletionTimestamp != nil {
+			c.enqueueDestinations(slice)
+			continue
+		}
+		key := spaces.Key(space, "", slice.Name)
+		c.statuses.Add(key)
+		c.rollouts.Add(key)
+	}
+}
+
 func (c *Controller) enqueueAll() {
 	for _, slice := range crossspace.List[*edgev2alpha1.SinglePlacementSlice](c.slices) {
 		c.enqueueDestinations(slice)
@@ -503,7 +528,7 @@ func (c *Controller) resourceEvents() cache.ResourceEventHandlerFuncs {
 		}
 		space := crossspace.SpaceOf(m)
 		if crossspace.Label(m, edgev2alpha1.PlacementCopyLabel) != "true" {
-			c.enqueueSpace(space)
+			c.enqueueSourceChange(space)
 			return
 		}
 		if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, space); ok {

@@ -4,12 +4,15 @@
 package placement
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
@@ -128,4 +131,58 @@ func TestStatusOnly(t *testing.T) {
 		})
 	}
 	require.False(t, crossspace.StatusOnly(&edgev2alpha1.EdgePlacement{}, &edgev2alpha1.EdgePlacement{}), "no generation: no telling")
+}
+
+// TestSourceChangeWaitsForTheRollout: a change of a WDS's objects
+// enqueues the mailboxes of its All placements, and of a Progressive
+// placement only its rollout, which admits the mailboxes wave by wave; a
+// mailbox both target is enqueued for the All one.
+func TestSourceChangeWaitsForTheRollout(t *testing.T) {
+	informer := func() *crossspace.Informer {
+		return &crossspace.Informer{Indexer: cache.NewIndexer(spaces.KeyFunc, cache.Indexers{crossspace.BySpace: func(obj any) ([]string, error) {
+			return []string{crossspace.SpaceOf(obj.(metav1.Object))}, nil
+		}})}
+	}
+	queue := func() workqueue.TypedRateLimitingInterface[string] {
+		return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	}
+	drain := func(q workqueue.TypedRateLimitingInterface[string]) []string {
+		var out []string
+		for q.Len() > 0 {
+			k, _ := q.Get()
+			q.Done(k)
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
+	}
+	c := &Controller{slices: informer(), placements: informer(), mailboxes: queue(), statuses: queue(), rollouts: queue()}
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Annotations: map[string]string{spaces.Annotation: "wds1"}}
+	}
+	progressive := &edgev2alpha1.EdgePlacement{ObjectMeta: meta("prog")}
+	progressive.Spec.Rollout = &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive}
+	require.NoError(t, c.placements.Add(progressive))
+	require.NoError(t, c.placements.Add(&edgev2alpha1.EdgePlacement{ObjectMeta: meta("all")}))
+	to := func(names ...string) []edgev2alpha1.SinglePlacement {
+		var out []edgev2alpha1.SinglePlacement
+		for _, n := range names {
+			out = append(out, edgev2alpha1.SinglePlacement{Space: "inv1", SyncTargetName: n})
+		}
+		return out
+	}
+	require.NoError(t, c.slices.Add(&edgev2alpha1.SinglePlacementSlice{ObjectMeta: meta("prog"), Destinations: to("edge2", "edge3")}))
+	require.NoError(t, c.slices.Add(&edgev2alpha1.SinglePlacementSlice{ObjectMeta: meta("all"), Destinations: to("edge1", "edge2")}))
+
+	c.enqueueSourceChange("wds1")
+	require.Equal(t, []string{"inv1|edge1", "inv1|edge2"}, drain(c.mailboxes))
+	require.Equal(t, []string{"wds1|all", "wds1|prog"}, drain(c.rollouts))
+	require.Equal(t, []string{"wds1|all", "wds1|prog"}, drain(c.statuses))
+
+	// Strategy All: every destination at once, as before.
+	progressive = progressive.DeepCopy()
+	progressive.Spec.Rollout = nil
+	require.NoError(t, c.placements.Update(progressive))
+	c.enqueueSourceChange("wds1")
+	require.Equal(t, []string{"inv1|edge1", "inv1|edge2", "inv1|edge3"}, drain(c.mailboxes))
 }
