@@ -630,11 +630,11 @@ func onLiveFleet(ctx context.Context, bin string, n int, progress func(string, .
 
 func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress func(string, ...any)) ([]row, error) {
 	progress = prefixed(progress, "live edges: ")
-	return onLiveFleet(ctx, bin, o.edges, progress, func(f *liveFleet) ([]row, error) { return liveEdgesMeasure(ctx, f, o, progress) })
+	return onLiveFleet(ctx, bin, o.edges, progress, func(f *liveFleet) ([]row, error) { return liveEdgesMeasure(ctx, bin, f, o, progress) })
 }
 
 // liveEdgesMeasure is the live edges section on its fleet.
-func liveEdgesMeasure(ctx context.Context, f *liveFleet, o liveOptions, progress func(string, ...any)) ([]row, error) {
+func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptions, progress func(string, ...any)) ([]row, error) {
 	n, m := o.edges, o.objects
 	s, sim, inv := f.s, f.sim, f.inv
 
@@ -779,7 +779,12 @@ func liveEdgesMeasure(ctx context.Context, f *liveFleet, o liveOptions, progress
 		processes = fmt.Sprintf("%d simulator processes", len(sim))
 	}
 	who := fmt.Sprintf("%d live edges: the real syncer (--workers %d) against an edge cluster in memory, in %s", n, simWorkers, processes)
-	return []row{
+	stopFleet() // its watch ends with the server
+	restart, err := liveRestart(ctx, bin, f, n, progress)
+	if err != nil {
+		return nil, err
+	}
+	return append([]row{
 		{fmt.Sprintf("%d syncers started → all connected", n), long(f.connected), who},
 		{fmt.Sprintf("%d syncers started → all SyncTargets SyncerConnected", n), long(f.conditionsAt.Sub(f.began)), "the server writes the condition when a syncer's tunnel opens"},
 		{fmt.Sprintf("edges shown disconnected, %d live edges at rest", n), strconv.Itoa(worst),
@@ -796,7 +801,7 @@ func liveEdgesMeasure(ctx context.Context, f *liveFleet, o liveOptions, progress
 		{fmt.Sprintf("one update → all %d live edges, p50", n), long(percentile(lat, 50)), "from the WDS update to each edge cluster's write; target ≤ 10 s for 10,000"},
 		{fmt.Sprintf("one update → all %d live edges, p99", n), long(percentile(lat, 99)), "target ≤ 30 s for 10,000"},
 		{fmt.Sprintf("one update → all %d live edges, max", n), long(lat[len(lat)-1]), ""},
-	}, nil
+	}, restart...), nil
 }
 
 // createLiveObjects creates namespace in the WDS and m ConfigMaps in it,
