@@ -450,20 +450,22 @@ func edgeWaiting(st *edgev2alpha1.SyncTarget) string {
 // It returns false when the mailbox is not ready (nothing read to keep).
 func (c *Controller) inspect(ctx context.Context, d *rolloutDest, st *edgev2alpha1.SyncTarget, mailbox string, ep *edgev2alpha1.EdgePlacement, revision string, copies []string) bool {
 	wds, placement := crossspace.SpaceOf(ep), ep.Name
-	var check *healthCheck
-	if hc := ep.Spec.Rollout.HealthCheck; hc != nil {
-		eval, done := c.health.NewEvaluation(ctx)
-		defer done()
-		check = &healthCheck{expr: hc.CEL, eval: eval}
-	}
 	if st.Status.MailboxSpace != mailbox {
 		d.message = "its mailbox is not ready"
 		return false
 	}
+	hc := ep.Spec.Rollout.HealthCheck
 	if cfg, ok := crossspace.Get[*edgev2alpha1.SyncerConfig](c.syncerConfigs, mailbox, "", edgev2alpha1.SyncerConfigName); ok &&
-		cfg.Status.ReportsRollouts && check == nil {
+		cfg.Status.ReportsRollouts && hc == nil {
 		inspectReport(d, cfg, wds+"/"+placement, revision)
 		return true
+	}
+	var check *healthCheck
+	if hc != nil {
+		// The placement judges health itself, from each copy's report.
+		eval, done := c.health.NewEvaluation(ctx)
+		defer done()
+		check = &healthCheck{expr: hc.CEL, eval: eval}
 	}
 	d.updated, d.healthy = true, true
 	for _, k := range copies {
