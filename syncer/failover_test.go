@@ -4,9 +4,14 @@
 package syncer
 
 import (
+	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,4 +73,70 @@ func TestCachesWatchWithoutTheRequestTimeout(t *testing.T) {
 	require.Zero(t, caches.Timeout, "a cache's watch lasts until the server ends it")
 	require.Equal(t, mailbox.Host, caches.Host)
 	require.Equal(t, 30*time.Second, mailbox.Timeout, "the config it is made from is unchanged")
+}
+
+// TestRequestsWaitForARestartingServer: once the only server cannot be
+// reached, a request waits until its /readyz says ok again (not failing at
+// once, as client-go's caches would then back off for up to a minute), and
+// gives up waiting with its context or after waitAtMost.
+func TestRequestsWaitForARestartingServer(t *testing.T) {
+	var up, isReady atomic.Bool
+	var served atomic.Int64
+	rt := roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if !up.Load() {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		}
+		code := http.StatusOK
+		if req.URL.Path == "/readyz" && !isReady.Load() {
+			code = http.StatusInternalServerError
+		} else if req.URL.Path != "/readyz" {
+			served.Add(1)
+		}
+		return &http.Response{StatusCode: code, Body: io.NopCloser(strings.NewReader("ok")), Request: req}, nil
+	})
+	s, err := newServers([]string{"https://center.example:6443"}, klog.Background())
+	require.NoError(t, err)
+	s.probeEvery, s.waitAtMost = 10*time.Millisecond, time.Minute
+	client := &http.Client{Transport: s.wrap(rt)}
+	get := func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://center.example:6443/api", nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	require.Error(t, get(context.Background()), "the request that finds the server gone fails")
+
+	done := make(chan error, 1)
+	go func() { done <- get(context.Background()) }()
+	up.Store(true) // listening, not ready
+	select {
+	case err := <-done:
+		t.Fatalf("a request went through before the server was ready: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.Zero(t, served.Load())
+	isReady.Store(true)
+	select {
+	case err := <-done:
+		require.NoError(t, err, "it goes through once the server is ready")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request still waits after the server is ready")
+	}
+	require.Nil(t, s.outage.Load(), "the outage is over")
+
+	// Down again: a request's context bounds its wait, and so does
+	// waitAtMost.
+	up.Store(false)
+	s.waitAtMost = 300 * time.Millisecond
+	require.Error(t, get(context.Background()))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	require.Error(t, get(ctx))
+	require.Less(t, time.Since(began), 250*time.Millisecond, "the context's deadline, not the outage's")
+	began = time.Now()
+	require.Error(t, get(context.Background()), "the server never came back")
+	require.Less(t, time.Since(began), 5*time.Second, "waitAtMost bounds the wait")
 }
