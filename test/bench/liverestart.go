@@ -95,7 +95,7 @@ func liveRestart(ctx context.Context, bin string, f *liveFleet, n int, progress 
 	return []row{
 		{what + ": SIGTERM → ready", long(ready.Sub(sigterm)), fmt.Sprintf("exit %s, start to ready %s", long(exited), long(s2.ready))},
 		{what + ": SIGTERM → every tunnel back", long(tunnelsBack), "a GET of each edge's /version through the edge proxy; " + restartGoal},
-		{what + ": SIGTERM → every watch back", long(watchesBack), "a ConfigMap changed when the server was ready, until every edge cluster holds it; " + restartGoal},
+		{what + ": SIGTERM → every watch back", long(watchesBack), "a ConfigMap changed when the server was ready, until every edge cluster holds it: every syncer's watch, and the translator's reconcile of every mailbox at its start before the change's; " + restartGoal},
 		{what + ": edges shown disconnected", fmt.Sprint(most), fmt.Sprintf("the most at any sample (every second from ready until 5 s after all were back); %s; target: none for longer than the restart", lastNote)},
 	}, nil
 }
