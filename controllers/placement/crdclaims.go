@@ -23,20 +23,26 @@ import (
 type crdClaim struct {
 	source
 	crd *apiextensionsv1.CustomResourceDefinition
+	// atEdge says the placement places the CRD at the edge too (a clause
+	// selects it, or Follow brings it: the SyncerConfig's spec.crds),
+	// not only has the mailbox serve it (upsync).
+	atEdge bool
 }
 
 // claimCRD records that a placement needs the mailbox to serve its WDS's
-// CRD crd.
-func (s *selection) claimCRD(src source, crd *apiextensionsv1.CustomResourceDefinition) {
+// CRD crd, and with atEdge that it places it at the edge.
+func (s *selection) claimCRD(src source, crd *apiextensionsv1.CustomResourceDefinition, atEdge bool) {
 	if s.crdClaims == nil {
 		s.crdClaims = map[string][]crdClaim{}
 	}
-	for _, c := range s.crdClaims[crd.Name] {
-		if c.same(src) {
+	list := s.crdClaims[crd.Name]
+	for i := range list {
+		if list[i].same(src) {
+			list[i].atEdge = list[i].atEdge || atEdge
 			return
 		}
 	}
-	s.crdClaims[crd.Name] = append(s.crdClaims[crd.Name], crdClaim{source: src, crd: crd})
+	s.crdClaims[crd.Name] = append(list, crdClaim{source: src, crd: crd, atEdge: atEdge})
 }
 
 // specKeys memoizes what a CRD defines, its name and spec, by UID and

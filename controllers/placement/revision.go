@@ -162,9 +162,13 @@ func (r *mailboxReconciler) pinCRDs(mailbox string, sources []placed, sel *selec
 			kept := list[:0:0]
 			for _, c := range list {
 				switch {
-				case !c.same(p.source):
+				case !c.same(p.source) || movedBy[p.wds][name]:
 					kept = append(kept, c)
-				case movedBy[p.wds][name]:
+				case !c.atEdge:
+					// Served for upsync alone: as the mailbox has it.
+					if h := held[name]; h != nil {
+						c.crd = h
+					}
 					kept = append(kept, c)
 				case !recorded && held[name] != nil:
 					// A record from before records named CRDs: the edge
@@ -177,7 +181,7 @@ func (r *mailboxReconciler) pinCRDs(mailbox string, sources []placed, sel *selec
 		}
 		for name := range atEdge {
 			if crd := held[name]; crd != nil {
-				sel.claimCRD(p.source, crd)
+				sel.claimCRD(p.source, crd, true)
 			}
 		}
 		if sel.pinnedCRDs == nil {
@@ -185,11 +189,13 @@ func (r *mailboxReconciler) pinCRDs(mailbox string, sources []placed, sel *selec
 		}
 		sel.pinnedCRDs[p.key()] = held
 	}
+	// What the edges get: the CRDs some placement places there now.
+	clear(sel.crdNames)
 	for name, list := range sel.crdClaims {
 		if len(list) == 0 {
 			delete(sel.crdClaims, name)
-			delete(sel.crdNames, name)
-		} else {
+		}
+		if slices.ContainsFunc(list, func(c crdClaim) bool { return c.atEdge }) {
 			sel.crdNames[name] = true
 		}
 	}
@@ -322,7 +328,7 @@ func rolloutRecords(cfg *edgev2alpha1.SyncerConfig, revisions map[string]string,
 		if rev != "" {
 			rec := edgev2alpha1.RolloutRecord{Placement: placement, Revision: rev, Digest: edgev2alpha1.CopiesDigest(entries[placement])}
 			for _, name := range sortedKeys(crdClaims) {
-				if slices.ContainsFunc(crdClaims[name], func(c crdClaim) bool { return c.String() == placement }) {
+				if slices.ContainsFunc(crdClaims[name], func(c crdClaim) bool { return c.atEdge && c.String() == placement }) {
 					rec.CRDs = append(rec.CRDs, name)
 				}
 			}

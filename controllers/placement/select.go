@@ -164,7 +164,7 @@ func (r *mailboxReconciler) selectAll(ctx context.Context, sources []placed) (*s
 			sel.upsync = append(sel.upsync, c)
 			for _, crd := range r.upsyncedCRDs(p.wds, c) {
 				sel.upsyncCRDs[crd.Name] = true
-				sel.claimCRD(p.source, crd)
+				sel.claimCRD(p.source, crd, false)
 			}
 		}
 		sel.problems[epKey] = append(sel.problems[epKey], probs...)
@@ -231,7 +231,7 @@ func (r *mailboxReconciler) selectFor(ctx context.Context, p placed, sel *select
 				for _, crd := range r.crdsIn(wds) {
 					if cl.matches("", crd.Name, crd.Labels, namespaceLabels) && permitted(res.GroupVersionResource, "") {
 						sel.crdNames[crd.Name] = true
-						sel.claimCRD(p.source, crd)
+						sel.claimCRD(p.source, crd, true)
 					}
 				}
 				continue
@@ -306,7 +306,7 @@ func (r *mailboxReconciler) follow(p placed, sel *selection, chosen []*claim, pe
 			name := crossspace.CustomResourceName(cl.res.GroupResource())
 			if crd, ok := r.crdIn(p.wds, name); ok && !sel.crdNames[name] && r.ownCRD(crd, p.wds) && permitted(crdGVR, "") {
 				sel.crdNames[name] = true
-				sel.claimCRD(p.source, crd)
+				sel.claimCRD(p.source, crd, true)
 				sel.addDependency(epKey, dependencyRef(crdGVR, "", name))
 			}
 		}

@@ -139,7 +139,7 @@ func (r *mailboxReconciler) snapshotOf(sel *selection, p source, revision string
 		crds := r.crdsOf(sel, p)
 		for _, name := range sortedKeys(crds) {
 			crd := crds[name]
-			atEdge := slices.ContainsFunc(sel.crdClaims[name], func(c crdClaim) bool { return c.same(p) })
+			atEdge := slices.ContainsFunc(sel.crdClaims[name], func(c crdClaim) bool { return c.atEdge && c.same(p) })
 			kept := &apiextensionsv1.CustomResourceDefinition{Spec: crd.Spec, ObjectMeta: metav1.ObjectMeta{Name: crd.Name, UID: crd.UID,
 				ResourceVersion: crd.ResourceVersion, Labels: crd.Labels, Annotations: crd.Annotations}}
 			snap.CRDs = append(snap.CRDs, snapshotCRD{AtEdge: atEdge, CRD: kept})
@@ -155,9 +155,7 @@ func (s *rolloutSnapshot) giveCRDs(sel *selection, p source) {
 	if !s.WithCRDs {
 		return
 	}
-	for name, list := range sel.crdClaims {
-		sel.crdClaims[name] = slices.DeleteFunc(list, func(c crdClaim) bool { return c.same(p) })
-	}
+	atEdge := map[string]*apiextensionsv1.CustomResourceDefinition{}
 	pins := map[string]*apiextensionsv1.CustomResourceDefinition{}
 	for _, c := range s.CRDs {
 		if c.CRD == nil {
@@ -165,8 +163,16 @@ func (s *rolloutSnapshot) giveCRDs(sel *selection, p source) {
 		}
 		pins[c.CRD.Name] = c.CRD
 		if c.AtEdge {
-			sel.claimCRD(p, c.CRD)
+			atEdge[c.CRD.Name] = c.CRD
 		}
+	}
+	for name, list := range sel.crdClaims {
+		// What the placement places at the edge is the revision's; a CRD
+		// it only upsyncs is served as its WDS has it now.
+		sel.crdClaims[name] = slices.DeleteFunc(list, func(c crdClaim) bool { return c.same(p) && (c.atEdge || atEdge[name] != nil) })
+	}
+	for _, crd := range atEdge {
+		sel.claimCRD(p, crd, true)
 	}
 	if sel.pinnedCRDs == nil {
 		sel.pinnedCRDs = map[string]map[string]*apiextensionsv1.CustomResourceDefinition{}
