@@ -171,6 +171,19 @@ func widgetCRD(plural, description string) *unstructured.Unstructured {
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "description": description}}}}}}}
 }
 
+// mailboxCRD is the description of the mailbox's CRD of this name (the
+// part of widgetCRD's definition that tells its versions apart), or ""
+// when the mailbox has none.
+func (f *fakeMailbox) mailboxCRD(name string) string {
+	obj := f.get(crdGVR, f.mailbox(), "", name)
+	if obj == nil {
+		return ""
+	}
+	versions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "versions")
+	desc, _, _ := unstructured.NestedString(versions[0].(map[string]any), "schema", "openAPIV3Schema", "description")
+	return desc
+}
+
 // TestGateKeepsTheCRDsItHas: with CRDs per space, a Progressive
 // placement's CRDs roll out as its objects do. A destination not admitted
 // keeps serving its mailbox's copy of a CRD as it is (and the edge the
@@ -195,15 +208,7 @@ func TestGateKeepsTheCRDsItHas(t *testing.T) {
 	ep := f.place("wds1", "p", 1, crdClause("widgets.example.com"), widgets)
 	ep.Spec.Rollout = &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive}
 	key := spaces.Key("wds1", "", "p")
-	mailboxCRD := func(name string) string {
-		obj := f.get(crdGVR, f.mailbox(), "", name)
-		if obj == nil {
-			return ""
-		}
-		versions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "versions")
-		desc, _, _ := unstructured.NestedString(versions[0].(map[string]any), "schema", "openAPIV3Schema", "description")
-		return desc
-	}
+	mailboxCRD := f.mailboxCRD
 	cfg := func() *edgev2alpha1.SyncerConfig { return f.syncerConfigs[f.mailbox()] }
 
 	// Not admitted, nothing held: no CRD either.
@@ -309,4 +314,50 @@ func TestGateKeepsTheCRDOfKeptCopies(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, calls, "delete widgets default/w")
 	require.Contains(t, calls, "delete customresourcedefinitions widgets.example.com")
+}
+
+// TestGateLeavesAnUpsyncedCRDAtTheCenter: a Progressive placement that
+// upsyncs custom resources has its mailbox serve their CRD, but does not
+// place the CRD at the edge: not in spec.crds, not in its rollout's
+// record, whether the destination is admitted or not (a syncer creates
+// what spec.crds names at its edge).
+func TestGateLeavesAnUpsyncedCRDAtTheCenter(t *testing.T) {
+	f := newFake()
+	f.perSpace = true
+	f.served = append(f.served, resource{GroupVersionResource: widgetGVR, Kind: "Widget", Namespaced: true})
+	f.put(crdGVR, "wds1", widgetCRD("widgets", "first"))
+	f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+	ep := f.place("wds1", "p", 1, cmClause("cm"))
+	ep.Spec.Upsync = []edgev2alpha1.UpsyncClause{{APIGroup: "example.com", Resources: []string{"widgets"}}}
+	ep.Spec.Rollout = &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive}
+	key := spaces.Key("wds1", "", "p")
+	cfg := func() *edgev2alpha1.SyncerConfig { return f.syncerConfigs[f.mailbox()] }
+
+	for _, admitted := range []bool{false, true, false} {
+		f.admitted = map[string]bool{key: admitted}
+		_, _, err := f.run(t)
+		require.NoError(t, err)
+		require.Equal(t, "first", f.mailboxCRD("widgets.example.com"), "admitted %v: the mailbox serves the upsynced resource", admitted)
+		require.Empty(t, cfg().Spec.CRDs, "admitted %v: the placement does not place the CRD at the edge", admitted)
+		for _, rec := range cfg().Spec.Rollouts {
+			require.Empty(t, rec.CRDs, "admitted %v", admitted)
+		}
+	}
+	require.NotEmpty(t, cfg().Spec.Rollouts)
+
+	// A change of the definition: a destination not admitted serves the
+	// upsynced resource as its mailbox has it until its wave comes, then
+	// as the WDS has it; at the center alone throughout.
+	f.put(crdGVR, "wds1", widgetCRD("widgets", "second"))
+	for _, step := range []struct {
+		admitted bool
+		want     string
+	}{{false, "first"}, {true, "second"}} {
+		admitted, want := step.admitted, step.want
+		f.admitted = map[string]bool{key: admitted}
+		_, _, err := f.run(t)
+		require.NoError(t, err)
+		require.Equal(t, want, f.mailboxCRD("widgets.example.com"), "admitted %v", admitted)
+		require.Empty(t, cfg().Spec.CRDs, "admitted %v", admitted)
+	}
 }

@@ -49,12 +49,7 @@ func TestJoinerGetsTheCompletedRevision(t *testing.T) {
 	sources := r.sources(context.Background(), f.syncTargets[spaces.Key(inv, "", stName)])
 	sel, synced := r.selectAll(context.Background(), sources)
 	require.True(t, synced)
-	snap, err := r.snapshotOf(sel, sources[0].source, first)
-	require.NoError(t, err)
-	data, err := snap.encode()
-	require.NoError(t, err)
-	stored, err := decodeSnapshot(data)
-	require.NoError(t, err)
+	stored := storedSnapshot(t, r, sel, sources[0].source, first)
 	require.Equal(t, first, stored.Revision)
 	require.Equal(t, "p-uid", stored.PlacementUID)
 	require.Len(t, stored.Entries, 2)
@@ -127,15 +122,7 @@ func TestJoinerGetsTheCompletedCRDs(t *testing.T) {
 	ep.UID = "p-uid"
 	ep.Spec.Rollout = &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive}
 	key := spaces.Key("wds1", "", "p")
-	description := func() string {
-		obj := f.get(crdGVR, f.mailbox(), "", "widgets.example.com")
-		if obj == nil {
-			return ""
-		}
-		versions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "versions")
-		d, _, _ := unstructured.NestedString(versions[0].(map[string]any), "schema", "openAPIV3Schema", "description")
-		return d
-	}
+	description := func() string { return f.mailboxCRD("widgets.example.com") }
 
 	// The first revision completes somewhere: its snapshot, as stored.
 	r := f.reconciler()
@@ -143,12 +130,7 @@ func TestJoinerGetsTheCompletedCRDs(t *testing.T) {
 	sel, synced := r.selectAll(context.Background(), sources)
 	require.True(t, synced)
 	first := r.revisionOf(sel, sources[0].source)
-	snap, err := r.snapshotOf(sel, sources[0].source, first)
-	require.NoError(t, err)
-	data, err := snap.encode()
-	require.NoError(t, err)
-	stored, err := decodeSnapshot(data)
-	require.NoError(t, err)
+	stored := storedSnapshot(t, r, sel, sources[0].source, first)
 	require.True(t, stored.WithCRDs)
 	require.Len(t, stored.CRDs, 1)
 
@@ -193,4 +175,17 @@ func TestSnapshotBounds(t *testing.T) {
 	require.NoError(t, err, "zeros compress well")
 	_, err = decodeSnapshot(data)
 	require.ErrorContains(t, err, "inflated")
+}
+
+// storedSnapshot is the snapshot of the revision as the rollout stores it
+// and reads it back: through its JSON.
+func storedSnapshot(t *testing.T, r *mailboxReconciler, sel *selection, p source, revision string) *rolloutSnapshot {
+	t.Helper()
+	snap, err := r.snapshotOf(sel, p, revision)
+	require.NoError(t, err)
+	data, err := snap.encode()
+	require.NoError(t, err)
+	stored, err := decodeSnapshot(data)
+	require.NoError(t, err)
+	return stored
 }
