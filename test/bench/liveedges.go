@@ -84,8 +84,9 @@ type liveOptions struct {
 	rest time.Duration
 	// simulate is the spec file of a simulator process (internal).
 	simulate string
-	// profiles, when set, is the directory the rollouts section writes
-	// the server's CPU profile of each measured change into.
+	// profiles, when set, is the directory the live edges section writes
+	// the server's heap profile at rest into, and the rollouts section
+	// its CPU profile of each measured change.
 	profiles string
 }
 
@@ -688,7 +689,12 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 	if err != nil {
 		return nil, err
 	}
-	goroutines, err := scrape(ctx, s, "go_goroutines")
+	if o.profiles != "" {
+		if err := heapProfile(ctx, s, filepath.Join(o.profiles, "live-rest-heap.pb.gz")); err != nil {
+			return nil, err
+		}
+	}
+	goroutines, err := scrape(ctx, s, "go_goroutines", "go_memstats_stack_inuse_bytes")
 	if err != nil {
 		return nil, err
 	}
@@ -791,7 +797,8 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 			fmt.Sprintf("the most at any moment of %s at rest (a watch of every SyncTarget); %d after the update", long(restTook), down)},
 		{fmt.Sprintf("server RSS at rest, %d live edges", n), mib(rssRest), liveRestNote(settled, restTook) + "; target ≤ 4 GiB for 10,000"},
 		{fmt.Sprintf("server live heap at rest, %d live edges", n), mib(heapRest), fmt.Sprintf("after a collection; %.1f KiB per edge", float64(heapRest)/float64(n)/1024)},
-		{fmt.Sprintf("server goroutines at rest, %d live edges", n), strconv.Itoa(int(goroutines["go_goroutines"])), fmt.Sprintf("%.1f per edge", goroutines["go_goroutines"]/float64(n))},
+		{fmt.Sprintf("server goroutines at rest, %d live edges", n), strconv.Itoa(int(goroutines["go_goroutines"])),
+			fmt.Sprintf("%.1f per edge; their stacks %s of the RSS", goroutines["go_goroutines"]/float64(n), mib(int64(goroutines["go_memstats_stack_inuse_bytes"])))},
 		{fmt.Sprintf("server CPU at rest, %d live edges", n), simCPUNote(cpu1-cpu0, restTook), fmt.Sprintf("heartbeats every %s each", syncer.NewOptions().HeartbeatInterval)},
 		{"simulator RSS at rest", mib(simRSS), fmt.Sprintf("%.1f KiB per edge (syncer and its edge cluster in memory)", float64(simRSS)/float64(n)/1024)},
 		{"simulator CPU at rest", simCPUNote(simCPU1-simCPU0, restTook), "the simulated syncers' own cost, not the server's"},

@@ -87,6 +87,9 @@ func rolloutsMeasure(ctx context.Context, f *liveFleet, o liveOptions, repeat in
 		return rate, nil
 	}
 
+	if err := rolloutWarmUp(ctx, f, n, progress); err != nil {
+		return nil, err
+	}
 	var alls, progs []*rolloutResult
 	for run := 1; run <= repeat; run++ {
 		if repeat > 1 {
@@ -107,6 +110,30 @@ func rolloutsMeasure(ctx context.Context, f *liveFleet, o liveOptions, repeat in
 		alls, progs = append(alls, all), append(progs, prog)
 	}
 	return rolloutRows(n, m, alls, progs)
+}
+
+// rolloutWarmUp places one ConfigMap on every edge, unmeasured, and
+// leaves it there: the first placement of a resource has each syncer
+// start its reads of it (a LIST of the mailbox's ConfigMaps and of its
+// namespaces), which the first run's All would pay and its Progressive
+// not.
+func rolloutWarmUp(ctx context.Context, f *liveFleet, n int, progress func(string, ...any)) error {
+	const ns = liveNamespace + "-warm"
+	progress("warming up: one ConfigMap on every edge, so that each syncer reads ConfigMaps before the runs")
+	if err := createLiveObjects(ctx, kubernetes.NewForConfigOrDie(f.s.config(liveWDS)), ns, 1); err != nil {
+		return err
+	}
+	ep := placementObject(ns, map[string]string{"env": "live"},
+		edgev2alpha1.DownsyncClause{APIGroup: ptr.To(""), Resources: []string{"configmaps"}, Namespaces: []string{ns}})
+	u, err := toUnstructured(ep)
+	if err != nil {
+		return err
+	}
+	if _, err := dynamic.NewForConfigOrDie(f.s.config(liveWDS)).Resource(epGVR).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	return f.sim.wait(ctx, 10*time.Minute, "the warm-up's copy on every edge", progress,
+		func(r simReport) int { return int(r.Objects[ns]) }, n)
 }
 
 // rolloutRows are the section's rows from each run's All and Progressive
@@ -232,6 +259,12 @@ func rolloutRun(ctx context.Context, f *liveFleet, o liveOptions, strategy edgev
 			}
 			defer stop()
 		}
+		// Where its requests go, printed when it has settled: what
+		// Progressive adds to All, request by request.
+		requests0, err := requestCounts(ctx, f.s)
+		if err != nil {
+			return 0, 0, err
+		}
 		cpu0, err := procCPU(pid)
 		if err != nil {
 			return 0, 0, err
@@ -257,6 +290,12 @@ func rolloutRun(ctx context.Context, f *liveFleet, o liveOptions, strategy edgev
 			return 0, 0, err
 		}
 		cpu := cpu1 - cpu0 - time.Duration(restRate*float64(time.Since(began)))
+		if requests1, err := requestCounts(ctx, f.s); err == nil {
+			progress("the server's busiest requests, %s, %s:", what, strategy)
+			for _, line := range busiest(requests0, requests1, 10) {
+				progress("%s", line)
+			}
+		}
 		return took, max(cpu, 0), nil
 	}
 
