@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,8 +19,9 @@ import (
 )
 
 // requestCounts reads the server's apiserver_request_total, summed by
-// verb, resource and code: what the server was asked to do, for the
-// sections that explain where a figure's time went.
+// verb, resource and code (what the server was asked to do), and its
+// work queues' adds and working time: for the sections that explain
+// where a figure's time went.
 func requestCounts(ctx context.Context, s *server) (map[string]float64, error) {
 	data, err := kubernetes.NewForConfigOrDie(s.config(spaces.Root)).CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
@@ -30,18 +32,30 @@ func requestCounts(ctx context.Context, s *server) (map[string]float64, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
+		metric, rest, ok := strings.Cut(line, "{")
+		if !ok || !slices.Contains([]string{"apiserver_request_total", "workqueue_adds_total", "workqueue_work_duration_seconds_sum"}, metric) {
 			continue
 		}
-		end := strings.LastIndexByte(line, '}')
+		end := strings.LastIndexByte(rest, '}')
 		if end < 0 {
 			continue
 		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest[end+1:]), 64)
 		if err != nil {
 			continue
 		}
-		labels := parseLabels(line[len("apiserver_request_total{"):end])
+		labels := parseLabels(rest[:end])
+		// The in-process controllers' work, which makes no request: how
+		// often each queue's items were added, and for how long its
+		// workers worked (in ms).
+		switch metric {
+		case "workqueue_adds_total":
+			counts["queued "+labels["name"]] += v
+			continue
+		case "workqueue_work_duration_seconds_sum":
+			counts["ms working "+labels["name"]] += 1000 * v
+			continue
+		}
 		key := labels["verb"] + " " + labels["resource"]
 		if sub := labels["subresource"]; sub != "" {
 			key += "/" + sub

@@ -292,7 +292,7 @@ func rolloutRun(ctx context.Context, f *liveFleet, o liveOptions, strategy edgev
 		cpu := cpu1 - cpu0 - time.Duration(restRate*float64(time.Since(began)))
 		if requests1, err := requestCounts(ctx, f.s); err == nil {
 			progress("the server's busiest requests, %s, %s:", what, strategy)
-			for _, line := range busiest(requests0, requests1, 10) {
+			for _, line := range busiest(requests0, requests1, 20) {
 				progress("%s", line)
 			}
 		}
