@@ -263,7 +263,12 @@ func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) (string, er
 	}
 	// The count goes on from what the status says, across restarts.
 	drift := s.drift.apply(&st.Status)
+	rollouts := s.rollouts
 	s.mu.Unlock()
+	reportRollouts := rollouts.set && !s.reportsInConfig.Load()
+	if reportRollouts {
+		st.Status.ReportsRollouts, st.Status.Rollouts = true, rollouts.reports
+	}
 	sort.Slice(problems, func(i, j int) bool {
 		a, b := problems[i], problems[j]
 		return fmt.Sprint(a.Group, a.Resource, a.Namespace, a.Name) < fmt.Sprint(b.Group, b.Resource, b.Namespace, b.Name)
@@ -301,14 +306,33 @@ func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) (string, er
 	if !force && s.tunnelOpen.Load() && s.now().Sub(s.lastStatusWrite) < s.opts.StatusRefresh && unchanged {
 		// Nothing to say: the tunnel says the syncer is alive.
 		klog.FromContext(ctx).V(4).Info("heartbeat: nothing new to report")
+		if reportRollouts {
+			s.mu.Lock()
+			s.reported = rollouts // the status holds them already
+			s.mu.Unlock()
+		}
 		return read, nil
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(st)
 	if err != nil {
 		return read, err
 	}
-	if _, err = s.inventory.Resource(syncTargetsGVR).UpdateStatus(ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+	written, err := s.inventory.Resource(syncTargetsGVR).UpdateStatus(ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err != nil {
 		return read, err
+	}
+	if reportRollouts {
+		if kept, _, _ := unstructured.NestedBool(written.Object, "status", "reportsRollouts"); kept {
+			s.mu.Lock()
+			s.reported = rollouts
+			s.mu.Unlock()
+		} else {
+			// A server before these reports dropped them: they go in the
+			// SyncerConfig's status from now on.
+			klog.FromContext(ctx).Info("the center keeps no rollout reports in the SyncTarget's status: reporting in the SyncerConfig's")
+			s.reportsInConfig.Store(true)
+			s.rolloutsSoon()
+		}
 	}
 	s.lastStatusWrite = s.now()
 	s.wroteAt.Store(s.lastStatusWrite.UnixNano())
@@ -335,7 +359,7 @@ func sameStatus(a, b *edgev2alpha1.SyncTargetStatus) bool {
 func syncerReport(st *edgev2alpha1.SyncTargetStatus) *edgev2alpha1.SyncTargetStatus {
 	out := &edgev2alpha1.SyncTargetStatus{SyncerVersion: st.SyncerVersion, SyncerMode: st.SyncerMode, SyncerImage: st.SyncerImage,
 		Hold: st.Hold, UpdateWindow: st.UpdateWindow, SyncedObjects: st.SyncedObjects, Conflicts: st.Conflicts,
-		Problems: st.Problems, Drift: st.Drift}
+		Problems: st.Problems, Drift: st.Drift, ReportsRollouts: st.ReportsRollouts, Rollouts: st.Rollouts}
 	for _, c := range st.Conditions {
 		if c.Type == edgev2alpha1.SyncTargetHeartbeat || c.Type == edgev2alpha1.SyncTargetSynced {
 			c.LastTransitionTime = metav1.Time{}

@@ -72,6 +72,9 @@ func (s *Syncer) reconcileRollouts(ctx context.Context, _ string) (bool, error) 
 		return false, fmt.Errorf("reading the SyncerConfig: %w", err)
 	}
 	reports, known := s.rolloutReports(cfg.Spec.Rollouts)
+	if !s.reportsInConfig.Load() {
+		return s.reportWithHeartbeat(cfg, reports, known), nil
+	}
 	if !known {
 		// Reports from caches still reading the mailbox would take back
 		// what the syncer said before it started: those still about a
@@ -108,6 +111,51 @@ func (s *Syncer) reconcileRollouts(ctx context.Context, _ string) (bool, error) 
 	}
 	logger.V(2).Info("reported rollouts", "rollouts", len(want.Rollouts), "known", known)
 	return !known, nil
+}
+
+// rolloutReports are reports the heartbeat writes, or wrote.
+type rolloutReports struct {
+	set     bool
+	reports []edgev2alpha1.RolloutReport
+}
+
+// reportWithHeartbeat hands the reports to the heartbeat, which writes
+// them in the SyncTarget's status: a report of a placement's rollout
+// costs the center no write of its own, as the SyncTarget's status is
+// written when the copies applied change anyway. News the rollout acts on
+// (healthy, a problem) asks for that write soon; news of an edge on its
+// way waits progressHold, or rides with the next write. It returns
+// whether to look again (caches still reading the mailbox).
+func (s *Syncer) reportWithHeartbeat(cfg *edgev2alpha1.SyncerConfig, reports []edgev2alpha1.RolloutReport, known bool) bool {
+	s.mu.Lock()
+	if !known {
+		// As in the SyncerConfig: the reports still about a record stay
+		// until the caches are read. None yet in this run: the status
+		// keeps what it holds.
+		if !s.rollouts.set {
+			s.mu.Unlock()
+			return true
+		}
+		reports = stillRecorded(s.rollouts.reports, cfg.Spec.Rollouts)
+	}
+	if len(reports) > edgev2alpha1.MaxRolloutReports {
+		reports = reports[:edgev2alpha1.MaxRolloutReports]
+	}
+	s.rollouts = rolloutReports{set: true, reports: reports}
+	have := edgev2alpha1.SyncerConfigStatus{ReportsRollouts: s.reported.set, Rollouts: s.reported.reports}
+	s.mu.Unlock()
+	want := edgev2alpha1.SyncerConfigStatus{ReportsRollouts: true, Rollouts: reports}
+	if apiequality.Semantic.DeepEqual(have, want) {
+		s.rolloutsWaiting.Store(0)
+		return !known
+	}
+	if wait := s.holdProgress(have, want); wait > 0 {
+		s.rolloutQ.AddAfter(rolloutsKey, wait)
+		return false
+	}
+	s.rolloutsWaiting.Store(0)
+	s.reportSoon()
+	return !known
 }
 
 // progressHold is how long a report that says only that the edge is on

@@ -261,6 +261,7 @@ func newStatusFixture(t *testing.T) *statusFixture {
 	f.s.mailbox = f.mailbox
 	f.s.configInf = &running{informer: syncedInformer{store: cache.NewStore(cache.MetaNamespaceKeyFunc)}, synced: func() bool { return true }}
 	f.s.connected.Store(true)
+	f.s.reportsInConfig.Store(true) // the SyncerConfig's status, as with a server before the SyncTarget's reports
 	f.s.clock = f.clock
 	f.s.rolloutQ = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 		workqueue.TypedRateLimitingQueueConfig[string]{Clock: f.clock})
@@ -408,4 +409,93 @@ func TestRolloutStatusRetries(t *testing.T) {
 		require.True(t, requeue, "looked at again once the caches are read")
 		require.Len(t, f.writes, 1, "nothing new to say meanwhile")
 	})
+}
+
+// TestRolloutReportsRideTheHeartbeat: against a server that keeps rollout
+// reports in the SyncTarget's status, the reports make no write of their
+// own: news asks the heartbeat to write soon, and its write of the
+// SyncTarget's status carries them; the same reports again ask nothing.
+// A server that drops them (before these reports) has them written in
+// the SyncerConfig's status from then on.
+func TestRolloutReportsRideTheHeartbeat(t *testing.T) {
+	healthy := edgev2alpha1.RolloutReport{Placement: "wds1/web", Revision: "r2", Digest: webRevision.Digest, Applied: true, Healthy: true}
+	for _, older := range []bool{false, true} {
+		t.Run(map[bool]string{false: "a server that keeps them", true: "a server before them"}[older], func(t *testing.T) {
+			f := newStatusFixture(t)
+			f.s.reportsInConfig.Store(false)
+			inv := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+				map[schema.GroupVersionResource]string{syncTargetsGVR: "SyncTargetList"}, syncTargetObject("edge1", "1"))
+			var written []edgev2alpha1.SyncTargetStatus
+			inv.PrependReactor("update", "synctargets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				u := a.(clienttesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
+				st := &edgev2alpha1.SyncTarget{}
+				require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, st))
+				written = append(written, st.Status)
+				if older {
+					// Pruned, as a schema without the fields does.
+					unstructured.RemoveNestedField(u.Object, "status", "reportsRollouts")
+					unstructured.RemoveNestedField(u.Object, "status", "rollouts")
+				}
+				require.NoError(t, inv.Tracker().Update(syncTargetsGVR, u, ""))
+				return true, u, nil
+			})
+			f.s.inventory, f.s.id, f.s.opts = inv, Identity{SyncTarget: "edge1"}, NewOptions()
+			f.s.now, f.s.statusNow = f.clock.Now, make(chan struct{}, 1)
+			f.s.tunnelOpen.Store(true)
+			asked := func() bool {
+				select {
+				case <-f.s.statusNow:
+					return true
+				default:
+					return false
+				}
+			}
+			heartbeat := func() {
+				t.Helper()
+				_, err := f.s.writeStatus(f.ctx, false, false)
+				require.NoError(t, err)
+			}
+
+			f.readConfig()
+			require.NoError(t, f.work())
+			require.Empty(t, f.writes, "no write of the SyncerConfig")
+			require.True(t, asked(), "the heartbeat is asked to write soon")
+			heartbeat()
+			require.Len(t, written, 1)
+			require.True(t, written[0].ReportsRollouts)
+			require.Equal(t, []edgev2alpha1.RolloutReport{healthy}, written[0].Rollouts)
+			if older {
+				require.True(t, f.s.reportsInConfig.Load())
+				require.NoError(t, f.work())
+				require.Equal(t, []edgev2alpha1.SyncerConfigStatus{{ReportsRollouts: true, Rollouts: []edgev2alpha1.RolloutReport{healthy}}}, f.writes)
+				heartbeat()
+				require.Len(t, written, 1, "and no longer in the SyncTarget's")
+				return
+			}
+			require.False(t, f.s.reportsInConfig.Load())
+
+			// The same reports again: nothing asked, nothing written.
+			f.s.rolloutQ.Add(rolloutsKey)
+			require.NoError(t, f.work())
+			require.False(t, asked())
+			heartbeat()
+			require.Len(t, written, 1)
+			require.Empty(t, f.writes)
+
+			// The Deployment stops being available: news of an edge on
+			// its way waits progressHold, then rides the next write.
+			f.w.edge[webKey].Object["status"].(map[string]any)["availableReplicas"] = int64(1)
+			require.NoError(t, f.s.edgeObjs[deploymentsGVR].store().Update(f.w.edge[webKey]))
+			_, _ = f.s.reconcileReport(f.ctx, webKey)
+			require.NoError(t, f.work())
+			require.False(t, asked(), "held")
+			require.NoError(t, f.work())
+			require.True(t, asked())
+			heartbeat()
+			require.Len(t, written, 2)
+			require.False(t, written[1].Rollouts[0].Healthy)
+			require.Equal(t, "deployments.apps app/web: 1 of 2 updated replicas available", written[1].Rollouts[0].Message)
+			require.Empty(t, f.writes)
+		})
+	}
 }

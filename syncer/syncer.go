@@ -106,6 +106,10 @@ type Syncer struct {
 	rolloutsWaiting atomic.Int64
 	// clock tells the time to holdProgress (nil: the real one).
 	clock clock.PassiveClock
+	// reportsInConfig: the center keeps no rollout reports in the
+	// SyncTarget's status (a server before them drops the fields), so
+	// they go in the SyncerConfig's, with a write of their own.
+	reportsInConfig atomic.Bool
 
 	mu       sync.Mutex
 	desired  map[objKey]*desired
@@ -127,6 +131,10 @@ type Syncer struct {
 	drift    driftTally          // reverts the SyncTarget's status has yet to count
 	// statusNow asks the heartbeat to write the SyncTarget's status soon.
 	statusNow chan struct{}
+	// rollouts are the rollout reports the heartbeat writes in the
+	// SyncTarget's status (unset: none computed yet in this run, and the
+	// status keeps those it holds); reported, those it last wrote there.
+	rollouts, reported rolloutReports
 	// hold is the hold read from the data directory (hold.go), nil for
 	// none; holdOn is whether it held when last read; heldBack are the
 	// objects with a change it held back.

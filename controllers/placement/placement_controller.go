@@ -164,6 +164,7 @@ func New(clients *crossspace.Clients, crds crossspace.Definitions, resources *cr
 		AddFunc: func(obj any) { c.enqueueSyncTarget(obj, true) },
 		UpdateFunc: func(old, obj any) {
 			c.enqueueSyncTarget(obj, rolloutRelevant(old, obj))
+			c.reportsChanged(old, obj)
 		},
 		DeleteFunc: func(obj any) { c.enqueueSyncTarget(obj, true) },
 	})
@@ -438,8 +439,16 @@ func (c *Controller) enqueueSyncTarget(obj any, rollout bool) {
 		return
 	}
 	c.mailboxes.Add(key)
+	if rollout {
+		c.enqueueRollouts(obj)
+	}
+}
+
+// enqueueRollouts enqueues the rollouts of the placements that target a
+// SyncTarget.
+func (c *Controller) enqueueRollouts(obj any) {
 	st, ok := obj.(*edgev2alpha1.SyncTarget)
-	if !ok || !rollout {
+	if !ok {
 		return
 	}
 	for _, slice := range crossspace.SlicesTo(c.slices, crossspace.SpaceOf(st), st.Name) {
@@ -577,6 +586,45 @@ func (c *Controller) syncerConfigChanged(old, obj any) {
 				changed[r.Placement] = true
 			}
 			for _, r := range cfg.Status.Rollouts {
+				changed[r.Placement] = true
+			}
+		}
+	}
+	for placement := range changed {
+		wds, name, ok := strings.Cut(placement, "/")
+		if !ok {
+			continue
+		}
+		key := spaces.Key(wds, "", name)
+		c.rolls.touch(key, mailbox)
+		c.rolls.paced.Add(c.rollouts, key)
+	}
+}
+
+// reportsChanged follows the rollout reports a syncer writes in its
+// SyncTarget's status with its heartbeat: the placements a changed report
+// speaks of move on, and read that mailbox again.
+func (c *Controller) reportsChanged(old, obj any) {
+	a, okA := old.(*edgev2alpha1.SyncTarget)
+	b, okB := obj.(*edgev2alpha1.SyncTarget)
+	if !okA || !okB || a.Status.ReportsRollouts == b.Status.ReportsRollouts && apiequality.Semantic.DeepEqual(a.Status.Rollouts, b.Status.Rollouts) {
+		return
+	}
+	mailbox := b.Status.MailboxSpace
+	if mailbox == "" {
+		return
+	}
+	changed := map[string]bool{}
+	for _, st := range []*edgev2alpha1.SyncTarget{a, b} {
+		for _, r := range st.Status.Rollouts {
+			changed[r.Placement] = true
+		}
+	}
+	if a.Status.ReportsRollouts != b.Status.ReportsRollouts {
+		// Where the reports are read changes: every rollout of the
+		// mailbox looks again.
+		if cfg, ok := crossspace.Get[*edgev2alpha1.SyncerConfig](c.syncerConfigs, mailbox, "", edgev2alpha1.SyncerConfigName); ok {
+			for _, r := range cfg.Spec.Rollouts {
 				changed[r.Placement] = true
 			}
 		}

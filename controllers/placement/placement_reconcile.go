@@ -267,7 +267,7 @@ func (r *mailboxReconciler) reconcile(ctx context.Context, key string) (requeue 
 	r.pinCRDs(mailbox, sources, sel, cfg, admitted)
 	crds := r.decideCRDs(mailbox, sel, where)
 	desired := decideAll(sel, current, where)
-	revisions := r.gate(sources, desired, current, admitted, cfg.Status.ReportsRollouts)
+	revisions := r.gate(sources, desired, current, admitted, cfg.Status.ReportsRollouts || st.Status.ReportsRollouts)
 	r.keepCRDsOfKept(mailbox, desired, crds)
 	edgeProblems(sel, current, where)
 	r.recordProblems(mailbox, sel)

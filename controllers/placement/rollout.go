@@ -81,17 +81,27 @@ func (t *rolloutTracker) touch(placement, mailbox string) {
 	t.touched[placement][mailbox] = true
 }
 
-// takeTouched returns the mailboxes touched since the last call, and the
-// destinations' inspections of revision the rollout kept (nil: none).
-func (t *rolloutTracker) takeTouched(placement, revision string) (map[string]bool, map[string]inspection) {
+// takeTouched returns the mailboxes touched since the last call. A look
+// takes them before it reads anything of its destinations: news that
+// comes after is the next look's, and none is taken by a look that read
+// what came before it.
+func (t *rolloutTracker) takeTouched(placement string) map[string]bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	touched := t.touched[placement]
 	delete(t.touched, placement)
+	return touched
+}
+
+// inspected returns the destinations' inspections of revision the
+// rollout kept (nil: none).
+func (t *rolloutTracker) inspected(placement, revision string) map[string]inspection {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if s := t.byPlacement[placement]; s != nil && s.revision == revision {
-		return touched, s.inspected
+		return s.inspected
 	}
-	return touched, nil
+	return nil
 }
 
 // rolloutState is one placement's rollout of one revision.
@@ -225,6 +235,10 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 		return false, nil
 	}
 	logger := klog.FromContext(ctx).WithValues("placement", wds+"/"+name)
+	// Each mailbox is read again only when a copy of the placement, its
+	// record or its syncer's report changed there since the last look (or
+	// the placement did).
+	touched := c.rolls.takeTouched(key)
 	ro := ep.Spec.Rollout
 	type target struct {
 		placed
@@ -277,9 +291,7 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 			waves[i] = labels.Nothing() // refused at admission; an old object's selects nothing
 		}
 	}
-	// Each mailbox is read again only when a copy of the placement
-	// changed there since the last look (or the placement did).
-	touched, known := c.rolls.takeTouched(key, revision)
+	known := c.rolls.inspected(key, revision)
 	copiesOf := strings.Join(copies, "\n")
 	inspected := make(map[string]inspection, len(targets))
 	dests := make([]*rolloutDest, 0, len(targets))
@@ -455,9 +467,18 @@ func (c *Controller) inspect(ctx context.Context, d *rolloutDest, st *edgev2alph
 		return false
 	}
 	hc := ep.Spec.Rollout.HealthCheck
-	if cfg, ok := crossspace.Get[*edgev2alpha1.SyncerConfig](c.syncerConfigs, mailbox, "", edgev2alpha1.SyncerConfigName); ok &&
-		cfg.Status.ReportsRollouts && hc == nil {
-		inspectReport(d, cfg, wds+"/"+placement, revision)
+	cfg, ok := crossspace.Get[*edgev2alpha1.SyncerConfig](c.syncerConfigs, mailbox, "", edgev2alpha1.SyncerConfigName)
+	switch {
+	case hc != nil:
+	case st.Status.ReportsRollouts && !ok:
+		d.message = "its mailbox is not ready"
+		return false
+	case st.Status.ReportsRollouts:
+		// The syncer reports with its heartbeat, in its SyncTarget.
+		inspectReport(d, cfg.Spec.Rollouts, st.Status.Rollouts, wds+"/"+placement, revision)
+		return true
+	case ok && cfg.Status.ReportsRollouts:
+		inspectReport(d, cfg.Spec.Rollouts, cfg.Status.Rollouts, wds+"/"+placement, revision)
 		return true
 	}
 	var check *healthCheck
@@ -506,13 +527,14 @@ func (c *Controller) inspect(ctx context.Context, d *rolloutDest, st *edgev2alph
 	return true
 }
 
-// inspectReport reads, from a mailbox's SyncerConfig, whether it holds
-// a placement's revision (the translator's record) and what its syncer
-// says of the edge (the syncer's report on that record).
-func inspectReport(d *rolloutDest, cfg *edgev2alpha1.SyncerConfig, placement, revision string) {
+// inspectReport reads, from a mailbox's records (its SyncerConfig's
+// spec), whether it holds a placement's revision, and from its syncer's
+// reports (in its SyncTarget's status, or its SyncerConfig's) what the
+// syncer says of the edge: the report on that record.
+func inspectReport(d *rolloutDest, records []edgev2alpha1.RolloutRecord, reports []edgev2alpha1.RolloutReport, placement, revision string) {
 	var record *edgev2alpha1.RolloutRecord
-	for i := range cfg.Spec.Rollouts {
-		if r := &cfg.Spec.Rollouts[i]; r.Placement == placement {
+	for i := range records {
+		if r := &records[i]; r.Placement == placement {
 			record = r
 		}
 	}
@@ -521,7 +543,7 @@ func inspectReport(d *rolloutDest, cfg *edgev2alpha1.SyncerConfig, placement, re
 		return
 	}
 	d.updated = true
-	for _, rep := range cfg.Status.Rollouts {
+	for _, rep := range reports {
 		if rep.Placement != placement || rep.Revision != record.Revision || rep.Digest != record.Digest {
 			continue
 		}

@@ -13,10 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/internal/statuscel"
+	"github.com/kubestellar/kubestellar/spaces"
 )
 
 // fleet is a rollout's destinations, by name, for step.
@@ -298,14 +301,76 @@ func TestInspectReport(t *testing.T) {
 		}), updated: true, problem: "configmaps shop/x: Refused: too big"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := &edgev2alpha1.SyncerConfig{Spec: edgev2alpha1.SyncerConfigSpec{Rollouts: tc.records},
-				Status: edgev2alpha1.SyncerConfigStatus{ReportsRollouts: true, Rollouts: tc.reports}}
 			d := &rolloutDest{}
-			inspectReport(d, cfg, "wds1/p", "r2")
+			inspectReport(d, tc.records, tc.reports, "wds1/p", "r2")
 			require.Equal(t, tc.updated, d.updated, "updated")
 			require.Equal(t, tc.healthy, d.healthy, "healthy")
 			require.Equal(t, tc.message, d.message)
 			require.Equal(t, tc.problem, d.problem)
 		})
 	}
+}
+
+// TestReportsWithTheHeartbeat: a syncer that reports in its SyncTarget's
+// status is read there, not in its SyncerConfig's (where it may have
+// left reports before an upgrade); one that reports in its SyncerConfig
+// is read there; a change of the SyncTarget's reports moves the
+// placements they speak of on, and reads that mailbox again.
+func TestReportsWithTheHeartbeat(t *testing.T) {
+	informer := func() *crossspace.Informer {
+		return &crossspace.Informer{Indexer: cache.NewIndexer(spaces.KeyFunc, cache.Indexers{})}
+	}
+	c := &Controller{syncerConfigs: informer(), rolls: newRolloutTracker(),
+		rollouts: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}
+	t.Cleanup(c.rollouts.ShutDown)
+	const mailbox = "inv1-mb-1"
+	record := edgev2alpha1.RolloutRecord{Placement: "wds1/p", Revision: "r2", Digest: "d2"}
+	healthy := edgev2alpha1.RolloutReport{Placement: "wds1/p", Revision: "r2", Digest: "d2", Applied: true, Healthy: true}
+	stale := edgev2alpha1.RolloutReport{Placement: "wds1/p", Revision: "r2", Digest: "d2", Applied: true, Message: "on its way"}
+	st := &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "edge1", Annotations: map[string]string{spaces.Annotation: "inv1"}},
+		Status: edgev2alpha1.SyncTargetStatus{MailboxSpace: mailbox}}
+	ep := &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "p", Annotations: map[string]string{spaces.Annotation: "wds1"}},
+		Spec: edgev2alpha1.EdgePlacementSpec{Rollout: &edgev2alpha1.Rollout{Strategy: edgev2alpha1.RolloutProgressive}}}
+	look := func(st *edgev2alpha1.SyncTarget) (*rolloutDest, bool) {
+		d := &rolloutDest{}
+		return d, c.inspect(context.Background(), d, st, mailbox, ep, "r2", nil)
+	}
+
+	// Reports with the heartbeat, but no SyncerConfig read yet: not ready.
+	withReports := st.DeepCopy()
+	withReports.Status.ReportsRollouts, withReports.Status.Rollouts = true, []edgev2alpha1.RolloutReport{healthy}
+	d, ok := look(withReports)
+	require.False(t, ok)
+	require.Equal(t, "its mailbox is not ready", d.message)
+
+	cfg := &edgev2alpha1.SyncerConfig{ObjectMeta: metav1.ObjectMeta{Name: edgev2alpha1.SyncerConfigName, Annotations: map[string]string{spaces.Annotation: mailbox}},
+		Spec:   edgev2alpha1.SyncerConfigSpec{Rollouts: []edgev2alpha1.RolloutRecord{record}},
+		Status: edgev2alpha1.SyncerConfigStatus{ReportsRollouts: true, Rollouts: []edgev2alpha1.RolloutReport{stale}}}
+	require.NoError(t, c.syncerConfigs.Add(cfg))
+	d, ok = look(withReports)
+	require.True(t, ok)
+	require.True(t, d.updated && d.healthy, "the SyncTarget's report, not the SyncerConfig's: %+v", d)
+
+	d, ok = look(st)
+	require.True(t, ok)
+	require.True(t, d.updated)
+	require.False(t, d.healthy, "a syncer that reports in its SyncerConfig is read there")
+	require.Equal(t, "on its way", d.message)
+
+	// A heartbeat that changes nothing of the reports moves nothing.
+	beat := withReports.DeepCopy()
+	beat.Status.SyncedObjects = 3
+	c.reportsChanged(withReports, beat)
+	require.Zero(t, c.rollouts.Len())
+	// One that changes a report moves its placement on, and has it read
+	// this mailbox again.
+	changed := beat.DeepCopy()
+	changed.Status.Rollouts = []edgev2alpha1.RolloutReport{stale}
+	c.reportsChanged(beat, changed)
+	require.Equal(t, 1, c.rollouts.Len())
+	key, _ := c.rollouts.Get()
+	c.rollouts.Done(key)
+	require.Equal(t, spaces.Key("wds1", "", "p"), key)
+	touched := c.rolls.takeTouched(key)
+	require.True(t, touched[mailbox])
 }

@@ -5,6 +5,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -123,6 +124,15 @@ func syncerConfig(reports []any) *unstructured.Unstructured {
 
 func report(placement, message string) map[string]any {
 	return map[string]any{"placement": placement, "revision": "r1", "digest": "d1", "applied": true, "message": message}
+}
+
+// manyReports are n reports, each on a placement of its own.
+func manyReports(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = report(fmt.Sprintf("wds1/p%d", i), "")
+	}
+	return out
 }
 
 // TestDecisions is the table of what each identity may do in each type of
@@ -323,6 +333,18 @@ func TestDecisions(t *testing.T) {
 			obj: syncTarget(stStatus(map[string]any{"drift": map[string]any{"reverted": int64(2), "last": map[string]any{
 				"resource": "deployments", "group": "apps", "namespace": "app", "name": "web", "reason": "Changed",
 				"fields": []any{".spec.replicas"}, "time": "2026-11-23T00:00:00Z"}}})), want: allow},
+		{name: "syncer reports rollouts with its heartbeat", who: syncerA, space: inv, verb: "update", gvr: edge("synctargets"), sub: "status", objName: "edge1",
+			old: syncTarget(stStatus(nil)), obj: syncTarget(stStatus(map[string]any{"reportsRollouts": true,
+				"rollouts": []any{report("wds1/p", ""), report("wds1/gone", strings.Repeat("x", edgev2alpha1.MaxRolloutReportMessage))}})), want: allow},
+		{name: "syncer reports twice on a placement in its SyncTarget", who: syncerA, space: inv, verb: "update", gvr: edge("synctargets"), sub: "status", objName: "edge1",
+			old: syncTarget(stStatus(nil)), obj: syncTarget(stStatus(map[string]any{"reportsRollouts": true,
+				"rollouts": []any{report("wds1/p", ""), report("wds1/p", "")}})), want: denyAdmitted},
+		{name: "syncer writes a long rollout report in its SyncTarget", who: syncerA, space: inv, verb: "update", gvr: edge("synctargets"), sub: "status", objName: "edge1",
+			old: syncTarget(stStatus(nil)), obj: syncTarget(stStatus(map[string]any{"reportsRollouts": true,
+				"rollouts": []any{report("wds1/p", strings.Repeat("x", edgev2alpha1.MaxRolloutReportMessage+1))}})), want: denyAdmitted},
+		{name: "syncer writes too many rollout reports in its SyncTarget", who: syncerA, space: inv, verb: "update", gvr: edge("synctargets"), sub: "status", objName: "edge1",
+			old: syncTarget(stStatus(nil)), obj: syncTarget(stStatus(map[string]any{"reportsRollouts": true, "rollouts": manyReports(edgev2alpha1.MaxRolloutReports + 1)})),
+			want: denyAdmitted},
 		{name: "syncer moves its mailbox", who: syncerA, space: inv, verb: "update", gvr: edge("synctargets"), sub: "status", objName: "edge1",
 			old: syncTarget(stStatus(nil)), obj: syncTarget(stStatus(map[string]any{"mailboxSpace": wds})), want: denyAdmitted},
 		{name: "syncer claims a tunnel server", who: syncerA, space: inv, verb: "update", gvr: edge("synctargets"), sub: "status", objName: "edge1",

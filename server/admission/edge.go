@@ -446,13 +446,24 @@ func validateRolloutReports(old, obj map[string]any, name string, deny func(stri
 	for _, r := range cfg.Spec.Rollouts {
 		records[r.Placement] = true
 	}
-	reported := map[string]bool{}
 	for i, r := range cfg.Status.Rollouts {
-		switch {
-		case !records[r.Placement]:
+		if !records[r.Placement] {
 			return deny("status.rollouts[%d] reports on placement %q, of which spec.rollouts has no record", i, r.Placement)
+		}
+	}
+	return checkRolloutReports(cfg.Status.Rollouts, deny)
+}
+
+// checkRolloutReports bounds a syncer's rollout reports: one per
+// placement, each field within its bound.
+func checkRolloutReports(reports []edgev2alpha1.RolloutReport, deny func(string, ...any) error) error {
+	reported := map[string]bool{}
+	for i, r := range reports {
+		switch {
 		case reported[r.Placement]:
 			return deny("status.rollouts[%d] reports on placement %q again", i, r.Placement)
+		case len(r.Placement) > maxRolloutPlacement:
+			return deny("status.rollouts[%d]: a placement longer than %d bytes", i, maxRolloutPlacement)
 		case len(r.Revision) > maxRolloutID || len(r.Digest) > maxRolloutID:
 			return deny("status.rollouts[%d]: a revision or digest longer than %d bytes", i, maxRolloutID)
 		case len(r.Message) > edgev2alpha1.MaxRolloutReportMessage || len(r.Problem) > edgev2alpha1.MaxRolloutReportMessage:
@@ -462,6 +473,10 @@ func validateRolloutReports(old, obj map[string]any, name string, deny func(stri
 	}
 	return nil
 }
+
+// maxRolloutPlacement bounds the placement a rollout report names
+// (WDS/NAME: a space name and an object name).
+const maxRolloutPlacement = 63 + 1 + 253
 
 // maxRolloutID bounds the revision and digest a rollout report repeats.
 const maxRolloutID = 64
@@ -511,12 +526,29 @@ var syncerConditions = []string{edgev2alpha1.SyncTargetHeartbeat, edgev2alpha1.S
 // syncerStatusFields are the SyncTarget status fields that describe the
 // syncer, which it reports; not mailboxSpace, tunnelServer or the server's
 // conditions.
-var syncerStatusFields = []string{"lastSyncerHeartbeatTime", "syncerVersion", "syncerMode", "syncerImage", "syncedObjects", "conflicts", "problems", "drift", "hold", "updateWindow"}
+var syncerStatusFields = []string{"lastSyncerHeartbeatTime", "syncerVersion", "syncerMode", "syncerImage", "syncedObjects", "conflicts", "problems", "drift", "hold", "updateWindow",
+	"reportsRollouts", "rollouts"}
 
+// validateSyncTargetStatus holds a syncer's write of its SyncTarget's
+// status to the fields it reports, and its rollout reports to their
+// bounds. A report need not match a record of its mailbox: the syncer
+// writes what its cache of the SyncerConfig says, which may be behind
+// the server's, and a refusal would fail its heartbeat; the rollouts read
+// only the reports that match their records.
 func validateSyncTargetStatus(a admission.Attributes, deny func(string, ...any) error) error {
 	obj, err := toUnstructured(a.GetObject())
 	if err != nil {
 		return apierrors.NewBadRequest(err.Error())
+	}
+	var st edgev2alpha1.SyncTarget
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &st); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	if n := len(st.Status.Rollouts); n > edgev2alpha1.MaxRolloutReports {
+		return deny("status.rollouts holds %d reports, more than %d", n, edgev2alpha1.MaxRolloutReports)
+	}
+	if err := checkRolloutReports(st.Status.Rollouts, deny); err != nil {
+		return err
 	}
 	old, err := toUnstructured(a.GetOldObject())
 	if err != nil {

@@ -79,12 +79,15 @@ func TestProgressiveRolloutOverAFleet(t *testing.T) {
 		mailbox := k.MustRun(t, "--context", "inv1", "get", "synctarget", e.name, "-o", "jsonpath={.status.mailboxSpace}")
 		mb := []string{"--server", srv.BaseURL() + "/spaces/" + mailbox}
 		// The copy carries no revision (its syncer reports rollouts): the
-		// mailbox's SyncerConfig records it, and the syncer's report on
-		// it, in one write per revision.
+		// mailbox's SyncerConfig records it, and the syncer reports on it
+		// in its SyncTarget's status, with its heartbeat (the
+		// SyncerConfig's status holds no report).
 		require.Equal(t, image+"1|", k.MustRun(t, append(mb, "get", "deployment", "web", "-n", "shop", "-o",
 			`jsonpath={.spec.template.spec.containers[0].image}|{.metadata.annotations.edge\.kubestellar\.io/revision}`)...), "%s's mailbox", e.name)
-		require.Equal(t, "wds1/shop "+first+" true true", k.MustRun(t, append(mb, "get", "syncerconfig", "the-one", "-o",
-			`jsonpath={.spec.rollouts[0].placement} {.spec.rollouts[0].revision} {.status.reportsRollouts} {.status.rollouts[0].healthy}`)...), "%s's SyncerConfig", e.name)
+		require.Equal(t, "wds1/shop "+first+" ", k.MustRun(t, append(mb, "get", "syncerconfig", "the-one", "-o",
+			`jsonpath={.spec.rollouts[0].placement} {.spec.rollouts[0].revision} {.status.reportsRollouts}`)...), "%s's SyncerConfig", e.name)
+		require.Equal(t, "true wds1/shop "+first+" true", k.MustRun(t, "--context", "inv1", "get", "synctarget", e.name, "-o",
+			`jsonpath={.status.reportsRollouts} {.status.rollouts[0].placement} {.status.rollouts[0].revision} {.status.rollouts[0].healthy}`), "%s's SyncTarget", e.name)
 	}
 
 	// The fix rolls out wave by wave, to completion.

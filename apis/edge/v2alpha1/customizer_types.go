@@ -87,7 +87,8 @@ type SyncerConfigSpec struct {
 	Upsync []UpsyncClause `json:"upsync,omitempty"`
 	// Rollouts name, for each Progressive placement whose copies the
 	// mailbox holds, the revision they are made from. A syncer that
-	// reports rollouts (status.reportsRollouts) says in status.rollouts
+	// reports rollouts says (in its SyncTarget's status.rollouts, with its
+	// heartbeat; a syncer of the release before, in this object's status)
 	// when the edge holds each revision's copies and whether they are
 	// healthy: one report per mailbox and revision, where copies of a
 	// placement carrying their revision would each be written again at
@@ -117,9 +118,12 @@ type RolloutRecord struct {
 // SyncerConfigStatus is what the syncer reports.
 type SyncerConfigStatus struct {
 	// ReportsRollouts is set by a syncer that reports rollouts in
-	// Rollouts; until it is, the server has the syncer report on each copy
-	// of a Progressive placement (AppliedAnnotation), as syncers before
-	// these reports did.
+	// Rollouts; until it is (or its SyncTarget's status says it reports
+	// there), the server has the syncer report on each copy of a
+	// Progressive placement (AppliedAnnotation), as syncers before these
+	// reports did. A syncer writes its reports here only when its server
+	// keeps none in the SyncTarget's status (a server of the release
+	// before).
 	// +optional
 	ReportsRollouts bool `json:"reportsRollouts,omitempty"`
 	// Rollouts are the syncer's reports, one per record of spec.rollouts

@@ -166,7 +166,23 @@ type SyncTargetStatus struct {
 	// there, which it put back.
 	// +optional
 	Drift *SyncDrift `json:"drift,omitempty"`
+	// ReportsRollouts is set by a syncer that reports on its mailbox's
+	// rollout records (its SyncerConfig's spec.rollouts) in Rollouts,
+	// with its heartbeat. The server then reads its reports here, not in
+	// the SyncerConfig's status (where syncers before these reports
+	// wrote them, at the cost of a write of their own).
+	// +optional
+	ReportsRollouts bool `json:"reportsRollouts,omitempty"`
+	// Rollouts are the syncer's reports, one per rollout record of its
+	// mailbox (at most MaxRolloutReports).
+	// +optional
+	// +listType=atomic
+	Rollouts []RolloutReport `json:"rollouts,omitempty"`
 }
+
+// MaxRolloutReports bounds a SyncTarget's status.rollouts: the
+// Progressive placements one edge takes part in at once.
+const MaxRolloutReports = 100
 
 // SyncDrift counts the changes made at the edge cluster to objects the
 // syncer keeps there, which it reverted. What the syncer manages is what it
