@@ -163,7 +163,11 @@ func New(clients *crossspace.Clients, crds crossspace.Definitions, resources *cr
 	c.syncTargets = clients.Typed(&edgev2alpha1.SyncTargetList{}, &edgev2alpha1.SyncTarget{}, cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { c.enqueueSyncTarget(obj, true) },
 		UpdateFunc: func(old, obj any) {
-			c.enqueueSyncTarget(obj, rolloutRelevant(old, obj))
+			if mailboxRelevant(old, obj) {
+				c.enqueueSyncTarget(obj, rolloutRelevant(old, obj))
+			} else if rolloutRelevant(old, obj) {
+				c.enqueueRollouts(obj)
+			}
 			c.reportsChanged(old, obj)
 		},
 		DeleteFunc: func(obj any) { c.enqueueSyncTarget(obj, true) },
@@ -454,6 +458,33 @@ func (c *Controller) enqueueRollouts(obj any) {
 	for _, slice := range crossspace.SlicesTo(c.slices, crossspace.SpaceOf(st), st.Name) {
 		c.rollouts.Add(spaces.Key(crossspace.SpaceOf(slice), "", slice.Name))
 	}
+}
+
+// mailboxRelevant reports whether an update of a SyncTarget may change
+// what its mailbox holds: anything but what its syncer reports with its
+// heartbeat (counts, problems, drift, its version, its rollout reports,
+// the time) and the server's conditions but SyncerConnected. A fleet's
+// heartbeats that say something new (a placement's copies applied) would
+// otherwise have the translator look at each mailbox again for nothing.
+func mailboxRelevant(old, obj any) bool {
+	a, okA := old.(*edgev2alpha1.SyncTarget)
+	b, okB := obj.(*edgev2alpha1.SyncTarget)
+	if !okA || !okB {
+		return true
+	}
+	strip := func(st *edgev2alpha1.SyncTarget) *edgev2alpha1.SyncTarget {
+		st = st.DeepCopy()
+		st.ResourceVersion, st.ManagedFields = "", nil
+		connected := meta.IsStatusConditionTrue(st.Status.Conditions, edgev2alpha1.SyncTargetSyncerConnected)
+		reports := st.Status.ReportsRollouts
+		st.Status = edgev2alpha1.SyncTargetStatus{MailboxSpace: st.Status.MailboxSpace, Hold: st.Status.Hold,
+			UpdateWindow: st.Status.UpdateWindow, ReportsRollouts: reports}
+		if connected {
+			st.Status.Conditions = []metav1.Condition{{Type: edgev2alpha1.SyncTargetSyncerConnected, Status: metav1.ConditionTrue}}
+		}
+		return st
+	}
+	return !apiequality.Semantic.DeepEqual(strip(a), strip(b))
 }
 
 // rolloutRelevant reports whether an update of a SyncTarget changed what

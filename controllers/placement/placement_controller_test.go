@@ -186,3 +186,50 @@ func TestSourceChangeWaitsForTheRollout(t *testing.T) {
 	c.enqueueSourceChange("wds1")
 	require.Equal(t, []string{"inv1|edge1", "inv1|edge2", "inv1|edge3"}, drain(c.mailboxes))
 }
+
+// TestMailboxRelevant: what a syncer's heartbeat writes leaves its
+// mailbox alone; anything the translator reads of a SyncTarget (its
+// labels and annotations for customization, its spec, its mailbox, its
+// hold and window, whether its syncer reports rollouts or is connected)
+// has the mailbox looked at again.
+func TestMailboxRelevant(t *testing.T) {
+	now := metav1.Now()
+	base := &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "edge1", ResourceVersion: "1", Labels: map[string]string{"region": "east"}},
+		Status: edgev2alpha1.SyncTargetStatus{MailboxSpace: "inv1-mb-1", Conditions: []metav1.Condition{
+			{Type: edgev2alpha1.SyncTargetSyncerConnected, Status: metav1.ConditionTrue, Reason: "TunnelOpen"},
+			{Type: edgev2alpha1.SyncTargetSynced, Status: metav1.ConditionTrue, Reason: "InStep", Message: "3 objects in step"}}}}
+	for _, tc := range []struct {
+		name string
+		edit func(st *edgev2alpha1.SyncTarget)
+		want bool
+	}{
+		{name: "a heartbeat with news", edit: func(st *edgev2alpha1.SyncTarget) {
+			st.ResourceVersion = "2"
+			st.Status.SyncedObjects, st.Status.Conflicts, st.Status.LastSyncerHeartbeatTime = 13, 1, &now
+			st.Status.Conditions[1].Message = "13 objects in step"
+			st.Status.Problems = []edgev2alpha1.SyncProblem{{Resource: "configmaps", Name: "x", Reason: "Conflict"}}
+			st.Status.Drift = &edgev2alpha1.SyncDrift{Reverted: 1}
+			st.Status.SyncerVersion, st.Status.TunnelServer = "v2", "https://other:6443"
+			st.Status.Rollouts = []edgev2alpha1.RolloutReport{{Placement: "wds1/p", Revision: "r1", Healthy: true}}
+		}},
+		{name: "its labels", edit: func(st *edgev2alpha1.SyncTarget) { st.Labels["region"] = "west" }, want: true},
+		{name: "its annotations", edit: func(st *edgev2alpha1.SyncTarget) { st.Annotations = map[string]string{"zone": "a"} }, want: true},
+		{name: "its spec", edit: func(st *edgev2alpha1.SyncTarget) {
+			st.Spec.UpdateWindows = []edgev2alpha1.UpdateWindow{{Schedule: "0 2 * * *", Duration: metav1.Duration{Duration: time.Hour}}}
+		}, want: true},
+		{name: "its mailbox", edit: func(st *edgev2alpha1.SyncTarget) { st.Status.MailboxSpace = "inv1-mb-2" }, want: true},
+		{name: "a hold", edit: func(st *edgev2alpha1.SyncTarget) { st.Status.Hold = &edgev2alpha1.EdgeHold{} }, want: true},
+		{name: "its window", edit: func(st *edgev2alpha1.SyncTarget) { st.Status.UpdateWindow = &edgev2alpha1.UpdateWindowStatus{Open: true} }, want: true},
+		{name: "its syncer comes to report rollouts", edit: func(st *edgev2alpha1.SyncTarget) { st.Status.ReportsRollouts = true }, want: true},
+		{name: "its syncer disconnected", edit: func(st *edgev2alpha1.SyncTarget) {
+			st.Status.Conditions[0].Status, st.Status.Conditions[0].Reason = metav1.ConditionFalse, "TunnelClosed"
+		}, want: true},
+		{name: "being deleted", edit: func(st *edgev2alpha1.SyncTarget) { st.DeletionTimestamp = &now }, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			edited := base.DeepCopy()
+			tc.edit(edited)
+			require.Equal(t, tc.want, mailboxRelevant(base, edited))
+		})
+	}
+}
