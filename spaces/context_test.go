@@ -5,9 +5,11 @@ package spaces
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 func TestValidateName(t *testing.T) {
@@ -80,5 +82,14 @@ func TestContext(t *testing.T) {
 			require.Equal(t, tc.wantFound, found)
 			require.Equal(t, tc.wantOrRt, SpaceOrRoot(tc.ctx))
 		})
+	}
+}
+
+// TestIsLabel: the hand-written check says what the regular expression
+// of validation.IsDNS1123Label says.
+func TestIsLabel(t *testing.T) {
+	for _, s := range []string{"", "a", "-", "a-", "-a", "a-b", "A", "ab.c", "a_b", "0", "9-z", "inv1-mb-0f5a",
+		strings.Repeat("a", 63), strings.Repeat("a", 64), "é", "a b", "*"} {
+		require.Equal(t, len(validation.IsDNS1123Label(s)) == 0, isLabel(s), "%q", s)
 	}
 }

@@ -293,6 +293,14 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 	}
 	known := c.rolls.inspected(key, revision)
 	copiesOf := strings.Join(copies, "\n")
+	for _, in := range known {
+		// The same keys as the last look's, most often: its string, so
+		// that each destination's comparison below is of one pointer.
+		if in.copies == copiesOf {
+			copiesOf = in.copies
+			break
+		}
+	}
 	inspected := make(map[string]inspection, len(targets))
 	dests := make([]*rolloutDest, 0, len(targets))
 	for _, t := range targets {
