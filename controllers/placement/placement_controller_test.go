@@ -219,7 +219,9 @@ func TestMailboxRelevant(t *testing.T) {
 		}, want: true},
 		{name: "its mailbox", edit: func(st *edgev2alpha1.SyncTarget) { st.Status.MailboxSpace = "inv1-mb-2" }, want: true},
 		{name: "a hold", edit: func(st *edgev2alpha1.SyncTarget) { st.Status.Hold = &edgev2alpha1.EdgeHold{} }, want: true},
-		{name: "its window", edit: func(st *edgev2alpha1.SyncTarget) { st.Status.UpdateWindow = &edgev2alpha1.UpdateWindowStatus{Open: true} }, want: true},
+		{name: "its window", edit: func(st *edgev2alpha1.SyncTarget) {
+			st.Status.UpdateWindow = &edgev2alpha1.UpdateWindowStatus{Open: true}
+		}, want: true},
 		{name: "its syncer comes to report rollouts", edit: func(st *edgev2alpha1.SyncTarget) { st.Status.ReportsRollouts = true }, want: true},
 		{name: "its syncer disconnected", edit: func(st *edgev2alpha1.SyncTarget) {
 			st.Status.Conditions[0].Status, st.Status.Conditions[0].Reason = metav1.ConditionFalse, "TunnelClosed"
