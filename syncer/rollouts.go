@@ -113,8 +113,8 @@ func (s *Syncer) reconcileRollouts(ctx context.Context, _ string) (bool, error) 
 	return !known, nil
 }
 
-// rolloutReports are reports the heartbeat writes, or wrote.
-type rolloutReports struct {
+// heartbeatReports are reports the heartbeat writes, or wrote.
+type heartbeatReports struct {
 	set     bool
 	reports []edgev2alpha1.RolloutReport
 }
@@ -141,7 +141,7 @@ func (s *Syncer) reportWithHeartbeat(cfg *edgev2alpha1.SyncerConfig, reports []e
 	if len(reports) > edgev2alpha1.MaxRolloutReports {
 		reports = reports[:edgev2alpha1.MaxRolloutReports]
 	}
-	s.rollouts = rolloutReports{set: true, reports: reports}
+	s.rollouts = heartbeatReports{set: true, reports: reports}
 	have := edgev2alpha1.SyncerConfigStatus{ReportsRollouts: s.reported.set, Rollouts: s.reported.reports}
 	s.mu.Unlock()
 	want := edgev2alpha1.SyncerConfigStatus{ReportsRollouts: true, Rollouts: reports}

@@ -134,7 +134,7 @@ type Syncer struct {
 	// rollouts are the rollout reports the heartbeat writes in the
 	// SyncTarget's status (unset: none computed yet in this run, and the
 	// status keeps those it holds); reported, those it last wrote there.
-	rollouts, reported rolloutReports
+	rollouts, reported heartbeatReports
 	// hold is the hold read from the data directory (hold.go), nil for
 	// none; holdOn is whether it held when last read; heldBack are the
 	// objects with a change it held back.

@@ -472,19 +472,21 @@ func mailboxRelevant(old, obj any) bool {
 	if !okA || !okB {
 		return true
 	}
-	strip := func(st *edgev2alpha1.SyncTarget) *edgev2alpha1.SyncTarget {
-		st = st.DeepCopy()
-		st.ResourceVersion, st.ManagedFields = "", nil
-		connected := meta.IsStatusConditionTrue(st.Status.Conditions, edgev2alpha1.SyncTargetSyncerConnected)
-		reports := st.Status.ReportsRollouts
-		st.Status = edgev2alpha1.SyncTargetStatus{MailboxSpace: st.Status.MailboxSpace, Hold: st.Status.Hold,
-			UpdateWindow: st.Status.UpdateWindow, ReportsRollouts: reports}
-		if connected {
-			st.Status.Conditions = []metav1.Condition{{Type: edgev2alpha1.SyncTargetSyncerConnected, Status: metav1.ConditionTrue}}
-		}
-		return st
+	// Shallow copies of the metadata, to leave out what every write
+	// changes; nothing of the cached objects is written.
+	am, bm := a.ObjectMeta, b.ObjectMeta
+	am.ResourceVersion, am.ManagedFields = "", nil
+	bm.ResourceVersion, bm.ManagedFields = "", nil
+	as, bs := &a.Status, &b.Status
+	connected := func(st *edgev2alpha1.SyncTarget) bool {
+		return meta.IsStatusConditionTrue(st.Status.Conditions, edgev2alpha1.SyncTargetSyncerConnected)
 	}
-	return !apiequality.Semantic.DeepEqual(strip(a), strip(b))
+	return as.MailboxSpace != bs.MailboxSpace || as.ReportsRollouts != bs.ReportsRollouts ||
+		connected(a) != connected(b) ||
+		!apiequality.Semantic.DeepEqual(as.Hold, bs.Hold) ||
+		!apiequality.Semantic.DeepEqual(as.UpdateWindow, bs.UpdateWindow) ||
+		!apiequality.Semantic.DeepEqual(a.Spec, b.Spec) ||
+		!apiequality.Semantic.DeepEqual(am, bm)
 }
 
 // rolloutRelevant reports whether an update of a SyncTarget changed what
@@ -621,15 +623,7 @@ func (c *Controller) syncerConfigChanged(old, obj any) {
 			}
 		}
 	}
-	for placement := range changed {
-		wds, name, ok := strings.Cut(placement, "/")
-		if !ok {
-			continue
-		}
-		key := spaces.Key(wds, "", name)
-		c.rolls.touch(key, mailbox)
-		c.rolls.paced.Add(c.rollouts, key)
-	}
+	c.touchRollouts(mailbox, changed)
 }
 
 // reportsChanged follows the rollout reports a syncer writes in its
@@ -660,7 +654,13 @@ func (c *Controller) reportsChanged(old, obj any) {
 			}
 		}
 	}
-	for placement := range changed {
+	c.touchRollouts(mailbox, changed)
+}
+
+// touchRollouts moves on the rollouts of the placements named (WDS/NAME,
+// as records and reports name them), which read the mailbox again.
+func (c *Controller) touchRollouts(mailbox string, placements map[string]bool) {
+	for placement := range placements {
 		wds, name, ok := strings.Cut(placement, "/")
 		if !ok {
 			continue

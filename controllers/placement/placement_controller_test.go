@@ -212,6 +212,10 @@ func TestMailboxRelevant(t *testing.T) {
 			st.Status.SyncerVersion, st.Status.TunnelServer = "v2", "https://other:6443"
 			st.Status.Rollouts = []edgev2alpha1.RolloutReport{{Placement: "wds1/p", Revision: "r1", Healthy: true}}
 		}},
+		{name: "a write's bookkeeping", edit: func(st *edgev2alpha1.SyncTarget) {
+			st.ResourceVersion = "3"
+			st.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubestellar-syncer", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status"}}
+		}},
 		{name: "its labels", edit: func(st *edgev2alpha1.SyncTarget) { st.Labels["region"] = "west" }, want: true},
 		{name: "its annotations", edit: func(st *edgev2alpha1.SyncTarget) { st.Annotations = map[string]string{"zone": "a"} }, want: true},
 		{name: "its spec", edit: func(st *edgev2alpha1.SyncTarget) {

@@ -373,4 +373,20 @@ func TestReportsWithTheHeartbeat(t *testing.T) {
 	require.Equal(t, spaces.Key("wds1", "", "p"), key)
 	touched := c.rolls.takeTouched(key)
 	require.True(t, touched[mailbox])
+
+	// A syncer that flips where it reports, a hundred times in a row (a
+	// compromised or broken edge): its placement was just looked at, so
+	// the flood waits out the spacing as one look, not a hundred.
+	c.rolls.paced.Looked(key)
+	prev := changed
+	for i := 0; i < 100; i++ {
+		next := prev.DeepCopy()
+		next.Status.ReportsRollouts = !prev.Status.ReportsRollouts
+		c.reportsChanged(prev, next)
+		prev = next
+	}
+	require.Zero(t, c.rollouts.Len(), "the flood waits out the spacing")
+	require.Equal(t, map[string]bool{mailbox: true}, c.rolls.takeTouched(key))
+	require.Eventually(t, func() bool { return c.rollouts.Len() == 1 }, 10*time.Second, 10*time.Millisecond,
+		"one look after the spacing")
 }
