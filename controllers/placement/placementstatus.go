@@ -108,13 +108,40 @@ func (c *Controller) updatePlacementStatus(ctx context.Context, key string) erro
 			rollout = ep.Status.Rollout // not looked at since a restart yet
 		}
 	}
+	progress := false
 	if !apiequality.Semantic.DeepEqual(rollout, ep.Status.Rollout) {
+		progress = !changed && progressOnly(ep.Status.Rollout, rollout)
 		updated.Status.Rollout, changed = rollout, true
 	}
 	if !changed {
 		return nil
 	}
+	if progress {
+		// A wave on its way: its counts are written at most every
+		// statusSpacing, with whatever else came meanwhile.
+		if wait := c.rolls.written.Wait(key); wait > 0 {
+			c.statuses.AddAfter(key, wait)
+			return nil
+		}
+	}
+	c.rolls.written.Looked(key)
 	return c.clients.Client.Status().Update(spaces.WithSpace(ctx, space), updated)
+}
+
+// progressOnly reports whether a rollout's status moved only in its
+// counts, message and listed destinations: the same revision, phase and
+// wave, and no new failure.
+func progressOnly(was, now *edgev2alpha1.RolloutStatus) bool {
+	if was == nil || now == nil || was.Revision != now.Revision || was.CompletedRevision != now.CompletedRevision ||
+		was.Phase != now.Phase || was.CurrentWave != now.CurrentWave || len(was.Waves) != len(now.Waves) {
+		return false
+	}
+	for i := range was.Waves {
+		if was.Waves[i].Name != now.Waves[i].Name || now.Waves[i].Failed > was.Waves[i].Failed {
+			return false
+		}
+	}
+	return true
 }
 
 // setDependencies sets a placement's status.dependencies (sorted, at most

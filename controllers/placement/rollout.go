@@ -51,6 +51,11 @@ const (
 	// syncers' reports: during a wave hundreds arrive a second, and each
 	// look goes over every destination.
 	reportSpacing = 200 * time.Millisecond
+	// statusSpacing is the least time between two writes of a placement's
+	// status for its rollout's progress alone (counts, the destinations
+	// listed): while a wave moves, every look has some. A new revision,
+	// phase or wave, or a new failure, is written at once.
+	statusSpacing = time.Second
 	// lastWaveName names the wave of the destinations no wave selects.
 	lastWaveName = "rest"
 )
@@ -64,11 +69,14 @@ type rolloutTracker struct {
 	touched map[string]map[string]bool
 	// paced spaces the looks at a rollout for its copies' news.
 	paced *worker.Pacer[string]
+	// written spaces the writes of a placement's status for its rollout's
+	// progress.
+	written *worker.Pacer[string]
 }
 
 func newRolloutTracker() *rolloutTracker {
 	return &rolloutTracker{byPlacement: map[string]*rolloutState{}, touched: map[string]map[string]bool{},
-		paced: worker.NewPacer[string](reportSpacing)}
+		paced: worker.NewPacer[string](reportSpacing), written: worker.NewPacer[string](statusSpacing)}
 }
 
 // touch records that a copy of a placement changed in a mailbox.

@@ -33,14 +33,23 @@ func NewPacer[K comparable](spacing time.Duration) *Pacer[K] {
 
 // Add adds key to q, at once or after the rest of the spacing.
 func (p *Pacer[K]) Add(q workqueue.TypedDelayingInterface[K], key K) {
-	p.mu.Lock()
-	wait := p.spacing - p.now().Sub(p.last[key])
-	p.mu.Unlock()
-	if wait > 0 && wait <= p.spacing {
+	if wait := p.Wait(key); wait > 0 {
 		q.AddAfter(key, wait)
 		return
 	}
 	q.Add(key)
+}
+
+// Wait returns what is left of the spacing since key was last looked at
+// (zero: nothing).
+func (p *Pacer[K]) Wait(key K) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wait := p.spacing - p.now().Sub(p.last[key])
+	if wait > 0 && wait <= p.spacing {
+		return wait
+	}
+	return 0
 }
 
 // Looked records a look at key (call it as the look begins: what changes
