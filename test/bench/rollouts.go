@@ -57,7 +57,7 @@ func rolloutsBench(ctx context.Context, bin string, o liveOptions, repeat int, p
 }
 
 // rolloutsMeasure is the rollouts section on its fleet: repeat runs of
-// All then Progressive, each run's in namespaces of their own. The fleet
+// All and Progressive, in turns, each run's in namespaces of their own. The fleet
 // is started once (its start is most of the section's time at 1,000
 // edges), so a later run's edges also hold the earlier runs' copies; the
 // fleet's cost at rest is measured again before each run for that.
@@ -99,15 +99,25 @@ func rolloutsMeasure(ctx context.Context, f *liveFleet, o liveOptions, repeat in
 		if err != nil {
 			return nil, err
 		}
-		all, err := rolloutRun(ctx, f, o, edgev2alpha1.RolloutAll, run, rest, progress)
-		if err != nil {
-			return nil, err
+		// Each measurement's edges hold the copies of those before it,
+		// which every reconcile of their mailboxes reads: the strategies
+		// take turns at going first (All, Progressive; Progressive, All;
+		// ...), so that neither is always measured on the fuller fleet.
+		order := []edgev2alpha1.RolloutStrategy{edgev2alpha1.RolloutAll, edgev2alpha1.RolloutProgressive}
+		if run%2 == 0 {
+			order[0], order[1] = order[1], order[0]
 		}
-		prog, err := rolloutRun(ctx, f, o, edgev2alpha1.RolloutProgressive, run, rest, progress)
-		if err != nil {
-			return nil, err
+		for _, strategy := range order {
+			r, err := rolloutRun(ctx, f, o, strategy, run, rest, progress)
+			if err != nil {
+				return nil, err
+			}
+			if strategy == edgev2alpha1.RolloutAll {
+				alls = append(alls, r)
+			} else {
+				progs = append(progs, r)
+			}
 		}
-		alls, progs = append(alls, all), append(progs, prog)
 	}
 	return rolloutRows(n, m, alls, progs)
 }
