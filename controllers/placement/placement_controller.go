@@ -60,6 +60,9 @@ type Controller struct {
 	statuses  workqueue.TypedRateLimitingInterface[string] // EdgePlacement keys
 	rollouts  workqueue.TypedRateLimitingInterface[string] // EdgePlacement keys
 	rolls     *rolloutTracker
+	// own are the translator's updates of copies whose events are yet
+	// to come.
+	own *ownWrites
 	// snaps are the last completed revisions of Progressive placements,
 	// for destinations that join mid-rollout.
 	snaps *snapshots
@@ -129,6 +132,7 @@ func New(clients *crossspace.Clients, crds crossspace.Definitions, resources *cr
 		statuses:     workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-status"}),
 		rollouts:     workqueue.NewTypedRateLimitingQueueWithConfig(rl(), workqueue.TypedRateLimitingQueueConfig[string]{Name: ControllerName + "-rollout"}),
 		rolls:        newRolloutTracker(),
+		own:          newOwnWrites(),
 		snaps:        newSnapshots(clients.Client),
 		health:       health,
 		crds:         crds,
@@ -137,7 +141,7 @@ func New(clients *crossspace.Clients, crds crossspace.Definitions, resources *cr
 		problems:     map[string]map[string][]problem{},
 		dependencies: map[string]map[string][]edgev2alpha1.DependencyReference{},
 	}
-	resources.AddHandler(func(schema.GroupVersionResource) cache.ResourceEventHandler { return c.resourceEvents() })
+	resources.AddHandler(func(gvr schema.GroupVersionResource) cache.ResourceEventHandler { return c.resourceEvents(gvr) })
 	statusOf := func(obj any) {
 		if m, ok := obj.(*edgev2alpha1.EdgePlacement); ok {
 			c.statuses.Add(spaces.Key(crossspace.SpaceOf(m), "", m.Name))
@@ -382,10 +386,17 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 			return err
 		},
 		update: func(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) error {
+			space := spaces.SpaceOrRoot(ctx)
+			c.own.writing(gvr, space, obj.GetNamespace(), obj.GetName(), obj.GetAnnotations()[ContentHashAnnotation])
+			var err error
 			if c.writer != nil && c.writer.Writes(gvr) {
-				return c.writer.Update(ctx, gvr, obj)
+				err = c.writer.Update(ctx, gvr, obj)
+			} else {
+				_, err = c.clients.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
 			}
-			_, err := c.clients.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{FieldManager: FieldManager})
+			if err != nil {
+				c.own.forget(gvr, space, obj.GetNamespace(), obj.GetName())
+			}
 			return err
 		},
 		delete: func(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) error {
@@ -543,11 +554,12 @@ func (c *Controller) enqueueAll() {
 	}
 }
 
-// resourceEvents routes events of workload objects and mailbox copies to
-// the mailboxes they concern. Of a copy, only a deletion or a change of
-// what the translator writes matters: its own creations and the status
-// syncers write would only make the mailbox be looked at again for nothing.
-func (c *Controller) resourceEvents() cache.ResourceEventHandlerFuncs {
+// resourceEvents routes events of workload objects and mailbox copies of
+// a resource to the mailboxes they concern. Of a copy, only a deletion or
+// a change of what the translator writes matters: its own creations and
+// updates and the status syncers write would only make the mailbox be
+// looked at again for nothing.
+func (c *Controller) resourceEvents(gvr schema.GroupVersionResource) cache.ResourceEventHandlerFuncs {
 	route := func(obj any, changed bool) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
@@ -586,7 +598,11 @@ func (c *Controller) resourceEvents() cache.ResourceEventHandlerFuncs {
 		DeleteFunc: func(obj any) { route(obj, true) },
 		UpdateFunc: func(old, obj any) {
 			if isCopy(obj) {
-				route(obj, contentChanged(old, obj))
+				changed := contentChanged(old, obj)
+				if m, ok := metaOf(obj); changed && ok && c.own.take(gvr, m) {
+					changed = false
+				}
+				route(obj, changed)
 			} else {
 				route(obj, sourceChanged(old, obj))
 			}
