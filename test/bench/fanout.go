@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,7 +32,7 @@ import (
 // Last, it restarts the server (s then names the new process) with every
 // copy in place, and times an update from the stop to its arrival in
 // every mailbox: the controllers' caches list every copy first.
-func fanout(ctx context.Context, bin string, s *server, targets, objects int, syncerWatches bool, progress func(string, ...any)) ([]row, error) {
+func fanout(ctx context.Context, bin string, s *server, targets, objects int, syncerWatches bool, profiles string, progress func(string, ...any)) ([]row, error) {
 	root := s.config(spaces.Root)
 	dyn := dynamic.NewForConfigOrDie(root)
 	for _, name := range []string{"bench-inv", "bench-wds"} {
@@ -76,6 +77,15 @@ func fanout(ctx context.Context, bin string, s *server, targets, objects int, sy
 
 	progress("creating %d SyncTargets and Locations", targets)
 	created := time.Now()
+	if profiles != "" {
+		// What the server spends making the mailboxes: its CPU over the
+		// first 30 s from the first SyncTarget.
+		stop, err := cpuProfile(ctx, s, filepath.Join(profiles, fmt.Sprintf("fanout-%d-mailboxes.pb.gz", targets)))
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
 	inv := dynamic.NewForConfigOrDie(s.config("bench-inv"))
 	stGVR := edgev2alpha1.SchemeGroupVersion.WithResource("synctargets")
 	locGVR := edgev2alpha1.SchemeGroupVersion.WithResource("locations")

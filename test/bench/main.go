@@ -158,7 +158,7 @@ func main() {
 	flag.IntVar(&o.live.edges, "live-edges", 1000, "live edges: simulated edges, each the real syncer against an edge cluster in memory, run in a process of their own (liveedges.go), for the server with a live fleet: connect, at rest, fan-out, one update (0 skips)")
 	flag.IntVar(&o.live.objects, "live-objects", 10, "live edges: ConfigMaps placed on every edge")
 	flag.DurationVar(&o.live.rest, "live-rest", time.Minute, "live edges: how long the fleet is watched at rest, sampling whether any edge is shown disconnected")
-	flag.StringVar(&o.live.profiles, "profiles", "", "a directory to write the server's profiles into (pprof), for what it spends its CPU and memory on: the live edges' heap at rest (live-rest-heap.pb.gz, after a collection) and the rollouts' CPU over the first 30 s of each measured change")
+	flag.StringVar(&o.live.profiles, "profiles", "", "a directory to write the server's profiles into (pprof), for what it spends its CPU and memory on: the live edges' heap at rest (live-rest-heap.pb.gz, after a collection), the rollouts' CPU over the first 30 s of each measured change, and the fan-out's over the first 30 s of its mailboxes' making")
 	flag.IntVar(&o.rolloutEdges, "rollout-edges", 1000, "rollouts: live edges (as -live-edges) on which -live-objects ConfigMaps are placed and one updated, with strategy All and then Progressive in 5 waves, for what a Progressive rollout costs the server (rollouts.go; 0 skips)")
 	flag.IntVar(&o.crds.spaces, "crd-spaces", 1000, "CRDs: spaces that each install the same 10 CRDs, bound (--crds-per-space=false) and then per space (the default), each on a fresh server, for the memory per space (0 skips the section)")
 	flag.IntVar(&o.crds.own, "crd-own-spaces", 100, "CRDs: spaces that each install 10 CRDs of their own, in each layout")
@@ -375,7 +375,7 @@ func runSections(ctx context.Context, bin string, o options, progress func(strin
 				}
 			}()
 			defer fs.stop()
-			rows, err := fanout(ctx, bin, fs, o.fanTargets, o.fanObjects, o.fanSyncerWatches, progress)
+			rows, err := fanout(ctx, bin, fs, o.fanTargets, o.fanObjects, o.fanSyncerWatches, o.live.profiles, progress)
 			if err != nil {
 				failed = true
 				return nil, fmt.Errorf("server log %s (kept with its data directory): %w", filepath.Join(fs.dataDir, "server.log"), err)
