@@ -76,6 +76,10 @@ func fanout(ctx context.Context, bin string, s *server, targets, objects int, sy
 	defer w.Stop()
 
 	progress("creating %d SyncTargets and Locations", targets)
+	requests0, err := requestCounts(ctx, s)
+	if err != nil {
+		return nil, err
+	}
 	created := time.Now()
 	if profiles != "" {
 		// What the server spends making the mailboxes: its CPU over the
@@ -113,6 +117,12 @@ func fanout(ctx context.Context, bin string, s *server, targets, objects int, sy
 		return nil, err
 	}
 	mailboxes := time.Since(created)
+	if requests1, err := requestCounts(ctx, s); err == nil {
+		progress("the server's busiest requests and queues, %d mailboxes made:", targets)
+		for _, line := range busiest(requests0, requests1, 20) {
+			progress("  %s", line)
+		}
+	}
 	held := "no watch of the mailboxes but the bench's own across all spaces"
 	if syncerWatches {
 		progress("watching the copies in each of the %d mailboxes, as its syncer does", targets)

@@ -19,8 +19,9 @@ import (
 )
 
 // requestCounts reads the server's apiserver_request_total, summed by
-// verb, resource and code (what the server was asked to do), and its
-// work queues' adds and working time: for the sections that explain
+// verb, resource and code (what the server was asked to do), the time it
+// took over them (by verb and resource), and its work queues' adds and
+// working time: for the sections that explain
 // where a figure's time went.
 func requestCounts(ctx context.Context, s *server) (map[string]float64, error) {
 	data, err := kubernetes.NewForConfigOrDie(s.config(spaces.Root)).CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
@@ -33,7 +34,7 @@ func requestCounts(ctx context.Context, s *server) (map[string]float64, error) {
 	for sc.Scan() {
 		line := sc.Text()
 		metric, rest, ok := strings.Cut(line, "{")
-		if !ok || !slices.Contains([]string{"apiserver_request_total", "workqueue_adds_total", "workqueue_work_duration_seconds_sum"}, metric) {
+		if !ok || !slices.Contains([]string{"apiserver_request_total", "apiserver_request_duration_seconds_sum", "apiserver_flowcontrol_request_wait_duration_seconds_sum", "workqueue_adds_total", "workqueue_work_duration_seconds_sum"}, metric) {
 			continue
 		}
 		end := strings.LastIndexByte(rest, '}')
@@ -52,6 +53,9 @@ func requestCounts(ctx context.Context, s *server) (map[string]float64, error) {
 		case "workqueue_adds_total":
 			counts["queued "+labels["name"]] += v
 			continue
+		case "apiserver_flowcontrol_request_wait_duration_seconds_sum":
+			counts["ms waiting in priority level "+labels["priority_level"]] += 1000 * v
+			continue
 		case "workqueue_work_duration_seconds_sum":
 			counts["ms working "+labels["name"]] += 1000 * v
 			continue
@@ -59,6 +63,13 @@ func requestCounts(ctx context.Context, s *server) (map[string]float64, error) {
 		key := labels["verb"] + " " + labels["resource"]
 		if sub := labels["subresource"]; sub != "" {
 			key += "/" + sub
+		}
+		if metric == "apiserver_request_duration_seconds_sum" {
+			// How long the server took over them, in ms (all codes):
+			// with the queues' working time, whether a controller's
+			// time went in its requests or in waiting for them.
+			counts["ms serving "+key] += 1000 * v
+			continue
 		}
 		counts[key+" "+labels["code"]] += v
 	}
