@@ -33,7 +33,9 @@ func TestOwnUpdateIsNoNews(t *testing.T) {
 	c := &Controller{syncTargets: targets, own: newOwnWrites(),
 		mailboxes: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())}
 	t.Cleanup(c.mailboxes.ShutDown)
-	copyOf := func(rv, hash string) *unstructured.Unstructured {
+	// The shared caches' handlers get a copy's record (crossspace.Copy),
+	// not the object.
+	copyOf := func(rv, hash string) *crossspace.Copy {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion("v1")
 		u.SetKind("ConfigMap")
@@ -43,7 +45,7 @@ func TestOwnUpdateIsNoNews(t *testing.T) {
 		u.SetLabels(map[string]string{edgev2alpha1.PlacementCopyLabel: "true"})
 		u.SetAnnotations(map[string]string{spaces.Annotation: mailbox, ContentHashAnnotation: hash,
 			edgev2alpha1.SourceSpaceAnnotation: "wds1", edgev2alpha1.SourcePlacementAnnotation: "p"})
-		return u
+		return crossspace.Record(u)
 	}
 	events := c.resourceEvents(gvr)
 
