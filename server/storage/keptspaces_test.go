@@ -371,7 +371,7 @@ func TestWatchCacheFillsFromItsOwnStore(t *testing.T) {
 	codec := codecs.CodecForVersions(codecs.LegacyCodec(corev1.SchemeGroupVersion), codecs.UniversalDeserializer(), corev1.SchemeGroupVersion, corev1.SchemeGroupVersion)
 	cfg := storagebackend.NewDefaultConfig(KeyPrefix, codec).ForResource(corev1.Resource("configmaps"))
 	const prefix = "/core/configmaps"
-	decorate := decorator(counting("resource"), counting("cache"), &ds.caches, corev1.Resource("configmaps"), true, true, nil)
+	decorate := decorator(counting("resource"), counting("cache"), &ds.caches, nil, corev1.Resource("configmaps"), true, true, nil)
 	store, destroy, err := decorate(cfg, prefix, func(obj runtime.Object) (string, error) { return apiserverstorage.NamespaceKeyFunc(prefix, obj) },
 		func() runtime.Object { return &corev1.ConfigMap{} }, func() runtime.Object { return &corev1.ConfigMapList{} },
 		apiserverstorage.DefaultNamespaceScopedAttr, nil, nil)

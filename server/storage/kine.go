@@ -66,6 +66,8 @@ type Datastore struct {
 	stopMaintainer func()
 	// caches are the watch caches on this datastore (StopCaches).
 	caches watchCaches
+	// decodes are the objects its storages decoded last (recentDecodes).
+	decodes recentDecodes
 	// etcdClients reach an etcd cluster for the API server's storage;
 	// unused on kine (see rawStorage).
 	etcdClients etcdClients

@@ -99,7 +99,7 @@ func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Obj
 	}
 	return generic.RESTOptions{
 		StorageConfig:           cfg.ForResource(gr),
-		Decorator:               decorator(g.Datastore.rawStorage, g.Datastore.sourceStorage(), &g.Datastore.caches, gr, spaceScoped, g.WatchCache && spaceScoped && !uncached[gr], decorate),
+		Decorator:               decorator(g.Datastore.rawStorage, g.Datastore.sourceStorage(), &g.Datastore.caches, &g.Datastore.decodes, gr, spaceScoped, g.WatchCache && spaceScoped && !uncached[gr], decorate),
 		EnableGarbageCollection: observed,
 		DeleteCollectionWorkers: 4,
 		ResourcePrefix:          ResourcePrefix(gr),
@@ -112,11 +112,17 @@ func (g RESTOptionsGetter) GetRESTOptions(gr schema.GroupResource, _ runtime.Obj
 // watch cache keyed by space (spaces.CacheKeyFunc) in front. CRDs are
 // stored once for all spaces, each space seeing those bound to it
 // (spaces.DecorateCRDs). A cache fills from a storage of its own when
-// sourceStorage is set, else from the resource's.
-func decorator(rawStorage, sourceStorage rawStorageFunc, caches *watchCaches, gr schema.GroupResource, spaceScoped, watchCache bool, decorate func(apiserverstorage.Interface) apiserverstorage.Interface) generic.StorageDecorator {
+// sourceStorage is set, else from the resource's. The stores' decodes of
+// the same bytes are done once (recentDecodes).
+func decorator(rawStorage, sourceStorage rawStorageFunc, caches *watchCaches, decodes *recentDecodes, gr schema.GroupResource, spaceScoped, watchCache bool, decorate func(apiserverstorage.Interface) apiserverstorage.Interface) generic.StorageDecorator {
 	return func(config *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(runtime.Object) (string, error),
 		newFunc, newListFunc func() runtime.Object, getAttrs apiserverstorage.AttrFunc, triggers apiserverstorage.IndexerFuncs,
 		indexers *cache.Indexers) (apiserverstorage.Interface, factory.DestroyFunc, error) {
+		if decodes != nil {
+			c := *config
+			c.Codec = decodes.codec(c.Codec)
+			config = &c
+		}
 		s, destroy, err := rawStorage(config, newFunc, newListFunc, resourcePrefix)
 		if err != nil {
 			return nil, nil, err
