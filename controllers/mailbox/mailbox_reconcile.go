@@ -35,7 +35,9 @@ const (
 	LabelSyncTargetName  = edgev2alpha1.MailboxSyncTargetNameLabel
 	LabelSyncTargetUID   = edgev2alpha1.MailboxSyncTargetUIDLabel
 	// Finalizer holds a deleted SyncTarget until its mailbox is gone.
-	Finalizer = "edge.kubestellar.io/mailbox"
+	// Admission gives it to a SyncTarget as it is created; the
+	// reconciler adds it to one that lacks it (made by an earlier release).
+	Finalizer = edgev2alpha1.MailboxFinalizer
 	// SpaceType is the spec.type of mailbox spaces.
 	SpaceType = tenancyv1alpha1.SpaceTypeMailbox
 )

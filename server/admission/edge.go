@@ -15,6 +15,7 @@ import (
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -138,6 +139,25 @@ var mailboxLike = regexp.MustCompile(`(^|-)mb-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4
 // IsServer reports whether u is the server itself: its loopback client,
 // which its controllers use.
 func IsServer(u user.Info) bool { return provenance.IsServer(u) }
+
+// Admit gives a SyncTarget being created the finalizer that holds its
+// deletion until its mailbox is gone (edgev2alpha1.MailboxFinalizer).
+// Given here it costs no write: the mailbox controller's update that
+// added it was one write, and one watch event, of the seven that making a
+// SyncTarget's mailbox took.
+func (p *edgePlugin) Admit(_ context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetOperation() != admission.Create || a.GetResource().GroupResource() != syncTargetResource || a.GetSubresource() != "" {
+		return nil
+	}
+	m, err := meta.Accessor(a.GetObject())
+	if err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	if f := m.GetFinalizers(); !slices.Contains(f, edgev2alpha1.MailboxFinalizer) {
+		m.SetFinalizers(append(f, edgev2alpha1.MailboxFinalizer))
+	}
+	return nil
+}
 
 func (p *edgePlugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	u := a.GetUserInfo()

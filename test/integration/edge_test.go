@@ -22,6 +22,7 @@ import (
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/controllers/mailbox"
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
@@ -197,4 +198,18 @@ func TestSchedulerAndMailboxes(t *testing.T) {
 		errST := c.Get(in("inv1"), client.ObjectKey{Name: "edge1"}, &edgev2alpha1.SyncTarget{})
 		return apierrors.IsNotFound(errSpace) && apierrors.IsNotFound(errST), nil
 	}, "the SyncTarget and its mailbox to go")
+
+	// A SyncTarget is created holding the finalizer that keeps it until
+	// its mailbox is gone, before any controller has seen it: deleted at
+	// once, it still takes its mailbox with it.
+	quick := &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "edge3"}}
+	require.NoError(t, c.Create(in("inv1"), quick))
+	require.Contains(t, quick.Finalizers, edgev2alpha1.MailboxFinalizer, "the created SyncTarget as stored")
+	require.NoError(t, c.Delete(in("inv1"), quick))
+	quickMailbox := mailbox.Name("inv1", quick.UID)
+	eventually(t, 30*time.Second, func() (bool, error) {
+		errSpace := c.Get(in(spaces.Root), client.ObjectKey{Name: quickMailbox}, &tenancyv1alpha1.Space{})
+		errST := c.Get(in("inv1"), client.ObjectKey{Name: "edge3"}, &edgev2alpha1.SyncTarget{})
+		return apierrors.IsNotFound(errSpace) && apierrors.IsNotFound(errST), nil
+	}, "a SyncTarget deleted as soon as created, and its mailbox, to go")
 }

@@ -159,6 +159,9 @@ const (
 	MailboxSyncTargetSpaceLabel = "edge.kubestellar.io/sync-target-space"
 	MailboxSyncTargetNameLabel  = "edge.kubestellar.io/sync-target-name"
 	MailboxSyncTargetUIDLabel   = "edge.kubestellar.io/sync-target-uid"
+	// MailboxFinalizer holds a deleted SyncTarget until its mailbox space
+	// is gone. The server gives it to every SyncTarget it creates.
+	MailboxFinalizer = "edge.kubestellar.io/mailbox"
 	// SyncedConditionType is the condition a syncer adds to the status of a
 	// mailbox copy whose kind has conditions, when it cannot keep it in step.
 	SyncedConditionType = "EdgeSynced"
