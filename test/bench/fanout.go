@@ -81,6 +81,10 @@ func fanout(ctx context.Context, bin string, s *server, targets, objects int, sy
 		return nil, err
 	}
 	created := time.Now()
+	makeCPU0, err := procCPU(s.cmd.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
 	if profiles != "" {
 		// What the server spends making the mailboxes: its CPU over the
 		// first 30 s from the first SyncTarget.
@@ -108,6 +112,8 @@ func fanout(ctx context.Context, bin string, s *server, targets, objects int, sy
 	}); err != nil {
 		return nil, err
 	}
+	createdIn := time.Since(created)
+	progress("%d SyncTargets and Locations created in %s", targets, createdIn.Round(time.Millisecond))
 
 	// The mailboxes are made as the SyncTargets appear. The fan-out is
 	// timed from when they are all ready, as it is for a placement made on
@@ -117,6 +123,11 @@ func fanout(ctx context.Context, bin string, s *server, targets, objects int, sy
 		return nil, err
 	}
 	mailboxes := time.Since(created)
+	makeCPU1, err := procCPU(s.cmd.Process.Pid)
+	if err != nil {
+		return nil, err
+	}
+	makeCPU := makeCPU1 - makeCPU0
 	if requests1, err := requestCounts(ctx, s); err == nil {
 		progress("the server's busiest requests and queues, %d mailboxes made:", targets)
 		for _, line := range busiest(requests0, requests1, 20) {
@@ -242,7 +253,9 @@ func fanout(ctx context.Context, bin string, s *server, targets, objects int, sy
 	}
 	timeGoal, memoryGoal := fanoutGoals(objects, targets)
 	return []row{
-		{fmt.Sprintf("%d SyncTargets created → their mailbox spaces ready", targets), mailboxes.Round(time.Millisecond).String(), ""},
+		{fmt.Sprintf("%d SyncTargets created → their mailbox spaces ready", targets), mailboxes.Round(time.Millisecond).String(),
+			fmt.Sprintf("the bench's creates took %s; the server's CPU meanwhile %.1f ms per SyncTarget (%.2f cores)",
+				createdIn.Round(time.Millisecond), float64(makeCPU.Microseconds())/1000/float64(targets), makeCPU.Seconds()/mailboxes.Seconds())},
 		{fmt.Sprintf("fan-out: %d objects × %d SyncTargets", objects, targets), fanTook.Round(time.Millisecond).String(),
 			fmt.Sprintf("%d copies, %.0f copies/s; %s%s", want, float64(want)/fanTook.Seconds(), held, timeGoal)},
 		{"server CPU per copy during fan-out", fmt.Sprintf("%.0f µs", float64((cpuAfter-cpuBefore).Microseconds())/float64(want)),
