@@ -676,10 +676,11 @@ func (c *Config) configureExtensions(core *genericapiserver.RecommendedConfig) {
 func (c *Config) customResourceStorage(watchCache bool) storage.RESTOptionsGetter {
 	return storage.RESTOptionsGetter{Datastore: c.Datastore, SpaceScoped: true, WatchCache: watchCache, Codec: customResourceCodec,
 		Observe: c.garbage.Observe,
-		// Everyone lists the Spaces they may see.
+		// Everyone lists the Spaces they may see; mailboxes are stored
+		// ready.
 		Decorators: map[schema.GroupResource]func(apiserverstorage.Interface) apiserverstorage.Interface{
 			tenancyv1alpha1.Resource("spaces"): func(s apiserverstorage.Interface) apiserverstorage.Interface {
-				return spaces.FilterVisible(s, c.users.VisibleSpaces)
+				return spaces.FilterVisible(spaces.MailboxesBornReady(s), c.users.VisibleSpaces)
 			}}}
 }
 

@@ -60,7 +60,9 @@ func (r *reconciler) reconcile(ctx context.Context, s *tenancyv1alpha1.Space) er
 	}
 	// A mailbox holds copies, in the namespaces the translator makes for
 	// them: at thousands of edges, four namespaces nobody uses were four
-	// writes per mailbox.
+	// writes per mailbox. (A mailbox is stored ready:
+	// spaces.MailboxesBornReady; one stored by an earlier release is
+	// made ready here.)
 	if s.Spec.Type != tenancyv1alpha1.SpaceTypeMailbox {
 		for _, ns := range InitialNamespaces {
 			if err := r.ensureNamespace(ctx, s.Name, ns); err != nil {
@@ -74,12 +76,7 @@ func (r *reconciler) reconcile(ctx context.Context, s *tenancyv1alpha1.Space) er
 		}
 	}
 	s = s.DeepCopy()
-	s.Status.Phase = tenancyv1alpha1.SpacePhaseReady
-	s.Status.URL = spaces.URLPath(s.Name)
-	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
-		Type: tenancyv1alpha1.SpaceConditionReady, Status: metav1.ConditionTrue, Reason: "Initialized",
-		Message: "the space serves requests", ObservedGeneration: s.Generation,
-	})
+	spaces.SetReady(s)
 	if err := r.updateStatus(ctx, s); err != nil {
 		return err
 	}

@@ -134,11 +134,15 @@ func TestSchedulerAndMailboxes(t *testing.T) {
 			return st.Status.MailboxSpace != "", nil
 		}, "the mailbox of %s", name)
 		require.Contains(t, mailboxes[name], "inv1-mb-")
+		sp := &tenancyv1alpha1.Space{}
 		eventually(t, 30*time.Second, func() (bool, error) {
-			sp := &tenancyv1alpha1.Space{}
 			err := c.Get(in(spaces.Root), client.ObjectKey{Name: mailboxes[name]}, sp)
 			return err == nil && sp.Status.Phase == tenancyv1alpha1.SpacePhaseReady, err
 		}, "mailbox space %s to be ready", mailboxes[name])
+		// Stored ready: no status write of the space controller's.
+		for _, f := range sp.ManagedFields {
+			require.NotEqual(t, "status", f.Subresource, "mailbox space %s's status was written by %s", sp.Name, f.Manager)
+		}
 	}
 
 	common := &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "common"}, Spec: edgev2alpha1.EdgePlacementSpec{
