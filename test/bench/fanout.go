@@ -253,7 +253,7 @@ func fanout(ctx context.Context, bin string, s *server, targets, objects int, sy
 	}
 	timeGoal, memoryGoal := fanoutGoals(objects, targets)
 	return []row{
-		{fmt.Sprintf("%d SyncTargets created → their mailbox spaces ready", targets), mailboxes.Round(time.Millisecond).String(),
+		{fmt.Sprintf("mailboxes: %d SyncTargets created → their mailbox spaces ready", targets), mailboxes.Round(time.Millisecond).String(),
 			fmt.Sprintf("the bench's creates took %s; the server's CPU meanwhile %.1f ms per SyncTarget (%.2f cores)",
 				createdIn.Round(time.Millisecond), float64(makeCPU.Microseconds())/1000/float64(targets), makeCPU.Seconds()/mailboxes.Seconds())},
 		{fmt.Sprintf("fan-out: %d objects × %d SyncTargets", objects, targets), fanTook.Round(time.Millisecond).String(),
