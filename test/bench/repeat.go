@@ -20,6 +20,8 @@ type spread struct {
 	median, min, max float64
 	// runs is how many runs measured the figure (0: none did).
 	runs int
+	// of names what runs counts: "runs" when empty.
+	of string
 }
 
 // spreadOf returns the spread of values. The median of an even number of
@@ -65,7 +67,7 @@ func (s spread) show(format func(float64) string) string {
 
 // over writes the min and max: "0.98×–1.12× over 5 runs".
 func (s spread) over(format func(float64) string) string {
-	return fmt.Sprintf("%s–%s over %d runs", format(s.min), format(s.max), s.runs)
+	return fmt.Sprintf("%s–%s over %d %s", format(s.min), format(s.max), s.runs, s.unit())
 }
 
 // judged says, after a goal's verdict, that it was judged on the median:
@@ -74,5 +76,12 @@ func (s spread) judged() string {
 	if s.runs <= 1 {
 		return ""
 	}
-	return fmt.Sprintf(" on the median of %d runs", s.runs)
+	return fmt.Sprintf(" on the median of %d %s", s.runs, s.unit())
+}
+
+func (s spread) unit() string {
+	if s.of == "" {
+		return "runs"
+	}
+	return s.of
 }

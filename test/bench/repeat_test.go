@@ -18,12 +18,12 @@ func TestSpread(t *testing.T) {
 		shown, judged string
 	}{
 		{name: "no run", want: spread{}, shown: "0.00×"},
-		{name: "one run reads as before -repeat", values: []float64{1.05}, want: spread{1.05, 1.05, 1.05, 1}, shown: "1.05×"},
-		{name: "two runs: the mean of both", values: []float64{1.3, 1.1}, want: spread{1.2, 1.1, 1.3, 2},
+		{name: "one run reads as before -repeat", values: []float64{1.05}, want: spread{median: 1.05, min: 1.05, max: 1.05, runs: 1}, shown: "1.05×"},
+		{name: "two runs: the mean of both", values: []float64{1.3, 1.1}, want: spread{median: 1.2, min: 1.1, max: 1.3, runs: 2},
 			shown: "1.20× (1.10×–1.30× over 2 runs)", judged: " on the median of 2 runs"},
-		{name: "odd runs, unsorted: the middle one", values: []float64{1.12, 0.98, 1.05, 1.40, 1.01}, want: spread{1.05, 0.98, 1.40, 5},
+		{name: "odd runs, unsorted: the middle one", values: []float64{1.12, 0.98, 1.05, 1.40, 1.01}, want: spread{median: 1.05, min: 0.98, max: 1.40, runs: 5},
 			shown: "1.05× (0.98×–1.40× over 5 runs)", judged: " on the median of 5 runs"},
-		{name: "even runs: the mean of the middle two", values: []float64{4, 1, 3, 2}, want: spread{2.5, 1, 4, 4},
+		{name: "even runs: the mean of the middle two", values: []float64{4, 1, 3, 2}, want: spread{median: 2.5, min: 1, max: 4, runs: 4},
 			shown: "2.50× (1.00×–4.00× over 4 runs)", judged: " on the median of 4 runs"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

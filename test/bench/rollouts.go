@@ -204,19 +204,36 @@ func rolloutRows(n, m int, alls, progs []*rolloutResult) ([]row, error) {
 		}
 		return spreadOf(values).show(func(v float64) string { return fmt.Sprintf("%.0f µs", v) })
 	}
-	// ratio is Progressive's CPU ÷ All's, run by run, over the runs where
-	// All's was above the fleet's at rest.
+	// ratio is Progressive's CPU ÷ All's. Over several runs it is taken
+	// per pair of runs (1 and 2, 3 and 4, ...), summing each strategy's
+	// CPU over the pair: the strategies take turns at going first, and a
+	// measurement made second is dearer (the fleet holds the first's
+	// copies), so a pair measures each once first and once second and
+	// the order cancels within it. A last run without its pair is left
+	// out of the ratio; so is a pair whose All's CPU was not above the
+	// fleet's at rest.
 	ratio := func(cpu func(*rolloutResult) time.Duration) (string, spread) {
 		var ratios []float64
-		for i := range alls {
-			if b := cpu(alls[i]).Microseconds(); b > 0 {
-				ratios = append(ratios, float64(cpu(progs[i]).Microseconds())/float64(b))
+		step := 2
+		if len(alls) == 1 {
+			step = 1
+		}
+		for i := 0; i+step <= len(alls); i += step {
+			var a, p time.Duration
+			for j := i; j < i+step; j++ {
+				a, p = a+cpu(alls[j]), p+cpu(progs[j])
+			}
+			if a > 0 {
+				ratios = append(ratios, float64(p.Microseconds())/float64(a.Microseconds()))
 			}
 		}
 		if len(ratios) == 0 {
 			return "n/a", spread{}
 		}
 		s := spreadOf(ratios)
+		if step == 2 {
+			s.of = "pairs of runs"
+		}
 		return s.show(times), s
 	}
 	placeCPU := func(r *rolloutResult) time.Duration { return r.placeCPU }

@@ -63,9 +63,31 @@ func TestRolloutRows(t *testing.T) {
 				result(4*time.Second, 100*time.Millisecond, 150*time.Millisecond, 500*time.Millisecond, 3*time.Second),
 				result(4*time.Second, 400*time.Millisecond, 110*time.Millisecond, 400*time.Millisecond, 3*time.Second),
 			},
-			placeRatio: "1.00× (1.00×–1.20× over 3 runs)", placeNote: "target ≤ 1.10× on the median of 3 runs",
-			updateRatio: "1.30× (1.10×–1.50× over 2 runs)", canary: "400.0 ms (300.0 ms–500.0 ms over 3 runs)",
+			// The ratios are of the first pair (340 ÷ 300, 300 ÷ 100);
+			// the third run has no pair.
+			placeRatio: "1.13×", placeNote: "target ≤ 1.10×",
+			updateRatio: "3.00×", canary: "400.0 ms (300.0 ms–500.0 ms over 3 runs)",
 			placeAll: "3000.0 ms (2000.0 ms–4000.0 ms over 3 runs)", allCPUOfCopy: "1000 µs (500 µs–2000 µs over 3 runs) server CPU per copy",
+		},
+		{
+			name: "four runs: the ratio per pair, medians with min and max, a pair with All's CPU at rest left out",
+			alls: []*rolloutResult{
+				// The first of a pair measured on an emptier fleet
+				// than the second: the pair's sum evens it out.
+				result(2*time.Second, 100*time.Millisecond, 100*time.Millisecond, 0, time.Second),
+				result(2*time.Second, 300*time.Millisecond, 100*time.Millisecond, 0, time.Second),
+				result(2*time.Second, 100*time.Millisecond, 0, 0, time.Second),
+				result(2*time.Second, 300*time.Millisecond, 0, 0, time.Second),
+			},
+			progs: []*rolloutResult{
+				result(4*time.Second, 300*time.Millisecond, 150*time.Millisecond, 300*time.Millisecond, 3*time.Second),
+				result(4*time.Second, 100*time.Millisecond, 150*time.Millisecond, 300*time.Millisecond, 3*time.Second),
+				result(4*time.Second, 300*time.Millisecond, 150*time.Millisecond, 300*time.Millisecond, 3*time.Second),
+				result(4*time.Second, 180*time.Millisecond, 150*time.Millisecond, 300*time.Millisecond, 3*time.Second),
+			},
+			placeRatio: "1.10× (1.00×–1.20× over 2 pairs of runs)", placeNote: "target ≤ 1.10× on the median of 2 pairs of runs",
+			updateRatio: "1.50×", canary: "300.0 ms (300.0 ms–300.0 ms over 4 runs)",
+			placeAll: "2000.0 ms (2000.0 ms–2000.0 ms over 4 runs)", allCPUOfCopy: "1000 µs (500 µs–1500 µs over 4 runs) server CPU per copy",
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
