@@ -6,10 +6,10 @@ package storage
 import (
 	"bytes"
 	"hash/maphash"
-	"reflect"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -25,6 +25,12 @@ import (
 // unmarshals the object's metadata): while 10,000 SyncTargets' mailboxes
 // were made, the watches' decodes alone were 15 % of the server's CPU. A
 // copy of an object decoded before costs a fraction of that.
+//
+// Only custom resources' decodes (unstructured objects) are remembered:
+// a built-in kind's codec returns, into an object and into nothing,
+// objects that differ in their apiVersion and kind, and the watch cache
+// must hold what a decode into nothing returns (admission compares it
+// with the object a patch makes).
 //
 // The memory is bounded: the last maxRecentDecodes decodes, none older
 // than recentDecodeAge. A decode is a function of its bytes and its codec
@@ -55,7 +61,7 @@ type decodeKey struct {
 
 type decodedEntry struct {
 	data []byte
-	obj  runtime.Object
+	obj  *unstructured.Unstructured
 	gvk  *schema.GroupVersionKind
 	at   time.Time
 }
@@ -92,6 +98,7 @@ func (r *recentDecodes) add(key decodeKey, e *decodedEntry) {
 		r.entries = make(map[decodeKey]*decodedEntry, maxRecentDecodes)
 		r.ring = make([]decodeKey, maxRecentDecodes)
 	}
+	e.at = r.clock()
 	if _, ok := r.entries[key]; ok {
 		r.entries[key] = e // newer bytes of the same hash, or the same again
 		return
@@ -101,7 +108,6 @@ func (r *recentDecodes) add(key decodeKey, e *decodedEntry) {
 	}
 	r.ring[r.next] = key
 	r.next = (r.next + 1) % len(r.ring)
-	e.at = r.clock()
 	r.entries[key] = e
 }
 
@@ -121,24 +127,27 @@ type rememberingCodec struct {
 }
 
 func (c *rememberingCodec) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	if defaults != nil {
+	if _, unstructuredInto := into.(*unstructured.Unstructured); defaults != nil || (into != nil && !unstructuredInto) {
 		return c.Codec.Decode(data, defaults, into)
 	}
 	key := decodeKey{codec: c, hash: maphash.Bytes(c.seed, data)}
 	if e := c.recent.lookup(key, data); e != nil {
+		copied := e.obj.DeepCopy()
 		if into == nil {
-			return e.obj.DeepCopyObject(), copyKind(e.gvk), nil
+			return copied, copyKind(e.gvk), nil
 		}
-		if reflect.TypeOf(into) == reflect.TypeOf(e.obj) {
-			reflect.ValueOf(into).Elem().Set(reflect.ValueOf(e.obj.DeepCopyObject()).Elem())
-			return into, copyKind(e.gvk), nil
-		}
+		*into.(*unstructured.Unstructured) = *copied
+		return into, copyKind(e.gvk), nil
 	}
 	obj, gvk, err := c.Codec.Decode(data, defaults, into)
-	if err != nil || obj == nil {
+	if err != nil {
 		return obj, gvk, err
 	}
-	c.recent.add(key, &decodedEntry{data: bytes.Clone(data), obj: obj.DeepCopyObject(), gvk: copyKind(gvk)})
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, gvk, nil
+	}
+	c.recent.add(key, &decodedEntry{data: bytes.Clone(data), obj: u.DeepCopy(), gvk: copyKind(gvk)})
 	return obj, gvk, nil
 }
 

@@ -34,11 +34,8 @@ func configMapJSON(name, value string) []byte {
 // TestDecodeOnce: the write's decode and the watch's decode of the same
 // bytes reach the codec once, and each caller gets an object of its own.
 func TestDecodeOnce(t *testing.T) {
-	codecs := serializer.NewCodecFactory(scheme.Scheme)
 	for name, inner := range map[string]runtime.Codec{
 		"unstructured": unstructured.UnstructuredJSONScheme,
-		"typed": codecs.CodecForVersions(codecs.LegacyCodec(corev1.SchemeGroupVersion), codecs.UniversalDeserializer(),
-			corev1.SchemeGroupVersion, corev1.SchemeGroupVersion),
 	} {
 		t.Run(name, func(t *testing.T) {
 			var recent recentDecodes
@@ -48,9 +45,6 @@ func TestDecodeOnce(t *testing.T) {
 
 			// The storage decodes what it wrote into an object it made.
 			var into runtime.Object = &unstructured.Unstructured{}
-			if name == "typed" {
-				into = &corev1.ConfigMap{}
-			}
 			first, _, err := codec.Decode(data, nil, into)
 			if err != nil {
 				t.Fatal(err)
@@ -93,6 +87,39 @@ func TestDecodeOnce(t *testing.T) {
 				t.Errorf("other bytes: %q after %d decodes, want %q after 2", got, counting.decodes, "2")
 			}
 		})
+	}
+}
+
+// TestTypedDecodesNotRemembered: a decode of a typed object (a built-in
+// kind) is the codec's each time. Into an object and into nothing, the
+// codec returns objects that differ in their apiVersion and kind, and the
+// watch cache must hold what a decode into nothing returns: admission
+// compares it with the object a patch makes.
+func TestTypedDecodesNotRemembered(t *testing.T) {
+	codecs := serializer.NewCodecFactory(scheme.Scheme)
+	counting := &countingCodec{Codec: codecs.CodecForVersions(codecs.LegacyCodec(corev1.SchemeGroupVersion), codecs.UniversalDeserializer(),
+		corev1.SchemeGroupVersion, corev1.SchemeGroupVersion)}
+	var recent recentDecodes
+	codec := recent.codec(counting)
+	data := configMapJSON("a", "1")
+	if _, _, err := codec.Decode(data, nil, &corev1.ConfigMap{}); err != nil {
+		t.Fatal(err)
+	}
+	watched, _, err := codec.Decode(data, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counting.decodes != 2 {
+		t.Errorf("%d decodes reached the codec, want 2", counting.decodes)
+	}
+	if _, _, err := codec.Decode(data, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if counting.decodes != 3 {
+		t.Errorf("%d decodes reached the codec, want 3", counting.decodes)
+	}
+	if got := watched.GetObjectKind().GroupVersionKind(); got != corev1.SchemeGroupVersion.WithKind("ConfigMap") {
+		t.Errorf("a decode into nothing has kind %v, want v1 ConfigMap", got)
 	}
 }
 
