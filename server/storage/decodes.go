@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -124,10 +125,14 @@ type rememberingCodec struct {
 	runtime.Codec
 	recent *recentDecodes
 	seed   maphash.Seed
+	// typed is set once a decode returned a typed object (a built-in
+	// kind's codec): its decodes then skip the lookup, which could never
+	// find anything.
+	typed atomic.Bool
 }
 
 func (c *rememberingCodec) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	if _, unstructuredInto := into.(*unstructured.Unstructured); defaults != nil || (into != nil && !unstructuredInto) {
+	if _, unstructuredInto := into.(*unstructured.Unstructured); defaults != nil || (into != nil && !unstructuredInto) || c.typed.Load() {
 		return c.Codec.Decode(data, defaults, into)
 	}
 	key := decodeKey{codec: c, hash: maphash.Bytes(c.seed, data)}
@@ -145,6 +150,7 @@ func (c *rememberingCodec) Decode(data []byte, defaults *schema.GroupVersionKind
 	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
+		c.typed.Store(true)
 		return obj, gvk, nil
 	}
 	c.recent.add(key, &decodedEntry{data: bytes.Clone(data), obj: u.DeepCopy(), gvk: copyKind(gvk)})

@@ -118,6 +118,9 @@ func TestTypedDecodesNotRemembered(t *testing.T) {
 	if counting.decodes != 3 {
 		t.Errorf("%d decodes reached the codec, want 3", counting.decodes)
 	}
+	if recent.misses != 1 {
+		t.Errorf("%d lookups after the codec was found typed, want only the first", recent.misses)
+	}
 	if got := watched.GetObjectKind().GroupVersionKind(); got != corev1.SchemeGroupVersion.WithKind("ConfigMap") {
 		t.Errorf("a decode into nothing has kind %v, want v1 ConfigMap", got)
 	}
