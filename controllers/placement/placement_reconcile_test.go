@@ -93,6 +93,8 @@ func newFake() *fakeMailbox {
 	}
 	st := &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: stName, UID: stUID, Annotations: map[string]string{spaces.Annotation: inv}}}
 	st.Status.MailboxSpace = spaces.MailboxName(inv, string(stUID))
+	// Its syncer has come (TestNoSyncerConfigUntilNeeded: before).
+	st.Status.Conditions = []metav1.Condition{{Type: edgev2alpha1.SyncTargetSyncerConnected, Status: metav1.ConditionTrue}}
 	f.syncTargets[spaces.Key(inv, "", stName)] = st
 	f.locations[spaces.Key(inv, "", "loc1")] = &edgev2alpha1.Location{ObjectMeta: metav1.ObjectMeta{Name: "loc1", Labels: map[string]string{"region": "east"}}}
 	return f
@@ -437,6 +439,63 @@ func TestMailboxReconcileSequence(t *testing.T) {
 				f.place("wds1", "p", 1, cmClause("cm"))
 			},
 			wantCalls: nil,
+		},
+		{
+			name: "nothing placed and no syncer yet: no SyncerConfig",
+			setup: func(f *fakeMailbox) {
+				f.syncTargets[spaces.Key(inv, "", stName)].Status.Conditions = nil
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+			},
+			wantCalls: []string{"recordProblems 0"},
+			check: func(t *testing.T, f *fakeMailbox) {
+				require.NotContains(t, f.syncerConfigs, f.mailbox())
+			},
+		},
+		{
+			name: "nothing placed, and the syncer comes: an empty SyncerConfig, which its syncer waits for",
+			setup: func(f *fakeMailbox) {
+				f.syncTargets[spaces.Key(inv, "", stName)].Status.Conditions = nil
+			},
+			between: func(f *fakeMailbox) {
+				f.syncTargets[spaces.Key(inv, "", stName)].Status.Conditions = []metav1.Condition{
+					{Type: edgev2alpha1.SyncTargetSyncerConnected, Status: metav1.ConditionFalse}}
+			},
+			wantCalls: []string{"recordProblems 0", "createSyncerConfig"},
+			check: func(t *testing.T, f *fakeMailbox) {
+				require.Equal(t, edgev2alpha1.SyncerConfigSpec{}, f.syncerConfigs[f.mailbox()].Spec)
+			},
+		},
+		{
+			name: "nothing placed, and a heartbeat without a tunnel's condition: an empty SyncerConfig",
+			setup: func(f *fakeMailbox) {
+				st := f.syncTargets[spaces.Key(inv, "", stName)]
+				st.Status.Conditions = nil
+				now := metav1.Now()
+				st.Status.LastSyncerHeartbeatTime = &now
+			},
+			wantCalls: []string{"recordProblems 0", "createSyncerConfig"},
+		},
+		{
+			name: "something placed before the syncer comes: the SyncerConfig with the copies",
+			setup: func(f *fakeMailbox) {
+				f.syncTargets[spaces.Key(inv, "", stName)].Status.Conditions = nil
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("cm"))
+			},
+			wantCalls: []string{"recordProblems 1", "create namespaces default", "create configmaps default/cm", "createSyncerConfig"},
+		},
+		{
+			name: "a SyncerConfig emptied keeps being written, syncer or not",
+			setup: func(f *fakeMailbox) {
+				f.syncTargets[spaces.Key(inv, "", stName)].Status.Conditions = nil
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("cm"))
+			},
+			between: func(f *fakeMailbox) { f.placements = map[string]*edgev2alpha1.EdgePlacement{}; f.slices = nil },
+			wantCalls: []string{"recordProblems 0", "delete configmaps default/cm", "delete namespaces default", "updateSyncerConfig"},
+			check: func(t *testing.T, f *fakeMailbox) {
+				require.Equal(t, edgev2alpha1.SyncerConfigSpec{}, f.syncerConfigs[f.mailbox()].Spec)
+			},
 		},
 		{
 			name: "a new mailbox: its namespace, its copy, its SyncerConfig",
