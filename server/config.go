@@ -56,6 +56,7 @@ import (
 	openapibuilder3 "k8s.io/kube-openapi/pkg/builder3"
 	openapiutil "k8s.io/kube-openapi/pkg/util"
 
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/controllers/syncerconnected"
 	"github.com/kubestellar/kubestellar/internal/certs"
@@ -416,6 +417,7 @@ func (c *Config) configureAuthentication(ctx context.Context, core *genericapise
 	tokens.Add(c.AdminToken, auth.AdminInfo())
 	// Syncer tokens work once the kubestellar-spaces hook has started their caches.
 	c.syncers = auth.NewSyncers(c.CA.PEM)
+	c.syncers.SyncTargets.Spaces = c.spaces
 	if saKey, err = satoken.DeriveKey(c.CA.Key); err != nil {
 		return nil, nil, fmt.Errorf("service account signing key: %w", err)
 	}
@@ -677,11 +679,12 @@ func (c *Config) customResourceStorage(watchCache bool) storage.RESTOptionsGette
 	return storage.RESTOptionsGetter{Datastore: c.Datastore, SpaceScoped: true, WatchCache: watchCache, Codec: customResourceCodec,
 		Observe: c.garbage.Observe,
 		// Everyone lists the Spaces they may see; mailboxes are stored
-		// ready.
+		// ready; a SyncTarget is stored naming its mailbox.
 		Decorators: map[schema.GroupResource]func(apiserverstorage.Interface) apiserverstorage.Interface{
 			tenancyv1alpha1.Resource("spaces"): func(s apiserverstorage.Interface) apiserverstorage.Interface {
 				return spaces.FilterVisible(spaces.MailboxesBornReady(s), c.users.VisibleSpaces)
-			}}}
+			},
+			edgev2alpha1.Resource("synctargets"): syncTargetsNameTheirMailboxes}}
 }
 
 // newCustomResources makes the handler of custom resources by definition,

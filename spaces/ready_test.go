@@ -10,21 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apiserver/pkg/storage"
 
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
+	"github.com/kubestellar/kubestellar/internal/storagetest"
 )
-
-// createRecorder is a storage that keeps what it was asked to create.
-type createRecorder struct {
-	storage.Interface
-	created *unstructured.Unstructured
-}
-
-func (r *createRecorder) Create(_ context.Context, _ string, obj, _ runtime.Object, _ uint64) error {
-	r.created = obj.(*unstructured.Unstructured).DeepCopy()
-	return nil
-}
 
 // TestMailboxesBornReady: a mailbox space is stored Ready, with its URL
 // and condition; any other space is stored as it came, for the space
@@ -48,11 +37,11 @@ func TestMailboxesBornReady(t *testing.T) {
 		{"team-a", "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rec := &createRecorder{}
+			rec := &storagetest.CreateRecorder{}
 			s := MailboxesBornReady(rec)
 			require.NoError(t, s.Create(context.Background(), "/k/"+tc.name, space(tc.name, tc.typ), &unstructured.Unstructured{}, 0))
 			var sp tenancyv1alpha1.Space
-			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(rec.created.Object, &sp))
+			require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(rec.Created.Object, &sp))
 			if !tc.ready {
 				require.Empty(t, sp.Status.Phase, "a %q space is set up by the space controller", tc.typ)
 				return

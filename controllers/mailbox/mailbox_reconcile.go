@@ -120,6 +120,9 @@ func (r *reconciler) reconcile(ctx context.Context, key string) (requeue bool, e
 	if err := r.ensureMailbox(rootCtx, space, st, mailbox); err != nil {
 		return false, err
 	}
+	// The server stores a SyncTarget naming its mailbox; one stored by an
+	// earlier release, or whose status someone changed since, is named
+	// here.
 	if st.Status.MailboxSpace != mailbox {
 		updated := st.DeepCopy()
 		updated.Status.MailboxSpace = mailbox

@@ -196,7 +196,15 @@ func New(clients *crossspace.Clients, crds crossspace.Definitions, resources *cr
 	}))
 	// A WDS's inventory spaces change: its slices' destinations are
 	// judged again (one the WDS no longer names, or names only now).
+	// A mailbox made: its SyncTarget's copies may go in (a SyncTarget is
+	// stored naming its mailbox, before the space is made).
 	c.spaceObjects = clients.Typed(&tenancyv1alpha1.SpaceList{}, &tenancyv1alpha1.Space{}, cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if sp, ok := obj.(*tenancyv1alpha1.Space); ok && sp.Spec.Type == tenancyv1alpha1.SpaceTypeMailbox &&
+				sp.Labels[edgev2alpha1.MailboxSyncTargetNameLabel] != "" {
+				c.mailboxes.Add(spaces.Key(sp.Labels[edgev2alpha1.MailboxSyncTargetSpaceLabel], "", sp.Labels[edgev2alpha1.MailboxSyncTargetNameLabel]))
+			}
+		},
 		UpdateFunc: func(old, obj any) {
 			o, ok1 := old.(*tenancyv1alpha1.Space)
 			n, ok2 := obj.(*tenancyv1alpha1.Space)
@@ -305,6 +313,10 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 		memo:    newCopyMemo(),
 		syncTarget: func(space, name string) (*edgev2alpha1.SyncTarget, bool) {
 			return crossspace.Get[*edgev2alpha1.SyncTarget](c.syncTargets, space, "", name)
+		},
+		mailboxMade: func(name string) bool {
+			sp, ok := crossspace.Get[*tenancyv1alpha1.Space](c.spaceObjects, spaces.Root, "", name)
+			return ok && sp.DeletionTimestamp == nil
 		},
 		slicesFor: func(inventory, syncTarget string) []*edgev2alpha1.SinglePlacementSlice {
 			return crossspace.SlicesTo(c.slices, inventory, syncTarget)

@@ -130,6 +130,9 @@ type mailboxReconciler struct {
 	memo *copyMemo
 	// Reads, from caches.
 	syncTarget func(space, name string) (*edgev2alpha1.SyncTarget, bool)
+	// mailboxMade says whether a mailbox's space is made; nil: it is
+	// taken as made.
+	mailboxMade func(name string) bool
 	// slicesFor returns the SinglePlacementSlices that name a SyncTarget
 	// (by inventory space and name) among their destinations.
 	slicesFor func(inventory, syncTarget string) []*edgev2alpha1.SinglePlacementSlice
@@ -376,8 +379,9 @@ func notServedYet(err error, mailbox string) bool {
 }
 
 // target returns the SyncTarget of a key and its mailbox: the one the
-// SyncTarget's space and UID name, once the mailbox controller has made it.
-// Copies never go where a status field alone points.
+// SyncTarget's space and UID name, once its status names it and the
+// mailbox controller has made its space (a SyncTarget is stored naming
+// it, moments before). Copies never go where a status field alone points.
 func (r *mailboxReconciler) target(key string) (*edgev2alpha1.SyncTarget, string, bool) {
 	inventory, _, name, err := spaces.SplitKey(key)
 	if err != nil {
@@ -388,7 +392,7 @@ func (r *mailboxReconciler) target(key string) (*edgev2alpha1.SyncTarget, string
 		return nil, "", false
 	}
 	mailbox := spaces.MailboxName(inventory, string(st.UID))
-	if st.Status.MailboxSpace != mailbox {
+	if st.Status.MailboxSpace != mailbox || r.mailboxMade != nil && !r.mailboxMade(mailbox) {
 		return nil, "", false
 	}
 	return st, mailbox, true

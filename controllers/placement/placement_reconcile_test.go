@@ -30,14 +30,16 @@ import (
 // writes that change them, as the server and the informers would. It
 // records every call that writes or reports, in order.
 type fakeMailbox struct {
-	syncTargets   map[string]*edgev2alpha1.SyncTarget // space|name
-	slices        []*edgev2alpha1.SinglePlacementSlice
-	placements    map[string]*edgev2alpha1.EdgePlacement // space|name
-	locations     map[string]*edgev2alpha1.Location      // space|name
-	customizers   map[string]*edgev2alpha1.Customizer    // space|namespace/name
-	served        []resource
-	objects       map[schema.GroupVersionResource]map[string]*unstructured.Unstructured // space|namespace/name
-	notSynced     map[schema.GroupVersionResource]bool
+	syncTargets map[string]*edgev2alpha1.SyncTarget // space|name
+	slices      []*edgev2alpha1.SinglePlacementSlice
+	placements  map[string]*edgev2alpha1.EdgePlacement // space|name
+	locations   map[string]*edgev2alpha1.Location      // space|name
+	customizers map[string]*edgev2alpha1.Customizer    // space|namespace/name
+	served      []resource
+	objects     map[schema.GroupVersionResource]map[string]*unstructured.Unstructured // space|namespace/name
+	notSynced   map[schema.GroupVersionResource]bool
+	// unmade are mailboxes whose space is not made yet.
+	unmade        map[string]bool
 	syncerConfigs map[string]*edgev2alpha1.SyncerConfig // mailbox
 	// serverSyncerConfigs are the server's, where the cache's (syncerConfigs) is behind.
 	serverSyncerConfigs map[string]*edgev2alpha1.SyncerConfig
@@ -176,6 +178,7 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 			st, ok := f.syncTargets[spaces.Key(space, "", name)]
 			return st, ok
 		},
+		mailboxMade: func(name string) bool { return !f.unmade[name] },
 		slicesFor: func(inventory, syncTarget string) []*edgev2alpha1.SinglePlacementSlice {
 			f.slicesAsked = append(f.slicesAsked, inventory+"/"+syncTarget)
 			var out []*edgev2alpha1.SinglePlacementSlice
@@ -432,6 +435,15 @@ func TestMailboxReconcileSequence(t *testing.T) {
 			wantCalls: nil,
 		},
 		{
+			name: "a SyncTarget that names its mailbox, whose space is not made yet",
+			setup: func(f *fakeMailbox) {
+				f.unmade = map[string]bool{f.mailbox(): true}
+				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
+				f.place("wds1", "p", 1, cmClause("cm"))
+			},
+			wantCalls: nil,
+		},
+		{
 			name: "a SyncTarget being deleted",
 			setup: func(f *fakeMailbox) {
 				now := metav1.Now()
@@ -491,7 +503,7 @@ func TestMailboxReconcileSequence(t *testing.T) {
 				f.put(cmGVR, "wds1", configMap("default", "cm", map[string]any{"a": "1"}))
 				f.place("wds1", "p", 1, cmClause("cm"))
 			},
-			between: func(f *fakeMailbox) { f.placements = map[string]*edgev2alpha1.EdgePlacement{}; f.slices = nil },
+			between:   func(f *fakeMailbox) { f.placements = map[string]*edgev2alpha1.EdgePlacement{}; f.slices = nil },
 			wantCalls: []string{"recordProblems 0", "delete configmaps default/cm", "delete namespaces default", "updateSyncerConfig"},
 			check: func(t *testing.T, f *fakeMailbox) {
 				require.Equal(t, edgev2alpha1.SyncerConfigSpec{}, f.syncerConfigs[f.mailbox()].Spec)

@@ -6,6 +6,7 @@ package auth
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/internal/jointoken"
 	"github.com/kubestellar/kubestellar/internal/principal"
 	"github.com/kubestellar/kubestellar/spaces"
@@ -400,6 +402,39 @@ func TestSyncTargetCache(t *testing.T) {
 		require.Equal(t, tc.wantFound, found, "%s/%s", tc.inv, tc.name)
 		require.Equal(t, tc.wantMailbox, mailbox, "%s/%s", tc.inv, tc.name)
 	}
+
+	// A SyncTarget is stored naming its mailbox, moments before the
+	// mailbox controller makes the space: the mailbox is given out once
+	// its space is made. While the spaces are not known yet, the status
+	// decides (the space filter answers 503 meanwhile); a mailbox being
+	// deleted is still its syncer's, which sees its copies go.
+	for _, tc := range []struct {
+		name        string
+		phases      spacePhases
+		wantMailbox string
+	}{
+		{name: "made", phases: spacePhases{"inv1-mb-uid-1": tenancyv1alpha1.SpacePhaseReady}, wantMailbox: "inv1-mb-uid-1"},
+		{name: "not made yet", phases: spacePhases{"inv1-mb-uid-2": tenancyv1alpha1.SpacePhaseReady}},
+		{name: "being deleted", phases: spacePhases{"inv1-mb-uid-1": tenancyv1alpha1.SpacePhaseTerminating}, wantMailbox: "inv1-mb-uid-1"},
+		{name: "unknown (the cache of spaces not synced)", phases: nil, wantMailbox: "inv1-mb-uid-1"},
+	} {
+		c.Spaces = tc.phases
+		mailbox, found := c.MailboxOf("inv1", "edge1")
+		require.True(t, found, tc.name)
+		require.Equal(t, tc.wantMailbox, mailbox, tc.name)
+	}
+}
+
+// spacePhases is a spaces.Lookup of the phases of some spaces; nil answers
+// that it does not know yet.
+type spacePhases map[string]tenancyv1alpha1.SpacePhase
+
+func (p spacePhases) SpacePhase(name string) (tenancyv1alpha1.SpacePhase, bool, error) {
+	if p == nil {
+		return "", false, errors.New("the cache of spaces has not synced")
+	}
+	phase, ok := p[name]
+	return phase, ok, nil
 }
 
 func TestCACertsHandler(t *testing.T) {

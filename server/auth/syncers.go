@@ -112,6 +112,10 @@ var CachedSyncTargetFields = [][]string{
 // CachedSyncTargetFields); until it is set, no SyncTarget is found.
 type SyncTargetCache struct {
 	indexer atomic.Pointer[indexerBox]
+	// Spaces, when set, says whether a mailbox space is made yet: a
+	// SyncTarget names its mailbox from its creation, moments before the
+	// mailbox controller makes it. Unset, the name is taken as made.
+	Spaces spaces.Lookup
 }
 
 type indexerBox struct{ cache.Indexer }
@@ -144,8 +148,13 @@ func (c *SyncTargetCache) get(inventorySpace, name string) (*unstructured.Unstru
 
 // MailboxOf implements SyncTargetLookup. The mailbox is derived from what
 // the server alone assigns, the SyncTarget's space and UID
-// (spaces.MailboxName); status.mailboxSpace only says whether the server
-// has made it yet, so no status write can point a syncer at another space.
+// (spaces.MailboxName), so no status write can point a syncer at another
+// space; it is given out once status.mailboxSpace names it (the server
+// stores a SyncTarget naming it, and the mailbox controller names it again
+// should anyone change that) and its space is made. While the server's
+// cache of Spaces has not synced, the status alone decides, as the space
+// filter answers 503 for the mailbox meanwhile; a mailbox being deleted is
+// still its syncer's, which sees its copies go.
 func (c *SyncTargetCache) MailboxOf(inventorySpace, name string) (string, bool) {
 	u, ok := c.get(inventorySpace, name)
 	if !ok || u.GetUID() == "" {
@@ -154,6 +163,11 @@ func (c *SyncTargetCache) MailboxOf(inventorySpace, name string) (string, bool) 
 	mailbox := spaces.MailboxName(inventorySpace, string(u.GetUID()))
 	if recorded, _, _ := unstructured.NestedString(u.Object, "status", "mailboxSpace"); recorded != mailbox {
 		return "", true
+	}
+	if c.Spaces != nil {
+		if _, found, err := c.Spaces.SpacePhase(mailbox); err == nil && !found {
+			return "", true
+		}
 	}
 	return mailbox, true
 }

@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -103,19 +102,9 @@ func chaosRun(ctx context.Context, bin string, o chaosOptions) (rows []row, err 
 	}); err != nil {
 		return nil, err
 	}
-	if err := pollProgress(ctx, 10*time.Minute, "SyncTargets with a mailbox", progress, func(ctx context.Context) (int, error) {
-		list, err := inv.Resource(stGVR).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return 0, nil
-		}
-		n := 0
-		for _, st := range list.Items {
-			if mb, _, _ := unstructured.NestedString(st.Object, "status", "mailboxSpace"); mb != "" {
-				n++
-			}
-		}
-		return n, nil
-	}, o.targets); err != nil {
+	// A SyncTarget names its mailbox as it is stored: the spaces say
+	// when they are made.
+	if err := mailboxesReady(ctx, dynamic.NewForConfigOrDie(s.config(spaces.Root)), o.targets); err != nil {
 		return nil, err
 	}
 

@@ -109,7 +109,7 @@ var goals = []goal{
 	{section: "syncer", metric: "syncer: of which WDS create → mailbox copy", goal: "p99 ≤ 1 s at 500 creates/s",
 		bound: "CPU: 5.5–6.5 ms per object in all processes is 2.7–3.3 cores' worth at 500/s, so the pipeline lags the creates and catches up after them."},
 	{section: "fan-out", metric: "mailboxes: ", goal: "≤ 60 s for 10,000 SyncTargets",
-		bound: "The server's CPU: five writes per SyncTarget (the SyncTarget and its Location, its mailbox Space, its status naming the mailbox, the mailbox's SyncerConfig), each decoded from the request, validated, given its managed fields and decoded again after it is stored, and each event decoded by every controller's watch."},
+		bound: "The server's CPU: three writes per SyncTarget (the SyncTarget, stored naming its mailbox, its Location and its mailbox Space; the mailbox's SyncerConfig waits for its syncer), each decoded from the request, validated, given its managed fields and decoded again after it is stored, and each event decoded by every controller's watch."},
 	{section: "fan-out", metric: "fan-out: ", goal: "≤ 60 s for 1,000 SyncTargets; ≤ 15 min for 10,000",
 		bound: "The server's CPU, since SQLite's waiting inserts are committed together."},
 	{section: "fan-out", metric: "server RSS after fan-out", goal: "≤ 600 MiB for 1,000 SyncTargets; ≤ 4 GiB for 10,000",

@@ -75,8 +75,12 @@ func TestServersShareIdentityOnPostgres(t *testing.T) {
 	a.CLI(t, "space", "create", "inv1", "--type", "inventory")
 	poll(t, ka, func(string) bool { return true }, "a SyncTarget to be created", "--server", a.BaseURL()+"/spaces/inv1",
 		"create", "-f", filepath.Join(harness.RepoRoot(), "docs", "examples", "placement", "inventory.yaml"))
-	poll(t, ka, func(s string) bool { return s != "" }, "edge1's mailbox", "--server", a.BaseURL()+"/spaces/inv1",
+	mailbox := poll(t, ka, func(s string) bool { return s != "" }, "edge1's mailbox", "--server", a.BaseURL()+"/spaces/inv1",
 		"get", "synctarget", "edge1", "-o", "jsonpath={.status.mailboxSpace}")
+	// The SyncTarget names it as it is stored; the leader's mailbox
+	// controller makes it.
+	poll(t, ka, equals("Ready"), "edge1's mailbox to be made by the leader", "--server", a.BaseURL(),
+		"get", "space", mailbox, "-o", "jsonpath={.status.phase}")
 	leader, survivors := splitLeader(t, holder(), a, b, c)
 	survivor := survivors[0]
 	killed := time.Now()

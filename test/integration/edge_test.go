@@ -143,7 +143,26 @@ func TestSchedulerAndMailboxes(t *testing.T) {
 		for _, f := range sp.ManagedFields {
 			require.NotEqual(t, "status", f.Subresource, "mailbox space %s's status was written by %s", sp.Name, f.Manager)
 		}
+		// The SyncTarget was stored naming it: no status write of the
+		// mailbox controller's.
+		st := &edgev2alpha1.SyncTarget{}
+		require.NoError(t, c.Get(in("inv1"), client.ObjectKey{Name: name}, st))
+		for _, f := range st.ManagedFields {
+			require.NotEqual(t, "status", f.Subresource, "SyncTarget %s's status was written by %s", name, f.Manager)
+		}
 	}
+
+	// A SyncTarget is created naming its mailbox, which its syncer is
+	// given once the space is made.
+	born := &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "edge9"}}
+	require.NoError(t, c.Create(in("inv1"), born))
+	require.Equal(t, spaces.MailboxName("inv1", string(born.UID)), born.Status.MailboxSpace, "the create's answer")
+	eventually(t, 30*time.Second, func() (bool, error) {
+		sp := &tenancyv1alpha1.Space{}
+		err := c.Get(in(spaces.Root), client.ObjectKey{Name: born.Status.MailboxSpace}, sp)
+		return err == nil && sp.Status.Phase == tenancyv1alpha1.SpacePhaseReady, err
+	}, "mailbox space %s to be made", born.Status.MailboxSpace)
+	require.NoError(t, c.Delete(in("inv1"), born))
 
 	common := &edgev2alpha1.EdgePlacement{ObjectMeta: metav1.ObjectMeta{Name: "common"}, Spec: edgev2alpha1.EdgePlacementSpec{
 		LocationSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"env": "prod"}}}}}

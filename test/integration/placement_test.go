@@ -23,7 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/controllers/placement"
+	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/test/harness"
 )
 
@@ -49,7 +51,7 @@ func webDeployment(ns, name string) *appsv1.Deployment {
 	return d
 }
 
-// mailboxOf returns the mailbox space of a SyncTarget once it has one.
+// mailboxOf returns the mailbox space of a SyncTarget once it is made.
 func mailboxOf(t *testing.T, c client.Client, inv, name string) string {
 	t.Helper()
 	var mb string
@@ -59,7 +61,12 @@ func mailboxOf(t *testing.T, c client.Client, inv, name string) string {
 			return false, err
 		}
 		mb = st.Status.MailboxSpace
-		return mb != "", nil
+		if mb == "" {
+			return false, nil
+		}
+		sp := &tenancyv1alpha1.Space{}
+		err := c.Get(in(spaces.Root), client.ObjectKey{Name: mb}, sp)
+		return err == nil && sp.Status.Phase == tenancyv1alpha1.SpacePhaseReady, err
 	}, "the mailbox of %s", name)
 	return mb
 }

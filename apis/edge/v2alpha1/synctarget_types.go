@@ -148,7 +148,9 @@ type SyncTargetStatus struct {
 	// same cluster forwards edge requests there.
 	// +optional
 	TunnelServer string `json:"tunnelServer,omitempty"`
-	// MailboxSpace is the space holding what goes to this cluster.
+	// MailboxSpace is the space holding what goes to this cluster. The
+	// server names it as it stores the SyncTarget (from its space and
+	// UID), and makes the space moments later.
 	// +optional
 	MailboxSpace string `json:"mailboxSpace,omitempty"`
 	// SyncedObjects counts the objects the syncer keeps in step.
