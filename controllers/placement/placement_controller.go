@@ -194,10 +194,10 @@ func New(clients *crossspace.Clients, crds crossspace.Definitions, resources *cr
 			c.enqueueSourceChange(crossspace.SpaceOf(m))
 		}
 	}))
-	// A WDS's inventory spaces change: its slices' destinations are
-	// judged again (one the WDS no longer names, or names only now).
 	// A mailbox made: its SyncTarget's copies may go in (a SyncTarget is
-	// stored naming its mailbox, before the space is made).
+	// stored naming its mailbox, before the space is made). A WDS's
+	// inventory spaces change: its slices' destinations are judged again
+	// (one the WDS no longer names, or names only now).
 	c.spaceObjects = clients.Typed(&tenancyv1alpha1.SpaceList{}, &tenancyv1alpha1.Space{}, cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if sp, ok := obj.(*tenancyv1alpha1.Space); ok && sp.Spec.Type == tenancyv1alpha1.SpaceTypeMailbox &&

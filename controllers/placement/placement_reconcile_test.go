@@ -95,7 +95,8 @@ func newFake() *fakeMailbox {
 	}
 	st := &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: stName, UID: stUID, Annotations: map[string]string{spaces.Annotation: inv}}}
 	st.Status.MailboxSpace = spaces.MailboxName(inv, string(stUID))
-	// Its syncer has come (TestNoSyncerConfigUntilNeeded: before).
+	// Its syncer has come; TestMailboxReconcileSequence's cases of a
+	// SyncTarget without one clear the condition.
 	st.Status.Conditions = []metav1.Condition{{Type: edgev2alpha1.SyncTargetSyncerConnected, Status: metav1.ConditionTrue}}
 	f.syncTargets[spaces.Key(inv, "", stName)] = st
 	f.locations[spaces.Key(inv, "", "loc1")] = &edgev2alpha1.Location{ObjectMeta: metav1.ObjectMeta{Name: "loc1", Labels: map[string]string{"region": "east"}}}
