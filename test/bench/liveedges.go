@@ -24,6 +24,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,6 +114,9 @@ type simSpec struct {
 	Server  string    `json:"server"`
 	DataDir string    `json:"dataDir"`
 	Edges   []simEdge `json:"edges"`
+	// Pprof has the simulator serve its profiles on a loopback port,
+	// which it reports (simReport.Pprof).
+	Pprof bool `json:"pprof,omitempty"`
 }
 
 type simEdge struct {
@@ -137,6 +143,9 @@ type simReport struct {
 	Arrivals map[string][]int64 `json:",omitempty"`
 	// Errors are the first errors syncers ended with.
 	Errors []string `json:",omitempty"`
+	// Pprof is the address the simulator serves its profiles on
+	// (simSpec.Pprof).
+	Pprof string `json:",omitempty"`
 }
 
 // runSimulatedEdges is the simulator process: it runs the spec's syncers
@@ -155,6 +164,12 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 	logrus.SetOutput(io.Discard)
 	ctx = klog.NewContext(ctx, logr.Discard())
 	cmGVR := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	var pprofAddr string
+	if spec.Pprof {
+		if pprofAddr, err = servePprof(ctx); err != nil {
+			return err
+		}
+	}
 
 	var (
 		ready, failed atomic.Int64
@@ -238,7 +253,7 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 			return nil
 		case <-tick.C:
 		}
-		r := simReport{Ready: int(ready.Load()), Failed: int(failed.Load()), Objects: map[string]int64{}, Probe: map[string]int{}}
+		r := simReport{Ready: int(ready.Load()), Failed: int(failed.Load()), Objects: map[string]int64{}, Probe: map[string]int{}, Pprof: pprofAddr}
 		for _, c := range clusters {
 			r.Requests += c.Counts.Requests.Load()
 		}
@@ -263,6 +278,25 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 			return err
 		}
 	}
+}
+
+// servePprof serves the process's profiles on a loopback port until ctx
+// ends, and returns its address.
+func servePprof(ctx context.Context) (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	go srv.Serve(l) //nolint:errcheck // ends with ctx
+	return l.Addr().String(), nil
 }
 
 // probeKey names a value of the probe (data.v of the ConfigMap liveProbe)
@@ -444,6 +478,39 @@ func (f simFleet) wait(ctx context.Context, timeout time.Duration, what string, 
 	}, want)
 }
 
+// cpuProfile starts a 30-second CPU profile of the simulator and returns
+// what waits for it to end and be written to path.
+func (sim *simulator) cpuProfile(ctx context.Context, path string) func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := func() error {
+			addr := sim.report().Pprof
+			if addr == "" {
+				return fmt.Errorf("the simulator serves no profiles")
+			}
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/profile?seconds=30", nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			data, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(path, data, 0o644)
+		}()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: the simulator's CPU profile for %s: %v\n", path, err)
+		}
+	}()
+	return func() { <-done }
+}
+
 func (sim *simulator) report() simReport {
 	sim.mu.Lock()
 	defer sim.mu.Unlock()
@@ -499,6 +566,9 @@ type liveFleet struct {
 	connected    time.Duration
 	began        time.Time
 	conditionsAt time.Time
+	// profiles is where the server's and a simulator's profiles go ("":
+	// none).
+	profiles string
 }
 
 // startLiveFleet starts a server with n SyncTargets (labelled env=live,
@@ -506,7 +576,7 @@ type liveFleet struct {
 // liveInv, the WDS liveWDS, and the syncers of the SyncTargets,
 // simulated, and waits for them to connect. stop ends it all; explain
 // adds the server's and the simulator's logs to an error.
-func startLiveFleet(ctx context.Context, bin string, n int, progress func(string, ...any)) (_ *liveFleet, err error) {
+func startLiveFleet(ctx context.Context, bin string, n int, profiles string, progress func(string, ...any)) (_ *liveFleet, err error) {
 	// The limit is the server's: each simulator process needs fewer.
 	if err := raiseFileLimit(serverFilesPerEdge*n + 1024); err != nil {
 		return nil, fmt.Errorf("%d live edges: the server holds %d sockets per edge: %w", n, serverFilesPerEdge, err)
@@ -515,7 +585,7 @@ func startLiveFleet(ctx context.Context, bin string, n int, progress func(string
 	if err != nil {
 		return nil, err
 	}
-	f := &liveFleet{s: s}
+	f := &liveFleet{s: s, profiles: profiles}
 	defer func() {
 		if err != nil {
 			err = f.explain(ctx, err)
@@ -532,7 +602,7 @@ func startLiveFleet(ctx context.Context, bin string, n int, progress func(string
 		return nil, err
 	}
 	progress("creating %d SyncTargets, their Locations and join tokens", n)
-	spec := simSpec{Server: fmt.Sprintf("https://127.0.0.1:%d", s.port), DataDir: filepath.Join(s.dataDir, "edges"), Edges: make([]simEdge, n)}
+	spec := simSpec{Server: fmt.Sprintf("https://127.0.0.1:%d", s.port), DataDir: filepath.Join(s.dataDir, "edges"), Edges: make([]simEdge, n), Pprof: true}
 	f.inv = dynamic.NewForConfigOrDie(s.config(liveInv))
 	root := kubernetes.NewForConfigOrDie(s.config(spaces.Root))
 	var made atomic.Int64
@@ -567,13 +637,45 @@ func startLiveFleet(ctx context.Context, bin string, n int, progress func(string
 	}
 
 	progress("starting %d syncers, each with an edge cluster in memory", n)
+	before, err := requestCounts(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	// Where the connect's requests went, printed when it ends (or
+	// fails): what to profile next.
+	printRequests := func(what string) {
+		now, err := requestCounts(ctx, s)
+		if err != nil {
+			progress("%v", err)
+			return
+		}
+		progress("the server's busiest requests during %s:", what)
+		for _, line := range busiest(before, now, 12) {
+			progress("%s", line)
+		}
+	}
 	f.began = time.Now()
 	if f.sim, err = startSimulators(ctx, spec, s.dataDir); err != nil {
 		return nil, err
 	}
+	if profiles != "" {
+		// The server and a simulator in the thick of the connect: 30 s
+		// from a minute after the syncers start.
+		go func() {
+			if sleep(ctx, time.Minute) != nil {
+				return
+			}
+			if wait, err := cpuProfile(ctx, s, filepath.Join(profiles, "live-connect-cpu.pb.gz")); err == nil {
+				f.sim[0].cpuProfile(ctx, filepath.Join(profiles, "live-connect-simulator-cpu.pb.gz"))()
+				wait()
+			}
+		}()
+	}
 	if err := f.sim.wait(ctx, 10*time.Minute, fmt.Sprintf("%d syncers connected", n), progress, func(r simReport) int { return r.Ready }, n); err != nil {
+		printRequests("the unfinished connect")
 		return nil, err
 	}
+	printRequests("the connect")
 	f.connected = time.Since(f.began)
 	if f.conditionsAt, err = waitSyncersConnected(ctx, s, liveInv, n, progress); err != nil {
 		return nil, err
@@ -587,8 +689,27 @@ func (f *liveFleet) explain(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return err
 	}
-	return fmt.Errorf("%w\n--- end of the server's log ---\n%s\n--- end of the simulator's log ---\n%s", err,
-		tailFile(filepath.Join(f.s.dataDir, "server.log"), 3000), tailFile(filepath.Join(f.s.dataDir, "simulated-edges-0.log"), 2000))
+	return fmt.Errorf("%w\n--- end of the server's log ---\n%s\n--- end of the simulator's log ---\n%s%s", err,
+		tailFile(filepath.Join(f.s.dataDir, "server.log"), 3000), tailFile(filepath.Join(f.s.dataDir, "simulated-edges-0.log"), 2000), f.keepLogs())
+}
+
+// keepLogs copies the server's and the simulators' logs out of the data
+// directory, which stop removes, and says where.
+func (f *liveFleet) keepLogs() string {
+	logs, _ := filepath.Glob(filepath.Join(f.s.dataDir, "*.log"))
+	if len(logs) == 0 {
+		return ""
+	}
+	dir, err := os.MkdirTemp("", "kubestellar-bench-logs-")
+	if err != nil {
+		return ""
+	}
+	for _, l := range logs {
+		if data, err := os.ReadFile(l); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, filepath.Base(l)), data, 0o644)
+		}
+	}
+	return "\n--- the logs are kept in " + dir + " ---"
 }
 
 // stop ends the simulators and the server, and removes the server's data.
@@ -616,8 +737,8 @@ var liveRings = []struct {
 
 // onLiveFleet runs measure on a fleet of n live edges (startLiveFleet),
 // stopping it after, with the ends of its logs in an error.
-func onLiveFleet(ctx context.Context, bin string, n int, progress func(string, ...any), measure func(*liveFleet) ([]row, error)) ([]row, error) {
-	f, err := startLiveFleet(ctx, bin, n, progress)
+func onLiveFleet(ctx context.Context, bin string, o liveOptions, progress func(string, ...any), measure func(*liveFleet) ([]row, error)) ([]row, error) {
+	f, err := startLiveFleet(ctx, bin, o.edges, o.profiles, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -631,7 +752,7 @@ func onLiveFleet(ctx context.Context, bin string, n int, progress func(string, .
 
 func liveEdgesBench(ctx context.Context, bin string, o liveOptions, progress func(string, ...any)) ([]row, error) {
 	progress = prefixed(progress, "live edges: ")
-	return onLiveFleet(ctx, bin, o.edges, progress, func(f *liveFleet) ([]row, error) { return liveEdgesMeasure(ctx, bin, f, o, progress) })
+	return onLiveFleet(ctx, bin, o, progress, func(f *liveFleet) ([]row, error) { return liveEdgesMeasure(ctx, bin, f, o, progress) })
 }
 
 // liveEdgesMeasure is the live edges section on its fleet.
@@ -664,6 +785,16 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 	}
 	restBegan := time.Now()
 	fleet.reset()
+	if o.profiles != "" {
+		// What the server and a simulator spend at rest: the first 30 s.
+		wait, err := cpuProfile(ctx, s, filepath.Join(o.profiles, "live-rest-cpu.pb.gz"))
+		if err != nil {
+			return nil, err
+		}
+		defer wait()
+		simWait := sim[0].cpuProfile(ctx, filepath.Join(o.profiles, "live-rest-simulator-cpu.pb.gz"))
+		defer simWait()
+	}
 	for time.Since(restBegan) < o.rest {
 		if err := sleep(ctx, min(5*time.Second, o.rest-time.Since(restBegan))); err != nil {
 			return nil, err

@@ -43,6 +43,18 @@ func liveRestart(ctx context.Context, bin string, f *liveFleet, n int, progress 
 		return nil, err
 	}
 	exited := time.Since(sigterm)
+	if f.profiles != "" {
+		// The server starting under its fleet: 30 s from 15 s after the
+		// start (its address and admin are the old one's).
+		go func() {
+			if sleep(ctx, 15*time.Second) != nil {
+				return
+			}
+			if wait, err := cpuProfile(ctx, s, filepath.Join(f.profiles, "live-restart-cpu.pb.gz")); err == nil {
+				wait()
+			}
+		}()
+	}
 	s2, err := startOn(ctx, bin, s.dataDir, s.port, 2*time.Minute)
 	if err != nil {
 		return nil, err

@@ -53,7 +53,7 @@ func rolloutsSection(o liveOptions) string { return o.section("rollouts") }
 
 func rolloutsBench(ctx context.Context, bin string, o liveOptions, repeat int, progress func(string, ...any)) ([]row, error) {
 	progress = prefixed(progress, "rollouts: ")
-	return onLiveFleet(ctx, bin, o.edges, progress, func(f *liveFleet) ([]row, error) { return rolloutsMeasure(ctx, f, o, repeat, progress) })
+	return onLiveFleet(ctx, bin, o, progress, func(f *liveFleet) ([]row, error) { return rolloutsMeasure(ctx, f, o, repeat, progress) })
 }
 
 // rolloutsMeasure is the rollouts section on its fleet: repeat runs of
