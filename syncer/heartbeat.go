@@ -57,11 +57,15 @@ func (s *Syncer) heartbeatLoop(ctx context.Context) {
 			s.progress("reconnected to the center; reporting what changed meanwhile")
 			logger.Info("reconnected to the center")
 			s.reportAll()
-		case apierrors.IsConflict(err) || apierrors.IsTooManyRequests(err):
+		case apierrors.IsConflict(err) || apierrors.IsTooManyRequests(err) || errors.Is(err, errRetry) ||
+			errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && s.tunnelOpen.Load():
 			// The center answered: other writers (the server's tunnel
 			// condition) were first, more than RetryOnConflict's tries;
-			// or it is busy, and says when to come back. Nothing is lost;
-			// the next heartbeat comes after a backoff.
+			// or it is busy, and says when to come back, or is slow to
+			// fill the syncer's cache; or the heartbeat ran out of time
+			// (a 429's Retry-After outlasts it) while the tunnel, which
+			// the server answers every few seconds, is open. Nothing is
+			// lost; the next heartbeat comes after a backoff.
 			next = backoff.Step()
 		case err != nil && ctx.Err() == nil:
 			if s.connected.Load() {
@@ -116,6 +120,14 @@ func (s *Syncer) reportAll() {
 
 // heartbeat writes the SyncTarget's status if it must (heartbeatLoop
 // says when; force: now), reading it again if another writer was first.
+//
+// It reads the SyncTarget from the syncer's cache, and waits for it (to
+// fill at a connect, to catch up after a conflict) as long as the
+// heartbeat may take: when 3,000 syncers connect at once, a read from the
+// server meanwhile only queues behind the cache's own list (it was three
+// reads per edge, each waiting for a seat, some from the datastore). A
+// cache that has not filled or caught up is errRetry: the center
+// answers, slowly.
 func (s *Syncer) heartbeat(ctx context.Context, force bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -123,10 +135,12 @@ func (s *Syncer) heartbeat(ctx context.Context, force bool) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if read != "" {
 			// A conflict: the copy read was behind (at a connect, the
-			// server's SyncerConnected condition was first). The cache
-			// catches up within moments; a read from the datastore is
-			// for when it does not.
-			fresh = !s.awaitSelfPast(ctx, read)
+			// server's SyncerConnected condition was first).
+			if !s.hasSelf() {
+				fresh = true // no cache to wait for: the datastore's copy
+			} else if !s.awaitSelfPast(ctx, read) {
+				return fmt.Errorf("%w: the cache of SyncTarget %s has not caught up with the server's write", errRetry, s.id.SyncTarget)
+			}
 		}
 		var err error
 		read, err = s.writeStatus(ctx, force, fresh)
@@ -134,17 +148,9 @@ func (s *Syncer) heartbeat(ctx context.Context, force bool) error {
 	})
 }
 
-// selfWait bounds how long a heartbeat waits for the syncer's cache of its
-// SyncTarget: to fill at a connect, or to catch up after a conflict.
-const selfWait = 2 * time.Second
-
-// awaitSelf waits, up to selfWait, until the cache of the SyncTarget has
-// synced and cond accepts what it holds. A fleet that connects at once
-// (a server restarted) then reads nothing from the server for its
-// heartbeats.
+// awaitSelf waits, within ctx, until the cache of the SyncTarget has
+// synced and cond accepts what it holds.
 func (s *Syncer) awaitSelf(ctx context.Context, cond func(*unstructured.Unstructured) bool) bool {
-	ctx, cancel := context.WithTimeout(ctx, selfWait)
-	defer cancel()
 	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
 		s.mu.Lock()
 		self := s.self
@@ -160,6 +166,13 @@ func (s *Syncer) awaitSelf(ctx context.Context, cond func(*unstructured.Unstruct
 		return cond(u) || !ok, nil
 	})
 	return err == nil
+}
+
+// hasSelf says whether the cache of the SyncTarget is started.
+func (s *Syncer) hasSelf() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.self != nil
 }
 
 var errNoCache = errors.New("no cache of the SyncTarget")
@@ -208,23 +221,26 @@ func missed(u *unstructured.Unstructured) bool {
 	return heartbeatMissed(&st.Status)
 }
 
-// readSelf reads the SyncTarget: from the syncer's cache once it has
-// synced, if cached; else from the center, from its cache unless quorum.
+// readSelf reads the SyncTarget: from the syncer's cache if cached,
+// waiting for it to fill (errRetry if it does not within ctx); from the
+// center when there is no cache yet, when the cache does not hold it, or
+// not cached: from the center's cache unless quorum.
 func (s *Syncer) readSelf(ctx context.Context, cached, quorum bool) (*unstructured.Unstructured, error) {
-	if cached {
-		// A cache that is filling (at a connect) is waited for.
-		s.awaitSelf(ctx, func(*unstructured.Unstructured) bool { return true })
+	if cached && s.hasSelf() {
+		if !s.awaitSelf(ctx, func(*unstructured.Unstructured) bool { return true }) {
+			return nil, fmt.Errorf("%w: the cache of SyncTarget %s is filling", errRetry, s.id.SyncTarget)
+		}
 		s.mu.Lock()
 		self := s.self
 		s.mu.Unlock()
-		if self != nil && self.synced() {
+		if self != nil {
 			if obj, ok, _ := self.store().GetByKey(s.id.SyncTarget); ok {
 				if u, ok := obj.(*unstructured.Unstructured); ok {
 					return u.DeepCopy(), nil
 				}
 			}
-			// Not in the cache: gone, or not yet seen; the center says which.
 		}
+		// Not in the cache: gone, or not yet seen; the center says which.
 	}
 	opts := metav1.GetOptions{ResourceVersion: "0"}
 	if quorum {
@@ -233,13 +249,15 @@ func (s *Syncer) readSelf(ctx context.Context, cached, quorum bool) (*unstructur
 	return s.inventory.Resource(syncTargetsGVR).Get(ctx, s.id.SyncTarget, opts)
 }
 
-// writeStatus writes the SyncTarget's status once, if it must. It reads
-// the SyncTarget from the syncer's cache, but when forced (the center was
-// unreachable: the cache cannot tell whether it is) from the server's,
-// and after a conflict (fresh) from the datastore.
+// writeStatus writes the SyncTarget's status once, if it must (forced:
+// whatever the copy read says). It reads the SyncTarget from the syncer's
+// cache; without one, after a conflict (fresh), from the datastore.
+// Forced, after an outage, the cache may be behind the
+// server: the write then meets a conflict, and the cache catches up (a
+// server restarted under 10,000 edges is not asked for 10,000 reads).
 // It returns the resourceVersion of the copy it read.
 func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) (string, error) {
-	u, err := s.readSelf(ctx, !force && !fresh, fresh)
+	u, err := s.readSelf(ctx, !fresh, fresh)
 	if err != nil {
 		return "", err
 	}

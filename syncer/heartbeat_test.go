@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,12 +60,21 @@ func TestSameStatus(t *testing.T) {
 
 // TestAnsweredIsNotALostCenter: a heartbeat whose writes keep meeting
 // other writers (the server's tunnel condition), or a busy server's 429,
-// has reached the center; the syncer does not say it lost it, and tries
-// again after a backoff.
+// or that runs out of time while the tunnel is open (a 429's Retry-After
+// outlasting it), has reached the center; the syncer does not say it lost
+// it, and tries again after a backoff. Out of time with the tunnel closed
+// is a lost center.
 func TestAnsweredIsNotALostCenter(t *testing.T) {
-	for name, answer := range map[string]error{
-		"conflict": apierrors.NewConflict(syncTargetsGVR.GroupResource(), "edge1", errors.New("the object has been modified")),
-		"busy":     apierrors.NewTooManyRequests("the syncer of SyncTarget inv1/edge1 sends too many requests", 1),
+	outOfTime := &url.Error{Op: "Put", URL: "https://center/spaces/inv1/apis/edge.kubestellar.io/v2alpha1/synctargets/edge1/status", Err: context.DeadlineExceeded}
+	for name, tc := range map[string]struct {
+		answer     error
+		tunnelOpen bool
+		lost       bool
+	}{
+		"conflict":                 {answer: apierrors.NewConflict(syncTargetsGVR.GroupResource(), "edge1", errors.New("the object has been modified"))},
+		"busy":                     {answer: apierrors.NewTooManyRequests("the syncer of SyncTarget inv1/edge1 sends too many requests", 1)},
+		"out of time, tunnel open": {answer: outOfTime, tunnelOpen: true},
+		"out of time, no tunnel":   {answer: outOfTime, lost: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			st := syncTargetObject("edge1", "")
@@ -73,7 +83,7 @@ func TestAnsweredIsNotALostCenter(t *testing.T) {
 			var writes atomic.Int32
 			inv.PrependReactor("update", "synctargets", func(clienttesting.Action) (bool, runtime.Object, error) {
 				writes.Add(1)
-				return true, nil, answer
+				return true, nil, tc.answer
 			})
 			var out bytes.Buffer
 			o := NewOptions()
@@ -81,6 +91,7 @@ func TestAnsweredIsNotALostCenter(t *testing.T) {
 			s := &Syncer{opts: o, out: &out, inventory: inv, id: Identity{SyncTarget: "edge1"}, statusNow: make(chan struct{}, 1),
 				problems: map[objKey]problem{}, inStep: map[objKey]bool{}, now: time.Now}
 			s.connected.Store(true)
+			s.tunnelOpen.Store(tc.tunnelOpen)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { defer close(done); s.heartbeatLoop(ctx) }()
@@ -90,6 +101,10 @@ func TestAnsweredIsNotALostCenter(t *testing.T) {
 			cancel()
 			<-done
 			require.NoError(t, err, "the heartbeat stopped writing")
+			if tc.lost {
+				require.Contains(t, out.String(), "lost the center")
+				return
+			}
 			require.True(t, s.connected.Load(), "an answer is not a lost center")
 			require.NotContains(t, out.String(), "lost the center")
 		})
@@ -209,6 +224,62 @@ func TestHeartbeatReadsItsCache(t *testing.T) {
 	s.stopInformers()
 	require.NoError(t, s.heartbeat(ctx, true))
 	require.NotZero(t, gets.Load())
+}
+
+// TestAFillingCacheIsNotRead: when the server is slow to list the
+// SyncTarget to the syncer's cache (thousands of syncers connecting at
+// once), the heartbeat waits for the cache and reads nothing from the
+// server meanwhile; it does not say it lost the center, and writes once
+// the cache fills.
+func TestAFillingCacheIsNotRead(t *testing.T) {
+	st := syncTargetObject("edge1", "1")
+	inv := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{syncTargetsGVR: "SyncTargetList"}, st)
+	var gets, updates atomic.Int32
+	inv.PrependReactor("get", "synctargets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		gets.Add(1)
+		return false, nil, nil
+	})
+	inv.PrependReactor("update", "synctargets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		updates.Add(1)
+		return false, nil, nil
+	})
+	listed := make(chan struct{})
+	inv.PrependReactor("list", "synctargets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		<-listed // the server's answer is slow
+		return false, nil, nil
+	})
+	var out bytes.Buffer
+	o := NewOptions()
+	o.HeartbeatInterval = 20 * time.Millisecond
+	s := &Syncer{opts: o, out: &out, inventory: inv, inventoryCaches: listThenWatch{inv},
+		id: Identity{SyncTarget: "edge1"}, problems: map[objKey]problem{}, inStep: map[objKey]bool{}, now: time.Now,
+		statusNow: make(chan struct{}, 1)}
+	s.connected.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.mu.Lock()
+	s.self = s.startSelf(ctx)
+	s.mu.Unlock()
+	defer s.stopInformers()
+
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	err := s.heartbeat(short, false)
+	cancelShort()
+	require.ErrorIs(t, err, errRetry, "a cache that has not filled is not yet, not an outage")
+
+	done := make(chan struct{})
+	go func() { defer close(done); s.heartbeatLoop(ctx) }()
+	// The loop's heartbeat waits for the cache until the list is answered.
+	close(listed)
+	require.NoError(t, wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		return updates.Load() >= 1, nil
+	}), "the heartbeat writes once the cache fills")
+	cancel()
+	<-done
+	require.Zero(t, gets.Load(), "nothing read from the server while the cache filled")
+	require.True(t, s.connected.Load())
+	require.NotContains(t, out.String(), "lost the center")
 }
 
 func conditionsOf(t *testing.T, u *unstructured.Unstructured) []metav1.Condition {
