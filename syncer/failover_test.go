@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/kubestellar/kubestellar/internal/jointoken"
@@ -139,4 +141,37 @@ func TestRequestsWaitForARestartingServer(t *testing.T) {
 	began = time.Now()
 	require.Error(t, get(context.Background()), "the server never came back")
 	require.Less(t, time.Since(began), 5*time.Second, "waitAtMost bounds the wait")
+}
+
+// TestProbesBackOff: a fleet probes the one server that is starting, so
+// each syncer's probes back off (doubling, jittered) rather than coming
+// every probeEvery: 10,000 syncers must not keep a starting server from
+// becoming ready.
+func TestProbesBackOff(t *testing.T) {
+	var probes atomic.Int64
+	var isReady atomic.Bool
+	rt := roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Path != "/readyz" {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		}
+		probes.Add(1)
+		code := http.StatusServiceUnavailable
+		if isReady.Load() {
+			code = http.StatusOK
+		}
+		return &http.Response{StatusCode: code, Body: io.NopCloser(strings.NewReader("")), Request: req}, nil
+	})
+	s, err := newServers([]string{"https://center.example:6443"}, klog.Background())
+	require.NoError(t, err)
+	s.probeEvery, s.waitAtMost = 10*time.Millisecond, time.Minute
+	u, _ := url.Parse("https://center.example:6443")
+	s.down(rt, u)
+	time.Sleep(1500 * time.Millisecond) // the outage, as long as it lasts
+	// Every 10 ms that would be 150 probes; doubling from 10 ms (each wait
+	// at least half its step), at most 9.
+	require.LessOrEqual(t, probes.Load(), int64(10), "the probes back off")
+	require.GreaterOrEqual(t, probes.Load(), int64(3), "the server is probed")
+	isReady.Store(true)
+	require.NoError(t, wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) { return s.outage.Load() == nil, nil }), "the outage ends once the server is ready")
 }
