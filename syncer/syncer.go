@@ -478,13 +478,24 @@ func (s *Syncer) connect(ctx context.Context) error {
 	for {
 		err := func() error {
 			i := s.servers.current.Load()
-			ca, err := serverCA(ctx, s.opts, s.servers.URL(), s.tok)
-			if err == nil {
-				s.ca = ca
-				base = baseConfig(s.opts, s.tok, ca, s.servers)
-				if client, err = rest.HTTPClientFor(base); err != nil {
-					return errPermanent{err}
+			var err error
+			// The CA, once read and checked against the token, and the
+			// client, once made, serve every later attempt: a fleet
+			// connecting at once (a server busy with thousands of syncers
+			// answers 429 or times out) would otherwise pay the server two
+			// TLS handshakes per attempt, each one more load on the server
+			// it waits for.
+			if client == nil {
+				var ca []byte
+				if ca, err = serverCA(ctx, s.opts, s.servers.URL(), s.tok); err == nil {
+					s.ca = ca
+					base = baseConfig(s.opts, s.tok, ca, s.servers)
+					if client, err = rest.HTTPClientFor(base); err != nil {
+						return errPermanent{err}
+					}
 				}
+			}
+			if err == nil {
 				id, err = identify(ctx, client, base, s.opts.SyncTarget)
 			}
 			if err != nil {
