@@ -33,7 +33,7 @@ BENCH_UNIT_PACKAGES = $$($(GO) -C $(BENCH_MODULE) list ./... | grep -v /browser)
 IMAGE_MODULE := packaging/image
 IMAGE_DIR ?= _output/image
 
-.PHONY: help build run image test-image test test-deps test-unit test-integration test-e2e verify codegen docs bench bench-docs bench-compare bench-deps clean deb deb-test soak chaos
+.PHONY: help build run image test-image test test-deps test-unit test-integration test-e2e verify codegen docs bench bench-docs bench-merge bench-compare bench-deps clean deb deb-test soak chaos
 
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-20s %s\n", $$1, $$2}'
@@ -93,6 +93,10 @@ conformance: build edgecluster-tools ## Run Kubernetes' own sig-api-machinery an
 
 bench-docs: ## Write docs/performance.md's table again from docs/performance.json (make bench does after each run), measuring nothing
 	$(GO) -C $(BENCH_MODULE) run . -docs
+
+bench-merge: ## Merge a saved make bench run made without recording into docs/performance.json and the table: make bench-merge REPORT=_output/bench/bench-....json
+	@test -n "$(REPORT)" || { echo "usage: make bench-merge REPORT=_output/bench/bench-....json" >&2; exit 2; }
+	$(GO) -C $(BENCH_MODULE) run . -merge $(abspath $(REPORT))
 
 bench-compare: ## Compare two make bench reports: make bench-compare OLD=_output/bench/bench-A.json NEW=_output/bench/latest.json
 	@test -n "$(OLD)" -a -n "$(NEW)" || { echo "usage: make bench-compare OLD=_output/bench/bench-....json NEW=_output/bench/latest.json" >&2; exit 2; }

@@ -106,6 +106,9 @@ type options struct {
 	// and measures nothing.
 	record, doc string
 	docsOnly    bool
+	// merge is a saved report to merge into the record instead of
+	// measuring.
+	merge string
 	// compare is two reports to compare instead of measuring.
 	compare []string
 }
@@ -172,6 +175,7 @@ func main() {
 	flag.StringVar(&o.record, "record", filepath.Join(harness.RepoRoot(), "docs", "performance.json"), "the performance record each run merges its sections into, for the doc's table (empty: none)")
 	flag.StringVar(&o.doc, "doc", filepath.Join(harness.RepoRoot(), "docs", "performance.md"), "the doc whose generated table a run writes again from the record (empty: none)")
 	flag.BoolVar(&o.docsOnly, "docs", false, "write the doc's table from the record, and measure nothing (make bench-docs)")
+	flag.StringVar(&o.merge, "merge", "", "REPORT.json: merge a run's saved report (_output/bench/bench-....json) into -record and write -doc's table again, measuring nothing: for a run made with -record \"\" that turned out worth keeping")
 	compare := flag.String("compare", "", "OLD.json,NEW.json: print the figures of two reports side by side with their ratios, and measure nothing (make bench-compare)")
 	flag.BoolVar(&o.soak.on, "soak", false, "run the soak instead of the sections (soak.go): one server, simulated syncers, churn; fails on growth or anything unreconciled")
 	flag.DurationVar(&o.soak.duration, "duration", 30*time.Minute, "soak: how long the churn runs, warm-up included")
@@ -221,6 +225,8 @@ func main() {
 		err = compareReports(os.Stdout, o.compare[0], o.compare[1])
 	case o.docsOnly:
 		err = docsOnly(o)
+	case o.merge != "":
+		err = mergeReport(o)
 	case o.noise.kubeconfig != "":
 		err = runNoise(ctx, o.noise)
 	case o.live.simulate != "":

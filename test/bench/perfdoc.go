@@ -237,6 +237,26 @@ func writeDoc(rec *record, docPath string) error {
 	return os.WriteFile(docPath, out, 0o644)
 }
 
+// mergeReport merges the saved report o.merge into the record and writes
+// the doc's table again (-merge).
+func mergeReport(o options) error {
+	if o.record == "" || o.doc == "" {
+		return errors.New("-merge needs -record and -doc")
+	}
+	data, err := os.ReadFile(o.merge)
+	if err != nil {
+		return err
+	}
+	rep := &report{}
+	if err := json.Unmarshal(data, rep); err != nil {
+		return fmt.Errorf("%s: %w", o.merge, err)
+	}
+	if len(rep.Sections) == 0 {
+		return fmt.Errorf("%s has no sections", o.merge)
+	}
+	return updateDocs(rep, o.record, o.doc)
+}
+
 // docsOnly writes the doc's table from the record alone.
 func docsOnly(o options) error {
 	if o.record == "" || o.doc == "" {

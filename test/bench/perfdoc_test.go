@@ -4,6 +4,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -108,6 +109,26 @@ func TestDocsOnly(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(data), "| churn | state.db after idle | 21 MiB |")
 	require.Error(t, docsOnly(options{record: recPath}))
+}
+
+// TestMergeReport: -merge takes a saved run's sections into the record,
+// those that finished, and writes the doc's table again.
+func TestMergeReport(t *testing.T) {
+	dir := t.TempDir()
+	recPath, docPath, repPath := filepath.Join(dir, "performance.json"), filepath.Join(dir, "performance.md"), filepath.Join(dir, "bench.json")
+	require.NoError(t, (&record{}).write(recPath))
+	require.NoError(t, os.WriteFile(docPath, []byte(tableBegin+"\n"+tableEnd+"\n"), 0o644))
+	run := runOf("abc", 3, reportSection{Name: "live edges, 10000 edges × 1 objects", Rows: []reportRow{{Metric: "10000 syncers started → all connected", Value: "5 min"}}},
+		reportSection{Name: "rollouts", Error: "the fleet did not connect"})
+	data, err := json.Marshal(run)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(repPath, data, 0o644))
+	require.NoError(t, mergeReport(options{record: recPath, doc: docPath, merge: repPath}))
+	doc, err := os.ReadFile(docPath)
+	require.NoError(t, err)
+	require.Contains(t, string(doc), "| live edges, 10000 edges × 1 objects | 10000 syncers started → all connected | 5 min |")
+	require.NotContains(t, string(doc), "| rollouts |", "a section that failed is not recorded")
+	require.Error(t, mergeReport(options{record: recPath, doc: docPath, merge: filepath.Join(dir, "absent.json")}))
 }
 
 // TestGoalsNameSections: every goal names a section the bench runs
