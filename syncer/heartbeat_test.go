@@ -183,13 +183,8 @@ func TestACacheBehindIsNotAChange(t *testing.T) {
 // reads besides.
 func TestHeartbeatReadsItsCache(t *testing.T) {
 	st := syncTargetObject("edge1", "1")
-	inv := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{syncTargetsGVR: "SyncTargetList"}, st)
-	var gets, updates atomic.Int32
-	inv.PrependReactor("get", "synctargets", func(clienttesting.Action) (bool, runtime.Object, error) {
-		gets.Add(1)
-		return false, nil, nil
-	})
+	inv, gets := countedSyncTargets(st)
+	var updates atomic.Int32
 	inv.PrependReactor("update", "synctargets", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		if updates.Add(1) > 1 {
 			return false, nil, nil
@@ -233,13 +228,8 @@ func TestHeartbeatReadsItsCache(t *testing.T) {
 // the cache fills.
 func TestAFillingCacheIsNotRead(t *testing.T) {
 	st := syncTargetObject("edge1", "1")
-	inv := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{syncTargetsGVR: "SyncTargetList"}, st)
-	var gets, updates atomic.Int32
-	inv.PrependReactor("get", "synctargets", func(clienttesting.Action) (bool, runtime.Object, error) {
-		gets.Add(1)
-		return false, nil, nil
-	})
+	inv, gets := countedSyncTargets(st)
+	var updates atomic.Int32
 	inv.PrependReactor("update", "synctargets", func(clienttesting.Action) (bool, runtime.Object, error) {
 		updates.Add(1)
 		return false, nil, nil
@@ -280,6 +270,19 @@ func TestAFillingCacheIsNotRead(t *testing.T) {
 	require.Zero(t, gets.Load(), "nothing read from the server while the cache filled")
 	require.True(t, s.connected.Load())
 	require.NotContains(t, out.String(), "lost the center")
+}
+
+// countedSyncTargets is an inventory holding st, and the count of its
+// GETs of SyncTargets.
+func countedSyncTargets(st *unstructured.Unstructured) (*dynamicfake.FakeDynamicClient, *atomic.Int32) {
+	inv := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{syncTargetsGVR: "SyncTargetList"}, st)
+	gets := &atomic.Int32{}
+	inv.PrependReactor("get", "synctargets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		gets.Add(1)
+		return false, nil, nil
+	})
+	return inv, gets
 }
 
 func conditionsOf(t *testing.T, u *unstructured.Unstructured) []metav1.Condition {
