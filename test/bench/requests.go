@@ -18,6 +18,27 @@ import (
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
+// requestsSince takes the server's request counts now and returns what
+// prints, through progress, its busiest requests from then until it is
+// called (what: during what).
+func requestsSince(ctx context.Context, s *server, progress func(string, ...any)) (func(what string), error) {
+	before, err := requestCounts(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return func(what string) {
+		now, err := requestCounts(ctx, s)
+		if err != nil {
+			progress("%v", err)
+			return
+		}
+		progress("the server's busiest requests during %s:", what)
+		for _, line := range busiest(before, now, 12) {
+			progress("%s", line)
+		}
+	}, nil
+}
+
 // requestCounts reads the server's apiserver_request_total, summed by
 // verb, resource and code (what the server was asked to do), the time it
 // took over them (by verb and resource), and its work queues' adds and
