@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/kubestellar/kubestellar/test/harness"
 )
 
@@ -57,4 +59,12 @@ func TestLiveEdges(t *testing.T) {
 			t.Errorf("%s: %q, want a duration (rows: %v)", metric, v, rows)
 		}
 	}
+}
+
+// TestConnectLimit: a fleet has 10 minutes to connect, a larger one 100 ms
+// an edge.
+func TestConnectLimit(t *testing.T) {
+	require.Equal(t, 10*time.Minute, connectLimit(1000))
+	require.Equal(t, 10*time.Minute, connectLimit(6000))
+	require.Equal(t, 16*time.Minute+40*time.Second, connectLimit(10000))
 }
