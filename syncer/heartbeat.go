@@ -227,12 +227,12 @@ func missed(u *unstructured.Unstructured) bool {
 	return heartbeatMissed(&st.Status)
 }
 
-// readSelf reads the SyncTarget: from the syncer's cache if cached,
-// waiting for it to fill (errRetry if it does not within ctx); from the
-// center when there is no cache yet, when the cache does not hold it, or
-// not cached: from the center's cache unless quorum.
-func (s *Syncer) readSelf(ctx context.Context, cached, quorum bool) (*unstructured.Unstructured, error) {
-	if cached && s.hasSelf() {
+// readSelf reads the SyncTarget. Fresh, from the datastore. Otherwise
+// from the syncer's cache, waiting for it to fill (errRetry if it does
+// not within ctx); from the server's cache when the syncer has no cache
+// yet, or its cache does not hold the SyncTarget.
+func (s *Syncer) readSelf(ctx context.Context, fresh bool) (*unstructured.Unstructured, error) {
+	if !fresh && s.hasSelf() {
 		if !s.awaitSelf(ctx, func(*unstructured.Unstructured) bool { return true }) {
 			return nil, fmt.Errorf("%w: the cache of SyncTarget %s is filling", errRetry, s.id.SyncTarget)
 		}
@@ -249,7 +249,7 @@ func (s *Syncer) readSelf(ctx context.Context, cached, quorum bool) (*unstructur
 		// Not in the cache: gone, or not yet seen; the center says which.
 	}
 	opts := metav1.GetOptions{ResourceVersion: "0"}
-	if quorum {
+	if fresh {
 		opts.ResourceVersion = ""
 	}
 	return s.inventory.Resource(syncTargetsGVR).Get(ctx, s.id.SyncTarget, opts)
@@ -263,7 +263,7 @@ func (s *Syncer) readSelf(ctx context.Context, cached, quorum bool) (*unstructur
 // server restarted under 10,000 edges is not asked for 10,000 reads).
 // It returns the resourceVersion of the copy it read.
 func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) (string, error) {
-	u, err := s.readSelf(ctx, !fresh, fresh)
+	u, err := s.readSelf(ctx, fresh)
 	if err != nil {
 		return "", err
 	}
