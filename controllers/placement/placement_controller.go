@@ -547,9 +547,64 @@ func (c *Controller) enqueueSpace(space string) {
 // for that one, and reconciles the Progressive one's copies as they are.
 // What such a mailbox records of the placement (its problems, its
 // dependencies) is then of the revision it holds, until it takes the new.
-func (c *Controller) enqueueSourceChange(space string) {
+func (c *Controller) enqueueSourceChange(space string) { c.enqueueChangeOf(space, nil) }
+
+// enqueueObjectChange is enqueueSourceChange for a change of one object
+// of a WDS, of resource gvr in namespace: a placement that cannot select
+// it is left out. With one WDS holding many placements (one per
+// application, or a rollout's beside the others), a change of one
+// application's object reconciled every mailbox of every placement:
+// the canary wave's mailboxes queued behind a thousand reconciles that
+// found nothing to do.
+func (c *Controller) enqueueObjectChange(space string, gvr schema.GroupVersionResource, namespace string) {
+	if gvr.Group == "" && gvr.Resource == "namespaces" {
+		// A namespace's labels select what is in it (namespaceSelectors),
+		// and a namespace goes with what is placed from it.
+		c.enqueueSourceChange(space)
+		return
+	}
+	c.enqueueChangeOf(space, func(ep *edgev2alpha1.EdgePlacement) bool { return maySelect(ep, gvr.GroupResource(), namespace) })
+}
+
+// maySelect reports whether a placement may place an object of a
+// resource in a namespace ("": cluster-scoped), by its clauses' groups,
+// resources and namespaces: what they say of names and labels is not
+// looked at (an update may move an object in or out of them). A
+// placement that follows dependencies may place anything its workloads
+// reference.
+func maySelect(ep *edgev2alpha1.EdgePlacement, gr schema.GroupResource, namespace string) bool {
+	if ep.Spec.Dependencies == edgev2alpha1.DependenciesFollow {
+		return true
+	}
+	for _, cl := range ep.Spec.Downsync {
+		if cl.APIGroup != nil && *cl.APIGroup != "*" && *cl.APIGroup != gr.Group {
+			continue
+		}
+		if !slices.Contains(cl.Resources, "*") && !slices.Contains(cl.Resources, gr.Resource) {
+			continue
+		}
+		anyNamespace := len(cl.Namespaces) == 0 || slices.Contains(cl.Namespaces, "*")
+		if namespace == "" {
+			if anyNamespace && len(cl.NamespaceSelectors) == 0 {
+				return true
+			}
+			continue
+		}
+		if anyNamespace || len(cl.NamespaceSelectors) > 0 || slices.Contains(cl.Namespaces, namespace) {
+			return true
+		}
+	}
+	return false
+}
+
+// enqueueChangeOf is enqueueSourceChange for the placements of space
+// that concerns says a change concerns (nil: every one).
+func (c *Controller) enqueueChangeOf(space string, concerns func(*edgev2alpha1.EdgePlacement) bool) {
 	for _, slice := range crossspace.InSpace[*edgev2alpha1.SinglePlacementSlice](c.slices, space) {
 		ep, ok := crossspace.Get[*edgev2alpha1.EdgePlacement](c.placements, space, "", slice.Name)
+		if ok && concerns != nil && ep.DeletionTimestamp == nil && !concerns(ep) {
+			continue
+		}
 		if !ok || !ep.Spec.Progressive() || ep.DeletionTimestamp != nil {
 			c.enqueueDestinations(slice)
 			continue
@@ -594,7 +649,7 @@ func (c *Controller) resourceEvents(gvr schema.GroupVersionResource) cache.Resou
 		}
 		space := crossspace.SpaceOf(m)
 		if crossspace.Label(m, edgev2alpha1.PlacementCopyLabel) != "true" {
-			c.enqueueSourceChange(space)
+			c.enqueueObjectChange(space, gvr, m.GetNamespace())
 			return
 		}
 		if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, space); ok {

@@ -11,8 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
@@ -185,6 +187,75 @@ func TestSourceChangeWaitsForTheRollout(t *testing.T) {
 	require.NoError(t, c.placements.Update(progressive))
 	c.enqueueSourceChange("wds1")
 	require.Equal(t, []string{"inv1|edge1", "inv1|edge2", "inv1|edge3"}, drain(c.mailboxes))
+}
+
+// TestObjectChangeConcernsItsPlacements: a change of one object of a WDS
+// reconciles the mailboxes of the placements that may select it, by
+// group, resource and namespace, and no others; a namespace, or a
+// placement that follows dependencies, concerns every one.
+func TestObjectChangeConcernsItsPlacements(t *testing.T) {
+	informer := func() *crossspace.Informer {
+		return &crossspace.Informer{Indexer: cache.NewIndexer(spaces.KeyFunc, cache.Indexers{crossspace.BySpace: func(obj any) ([]string, error) {
+			return []string{crossspace.SpaceOf(obj.(metav1.Object))}, nil
+		}})}
+	}
+	queue := func() workqueue.TypedRateLimitingInterface[string] {
+		return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	}
+	drain := func(q workqueue.TypedRateLimitingInterface[string]) []string {
+		var out []string
+		for q.Len() > 0 {
+			k, _ := q.Get()
+			q.Done(k)
+			out = append(out, k)
+		}
+		slices.Sort(out)
+		return out
+	}
+	c := &Controller{slices: informer(), placements: informer(), mailboxes: queue(), statuses: queue(), rollouts: queue()}
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Annotations: map[string]string{spaces.Annotation: "wds1"}}
+	}
+	core, apps := ptr.To(""), ptr.To("apps")
+	place := func(name, edge string, follow bool, clauses ...edgev2alpha1.DownsyncClause) {
+		ep := &edgev2alpha1.EdgePlacement{ObjectMeta: meta(name)}
+		ep.Spec.Downsync = clauses
+		if follow {
+			ep.Spec.Dependencies = edgev2alpha1.DependenciesFollow
+		}
+		require.NoError(t, c.placements.Add(ep))
+		require.NoError(t, c.slices.Add(&edgev2alpha1.SinglePlacementSlice{ObjectMeta: meta(name),
+			Destinations: []edgev2alpha1.SinglePlacement{{Space: "inv1", SyncTargetName: edge}}}))
+	}
+	place("shop", "edge1", false, edgev2alpha1.DownsyncClause{APIGroup: core, Resources: []string{"configmaps"}, Namespaces: []string{"shop"}})
+	place("web", "edge2", false, edgev2alpha1.DownsyncClause{APIGroup: apps, Resources: []string{"deployments"}})
+	place("labelled", "edge3", false, edgev2alpha1.DownsyncClause{Resources: []string{"*"},
+		NamespaceSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"tier": "a"}}}})
+	place("crds", "edge4", false, edgev2alpha1.DownsyncClause{APIGroup: ptr.To("*"), Resources: []string{"widgets"}})
+	place("follows", "edge5", true, edgev2alpha1.DownsyncClause{APIGroup: apps, Resources: []string{"deployments"}, Namespaces: []string{"web"}})
+
+	gvr := func(group, resource string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Group: group, Version: "v1", Resource: resource}
+	}
+	for _, tt := range []struct {
+		name      string
+		gvr       schema.GroupVersionResource
+		namespace string
+		want      []string
+	}{
+		{"a ConfigMap of shop", gvr("", "configmaps"), "shop", []string{"inv1|edge1", "inv1|edge3", "inv1|edge5"}},
+		{"a ConfigMap elsewhere", gvr("", "configmaps"), "other", []string{"inv1|edge3", "inv1|edge5"}},
+		{"a Deployment", gvr("apps", "deployments"), "shop", []string{"inv1|edge2", "inv1|edge3", "inv1|edge5"}},
+		{"a cluster-scoped widget", gvr("example.com", "widgets"), "", []string{"inv1|edge4", "inv1|edge5"}},
+		{"a namespace", gvr("", "namespaces"), "", []string{"inv1|edge1", "inv1|edge2", "inv1|edge3", "inv1|edge4", "inv1|edge5"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c.enqueueObjectChange("wds1", tt.gvr, tt.namespace)
+			require.Equal(t, tt.want, drain(c.mailboxes))
+			drain(c.statuses)
+			drain(c.rollouts)
+		})
+	}
 }
 
 // TestMailboxRelevant: what a syncer's heartbeat writes leaves its
