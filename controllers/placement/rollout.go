@@ -49,8 +49,11 @@ const (
 	rolloutResync = 30 * time.Second
 	// reportSpacing is the least time between two looks at a rollout for
 	// syncers' reports: during a wave hundreds arrive a second, and each
-	// look goes over every destination.
+	// look goes over every destination. A rollout whose looks take long
+	// (a large fleet) is looked at less often, so that its looks take at
+	// most lookShare of the time.
 	reportSpacing = 200 * time.Millisecond
+	lookShare     = 0.05
 	// statusSpacing is the least time between two writes of a placement's
 	// status for its rollout's progress alone (counts, the destinations
 	// listed): while a wave moves, every look has some. A new revision,
@@ -69,6 +72,10 @@ type rolloutTracker struct {
 	touched map[string]map[string]bool
 	// paced spaces the looks at a rollout for its copies' news.
 	paced *worker.Pacer[string]
+	// seen is, per placement, what its rollout's last look derived from
+	// each destination's SyncTarget; only its rollout's worker reads and
+	// writes a placement's.
+	seen map[string]map[string]*seenDest
 	// written spaces the writes of a placement's status for its rollout's
 	// progress.
 	written *worker.Pacer[string]
@@ -76,7 +83,35 @@ type rolloutTracker struct {
 
 func newRolloutTracker() *rolloutTracker {
 	return &rolloutTracker{byPlacement: map[string]*rolloutState{}, touched: map[string]map[string]bool{},
-		paced: worker.NewPacer[string](reportSpacing), written: worker.NewPacer[string](statusSpacing)}
+		paced: worker.NewSharePacer[string](reportSpacing, lookShare), written: worker.NewPacer[string](statusSpacing),
+		seen: map[string]map[string]*seenDest{}}
+}
+
+// seenDest is what a look derived from one destination's SyncTarget, kept
+// while the SyncTarget and the placement's generation are those it was
+// derived from (the caches replace an object they update, never change
+// it): a look goes over every destination, and deriving these again was
+// half of a look over 1,000.
+type seenDest struct {
+	st         *edgev2alpha1.SyncTarget
+	generation int64
+	key, name  string
+	mailbox    string
+	wave       int
+	waiting    string
+}
+
+// seenOf returns what the last look at a placement's rollout derived of
+// its destinations, for its rollout's worker to read and add to.
+func (t *rolloutTracker) seenOf(placement string) map[string]*seenDest {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seen := t.seen[placement]
+	if seen == nil {
+		seen = map[string]*seenDest{}
+		t.seen[placement] = seen
+	}
+	return seen
 }
 
 // touch records that a copy of a placement changed in a mailbox.
@@ -201,7 +236,52 @@ func (t *rolloutTracker) forget(placement string) bool {
 	}
 	delete(t.byPlacement, placement)
 	delete(t.touched, placement)
+	delete(t.seen, placement)
 	return had
+}
+
+// seeDestinations returns a placement's destinations whose SyncTargets
+// are there (syncTarget), sorted by INVENTORY/NAME, and the Location of
+// the first: what seen kept of each is used while its SyncTarget and the
+// placement's generation (its waves) are those it was derived from, and
+// is derived again otherwise; what seen has of destinations gone is
+// dropped.
+func seeDestinations(seen map[string]*seenDest, dests []edgev2alpha1.SinglePlacement,
+	syncTarget func(space, name string) (*edgev2alpha1.SyncTarget, bool), waves []labels.Selector, generation int64) ([]*seenDest, string) {
+	var targets []*seenDest
+	var firstName, firstLocation string
+	live := make(map[string]bool, len(dests))
+	for _, d := range dests {
+		st, ok := syncTarget(d.Space, d.SyncTargetName)
+		if !ok || st.UID != d.SyncTargetUID || st.DeletionTimestamp != nil {
+			continue
+		}
+		k := spaces.Key(d.Space, "", st.Name)
+		t := seen[k]
+		if t == nil || t.st != st || t.generation != generation {
+			t = &seenDest{st: st, generation: generation, key: k, name: d.Space + "/" + st.Name,
+				mailbox: spaces.MailboxName(d.Space, string(st.UID)), wave: len(waves), waiting: edgeWaiting(st)}
+			for i, sel := range waves {
+				if sel.Matches(labels.Set(st.Labels)) {
+					t.wave = i
+					break
+				}
+			}
+			seen[k] = t
+		}
+		live[k] = true
+		targets = append(targets, t)
+		if len(targets) == 1 || t.name < firstName {
+			firstName, firstLocation = t.name, d.LocationName
+		}
+	}
+	for k := range seen {
+		if !live[k] {
+			delete(seen, k)
+		}
+	}
+	sort.Slice(targets, func(i, j int) bool { return targets[i].name < targets[j].name })
+	return targets, firstLocation
 }
 
 // rolloutDest is what a rollout knows of one destination.
@@ -224,6 +304,7 @@ type rolloutDest struct {
 // what the waves allow, and records the status.
 func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, error) {
 	c.rolls.paced.Looked(key)
+	defer func(began time.Time) { c.rolls.paced.Took(key, time.Since(began)) }(time.Now())
 	wds, _, name, err := spaces.SplitKey(key)
 	if err != nil {
 		return false, nil
@@ -248,55 +329,48 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 	// the placement did).
 	touched := c.rolls.takeTouched(key)
 	ro := ep.Spec.Rollout
-	type target struct {
-		placed
-		st *edgev2alpha1.SyncTarget
-		// inventory is st's space; name is INVENTORY/NAME, the order of
-		// the destinations.
-		inventory, name string
-	}
-	var targets []target
-	if slice, ok := crossspace.Get[*edgev2alpha1.SinglePlacementSlice](c.slices, wds, "", name); ok {
-		for _, d := range slice.Destinations {
-			st, ok := crossspace.Get[*edgev2alpha1.SyncTarget](c.syncTargets, d.Space, "", d.SyncTargetName)
-			if !ok || st.UID != d.SyncTargetUID || st.DeletionTimestamp != nil {
-				continue
-			}
-			p := placed{source: source{wds: wds, ep: ep}, dest: destination{syncTarget: st}}
-			if loc, ok := crossspace.Get[*edgev2alpha1.Location](c.locations, d.Space, "", d.LocationName); ok {
-				p.dest.location = loc
-			}
-			targets = append(targets, target{p, st, d.Space, d.Space + "/" + st.Name})
-		}
-	}
-	// Each look goes over every destination: what it reads of each is
-	// computed once (a comparison of the sort computing the names again
-	// was a third of a look over 1,000).
-	sort.Slice(targets, func(i, j int) bool { return targets[i].name < targets[j].name })
-	revision := ""
-	var copies []string // copy keys of the revision
-	var sel *selection
-	if len(targets) > 0 {
-		// What the placement selects is the same for every destination
-		// (only customization differs, which the revision is not over).
-		sel = &selection{claims: map[string][]*claim{}, crdNames: map[string]bool{}, upsyncCRDs: map[string]bool{}, problems: map[string][]problem{}, placements: map[string]bool{}}
-		if _, synced := c.mailbox.selectFor(ctx, targets[0].placed, sel); !synced {
-			return true, nil
-		}
-		revision = c.mailbox.revisionOf(sel, targets[0].source)
-		for _, k := range sortedKeys(sel.claims) {
-			for _, cl := range sel.claims[k] {
-				if cl.source.same(targets[0].source) && !cl.failed {
-					copies = append(copies, k)
-					break
-				}
-			}
-		}
-	}
 	waves := make([]labels.Selector, len(ro.Waves))
 	for i := range ro.Waves {
 		if waves[i], err = metav1.LabelSelectorAsSelector(&ro.Waves[i].Selector); err != nil {
 			waves[i] = labels.Nothing() // refused at admission; an old object's selects nothing
+		}
+	}
+	// Each look goes over every destination: what it derives of each is
+	// derived once (a comparison of the sort computing the names again
+	// was a third of a look over 1,000), and kept for the next looks
+	// while its SyncTarget stays the same (seenDest).
+	var targets []*seenDest
+	var firstLocation string // of targets[0]
+	if slice, ok := crossspace.Get[*edgev2alpha1.SinglePlacementSlice](c.slices, wds, "", name); ok {
+		targets, firstLocation = seeDestinations(c.rolls.seenOf(key), slice.Destinations, func(space, name string) (*edgev2alpha1.SyncTarget, bool) {
+			return crossspace.Get[*edgev2alpha1.SyncTarget](c.syncTargets, space, "", name)
+		}, waves, ep.Generation)
+	} else {
+		clear(c.rolls.seenOf(key))
+	}
+	revision := ""
+	var copies []string // copy keys of the revision
+	var sel *selection
+	var first placed // targets[0] as a placement's destination
+	if len(targets) > 0 {
+		// What the placement selects is the same for every destination
+		// (only customization differs, which the revision is not over).
+		first = placed{source: source{wds: wds, ep: ep}, dest: destination{syncTarget: targets[0].st}}
+		if loc, ok := crossspace.Get[*edgev2alpha1.Location](c.locations, crossspace.SpaceOf(targets[0].st), "", firstLocation); ok {
+			first.dest.location = loc
+		}
+		sel = &selection{claims: map[string][]*claim{}, crdNames: map[string]bool{}, upsyncCRDs: map[string]bool{}, problems: map[string][]problem{}, placements: map[string]bool{}}
+		if _, synced := c.mailbox.selectFor(ctx, first, sel); !synced {
+			return true, nil
+		}
+		revision = c.mailbox.revisionOf(sel, first.source)
+		for _, k := range sortedKeys(sel.claims) {
+			for _, cl := range sel.claims[k] {
+				if cl.source.same(first.source) && !cl.failed {
+					copies = append(copies, k)
+					break
+				}
+			}
 		}
 	}
 	known := c.rolls.inspected(key, revision)
@@ -312,16 +386,8 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 	inspected := make(map[string]inspection, len(targets))
 	dests := make([]*rolloutDest, 0, len(targets))
 	for _, t := range targets {
-		st := t.st
-		d := &rolloutDest{key: spaces.Key(t.inventory, "", st.Name), name: t.name, wave: len(waves)}
-		for i, sel := range waves {
-			if sel.Matches(labels.Set(st.Labels)) {
-				d.wave = i
-				break
-			}
-		}
-		d.waiting = edgeWaiting(st)
-		mailbox := spaces.MailboxName(t.inventory, string(st.UID))
+		st, mailbox := t.st, t.mailbox
+		d := &rolloutDest{key: t.key, name: t.name, wave: t.wave, waiting: t.waiting}
 		if in, ok := known[d.key]; ok && in.mailbox == mailbox && st.Status.MailboxSpace == mailbox &&
 			in.generation == ep.Generation && in.copies == copiesOf && !touched[mailbox] {
 			d.updated, d.healthy, d.message, d.problem = in.updated, in.healthy, in.message, in.problem
@@ -401,7 +467,7 @@ func (c *Controller) reconcileRollout(ctx context.Context, key string) (bool, er
 		if sel != nil {
 			// What completed is what the caches hold now (sel was read
 			// from them with the revision): kept for joiners.
-			snap, err := c.mailbox.snapshotOf(sel, targets[0].source, revision)
+			snap, err := c.mailbox.snapshotOf(sel, first.source, revision)
 			if err == nil {
 				err = c.snaps.keep(ctx, key, snap)
 			}

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -389,4 +391,76 @@ func TestReportsWithTheHeartbeat(t *testing.T) {
 	require.Equal(t, map[string]bool{mailbox: true}, c.rolls.takeTouched(key))
 	require.Eventually(t, func() bool { return c.rollouts.Len() == 1 }, 10*time.Second, 10*time.Millisecond,
 		"one look after the spacing")
+}
+
+// TestSeeDestinations: what a look derives of each destination is kept
+// while its SyncTarget is the same object and the placement's waves are
+// those of the same generation, and derived again when either changes (a
+// SyncTarget relabelled moves to another wave, one whose syncer left
+// waits); destinations gone are forgotten, and those whose SyncTarget is
+// another incarnation are left out.
+func TestSeeDestinations(t *testing.T) {
+	target := func(name, ring string, connected bool) *edgev2alpha1.SyncTarget {
+		st := &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{"ring": ring}}}
+		if connected {
+			st.Status.Conditions = []metav1.Condition{{Type: edgev2alpha1.SyncTargetSyncerConnected, Status: metav1.ConditionTrue}}
+		}
+		return st
+	}
+	cache := map[string]*edgev2alpha1.SyncTarget{
+		"b": target("b", "canary", true), "a": target("a", "late", true), "c": target("c", "late", true),
+	}
+	get := func(space, name string) (*edgev2alpha1.SyncTarget, bool) {
+		st, ok := cache[name]
+		return st, ok && space == "inv"
+	}
+	dests := func(names ...string) []edgev2alpha1.SinglePlacement {
+		var out []edgev2alpha1.SinglePlacement
+		for _, n := range names {
+			out = append(out, edgev2alpha1.SinglePlacement{Space: "inv", SyncTargetName: n, SyncTargetUID: types.UID("uid-" + n), LocationName: "loc-" + n})
+		}
+		return out
+	}
+	waves := []labels.Selector{labels.SelectorFromSet(labels.Set{"ring": "canary"})}
+	type seenAs struct {
+		name, mailbox, waiting string
+		wave                   int
+	}
+	see := func(seen map[string]*seenDest, generation int64, names ...string) ([]seenAs, string) {
+		got, first := seeDestinations(seen, dests(names...), get, waves, generation)
+		var out []seenAs
+		for _, d := range got {
+			out = append(out, seenAs{d.name, d.mailbox, d.waiting, d.wave})
+		}
+		return out, first
+	}
+	mb := func(name string) string { return spaces.MailboxName("inv", "uid-"+name) }
+
+	seen := map[string]*seenDest{}
+	got, first := see(seen, 1, "c", "b", "a")
+	require.Equal(t, []seenAs{{"inv/a", mb("a"), "", 1}, {"inv/b", mb("b"), "", 0}, {"inv/c", mb("c"), "", 1}}, got)
+	require.Equal(t, "loc-a", first, "the Location of the first once sorted")
+	kept := seen["inv|a"]
+
+	// Unchanged: the same derivation, not made again.
+	see(seen, 1, "a", "b", "c")
+	require.Same(t, kept, seen["inv|a"])
+
+	// a relabelled into the canary wave and its syncer gone: derived
+	// again; c's SyncTarget another incarnation: left out; b gone.
+	cache["a"] = target("a", "canary", false)
+	cache["c"] = target("c", "late", true)
+	cache["c"].UID = "another"
+	got, _ = see(seen, 1, "a", "c")
+	require.Equal(t, []seenAs{{"inv/a", mb("a"), edgev2alpha1.RolloutStateDisconnected, 0}}, got)
+	require.NotSame(t, kept, seen["inv|a"])
+	require.Len(t, seen, 1, "what was seen of destinations gone is dropped")
+
+	// A new generation of the placement (its waves may differ): derived
+	// again.
+	kept = seen["inv|a"]
+	waves = nil
+	got, _ = see(seen, 2, "a")
+	require.Equal(t, []seenAs{{"inv/a", mb("a"), edgev2alpha1.RolloutStateDisconnected, 0}}, got, "no waves: the last wave, 0")
+	require.NotSame(t, kept, seen["inv|a"])
 }

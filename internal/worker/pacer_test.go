@@ -52,3 +52,42 @@ func TestPacer(t *testing.T) {
 	p.Looked("z")
 	require.Len(t, p.last, 1, "only the last moments' keys are kept")
 }
+
+// TestSharePacer: a key whose looks take long is looked at less often,
+// so that its looks take at most the share; one whose looks are quick
+// keeps the pacer's spacing.
+func TestSharePacer(t *testing.T) {
+	clock := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := NewSharePacer[string](200*time.Millisecond, 0.05)
+	p.now = func() time.Time { return clock }
+	q := &delays{after: map[string]time.Duration{}}
+
+	p.Looked("slow")
+	p.Took("slow", 30*time.Millisecond) // 5 %: 600 ms between looks
+	p.Looked("quick")
+	p.Took("quick", time.Millisecond)
+	clock = clock.Add(100 * time.Millisecond)
+	p.Add(q, "slow")
+	p.Add(q, "quick")
+	require.Equal(t, 500*time.Millisecond, q.after["slow"], "a look of 30 ms at 5 %: 600 ms between looks")
+	require.Equal(t, 100*time.Millisecond, q.after["quick"], "a quick look keeps the pacer's spacing")
+
+	// The next look keeps the stretch until its own Took says otherwise.
+	clock = clock.Add(500 * time.Millisecond)
+	p.Looked("slow")
+	clock = clock.Add(300 * time.Millisecond)
+	q.after = map[string]time.Duration{}
+	p.Add(q, "slow")
+	require.Equal(t, 300*time.Millisecond, q.after["slow"])
+	p.Took("slow", 2*time.Millisecond)
+	q.after = map[string]time.Duration{}
+	p.Add(q, "slow")
+	require.Empty(t, q.after, "the look was quick: the pacer's spacing, which has passed")
+
+	// A fixed pacer ignores Took.
+	f := NewPacer[string](200 * time.Millisecond)
+	f.now = p.now
+	f.Looked("k")
+	f.Took("k", time.Second)
+	require.Equal(t, 200*time.Millisecond, f.Wait("k"))
+}
