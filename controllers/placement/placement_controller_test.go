@@ -135,30 +135,35 @@ func TestStatusOnly(t *testing.T) {
 	require.False(t, crossspace.StatusOnly(&edgev2alpha1.EdgePlacement{}, &edgev2alpha1.EdgePlacement{}), "no generation: no telling")
 }
 
+// spaceInformer is an informer's cache indexed by space, filled by hand.
+func spaceInformer() *crossspace.Informer {
+	return &crossspace.Informer{Indexer: cache.NewIndexer(spaces.KeyFunc, cache.Indexers{crossspace.BySpace: func(obj any) ([]string, error) {
+		return []string{crossspace.SpaceOf(obj.(metav1.Object))}, nil
+	}})}
+}
+
+func testQueue() workqueue.TypedRateLimitingInterface[string] {
+	return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+}
+
+// drainQueue returns the keys queued, sorted, and empties the queue.
+func drainQueue(q workqueue.TypedRateLimitingInterface[string]) []string {
+	var out []string
+	for q.Len() > 0 {
+		k, _ := q.Get()
+		q.Done(k)
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // TestSourceChangeWaitsForTheRollout: a change of a WDS's objects
 // enqueues the mailboxes of its All placements, and of a Progressive
 // placement only its rollout, which admits the mailboxes wave by wave; a
 // mailbox both target is enqueued for the All one.
 func TestSourceChangeWaitsForTheRollout(t *testing.T) {
-	informer := func() *crossspace.Informer {
-		return &crossspace.Informer{Indexer: cache.NewIndexer(spaces.KeyFunc, cache.Indexers{crossspace.BySpace: func(obj any) ([]string, error) {
-			return []string{crossspace.SpaceOf(obj.(metav1.Object))}, nil
-		}})}
-	}
-	queue := func() workqueue.TypedRateLimitingInterface[string] {
-		return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
-	}
-	drain := func(q workqueue.TypedRateLimitingInterface[string]) []string {
-		var out []string
-		for q.Len() > 0 {
-			k, _ := q.Get()
-			q.Done(k)
-			out = append(out, k)
-		}
-		slices.Sort(out)
-		return out
-	}
-	c := &Controller{slices: informer(), placements: informer(), mailboxes: queue(), statuses: queue(), rollouts: queue()}
+	c := &Controller{slices: spaceInformer(), placements: spaceInformer(), mailboxes: testQueue(), statuses: testQueue(), rollouts: testQueue()}
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Annotations: map[string]string{spaces.Annotation: "wds1"}}
 	}
@@ -177,16 +182,16 @@ func TestSourceChangeWaitsForTheRollout(t *testing.T) {
 	require.NoError(t, c.slices.Add(&edgev2alpha1.SinglePlacementSlice{ObjectMeta: meta("all"), Destinations: to("edge1", "edge2")}))
 
 	c.enqueueSourceChange("wds1")
-	require.Equal(t, []string{"inv1|edge1", "inv1|edge2"}, drain(c.mailboxes))
-	require.Equal(t, []string{"wds1|all", "wds1|prog"}, drain(c.rollouts))
-	require.Equal(t, []string{"wds1|all", "wds1|prog"}, drain(c.statuses))
+	require.Equal(t, []string{"inv1|edge1", "inv1|edge2"}, drainQueue(c.mailboxes))
+	require.Equal(t, []string{"wds1|all", "wds1|prog"}, drainQueue(c.rollouts))
+	require.Equal(t, []string{"wds1|all", "wds1|prog"}, drainQueue(c.statuses))
 
 	// Strategy All: every destination at once, as before.
 	progressive = progressive.DeepCopy()
 	progressive.Spec.Rollout = nil
 	require.NoError(t, c.placements.Update(progressive))
 	c.enqueueSourceChange("wds1")
-	require.Equal(t, []string{"inv1|edge1", "inv1|edge2", "inv1|edge3"}, drain(c.mailboxes))
+	require.Equal(t, []string{"inv1|edge1", "inv1|edge2", "inv1|edge3"}, drainQueue(c.mailboxes))
 }
 
 // TestObjectChangeConcernsItsPlacements: a change of one object of a WDS
@@ -194,25 +199,7 @@ func TestSourceChangeWaitsForTheRollout(t *testing.T) {
 // group, resource and namespace, and no others; a namespace, or a
 // placement that follows dependencies, concerns every one.
 func TestObjectChangeConcernsItsPlacements(t *testing.T) {
-	informer := func() *crossspace.Informer {
-		return &crossspace.Informer{Indexer: cache.NewIndexer(spaces.KeyFunc, cache.Indexers{crossspace.BySpace: func(obj any) ([]string, error) {
-			return []string{crossspace.SpaceOf(obj.(metav1.Object))}, nil
-		}})}
-	}
-	queue := func() workqueue.TypedRateLimitingInterface[string] {
-		return workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
-	}
-	drain := func(q workqueue.TypedRateLimitingInterface[string]) []string {
-		var out []string
-		for q.Len() > 0 {
-			k, _ := q.Get()
-			q.Done(k)
-			out = append(out, k)
-		}
-		slices.Sort(out)
-		return out
-	}
-	c := &Controller{slices: informer(), placements: informer(), mailboxes: queue(), statuses: queue(), rollouts: queue()}
+	c := &Controller{slices: spaceInformer(), placements: spaceInformer(), mailboxes: testQueue(), statuses: testQueue(), rollouts: testQueue()}
 	meta := func(name string) metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Annotations: map[string]string{spaces.Annotation: "wds1"}}
 	}
@@ -251,9 +238,9 @@ func TestObjectChangeConcernsItsPlacements(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c.enqueueObjectChange("wds1", tt.gvr, tt.namespace)
-			require.Equal(t, tt.want, drain(c.mailboxes))
-			drain(c.statuses)
-			drain(c.rollouts)
+			require.Equal(t, tt.want, drainQueue(c.mailboxes))
+			drainQueue(c.statuses)
+			drainQueue(c.rollouts)
 		})
 	}
 }
