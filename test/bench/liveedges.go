@@ -655,10 +655,12 @@ func startLiveFleet(ctx context.Context, bin string, n int, profiles string, pro
 	if f.sim, err = startSimulators(ctx, spec, s.dataDir); err != nil {
 		return nil, err
 	}
+	profiled := make(chan struct{})
 	if profiles != "" {
 		// The server and a simulator in the thick of the connect: 30 s
 		// from a minute after the syncers start.
 		go func() {
+			defer close(profiled)
 			if sleep(ctx, time.Minute) != nil {
 				return
 			}
@@ -667,6 +669,8 @@ func startLiveFleet(ctx context.Context, bin string, n int, profiles string, pro
 				wait()
 			}
 		}()
+	} else {
+		close(profiled)
 	}
 	if err := f.sim.wait(ctx, connectLimit(n), fmt.Sprintf("%d syncers connected", n), progress, func(r simReport) int { return r.Ready }, n); err != nil {
 		printRequests("the unfinished connect")
@@ -676,6 +680,13 @@ func startLiveFleet(ctx context.Context, bin string, n int, profiles string, pro
 	f.connected = time.Since(f.began)
 	if f.conditionsAt, err = waitSyncersConnected(ctx, s, liveInv, n, progress); err != nil {
 		return nil, err
+	}
+	// The server profiles one thing at a time: a section's own profiles
+	// (the rollouts') start once the connect's has ended.
+	select {
+	case <-profiled:
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 	return f, nil
 }
