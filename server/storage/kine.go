@@ -39,6 +39,31 @@ import (
 // loss may lose the last ones) and immediate write transactions.
 const SQLiteParams = "_journal_mode=WAL&_busy_timeout=30000&_synchronous=NORMAL&_txlock=immediate&_stmt_cache_size=20&cache=shared"
 
+// kineMaintenanceOff are the parameters of a sqlite:// endpoint that turn
+// off what kine would do to the file on its own, since the maintainer does
+// it in short turns (see sqlite.go): a FULL checkpoint after each
+// compaction, which holds every writer back for up to the busy timeout
+// (30 s) until the readers of older snapshots are done, and a VACUUM at each
+// start, which rewrites the whole file (and needs its size in free disk) on
+// the way to ready. kine looks for the names; SQLite ignores them.
+var kineMaintenanceOff = []string{"_kine_disable_compact_wal_checkpoint", "_kine_disable_startup_vacuum"}
+
+// maintainedByUs adds kineMaintenanceOff to a sqlite:// endpoint that does
+// not name them already.
+func maintainedByUs(endpointURL string) string {
+	for _, param := range kineMaintenanceOff {
+		if strings.Contains(endpointURL, param) {
+			continue
+		}
+		sep := "&"
+		if !strings.Contains(endpointURL, "?") {
+			sep = "?"
+		}
+		endpointURL += sep + param + "=true"
+	}
+	return endpointURL
+}
+
 // Datastore is kine serving the etcd API on a unix socket in the data
 // directory. For an etcd endpoint, kine is not started and the endpoint is
 // used as it is.
@@ -125,6 +150,7 @@ func Start(ctx context.Context, cfg Config) (*Datastore, error) {
 	}
 	path := sqlitePath(endpointURL)
 	if path != "" {
+		endpointURL = maintainedByUs(endpointURL)
 		if err := prepareSQLite(ctx, path); err != nil {
 			return nil, err
 		}

@@ -85,6 +85,12 @@ func (m *maintainer) run(ctx context.Context) {
 	}
 }
 
+// slowRound is the duration of a maintenance round above which it is logged
+// at the default level, with each phase's: a round holds SQLite's write
+// lock in short turns, and a long one shows up as the whole server's writes
+// stalling.
+const slowRound = time.Second
+
 // compactRound compacts to m.target (to the current revision when now is
 // set; kine keeps the last CompactMinRetain revisions in either case), then
 // reclaims free pages and truncates the log.
@@ -92,6 +98,7 @@ func (m *maintainer) compactRound(ctx context.Context, now bool) error {
 	logger := klog.FromContext(ctx)
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	start := time.Now()
 	current, err := m.currentRevision(ctx)
 	if err != nil {
 		return err
@@ -101,11 +108,13 @@ func (m *maintainer) compactRound(ctx context.Context, now bool) error {
 		target = current
 	}
 	m.target = current
+	var took roundPhases
 	if target > 0 {
 		current, err = m.compact(ctx, target, current)
 		if err != nil {
 			return err
 		}
+		took.compact = time.Since(start)
 		if err := m.publishCompaction(ctx, min(target, current-m.minRetain)); err != nil {
 			return err
 		}
@@ -114,21 +123,36 @@ func (m *maintainer) compactRound(ctx context.Context, now bool) error {
 	if err != nil {
 		return err
 	}
+	reclaimStart := time.Now()
 	freed, err := m.file.reclaim(ctx)
 	if err != nil {
 		return fmt.Errorf("reclaiming free pages: %w", err)
 	}
+	checkpointStart := time.Now()
+	took.reclaim = checkpointStart.Sub(reclaimStart)
 	busy, err := m.file.checkpoint(ctx)
 	if err != nil {
 		return err
 	}
+	took.checkpoint = time.Since(checkpointStart)
 	after, err := m.file.sizes()
 	if err != nil {
 		return err
 	}
-	logger.V(2).Info("datastore compacted", "target", target, "current", current, "freedPages", freed,
+	took.total = time.Since(start)
+	msg, l := "datastore compacted", logger.V(2)
+	if took.total > slowRound {
+		msg, l = "datastore maintenance round was slow; writes wait while it holds the database", logger.V(0)
+	}
+	l.Info(msg, "took", took.total, "compactTook", took.compact, "reclaimTook", took.reclaim, "checkpointTook", took.checkpoint,
+		"target", target, "current", current, "freedPages", freed,
 		"dbBytesBefore", before.DB, "walBytesBefore", before.WAL, "dbBytes", after.DB, "walBytes", after.WAL, "checkpointBusy", busy)
 	return nil
+}
+
+// roundPhases are how long a maintenance round and its phases took.
+type roundPhases struct {
+	total, compact, reclaim, checkpoint time.Duration
 }
 
 // compact has kine compact to target. kine compacts synchronously and logs
@@ -260,9 +284,13 @@ func (m *maintainer) checkWAL(ctx context.Context) error {
 	if err != nil || sizes.WAL <= m.walLimit {
 		return err
 	}
+	start := time.Now()
 	busy, err := m.file.checkpoint(ctx)
 	if err != nil {
 		return err
+	}
+	if took := time.Since(start); took > slowRound {
+		klog.FromContext(ctx).Info("datastore log checkpoint was slow; writes wait while it holds the database", "took", took, "walBytes", sizes.WAL, "busy", busy)
 	}
 	if busy {
 		klog.FromContext(ctx).Info("datastore log is over its limit and readers kept it from being truncated; trying again", "walBytes", sizes.WAL, "limit", m.walLimit, "in", walCheckInterval)

@@ -285,3 +285,51 @@ func TestSQLiteFilesAreTheOwners(t *testing.T) {
 		require.Equal(t, os.FileMode(0o600), info.Mode().Perm(), p)
 	}
 }
+
+// TestKineLeavesTheFileToTheMaintainer: kine neither rewrites the file at
+// start (its VACUUM would empty the free list, here the space a dropped
+// table left) nor checkpoints after compacting (the endpoint turns both
+// off, for any sqlite:// endpoint the maintainer looks after).
+func TestKineLeavesTheFileToTheMaintainer(t *testing.T) {
+	require.Equal(t, "sqlite://x.db?_kine_disable_compact_wal_checkpoint=true&_kine_disable_startup_vacuum=true", maintainedByUs("sqlite://x.db"))
+	require.Equal(t, "sqlite://x.db?_kine_disable_startup_vacuum=false&_kine_disable_compact_wal_checkpoint=true",
+		maintainedByUs("sqlite://x.db?_kine_disable_startup_vacuum=false"))
+	require.Equal(t, DefaultEndpoint("/d")+"&_kine_disable_compact_wal_checkpoint=true&_kine_disable_startup_vacuum=true", maintainedByUs(DefaultEndpoint("/d")))
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	ds, err := Start(ctx, Config{DataDir: dir})
+	require.NoError(t, err)
+	require.NoError(t, ds.WaitReady(ctx, ""))
+	path := ds.maintainer.file.path
+	ds.Stop()
+	runtime.GC() // see TestUpgradeTurnsOnIncrementalVacuum
+
+	f, err := openSQLite(path)
+	require.NoError(t, err)
+	_, err = f.db.ExecContext(ctx, "CREATE TABLE filler (v BLOB)")
+	require.NoError(t, err)
+	for range 64 {
+		_, err = f.db.ExecContext(ctx, "INSERT INTO filler VALUES (zeroblob(16384))")
+		require.NoError(t, err)
+	}
+	_, err = f.db.ExecContext(ctx, "DROP TABLE filler")
+	require.NoError(t, err)
+	free := freePages(t, ctx, f)
+	require.Greater(t, free, int64(64), "the dropped table's pages are free")
+	require.NoError(t, f.Close())
+
+	ds = startSQLiteIn(ctx, t, dir)
+	require.Equal(t, free, freePages(t, ctx, ds.maintainer.file), "the start left the file as it was")
+}
+
+func freePages(t *testing.T, ctx context.Context, f *sqliteFile) int64 {
+	t.Helper()
+	conn, err := f.db.Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	free, err := pragmaInt(ctx, conn, "freelist_count")
+	require.NoError(t, err)
+	return free
+}
