@@ -727,6 +727,60 @@ func (f *liveFleet) keepLogs() string {
 	return "\n--- the logs are kept in " + dir + " ---"
 }
 
+// stallMarks are what the server logs when it stalls: requests that ran
+// past their timeout. maintenanceMarks are what it logs of a slow round of
+// the datastore's maintenance, which holds the writes in turns: a cause
+// to look at, not a stall by itself.
+var (
+	stallMarks       = []string{"Post-timeout activity", "FinishRequest: post-timeout activity"}
+	maintenanceMarks = []string{"maintenance round was slow", "log checkpoint was slow"}
+)
+
+// serverLogSize is how long the server's log is now, for stallsSince.
+func (f *liveFleet) serverLogSize() int64 {
+	info, err := os.Stat(filepath.Join(f.s.dataDir, "server.log"))
+	if err != nil {
+		return 0
+	}
+	return info.Size()
+}
+
+// logSince returns how many lines of the server's log after offset carry
+// one of marks, and the first few of them.
+func (f *liveFleet) logSince(offset int64, marks []string) (int, []string) {
+	file, err := os.Open(filepath.Join(f.s.dataDir, "server.log"))
+	if err != nil {
+		return 0, nil
+	}
+	defer file.Close()
+	if _, err := file.Seek(offset, io.SeekStart); err != nil {
+		return 0, nil
+	}
+	return markedLines(file, marks, 3)
+}
+
+// markedLines counts the lines of r that carry one of marks, and returns
+// the first few, cut short.
+func markedLines(r io.Reader, marks []string, few int) (int, []string) {
+	n, first := 0, []string(nil)
+	lines := bufio.NewScanner(r)
+	lines.Buffer(make([]byte, 64<<10), 1<<20)
+	for lines.Scan() {
+		line := lines.Text()
+		if !slices.ContainsFunc(marks, func(m string) bool { return strings.Contains(line, m) }) {
+			continue
+		}
+		n++
+		if len(first) < few {
+			if len(line) > 300 {
+				line = line[:300] + "…"
+			}
+			first = append(first, line)
+		}
+	}
+	return n, first
+}
+
 // stop ends the simulators and the server, and removes the server's data.
 func (f *liveFleet) stop() {
 	f.sim.stop()

@@ -68,3 +68,20 @@ func TestConnectLimit(t *testing.T) {
 	require.Equal(t, 10*time.Minute, connectLimit(6000))
 	require.Equal(t, 16*time.Minute+40*time.Second, connectLimit(10000))
 }
+
+func TestMarkedLines(t *testing.T) {
+	log := `I1206 19:01:02.000000 1 handler.go:1] "Request" verb="GET"
+E1206 19:01:03.000000 1 timeout.go:142] post-timeout activity - time-elapsed: 31s, PUT "/spaces/x" result: <nil>
+E1206 19:01:03.100000 1 wrap.go:53] "Post-timeout activity" timeElapsed="31.2s" method="PUT"
+I1206 19:01:04.000000 1 maintenance.go:130] "datastore maintenance round was slow; writes wait while it holds the database" took="34s"
+I1206 19:01:05.000000 1 other.go:1] "nothing to see"
+`
+	n, first := markedLines(strings.NewReader(log), stallMarks, 1)
+	require.Equal(t, 1, n)
+	require.Equal(t, []string{`E1206 19:01:03.100000 1 wrap.go:53] "Post-timeout activity" timeElapsed="31.2s" method="PUT"`}, first)
+	n, _ = markedLines(strings.NewReader(log), maintenanceMarks, 3)
+	require.Equal(t, 1, n)
+	n, first = markedLines(strings.NewReader("a quiet log\n"), stallMarks, 3)
+	require.Zero(t, n)
+	require.Empty(t, first)
+}

@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -47,6 +48,10 @@ type rolloutResult struct {
 	placeCPU, updateCPU time.Duration
 	// arrivals is when each edge stored the update, from the update.
 	arrivals []time.Duration
+	// stalls is how many lines of the server's log said it stalled
+	// during the run's measurements (stallMarks): its CPU is then the
+	// stall's as much as the strategy's.
+	stalls int
 }
 
 func rolloutsSection(o liveOptions) string { return o.section("rollouts") }
@@ -119,7 +124,11 @@ func rolloutsMeasure(ctx context.Context, f *liveFleet, o liveOptions, repeat in
 			}
 		}
 	}
-	return rolloutRows(n, m, alls, progs)
+	rows, err := rolloutRows(n, m, alls, progs)
+	if err == nil && slices.ContainsFunc(append(alls, progs...), func(r *rolloutResult) bool { return r.stalls > 0 }) {
+		progress("the server stalled during a measurement%s", f.keepLogs())
+	}
+	return rows, err
 }
 
 // rolloutWarmUp places one ConfigMap on every edge, unmeasured, and
@@ -211,42 +220,54 @@ func rolloutRows(n, m int, alls, progs []*rolloutResult) ([]row, error) {
 	// copies), so a pair measures each once first and once second and
 	// the order cancels within it. A last run without its pair is left
 	// out of the ratio; so is a pair whose All's CPU was not above the
-	// fleet's at rest.
-	ratio := func(cpu func(*rolloutResult) time.Duration) (string, spread) {
+	// fleet's at rest, and a pair during which the server stalled (said
+	// beside the ratio: a stall's CPU is not the strategy's).
+	ratio := func(cpu func(*rolloutResult) time.Duration) (string, spread, string) {
 		var ratios []float64
+		var stalled []string
 		step := 2
 		if len(alls) == 1 {
 			step = 1
 		}
 		for i := 0; i+step <= len(alls); i += step {
 			var a, p time.Duration
+			stalls := 0
 			for j := i; j < i+step; j++ {
 				a, p = a+cpu(alls[j]), p+cpu(progs[j])
+				stalls += alls[j].stalls + progs[j].stalls
+			}
+			if stalls > 0 {
+				stalled = append(stalled, fmt.Sprintf("%.2f×", float64(p.Microseconds())/float64(max(a.Microseconds(), 1))))
+				continue
 			}
 			if a > 0 {
 				ratios = append(ratios, float64(p.Microseconds())/float64(a.Microseconds()))
 			}
 		}
+		left := ""
+		if len(stalled) > 0 {
+			left = fmt.Sprintf("; left out, the server stalled: %s", strings.Join(stalled, ", "))
+		}
 		if len(ratios) == 0 {
-			return "n/a", spread{}
+			return "n/a", spread{}, left
 		}
 		s := spreadOf(ratios)
 		if step == 2 {
 			s.of = "pairs of runs"
 		}
-		return s.show(times), s
+		return s.show(times), s, left
 	}
 	placeCPU := func(r *rolloutResult) time.Duration { return r.placeCPU }
 	updateCPU := func(r *rolloutResult) time.Duration { return r.updateCPU }
-	placeRatio, placeSpread := ratio(placeCPU)
-	updateRatio, _ := ratio(updateCPU)
+	placeRatio, placeSpread, placeLeft := ratio(placeCPU)
+	updateRatio, _, updateLeft := ratio(updateCPU)
 	fleet := fmt.Sprintf("%d live edges in 5 waves (canary 1 %%, early 4 %%, middle 15 %%, late 30 %%, rest 50 %%), minSuccessTime 0", n)
 	return []row{
 		{fmt.Sprintf("place %d ConfigMaps × %d live edges, All", m, n), over(alls, func(r *rolloutResult) time.Duration { return r.place }, long),
 			fmt.Sprintf("until every edge cluster holds every copy; %s server CPU per copy, less the fleet at rest", cpuOver(alls, placeCPU, n*m))},
 		{fmt.Sprintf("place %d ConfigMaps × %d live edges, Progressive", m, n), over(progs, func(r *rolloutResult) time.Duration { return r.place }, long),
 			fmt.Sprintf("until the rollout is Complete; %s server CPU per copy; %s", cpuOver(progs, placeCPU, n*m), fleet)},
-		{"server CPU per copy placed, Progressive ÷ All", placeRatio, "target ≤ 1.10×" + placeSpread.judged()},
+		{"server CPU per copy placed, Progressive ÷ All", placeRatio, "target ≤ 1.10×" + placeSpread.judged() + placeLeft},
 		{fmt.Sprintf("one ConfigMap updated → all %d live edges, All", n), over(alls, func(r *rolloutResult) time.Duration { return r.update }, long),
 			fmt.Sprintf("%s server CPU per edge", cpuOver(alls, updateCPU, n))},
 		{fmt.Sprintf("one ConfigMap updated → canary wave (%d edges), Progressive, p50", canaryEdges), durationSpread(canary50).show(asDuration(long)),
@@ -254,7 +275,7 @@ func rolloutRows(n, m int, alls, progs []*rolloutResult) ([]row, error) {
 		{fmt.Sprintf("one ConfigMap updated → all %d live edges, Progressive", n), over(progs, func(r *rolloutResult) time.Duration { return r.update }, long),
 			fmt.Sprintf("until the rollout is Complete; %s: %s; %s server CPU per edge", wavesOf, strings.Join(waves, ", "), cpuOver(progs, updateCPU, n))},
 		{"server CPU per edge for one update, Progressive ÷ All", updateRatio,
-			fmt.Sprintf("a new revision writes, in each mailbox, the copy that changed (of the placement's %d) and the record of the revision, and the syncer reports on the record once", m)},
+			fmt.Sprintf("a new revision writes, in each mailbox, the copy that changed (of the placement's %d) and the record of the revision, and the syncer reports on the record once%s", m, updateLeft)},
 	}, nil
 }
 
@@ -263,6 +284,7 @@ func rolloutRows(n, m int, alls, progs []*rolloutResult) ([]row, error) {
 // tells -repeat's runs' namespaces and profiles apart.
 func rolloutRun(ctx context.Context, f *liveFleet, o liveOptions, strategy edgev2alpha1.RolloutStrategy, run int, restRate float64, progress func(string, ...any)) (*rolloutResult, error) {
 	n, m := o.edges, o.objects
+	r := &rolloutResult{}
 	ns := liveNamespace + "-" + strings.ToLower(string(strategy))
 	if run > 1 {
 		ns += fmt.Sprintf("-%d", run)
@@ -300,6 +322,7 @@ func rolloutRun(ctx context.Context, f *liveFleet, o liveOptions, strategy edgev
 		if err := change(); err != nil {
 			return 0, 0, err
 		}
+		logAt := f.serverLogSize()
 		if err := f.sim.wait(ctx, 30*time.Minute, what, progress, count, want); err != nil {
 			return 0, 0, err
 		}
@@ -317,6 +340,19 @@ func rolloutRun(ctx context.Context, f *liveFleet, o liveOptions, strategy edgev
 			return 0, 0, err
 		}
 		cpu := cpu1 - cpu0 - time.Duration(restRate*float64(time.Since(began)))
+		if stalls, first := f.logSince(logAt, stallMarks); stalls > 0 {
+			r.stalls += stalls
+			progress("the server stalled during %s, %s: %d requests ran past their timeout; the first:", what, strategy, stalls)
+			for _, line := range first {
+				progress("  %s", line)
+			}
+		}
+		if slow, first := f.logSince(logAt, maintenanceMarks); slow > 0 {
+			progress("the datastore's maintenance was slow %d times during %s, %s; the first:", slow, what, strategy)
+			for _, line := range first {
+				progress("  %s", line)
+			}
+		}
 		if requests1, err := requestCounts(ctx, f.s); err == nil {
 			progress("the server's busiest requests, %s, %s:", what, strategy)
 			for _, line := range busiest(requests0, requests1, 20) {
@@ -326,7 +362,6 @@ func rolloutRun(ctx context.Context, f *liveFleet, o liveOptions, strategy edgev
 		return took, max(cpu, 0), nil
 	}
 
-	r := &rolloutResult{}
 	ep := placementObject(name, map[string]string{"env": "live"},
 		edgev2alpha1.DownsyncClause{APIGroup: ptr.To(""), Resources: []string{"configmaps"}, Namespaces: []string{ns}})
 	ep.Spec.WantSingletonReportedState = false

@@ -26,6 +26,10 @@ func TestRolloutRows(t *testing.T) {
 		}
 		return r
 	}
+	stalled := func(r *rolloutResult) *rolloutResult {
+		r.stalls = 3
+		return r
+	}
 	value := func(rows []row, prefix string) row {
 		for _, r := range rows {
 			if strings.HasPrefix(r.metric, prefix) {
@@ -88,6 +92,24 @@ func TestRolloutRows(t *testing.T) {
 			placeRatio: "1.10× (1.00×–1.20× over 2 pairs of runs)", placeNote: "target ≤ 1.10× on the median of 2 pairs of runs",
 			updateRatio: "1.50×", canary: "300.0 ms (300.0 ms–300.0 ms over 4 runs)",
 			placeAll: "2000.0 ms (2000.0 ms–2000.0 ms over 4 runs)", allCPUOfCopy: "1000 µs (500 µs–1500 µs over 4 runs) server CPU per copy",
+		},
+		{
+			name: "four runs, the server stalled in the second pair: left out of the ratios and said",
+			alls: []*rolloutResult{
+				result(2*time.Second, 100*time.Millisecond, 100*time.Millisecond, 0, time.Second),
+				result(2*time.Second, 300*time.Millisecond, 100*time.Millisecond, 0, time.Second),
+				result(2*time.Second, 100*time.Millisecond, 100*time.Millisecond, 0, time.Second),
+				stalled(result(9*time.Second, 900*time.Millisecond, 100*time.Millisecond, 0, time.Second)),
+			},
+			progs: []*rolloutResult{
+				result(4*time.Second, 300*time.Millisecond, 150*time.Millisecond, 300*time.Millisecond, 3*time.Second),
+				result(4*time.Second, 100*time.Millisecond, 150*time.Millisecond, 300*time.Millisecond, 3*time.Second),
+				result(4*time.Second, 300*time.Millisecond, 150*time.Millisecond, 300*time.Millisecond, 3*time.Second),
+				result(4*time.Second, 200*time.Millisecond, 150*time.Millisecond, 300*time.Millisecond, 3*time.Second),
+			},
+			placeRatio: "1.00×", placeNote: "target ≤ 1.10×; left out, the server stalled: 0.50×",
+			updateRatio: "1.50×", canary: "300.0 ms (300.0 ms–300.0 ms over 4 runs)",
+			placeAll: "2000.0 ms (2000.0 ms–9000.0 ms over 4 runs)", allCPUOfCopy: "1000 µs (500 µs–4500 µs over 4 runs) server CPU per copy",
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
