@@ -27,7 +27,7 @@ func TestRolloutRows(t *testing.T) {
 		return r
 	}
 	stalled := func(r *rolloutResult) *rolloutResult {
-		r.stalls = 3
+		r.stalls = 1 // of 100 edges
 		return r
 	}
 	value := func(rows []row, prefix string) row {
@@ -126,6 +126,9 @@ func TestRolloutRows(t *testing.T) {
 			require.Contains(t, all.note, tt.allCPUOfCopy)
 		})
 	}
+
+	require.False(t, (&rolloutResult{stalls: 9}).stalled(1000), "a queue's tail")
+	require.True(t, (&rolloutResult{stalls: 10}).stalled(1000), "1 % of the edges")
 
 	_, err := rolloutRows(50, m, []*rolloutResult{result(0, 0, 0, 0, 0)}, []*rolloutResult{{arrivals: make([]time.Duration, 50)}})
 	require.ErrorContains(t, err, "no edge of 50 is in the canary wave")
