@@ -76,7 +76,7 @@ func (c *Client) Run(ctx context.Context) {
 					return nil, err
 				}
 				watched := newWatchedConn(conn)
-				go watched.watch(ctx, DeadAfter, func() { logger.Info("tunnel silent too long: dropping it", "after", DeadAfter) })
+				go watched.watch(ctx, DeadAfter, logDrop(logger))
 				return watched, nil
 			},
 		}
@@ -155,7 +155,7 @@ func (c *Client) runStream(ctx context.Context, server, wsURL string, auth remot
 		return err
 	}
 	watched := newWatchedConn(conn)
-	go watched.watch(ctx, DeadAfter, func() { logger.Info("tunnel silent too long: dropping it", "after", DeadAfter) })
+	go watched.watch(ctx, DeadAfter, logDrop(logger))
 	defer watched.Close()
 	// The stream is already TLS (the connection's): the handshake inside
 	// it is plain.

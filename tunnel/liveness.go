@@ -9,23 +9,73 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
-// watchedConn records when it last received anything.
+// watchedConn records when it last received anything, and when it last
+// wrote and whether a write is under way, for what a drop says.
 type watchedConn struct {
 	net.Conn
 	lastRead  atomic.Int64
+	lastWrite atomic.Int64
+	// writing is when the write under way began (0: none is).
+	writing   atomic.Int64
 	closed    chan struct{}
 	closeOnce sync.Once
 }
 
 func newWatchedConn(c net.Conn) *watchedConn {
 	w := &watchedConn{Conn: c, closed: make(chan struct{})}
-	w.lastRead.Store(time.Now().UnixNano())
+	now := time.Now().UnixNano()
+	w.lastRead.Store(now)
+	w.lastWrite.Store(now)
 	return w
+}
+
+// Silence is what a connection dropped for silence had last done: how
+// long since it last read and wrote, and for how long a write had been
+// under way (0: none was). A write under way that long says the way out
+// was congested rather than the other side gone: on a tunnel, the pong
+// to a ping is written from the loop that reads, so a stalled write
+// stops the reads too.
+type Silence struct {
+	SinceRead, SinceWrite, WriteBlocked time.Duration
+}
+
+// KeysAndValues are s as structured log fields.
+func (s Silence) KeysAndValues() []any {
+	return []any{"sinceRead", s.SinceRead.Round(time.Millisecond), "sinceWrite", s.SinceWrite.Round(time.Millisecond),
+		"writeBlocked", s.WriteBlocked.Round(time.Millisecond)}
+}
+
+// logDrop returns what logs a tunnel's drop for silence, with fields.
+func logDrop(logger klog.Logger, fields ...any) func(Silence) {
+	return func(s Silence) {
+		logger.Info("tunnel silent too long: dropping it", slices.Concat(fields, []any{"after", DeadAfter}, s.KeysAndValues())...)
+	}
+}
+
+func (c *watchedConn) silence(now time.Time) Silence {
+	s := Silence{SinceRead: now.Sub(time.Unix(0, c.lastRead.Load())), SinceWrite: now.Sub(time.Unix(0, c.lastWrite.Load()))}
+	if began := c.writing.Load(); began != 0 {
+		s.WriteBlocked = now.Sub(time.Unix(0, began))
+	}
+	return s
+}
+
+func (c *watchedConn) Write(p []byte) (int, error) {
+	c.writing.Store(time.Now().UnixNano())
+	n, err := c.Conn.Write(p)
+	c.writing.Store(0)
+	if n > 0 {
+		c.lastWrite.Store(time.Now().UnixNano())
+	}
+	return n, err
 }
 
 func (c *watchedConn) Close() error {
@@ -43,8 +93,9 @@ func (c *watchedConn) Read(p []byte) (int, error) {
 
 // watch closes the connection once nothing has arrived for deadAfter (the
 // other side pings every few seconds), or when ctx is done: a server that
-// shuts down, or a syncer that stops, drops its tunnels.
-func (c *watchedConn) watch(ctx context.Context, deadAfter time.Duration, onDead func()) {
+// shuts down, or a syncer that stops, drops its tunnels. onDead hears of
+// a drop for silence first.
+func (c *watchedConn) watch(ctx context.Context, deadAfter time.Duration, onDead func(Silence)) {
 	ticker := time.NewTicker(deadAfter / 5)
 	defer ticker.Stop()
 	for {
@@ -55,9 +106,9 @@ func (c *watchedConn) watch(ctx context.Context, deadAfter time.Duration, onDead
 		case <-c.closed:
 			return
 		case <-ticker.C:
-			if time.Since(time.Unix(0, c.lastRead.Load())) > deadAfter {
+			if s := c.silence(time.Now()); s.SinceRead > deadAfter {
 				if onDead != nil {
-					onDead()
+					onDead(s)
 				}
 				c.Close()
 				return
@@ -72,7 +123,7 @@ type watchingWriter struct {
 	http.ResponseWriter
 	ctx       context.Context
 	deadAfter time.Duration
-	onDead    func()
+	onDead    func(Silence)
 	// readLimit bounds each WebSocket message read (0: no bound);
 	// onReadFailed hears why a read failed the bound, before the
 	// connection closes.

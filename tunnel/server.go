@@ -187,9 +187,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	defer context.AfterFunc(s.ctx, cancel)()
 	var tooLarge atomic.Pointer[error]
 	s.rd.ServeHTTP(&watchingWriter{ResponseWriter: w, ctx: ctx, deadAfter: DeadAfter, readLimit: MaxMessageBytes,
-		onDead: func() {
-			logger.Info("tunnel silent too long: dropping it", "syncTarget", key.target(), "remote", req.RemoteAddr, "after", DeadAfter)
-		},
+		onDead:       logDrop(logger, "syncTarget", key.target(), "remote", req.RemoteAddr),
 		onReadFailed: func(err error) { tooLarge.Store(&err) },
 	}, req)
 	reason := "closed"

@@ -194,15 +194,47 @@ func TestSilentConnectionIsDropped(t *testing.T) {
 	a, b := net.Pipe()
 	defer b.Close()
 	w := newWatchedConn(a)
-	dead := make(chan struct{})
-	go w.watch(context.Background(), 100*time.Millisecond, func() { close(dead) })
+	dead := make(chan Silence, 1)
+	go w.watch(context.Background(), 100*time.Millisecond, func(s Silence) { dead <- s })
 	select {
-	case <-dead:
+	case s := <-dead:
+		require.Greater(t, s.SinceRead, 100*time.Millisecond)
+		require.Zero(t, s.WriteBlocked, "nothing was being written")
 	case <-time.After(5 * time.Second):
 		t.Fatal("a silent connection was not dropped")
 	}
 	_, err := w.Write([]byte("x"))
 	require.Error(t, err, "the dropped connection is closed")
+}
+
+// TestSilenceSaysAWriteWasBlocked: a connection dropped while its write
+// could not go out (the other side reads nothing: a pipe's write waits
+// for its read) says so, and how long it waited.
+func TestSilenceSaysAWriteWasBlocked(t *testing.T) {
+	a, b := net.Pipe()
+	defer b.Close()
+	w := newWatchedConn(a)
+	written := make(chan error, 1)
+	go func() {
+		_, err := w.Write([]byte("pong"))
+		written <- err
+	}()
+	dead := make(chan Silence, 1)
+	go w.watch(context.Background(), 100*time.Millisecond, func(s Silence) { dead <- s })
+	select {
+	case s := <-dead:
+		require.Greater(t, s.WriteBlocked, 50*time.Millisecond, "the write under way since the start")
+		require.Greater(t, s.SinceWrite, 100*time.Millisecond, "nothing was written")
+		require.Contains(t, s.KeysAndValues(), "writeBlocked")
+	case <-time.After(5 * time.Second):
+		t.Fatal("a silent connection was not dropped")
+	}
+	select {
+	case err := <-written:
+		require.Error(t, err, "the drop ends the blocked write")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the blocked write did not end with the connection")
+	}
 }
 
 // trackingListener can cut every connection it accepted, hijacked or not.
