@@ -78,9 +78,6 @@ const (
 	simEdgesPerProcess = 2500
 )
 
-// simNice is the simulators' niceness (nice(1)).
-const simNice = 10
-
 // simWorkers is each simulated syncer's --workers.
 const simWorkers = 2
 
@@ -90,6 +87,8 @@ type liveOptions struct {
 	rest time.Duration
 	// simulate is the spec file of a simulator process (internal).
 	simulate string
+	// nice is the simulators' niceness (nice(1)).
+	nice int
 	// profiles, when set, is the directory the live edges section writes
 	// the server's heap profile at rest into, and the rollouts section
 	// its CPU profile of each measured change.
@@ -149,7 +148,52 @@ type simReport struct {
 	// Pprof is the address the simulator serves its profiles on
 	// (simSpec.Pprof).
 	Pprof string `json:",omitempty"`
+	// Lag is how late the simulator ran a timer at worst since its last
+	// report (lagProbe): what a syncer's ping, due every few seconds,
+	// waited for a core, in a process whose thousands of edges share
+	// what the server leaves them.
+	Lag time.Duration `json:",omitempty"`
 }
+
+// lagProbe measures how late a process runs what is due: a goroutine
+// woken every lagTick notes how much later than due it ran. take returns
+// the worst since the last take.
+type lagProbe struct{ worst atomic.Int64 }
+
+const lagTick = 100 * time.Millisecond
+
+func newLagProbe(ctx context.Context) *lagProbe {
+	p := &lagProbe{}
+	go func() {
+		tick := time.NewTicker(lagTick)
+		defer tick.Stop()
+		due := time.Now().Add(lagTick)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			now := time.Now()
+			p.note(now.Sub(due))
+			// A ticker drops the ticks it could not deliver: the next
+			// one is due a tick from now, not from the one missed.
+			due = now.Add(lagTick)
+		}
+	}()
+	return p
+}
+
+func (p *lagProbe) note(late time.Duration) {
+	for {
+		w := p.worst.Load()
+		if int64(late) <= w || p.worst.CompareAndSwap(w, int64(late)) {
+			return
+		}
+	}
+}
+
+func (p *lagProbe) take() time.Duration { return time.Duration(p.worst.Swap(0)) }
 
 // runSimulatedEdges is the simulator process: it runs the spec's syncers
 // until it is interrupted, printing a simReport each second.
@@ -174,6 +218,7 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 		}
 	}
 
+	lag := newLagProbe(ctx)
 	var (
 		ready, failed atomic.Int64
 		mu            sync.Mutex
@@ -256,7 +301,7 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 			return nil
 		case <-tick.C:
 		}
-		r := simReport{Ready: int(ready.Load()), Failed: int(failed.Load()), Objects: map[string]int64{}, Probe: map[string]int{}, Pprof: pprofAddr}
+		r := simReport{Ready: int(ready.Load()), Failed: int(failed.Load()), Objects: map[string]int64{}, Probe: map[string]int{}, Pprof: pprofAddr, Lag: lag.take()}
 		for _, c := range clusters {
 			r.Requests += c.Counts.Requests.Load()
 		}
@@ -314,10 +359,12 @@ type simulator struct {
 	mu     sync.Mutex
 	last   simReport
 	arrive map[string][]int64
-	err    error
+	// lag is the worst of the reports' Lag since takeLag.
+	lag time.Duration
+	err error
 }
 
-func startSimulator(ctx context.Context, specPath, log string) (*simulator, error) {
+func startSimulator(ctx context.Context, specPath, log string, nice int) (*simulator, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -326,12 +373,17 @@ func startSimulator(ctx context.Context, specPath, log string) (*simulator, erro
 	if err != nil {
 		return nil, err
 	}
-	// The simulator runs at nice simNice: it is the server's load, and
-	// with thousands of edges its processes would otherwise take most of
-	// the cores from the server they measure whenever both want them (at
-	// a connect of 10,000 edges, four simulators had 1.25 cores and the
-	// server 0.6). Its CPU is still its own and printed as such.
-	cmd := exec.Command("nice", "-n", strconv.Itoa(simNice), self, "-simulate-edges", specPath)
+	// The simulator runs at nice (-sim-nice, 0 by default). Real edges
+	// have cores of their own; here both share two. A niced simulator
+	// leaves the server the cores whenever both want them (at a connect
+	// of 10,000 edges at nice 0, four simulators had 1.25 cores and the
+	// server 0.6), but starves in the server's bursts: at nice 10 its
+	// edges ran up to 4 s late in a fan-out to 1,000 of them, their
+	// pings through the tunnels 15 s late, and the server dropped dozens
+	// of tunnels (and their syncers reconnected and reported everything
+	// again, more load in the burst); at nice 0 none. Its lateness
+	// (lagProbe) is printed with each measurement, its CPU as its own.
+	cmd := exec.Command("nice", "-n", strconv.Itoa(nice), self, "-simulate-edges", specPath)
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -351,6 +403,7 @@ func startSimulator(ctx context.Context, specPath, log string) (*simulator, erro
 			}
 			sim.mu.Lock()
 			sim.last = r
+			sim.lag = max(sim.lag, r.Lag)
 			for v, at := range r.Arrivals {
 				sim.arrive[v] = at
 			}
@@ -375,7 +428,7 @@ type simFleet []*simulator
 
 // startSimulators starts the simulator processes of spec's edges, at most
 // simEdgesPerProcess each, with their specs and logs in dir.
-func startSimulators(ctx context.Context, spec simSpec, dir string) (simFleet, error) {
+func startSimulators(ctx context.Context, spec simSpec, dir string, nice int) (simFleet, error) {
 	var fleet simFleet
 	for i := 0; i*simEdgesPerProcess < len(spec.Edges); i++ {
 		part := spec
@@ -387,7 +440,7 @@ func startSimulators(ctx context.Context, spec simSpec, dir string) (simFleet, e
 		}
 		var sim *simulator
 		if err == nil {
-			sim, err = startSimulator(ctx, specPath, filepath.Join(dir, fmt.Sprintf("simulated-edges-%d.log", i)))
+			sim, err = startSimulator(ctx, specPath, filepath.Join(dir, fmt.Sprintf("simulated-edges-%d.log", i)), nice)
 		}
 		if err != nil {
 			fleet.stop()
@@ -414,8 +467,22 @@ func (f simFleet) report() simReport {
 			out.Probe[v] += k
 		}
 		out.Errors = append(out.Errors, r.Errors...)
+		out.Lag = max(out.Lag, r.Lag)
 	}
 	return out
+}
+
+// takeLag is how late the simulators ran what was due, at worst, since
+// the last takeLag.
+func (f simFleet) takeLag() time.Duration {
+	var worst time.Duration
+	for _, sim := range f {
+		sim.mu.Lock()
+		worst = max(worst, sim.lag)
+		sim.lag = 0
+		sim.mu.Unlock()
+	}
+	return worst
 }
 
 // arrivals is when every edge stored probeKey v, in the order of the
@@ -584,7 +651,8 @@ type liveFleet struct {
 // liveInv, the WDS liveWDS, and the syncers of the SyncTargets,
 // simulated, and waits for them to connect. stop ends it all; explain
 // adds the server's and the simulator's logs to an error.
-func startLiveFleet(ctx context.Context, bin string, n int, profiles string, progress func(string, ...any)) (_ *liveFleet, err error) {
+func startLiveFleet(ctx context.Context, bin string, o liveOptions, progress func(string, ...any)) (_ *liveFleet, err error) {
+	n, profiles := o.edges, o.profiles
 	// The limit is the server's: each simulator process needs fewer.
 	if err := raiseFileLimit(serverFilesPerEdge*n + 1024); err != nil {
 		return nil, fmt.Errorf("%d live edges: the server holds %d sockets per edge: %w", n, serverFilesPerEdge, err)
@@ -652,9 +720,10 @@ func startLiveFleet(ctx context.Context, bin string, n int, profiles string, pro
 		return nil, err
 	}
 	f.began = time.Now()
-	if f.sim, err = startSimulators(ctx, spec, s.dataDir); err != nil {
+	if f.sim, err = startSimulators(ctx, spec, s.dataDir, o.nice); err != nil {
 		return nil, err
 	}
+	go f.dumpOnDrop(ctx, progress)
 	profiled := make(chan struct{})
 	if profiles != "" {
 		// The server and a simulator in the thick of the connect: 30 s
@@ -807,7 +876,7 @@ var liveRings = []struct {
 // onLiveFleet runs measure on a fleet of n live edges (startLiveFleet),
 // stopping it after, with the ends of its logs in an error.
 func onLiveFleet(ctx context.Context, bin string, o liveOptions, progress func(string, ...any), measure func(*liveFleet) ([]row, error)) ([]row, error) {
-	f, err := startLiveFleet(ctx, bin, o.edges, o.profiles, progress)
+	f, err := startLiveFleet(ctx, bin, o, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -852,6 +921,7 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 	if err != nil {
 		return nil, err
 	}
+	sim.takeLag()
 	restBegan := time.Now()
 	fleet.reset()
 	if o.profiles != "" {
@@ -874,6 +944,7 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 	}
 	worst := fleet.worst()
 	restTook := time.Since(restBegan)
+	restLag := sim.takeLag()
 	cpu1, err := procCPU(pid)
 	if err != nil {
 		return nil, err
@@ -914,6 +985,7 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 	if err != nil {
 		return nil, err
 	}
+	sim.takeLag()
 	fanBegan := time.Now()
 	fanCPU0, err := procCPU(pid)
 	if err != nil {
@@ -934,6 +1006,7 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 		return nil, err
 	}
 	fanTook := time.Since(fanBegan)
+	fanLag := sim.takeLag()
 	printRequests("the fan-out")
 	fanCPU1, err := procCPU(pid)
 	if err != nil {
@@ -973,7 +1046,7 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 	if len(sim) > 1 {
 		processes = fmt.Sprintf("%d simulator processes", len(sim))
 	}
-	who := fmt.Sprintf("%d live edges: the real syncer (--workers %d) against an edge cluster in memory, in %s at nice %d", n, simWorkers, processes, simNice)
+	who := fmt.Sprintf("%d live edges: the real syncer (--workers %d) against an edge cluster in memory, in %s at nice %d", n, simWorkers, processes, o.nice)
 	stopFleet() // its watch ends with the server
 	restart, err := liveRestart(ctx, bin, f, n, progress)
 	if err != nil {
@@ -983,7 +1056,7 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 		{fmt.Sprintf("%d syncers started → all connected", n), long(f.connected), who},
 		{fmt.Sprintf("%d syncers started → all SyncTargets SyncerConnected", n), long(f.conditionsAt.Sub(f.began)), "the server writes the condition when a syncer's tunnel opens"},
 		{fmt.Sprintf("edges shown disconnected, %d live edges at rest", n), strconv.Itoa(worst),
-			fmt.Sprintf("the most at any moment of %s at rest (a watch of every SyncTarget); %d after the update", long(restTook), down)},
+			fmt.Sprintf("the most at any moment of %s at rest (a watch of every SyncTarget); %d after the update; the simulated edges ran up to %s late", long(restTook), down, long(restLag))},
 		{fmt.Sprintf("server RSS at rest, %d live edges", n), mib(rssRest), liveRestNote(settled, restTook) + "; target ≤ 4 GiB for 10,000"},
 		{fmt.Sprintf("server live heap at rest, %d live edges", n), mib(heapRest), fmt.Sprintf("after a collection; %.1f KiB per edge", float64(heapRest)/float64(n)/1024)},
 		{fmt.Sprintf("server goroutines at rest, %d live edges", n), strconv.Itoa(int(goroutines["go_goroutines"])),
@@ -991,7 +1064,7 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 		{fmt.Sprintf("server CPU at rest, %d live edges", n), simCPUNote(cpu1-cpu0, restTook), fmt.Sprintf("heartbeats every %s each", syncer.NewOptions().HeartbeatInterval)},
 		{"simulator RSS at rest", mib(simRSS), fmt.Sprintf("%.1f KiB per edge (syncer and its edge cluster in memory)", float64(simRSS)/float64(n)/1024)},
 		{"simulator CPU at rest", simCPUNote(simCPU1-simCPU0, restTook), "the simulated syncers' own cost, not the server's"},
-		{fmt.Sprintf("fan-out: %d ConfigMaps × %d live edges", m, n), long(fanTook), fmt.Sprintf("%d copies, from the placement until every edge cluster holds all; target ≤ 5 min for 10,000 edges", m*n)},
+		{fmt.Sprintf("fan-out: %d ConfigMaps × %d live edges", m, n), long(fanTook), fmt.Sprintf("%d copies, from the placement until every edge cluster holds all; the simulated edges ran up to %s late; target ≤ 5 min for 10,000 edges", m*n, long(fanLag))},
 		{"server CPU per copy, live fan-out", fmt.Sprintf("%d µs", (fanCPU1-fanCPU0).Microseconds()/int64(max(1, m*n))), "utime+stime of the server during the fan-out ÷ copies"},
 		{"server RSS after the live fan-out", mib(rssFan), ""},
 		{fmt.Sprintf("one update → all %d live edges, p50", n), long(percentile(lat, 50)), "from the WDS update to each edge cluster's write; target ≤ 10 s for 10,000"},
@@ -1125,4 +1198,66 @@ func disconnected(ctx context.Context, inv dynamic.Interface) (int, error) {
 		}
 	}
 	return down, nil
+}
+
+// dropMark is what the server and the syncers log when they drop a
+// tunnel that went silent.
+const dropMark = "tunnel silent too long"
+
+// dumpOnDrop watches the server's log from now until ctx ends and, when a
+// tunnel is dropped for silence, writes a dump of every goroutine of the
+// server and of each simulator into the data directory (as
+// goroutines-*.log, which keepLogs keeps): where both ends of the silent
+// tunnels wait, in the seconds after the first drop. It dumps at most
+// twice, a few minutes apart.
+func (f *liveFleet) dumpOnDrop(ctx context.Context, progress func(string, ...any)) {
+	offset := f.serverLogSize()
+	var last time.Time
+	for dumps := 0; dumps < 2; {
+		if sleep(ctx, time.Second) != nil {
+			return
+		}
+		size := f.serverLogSize()
+		n, _ := f.logSince(offset, []string{dropMark})
+		offset = size
+		if n == 0 || time.Since(last) < 3*time.Minute {
+			continue
+		}
+		last = time.Now()
+		dumps++
+		var where []string
+		save := func(name string, get func() (*http.Response, error)) {
+			resp, err := get()
+			if err != nil {
+				progress("a goroutine dump of the %s: %v", name, err)
+				return
+			}
+			defer resp.Body.Close()
+			path := filepath.Join(f.s.dataDir, fmt.Sprintf("goroutines-%d-%s.log", dumps, name))
+			out, err := os.Create(path)
+			if err != nil {
+				return
+			}
+			defer out.Close()
+			if _, err := io.Copy(out, resp.Body); err == nil {
+				where = append(where, filepath.Base(path))
+			}
+		}
+		save("server", func() (*http.Response, error) { return adminGet(ctx, f.s, "/debug/pprof/goroutine?debug=2") })
+		for i, sim := range f.sim {
+			addr := sim.report().Pprof
+			if addr == "" {
+				continue
+			}
+			save(fmt.Sprintf("simulator-%d", i), func() (*http.Response, error) {
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/goroutine?debug=2", nil)
+				if err != nil {
+					return nil, err
+				}
+				return http.DefaultClient.Do(req)
+			})
+		}
+		progress("%d tunnels dropped for silence, the simulated edges running up to %s late: the goroutines of the server and the simulators dumped (%s)",
+			n, long(f.sim.report().Lag), strings.Join(where, ", "))
+	}
 }

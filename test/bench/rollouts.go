@@ -326,6 +326,7 @@ func rolloutRun(ctx context.Context, f *liveFleet, o liveOptions, strategy edgev
 		if err != nil {
 			return 0, 0, err
 		}
+		f.sim.takeLag()
 		began := time.Now()
 		if err := change(); err != nil {
 			return 0, 0, err
@@ -348,7 +349,10 @@ func rolloutRun(ctx context.Context, f *liveFleet, o liveOptions, strategy edgev
 			return 0, 0, err
 		}
 		cpu := cpu1 - cpu0 - time.Duration(restRate*float64(time.Since(began)))
-		progress("%s, %s: %s, %s of the server's CPU beyond the fleet's at rest", what, strategy, long(took), long(max(cpu, 0)))
+		progress("%s, %s: %s, %s of the server's CPU beyond the fleet's at rest; the simulated edges ran up to %s late", what, strategy, long(took), long(max(cpu, 0)), long(f.sim.takeLag()))
+		if drops, _ := f.logSince(logAt, []string{dropMark}); drops > 0 {
+			progress("the server dropped %d tunnels for silence during %s, %s", drops, what, strategy)
+		}
 		if stalls, first := f.logSince(logAt, stallMarks); stalls > 0 {
 			r.stalls += stalls
 			progress("the server stalled during %s, %s: %d requests ran past their timeout; the first:", what, strategy, stalls)
