@@ -141,6 +141,7 @@ func New(clients *crossspace.Clients, crds crossspace.Definitions, resources *cr
 		problems:     map[string]map[string][]problem{},
 		dependencies: map[string]map[string][]edgev2alpha1.DependencyReference{},
 	}
+	resources.AddIndexers(cache.Indexers{byWorkloadNamespace: indexByWorkloadNamespace})
 	resources.AddHandler(func(gvr schema.GroupVersionResource) cache.ResourceEventHandler { return c.resourceEvents(gvr) })
 	statusOf := func(obj any) {
 		if m, ok := obj.(*edgev2alpha1.EdgePlacement); ok {
@@ -376,6 +377,19 @@ func (c *Controller) newMailboxReconciler() *mailboxReconciler {
 				return nil, false
 			}
 			return crossspace.InSpace[*unstructured.Unstructured](inf, space), true
+		},
+		objectsIn: func(gvr schema.GroupVersionResource, space, namespace string) ([]*unstructured.Unstructured, bool) {
+			inf := c.informerIn(gvr, space)
+			if inf == nil {
+				return nil, true
+			}
+			if !inf.HasSynced() {
+				return nil, false
+			}
+			if objs, ok := crossspace.Indexed[*unstructured.Unstructured](inf, byWorkloadNamespace, spaces.Key(space, namespace, "")); ok {
+				return objs, true
+			}
+			return inNamespace(crossspace.InSpace[*unstructured.Unstructured](inf, space), namespace), true
 		},
 		records: func(gvr schema.GroupVersionResource, space string) ([]metav1.Object, bool) {
 			inf := c.informerIn(c.servedVersion(gvr, space), space)

@@ -169,6 +169,10 @@ type mailboxReconciler struct {
 	// objects returns the objects of a resource in a space; false when the
 	// cache of the resource has not synced yet.
 	objects func(gvr schema.GroupVersionResource, space string) ([]*unstructured.Unstructured, bool)
+	// objectsIn returns the objects of a resource in one namespace of a
+	// space, copies in mailboxes left out; false as for objects. nil:
+	// objects is read, and filtered.
+	objectsIn func(gvr schema.GroupVersionResource, space, namespace string) ([]*unstructured.Unstructured, bool)
 	// object returns one object of a resource in a space, and whether it
 	// exists; synced is false when the cache has not synced yet.
 	object func(gvr schema.GroupVersionResource, space, namespace, name string) (obj *unstructured.Unstructured, exists, synced bool)

@@ -56,7 +56,11 @@ type fakeMailbox struct {
 	perSpace bool
 	// slicesAsked are the destinations slicesFor was asked about.
 	slicesAsked []string
-	rv          int
+	// spaceReads counts the reads of every object of a resource in a
+	// space; namespaceReads are the namespaces read one at a time.
+	spaceReads     int
+	namespaceReads []string
+	rv             int
 	// memo lives across reconciles, as the controller's does.
 	memo *copyMemo
 	// deny names what the placements' writer may not read, as
@@ -250,9 +254,23 @@ func (f *fakeMailbox) reconciler() *mailboxReconciler {
 			if f.notSynced[gvr] {
 				return nil, false
 			}
+			f.spaceReads++
 			var out []*unstructured.Unstructured
 			for k, obj := range f.objects[gvr] {
 				if strings.HasPrefix(k, space+"|") {
+					out = append(out, obj)
+				}
+			}
+			return out, true
+		},
+		objectsIn: func(gvr schema.GroupVersionResource, space, namespace string) ([]*unstructured.Unstructured, bool) {
+			if f.notSynced[gvr] {
+				return nil, false
+			}
+			f.namespaceReads = append(f.namespaceReads, namespace)
+			var out []*unstructured.Unstructured
+			for _, obj := range f.objects[gvr] {
+				if indexed, _ := indexByWorkloadNamespace(obj); slices.Contains(indexed, spaces.Key(space, namespace, "")) {
 					out = append(out, obj)
 				}
 			}

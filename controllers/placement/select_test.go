@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
+	"github.com/kubestellar/kubestellar/controllers/internal/crossspace"
 	"github.com/kubestellar/kubestellar/spaces"
 )
 
@@ -85,4 +86,95 @@ func TestClusterOwnedNeverPlaced(t *testing.T) {
 	require.NotNil(t, f.get(services.GroupVersionResource, f.mailbox(), "default", "web"))
 	require.NotNil(t, f.get(services.GroupVersionResource, f.mailbox(), "app", "kubernetes"), "a Service named kubernetes outside default is the tenant's")
 	require.Nil(t, f.get(services.GroupVersionResource, f.mailbox(), "default", "kubernetes"), "the center's address would replace the edge API server's")
+}
+
+// A clause that names its namespaces is selected from their objects
+// alone, each namespace read once, and selects what it did when every
+// object of the WDS was gone through; "*" and no namespaces go through
+// them all.
+func TestClausesNamingNamespacesReadOnlyThem(t *testing.T) {
+	nsClause := func(namespaces ...string) edgev2alpha1.DownsyncClause {
+		c := cmClause()
+		c.Namespaces = namespaces
+		return c
+	}
+	for _, tc := range []struct {
+		name           string
+		clause         edgev2alpha1.DownsyncClause
+		want           []string // copies in the mailbox, namespace/name
+		namespaceReads []string
+		spaceReads     int
+	}{
+		{name: "two namespaces, one named twice", clause: nsClause("a", "c", "a"),
+			want: []string{"a/one", "c/three"}, namespaceReads: []string{"a", "c"}},
+		{name: "a namespace with nothing", clause: nsClause("none"), namespaceReads: []string{"none"}},
+		{name: "every namespace", clause: nsClause("*"), want: []string{"a/one", "b/two", "c/three"}, spaceReads: 1},
+		{name: "no namespaces named", clause: cmClause(), want: []string{"a/one", "b/two", "c/three"}, spaceReads: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			f.put(cmGVR, "wds1", configMap("a", "one", map[string]any{"k": "1"}))
+			f.put(cmGVR, "wds1", configMap("b", "two", map[string]any{"k": "2"}))
+			f.put(cmGVR, "wds1", configMap("c", "three", map[string]any{"k": "3"}))
+			f.put(cmGVR, "wds2", configMap("a", "elsewhere", map[string]any{"k": "4"}))
+			f.place("wds1", "p", 1, tc.clause)
+			_, _, err := f.run(t)
+			require.NoError(t, err)
+			var got []string
+			for k := range f.objects[cmGVR] {
+				if space, ns, name, _ := spaces.SplitKey(k); space == f.mailbox() {
+					got = append(got, ns+"/"+name)
+				}
+			}
+			require.ElementsMatch(t, tc.want, got)
+			require.Equal(t, tc.namespaceReads, f.namespaceReads)
+			require.Equal(t, tc.spaceReads, f.spaceReads)
+		})
+	}
+}
+
+// Without a reader of one namespace, a clause's namespaces are taken
+// from every object of the space.
+func TestCandidatesWithoutANamespaceReader(t *testing.T) {
+	f := newFake()
+	f.put(cmGVR, "wds1", configMap("a", "one", nil))
+	f.put(cmGVR, "wds1", configMap("b", "two", nil))
+	r := f.reconciler()
+	r.objectsIn = nil
+	cl, err := parseClause(0, edgev2alpha1.DownsyncClause{Resources: []string{"configmaps"}, Namespaces: []string{"b"}})
+	require.NoError(t, err)
+	objs, synced := r.candidates(cmGVR, "wds1", cl)
+	require.True(t, synced)
+	require.Len(t, objs, 1)
+	require.Equal(t, "two", objs[0].GetName())
+	f.notSynced[cmGVR] = true
+	_, synced = r.candidates(cmGVR, "wds1", cl)
+	require.False(t, synced, "a cache not synced yet says so")
+}
+
+// The index files a WDS's namespaced objects under their space and
+// namespace, and neither cluster-scoped objects nor copies (as the
+// cache holds them: an object in a WDS, a record in a mailbox).
+func TestIndexByWorkloadNamespace(t *testing.T) {
+	inSpace := func(space string, obj *unstructured.Unstructured) *unstructured.Unstructured {
+		obj.SetAnnotations(map[string]string{spaces.Annotation: space})
+		return obj
+	}
+	got, err := indexByWorkloadNamespace(inSpace("wds1", configMap("a", "one", nil)))
+	require.NoError(t, err)
+	require.Equal(t, []string{spaces.Key("wds1", "a", "")}, got)
+
+	ns := inSpace("wds1", &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "a"}}})
+	got, err = indexByWorkloadNamespace(ns)
+	require.NoError(t, err)
+	require.Empty(t, got, "a cluster-scoped object")
+
+	cp := inSpace("mb", configMap("a", "one", nil))
+	cp.SetLabels(map[string]string{edgev2alpha1.PlacementCopyLabel: "true"})
+	got, err = indexByWorkloadNamespace(cp)
+	require.NoError(t, err)
+	require.Empty(t, got, "a copy")
+	got, err = indexByWorkloadNamespace(crossspace.Record(cp))
+	require.NoError(t, err)
+	require.Empty(t, got, "a copy's record")
 }

@@ -254,14 +254,24 @@ func newTransformingInformer(lw cache.ListerWatcher, obj runtime.Object, handler
 
 // InSpace returns the cached objects of one space.
 func InSpace[T runtime.Object](inf *Informer, space string) []T {
-	objs, _ := inf.ByIndex(BySpace, space)
+	out, _ := Indexed[T](inf, BySpace, space)
+	return out
+}
+
+// Indexed returns the cached objects that an index files under value;
+// false when the cache has no such index.
+func Indexed[T runtime.Object](inf *Informer, index, value string) ([]T, bool) {
+	objs, err := inf.ByIndex(index, value)
+	if err != nil {
+		return nil, false
+	}
 	var out []T
 	for _, obj := range objs {
 		if t, ok := obj.(T); ok {
 			out = append(out, t)
 		}
 	}
-	return out
+	return out, true
 }
 
 // Dynamic returns an informer over any resource, as unstructured objects.

@@ -291,3 +291,28 @@ func TestLocatedSyncTargets(t *testing.T) {
 	require.NoError(t, inf.Update(relabelled))
 	require.Equal(t, []string{"inv1/edge1", "inv1/edge2"}, names(LocatedSyncTargets(inf, location(synctargets, &metav1.LabelSelector{MatchLabels: map[string]string{"name": "edge1"}}))))
 }
+
+// Indexed gives the objects of the type asked for that an index files
+// under a value, and says when the cache has no such index.
+func TestIndexed(t *testing.T) {
+	byName := func(obj any) ([]string, error) {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil, err
+		}
+		return []string{m.GetLabels()["name"]}, nil
+	}
+	inf := &Informer{Indexer: cache.NewIndexer(spaces.KeyFunc, cache.Indexers{"name": byName})}
+	a := &edgev2alpha1.SyncTarget{ObjectMeta: metav1.ObjectMeta{Name: "a", Labels: map[string]string{"name": "x"}, Annotations: map[string]string{spaces.Annotation: "inv1"}}}
+	b := &edgev2alpha1.Location{ObjectMeta: metav1.ObjectMeta{Name: "b", Labels: map[string]string{"name": "x"}, Annotations: map[string]string{spaces.Annotation: "inv1"}}}
+	require.NoError(t, inf.Add(a))
+	require.NoError(t, inf.Add(b))
+	got, ok := Indexed[*edgev2alpha1.SyncTarget](inf, "name", "x")
+	require.True(t, ok)
+	require.Equal(t, []*edgev2alpha1.SyncTarget{a}, got)
+	got, ok = Indexed[*edgev2alpha1.SyncTarget](inf, "name", "y")
+	require.True(t, ok)
+	require.Empty(t, got)
+	_, ok = Indexed[*edgev2alpha1.SyncTarget](inf, "no such index", "x")
+	require.False(t, ok)
+}
