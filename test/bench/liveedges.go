@@ -1210,13 +1210,19 @@ const dropMark = "tunnel silent too long"
 
 // dumpOnDrop watches the server's log from now until ctx ends and, when a
 // tunnel is dropped for silence, writes a dump of every goroutine of the
-// server and of each simulator into the data directory (as
-// goroutines-*.log, which keepLogs keeps): where both ends of the silent
-// tunnels wait, in the seconds after the first drop. It dumps at most
-// twice, a few minutes apart, and ends with the simulators.
+// server and of each simulator into a directory of its own, which the
+// bench leaves (the data directory goes when the server stops): where
+// both ends of the silent tunnels wait, in the seconds after the first
+// drop. Each process's dump
+// comes twice: every goroutine's stack (debug=2, which Go cuts at 64 MiB,
+// about 75,000 goroutines of a simulator of 1,000 edges), and the count
+// of goroutines on each stack (debug=1, goroutine-counts-*.log), which is
+// never cut. It dumps at most twice, a few minutes apart, and ends with
+// the simulators.
 func (f *liveFleet) dumpOnDrop(ctx context.Context, progress func(string, ...any)) {
 	offset := f.serverLogSize()
 	var last time.Time
+	dir := ""
 	for dumps := 0; dumps < 2; {
 		if sleep(ctx, time.Second) != nil || f.sim.alive() != nil {
 			return
@@ -1229,18 +1235,25 @@ func (f *liveFleet) dumpOnDrop(ctx context.Context, progress func(string, ...any
 		}
 		last = time.Now()
 		dumps++
+		if dir == "" {
+			var err error
+			if dir, err = os.MkdirTemp("", "kubestellar-bench-dumps-"); err != nil {
+				progress("%d tunnels dropped for silence; no directory for goroutine dumps: %v", n, err)
+				return
+			}
+		}
 		var where []string
-		save := func(name string, get func() (*http.Response, error)) {
+		save := func(file string, get func() (*http.Response, error)) {
 			resp, err := get()
 			if err != nil {
-				progress("a goroutine dump of the %s: %v", name, err)
+				progress("a goroutine dump (%s): %v", file, err)
 				return
 			}
 			defer resp.Body.Close()
-			path := filepath.Join(f.s.dataDir, fmt.Sprintf("goroutines-%d-%s.log", dumps, name))
+			path := filepath.Join(dir, file)
 			out, err := os.Create(path)
 			if err != nil {
-				progress("a goroutine dump of the %s: %v", name, err)
+				progress("a goroutine dump (%s): %v", file, err)
 				return
 			}
 			defer out.Close()
@@ -1248,20 +1261,29 @@ func (f *liveFleet) dumpOnDrop(ctx context.Context, progress func(string, ...any
 				where = append(where, filepath.Base(path))
 			}
 		}
-		save("server", func() (*http.Response, error) { return adminGet(ctx, f.s, "/debug/pprof/goroutine?debug=2") })
-		for i, sim := range f.sim {
-			addr := sim.report().Pprof
-			if addr == "" {
-				continue
-			}
-			save(fmt.Sprintf("simulator-%d", i), func() (*http.Response, error) {
-				req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/goroutine?debug=2", nil)
-				if err != nil {
-					return nil, err
+		for _, debug := range []int{2, 1} {
+			name := func(process string) string {
+				if debug == 1 {
+					return fmt.Sprintf("goroutine-counts-%d-%s.log", dumps, process)
 				}
-				return http.DefaultClient.Do(req)
-			})
+				return fmt.Sprintf("goroutines-%d-%s.log", dumps, process)
+			}
+			query := fmt.Sprintf("/debug/pprof/goroutine?debug=%d", debug)
+			save(name("server"), func() (*http.Response, error) { return adminGet(ctx, f.s, query) })
+			for i, sim := range f.sim {
+				addr := sim.report().Pprof
+				if addr == "" {
+					continue
+				}
+				save(name(fmt.Sprintf("simulator-%d", i)), func() (*http.Response, error) {
+					req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+query, nil)
+					if err != nil {
+						return nil, err
+					}
+					return http.DefaultClient.Do(req)
+				})
+			}
 		}
-		progress("%d tunnels dropped for silence: the goroutines of the server and the simulators dumped (%s)", n, strings.Join(where, ", "))
+		progress("%d tunnels dropped for silence: the goroutines of the server and the simulators dumped in %s (%s)", n, dir, strings.Join(where, ", "))
 	}
 }
