@@ -100,3 +100,19 @@ func TestLagProbe(t *testing.T) {
 	p.tick(next, next.Add(time.Second))
 	require.Equal(t, time.Second, p.take())
 }
+
+// The simulators run at nice 0 while the fleet takes at most two of
+// them, at 10 beyond, and at what -sim-nice says when it is given.
+func TestNiceFor(t *testing.T) {
+	auto := liveOptions{nice: -1}
+	for edges, want := range map[int]int{1: 0, 1000: 0, 2 * simEdgesPerProcess: 0, 2*simEdgesPerProcess + 1: 10, 10000: 10} {
+		if got := auto.niceFor(edges); got != want {
+			t.Errorf("niceFor(%d) = %d, want %d", edges, got, want)
+		}
+	}
+	for _, given := range []int{0, 5, 19} {
+		if got := (liveOptions{nice: given}).niceFor(10000); got != given {
+			t.Errorf("-sim-nice %d: niceFor(10000) = %d", given, got)
+		}
+	}
+}

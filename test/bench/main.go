@@ -168,7 +168,7 @@ func main() {
 	flag.IntVar(&o.crds.objects, "crd-objects", 200, "CRDs: custom resources created one by one and listed in one space, in each layout")
 	flag.IntVar(&o.repeat, "repeat", 1, "measure the figures whose goals sit at this machine's noise this many times, and show each as its median (which the goal is judged on) with the min and max: the stock comparison's creates and LIST ratios (each run on fresh servers), the rollouts' Progressive ÷ All CPU ratios (on the same fleet) and the syncer's burst of creates at -syncer-burst-rate (make bench BENCH_ARGS='-repeat 5')")
 	flag.StringVar(&o.live.simulate, "simulate-edges", "", "internal: run as the live edges' simulator, with this spec file")
-	flag.IntVar(&o.live.nice, "sim-nice", 0, "live edges and rollouts: the simulators' niceness (nice(1)); above 0 they yield the cores to the server when both want them, and starve: their pings run late and the server drops their tunnels (docs/performance.md)")
+	flag.IntVar(&o.live.nice, "sim-nice", -1, "live edges and rollouts: the simulators' niceness (nice(1)); by default 0 up to two simulator processes (5,000 edges) and 10 beyond. Above 0 they yield the cores to the server when both want them, and starve in its bursts (their pings run late and the server drops their tunnels); at 0 four of them starve the server (docs/performance.md)")
 	flag.StringVar(&o.noise.kubeconfig, "noise-kubeconfig", "", "internal: run as the tenants section's noisy tenant, with this admin kubeconfig's server and CA")
 	flag.StringVar(&o.noise.space, "noise-space", "", "internal: the noisy tenant's space")
 	flag.IntVar(&o.noise.writers, "noise-writers", 0, "internal: the noisy tenant's writers")
