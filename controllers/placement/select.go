@@ -329,10 +329,14 @@ func (r *mailboxReconciler) candidates(gvr schema.GroupVersionResource, wds stri
 		return r.objects(gvr, wds)
 	}
 	var out []*unstructured.Unstructured
-	for i, ns := range cl.Namespaces {
-		if slices.Contains(cl.Namespaces[:i], ns) {
-			continue // named twice: its objects once
+	// A namespace named twice is read once (a map, not a search of the
+	// names before it: a tenant's clause may name very many).
+	seen := make(map[string]bool, len(cl.Namespaces))
+	for _, ns := range cl.Namespaces {
+		if seen[ns] {
+			continue
 		}
+		seen[ns] = true
 		var objs []*unstructured.Unstructured
 		var synced bool
 		if r.objectsIn != nil {
