@@ -1234,12 +1234,11 @@ const dropMark = "tunnel silent too long"
 // server and of each simulator into a directory of its own, which the
 // bench leaves (the data directory goes when the server stops): where
 // both ends of the silent tunnels wait, in the seconds after the first
-// drop. Each process's dump
-// comes twice: every goroutine's stack (debug=2, which Go cuts at 64 MiB,
-// about 75,000 goroutines of a simulator of 1,000 edges), and the count
-// of goroutines on each stack (debug=1, goroutine-counts-*.log), which is
-// never cut. It dumps at most twice, a few minutes apart, and ends with
-// the simulators.
+// drop. Each process's dump comes twice: every goroutine's stack
+// (debug=2, which Go cuts at 64 MiB, about 75,000 goroutines of a
+// simulator of 1,000 edges), and the count of goroutines on each stack
+// (debug=1, goroutine-counts-*.log), which is never cut. It dumps at most
+// twice, a few minutes apart, and ends with the simulators.
 func (f *liveFleet) dumpOnDrop(ctx context.Context, progress func(string, ...any)) {
 	offset := f.serverLogSize()
 	var last time.Time
