@@ -78,6 +78,9 @@ type Datastore struct {
 	// local reaches kine in-process, for the API server's storage; nil for
 	// an etcd cluster (see listen).
 	local *clientv3.Client
+	// demux serves the watches of the in-process client on SQLite, and
+	// the storage's own (directWatches); nil on other datastores.
+	demux *demuxLog
 	// usage reaches kine in-process for Usage, without the mailboxes'
 	// events until usageMailboxes is on; nil for an etcd cluster.
 	usage          *clientv3.Client

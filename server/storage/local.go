@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,8 +71,8 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 	// watch server over the demultiplexer (watchServer); on the other
 	// backends by kine's.
 	var watches *watchServer
+	var demux *demuxLog
 	if strings.HasPrefix(cfg.Endpoint, "sqlite://") {
-		var demux *demuxLog
 		backend, _, demux, err = newSQLiteBackend(backendCtx, wg, cfg)
 		if err == nil {
 			watches = newWatchServer(demux)
@@ -143,7 +144,7 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 		timer.Stop()
 		stopBackend()
 	}()
-	return &Datastore{Endpoints: []string{"unix://" + socket}, local: local, usage: usage, usageMailboxes: mailboxEvents}, nil
+	return &Datastore{Endpoints: []string{"unix://" + socket}, local: local, demux: demux, usage: usage, usageMailboxes: mailboxEvents}, nil
 }
 
 // localClient is an etcd client whose calls are function calls into kine's
@@ -292,8 +293,9 @@ type rawStorageFunc func(config *storagebackend.ConfigForResource, newFunc, newL
 // in-process client when kine runs here (every resource shares it: a call
 // is a function call, not a connection), else on a client to the etcd
 // cluster shared by the resources (etcdStorage). Either client's lists and
-// watches honour spaces.WithKeptSpaces. Its empty lists report a revision
-// read before them (spaces.CorrectEmptyLists).
+// watches honour spaces.WithKeptSpaces. On SQLite its plain watches are
+// served from the demultiplexer (directWatches). Its empty lists report a
+// revision read before them (spaces.CorrectEmptyLists).
 func (d *Datastore) rawStorage(config *storagebackend.ConfigForResource, newFunc, newListFunc func() runtime.Object, resourcePrefix string) (apiserverstorage.Interface, factory.DestroyFunc, error) {
 	if d != nil && d.local == nil {
 		return d.etcdStorage(config, newFunc, newListFunc, resourcePrefix)
@@ -321,7 +323,16 @@ func (d *Datastore) rawStorage(config *storagebackend.ConfigForResource, newFunc
 		return nil, nil, err
 	}
 	var once sync.Once
-	return spaces.CorrectEmptyLists(store), func() { once.Do(store.Close) }, nil
+	var s apiserverstorage.Interface = store
+	if d.demux != nil {
+		pathPrefix := path.Join("/", config.Prefix)
+		if !strings.HasSuffix(pathPrefix, "/") {
+			pathPrefix += "/"
+		}
+		s = &directWatches{Interface: store, demux: d.demux, kv: d.local.KV, codec: config.Codec, versioner: versioner,
+			transformer: transformer, newFunc: newFunc, pathPrefix: pathPrefix, resourcePrefix: resourcePrefix}
+	}
+	return spaces.CorrectEmptyLists(s), func() { once.Do(store.Close) }, nil
 }
 
 // sourceStorage builds the storage a resource's watch cache fills from,
