@@ -56,6 +56,8 @@ func (c *Client) Run(ctx context.Context) {
 	go func() { _ = srv.Serve(edge) }()
 	defer srv.Close()
 
+	// One sweeper for the tunnels this run opens, one after another.
+	sweeper := newSweeper(ctx, DeadAfter)
 	servers := c.Servers
 	headers := http.Header{"Authorization": []string{"Bearer " + c.BearerToken}}
 	backoff := newBackoff()
@@ -76,7 +78,7 @@ func (c *Client) Run(ctx context.Context) {
 					return nil, err
 				}
 				watched := newWatchedConn(conn)
-				go watched.watch(ctx, DeadAfter, logDrop(logger))
+				sweeper.watch(ctx, watched, logDrop(logger))
 				return watched, nil
 			},
 		}
@@ -93,7 +95,7 @@ func (c *Client) Run(ctx context.Context) {
 		}
 		var err error
 		if streams {
-			err = c.runStream(ctx, server, wsURL, auth, edge.dial, onConnect)
+			err = c.runStream(ctx, sweeper, server, wsURL, auth, edge.dial, onConnect)
 			switch {
 			case opened:
 				stalls = 0
@@ -145,7 +147,7 @@ var errHandshakeStalled = errors.New("the handshake inside the tunnel stream got
 
 // runStream holds one tunnel as a stream of the syncer's HTTP/2
 // connection until it closes.
-func (c *Client) runStream(ctx context.Context, server, wsURL string, auth remotedialer.ConnectAuthorizer,
+func (c *Client) runStream(ctx context.Context, sweeper *sweeper, server, wsURL string, auth remotedialer.ConnectAuthorizer,
 	dial remotedialer.Dialer, onConnect func(context.Context, *remotedialer.Session) error) error {
 	logger := klog.FromContext(ctx)
 	ctx, cancel := context.WithCancel(ctx)
@@ -155,7 +157,7 @@ func (c *Client) runStream(ctx context.Context, server, wsURL string, auth remot
 		return err
 	}
 	watched := newWatchedConn(conn)
-	go watched.watch(ctx, DeadAfter, logDrop(logger))
+	sweeper.watch(ctx, watched, logDrop(logger))
 	defer watched.Close()
 	// The stream is already TLS (the connection's): the handshake inside
 	// it is plain.

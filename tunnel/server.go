@@ -37,9 +37,11 @@ import (
 // the server's auth.Revoker.)
 type Server struct {
 	// ctx ends every tunnel when it ends (Close).
-	ctx      context.Context
-	close    context.CancelFunc
-	rd       *remotedialer.Server
+	ctx   context.Context
+	close context.CancelFunc
+	rd    *remotedialer.Server
+	// sweeper drops the tunnels gone silent.
+	sweeper  *sweeper
 	identify Identify
 	onChange func(ctx context.Context, inventorySpace, syncTarget string, connected bool)
 	// uidOf tells the UID of the SyncTarget of a name there is now.
@@ -80,6 +82,7 @@ func NewServer(ctx context.Context, identify Identify, onChange func(ctx context
 	s := &Server{identify: identify, onChange: onChange, uidOf: uidOf, sessions: map[tunnelKey]int{}, targets: map[string]map[tunnelKey]int{},
 		tokens: map[string]int{}, transports: map[tunnelKey]*http.Transport{}}
 	s.ctx, s.close = context.WithCancel(ctx)
+	s.sweeper = newSweeper(s.ctx, DeadAfter)
 	s.rd = remotedialer.New(s.clientKey, func(w http.ResponseWriter, _ *http.Request, code int, err error) {
 		writeStatus(w, code, err.Error())
 	})
@@ -186,7 +189,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
 	var tooLarge atomic.Pointer[error]
-	s.rd.ServeHTTP(&watchingWriter{ResponseWriter: w, ctx: ctx, deadAfter: DeadAfter, readLimit: MaxMessageBytes,
+	s.rd.ServeHTTP(&watchingWriter{ResponseWriter: w, ctx: ctx, sweeper: s.sweeper, readLimit: MaxMessageBytes,
 		onDead:       logDrop(logger, "syncTarget", key.target(), "remote", req.RemoteAddr),
 		onReadFailed: func(err error) { tooLarge.Store(&err) },
 	}, req)

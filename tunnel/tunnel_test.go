@@ -195,7 +195,9 @@ func TestSilentConnectionIsDropped(t *testing.T) {
 	defer b.Close()
 	w := newWatchedConn(a)
 	dead := make(chan Silence, 1)
-	go w.watch(context.Background(), 100*time.Millisecond, func(s Silence) { dead <- s })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	newSweeper(ctx, 100*time.Millisecond).watch(ctx, w, func(s Silence) { dead <- s })
 	select {
 	case s := <-dead:
 		require.Greater(t, s.SinceRead, 100*time.Millisecond)
@@ -220,7 +222,9 @@ func TestSilenceSaysAWriteWasBlocked(t *testing.T) {
 		written <- err
 	}()
 	dead := make(chan Silence, 1)
-	go w.watch(context.Background(), 100*time.Millisecond, func(s Silence) { dead <- s })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	newSweeper(ctx, 100*time.Millisecond).watch(ctx, w, func(s Silence) { dead <- s })
 	select {
 	case s := <-dead:
 		require.Greater(t, s.WriteBlocked, 50*time.Millisecond, "the write under way since the start")
