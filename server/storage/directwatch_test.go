@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/apitesting"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -185,4 +186,94 @@ func TestDirectWatchFromCompacted(t *testing.T) {
 	}
 	_, open := <-w.ResultChan()
 	require.False(t, open, "the watch ends after its error")
+}
+
+// BenchmarkStorageWatches holds N idle watches of the API server's storage
+// on SQLite (one per mailbox, as a fleet's syncers hold them), served
+// straight from the demultiplexer (direct) or through the etcd client
+// (etcd-client, as before directWatches), and times a create's arrival at
+// one more watch. It reports what each idle watch costs: goroutines, and
+// bytes of heap and stack.
+//
+//	go test -run '^$' -bench StorageWatches -benchtime 200x ./server/storage
+func BenchmarkStorageWatches(b *testing.B) {
+	for _, n := range []int{1000, 5000} {
+		for _, direct := range []bool{false, true} {
+			name := "etcd-client"
+			if direct {
+				name = "direct"
+			}
+			b.Run(fmt.Sprintf("watches=%d/%s", n, name), func(b *testing.B) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				ds, err := Start(ctx, Config{DataDir: b.TempDir()})
+				require.NoError(b, err)
+				defer ds.Stop()
+				require.NoError(b, ds.WaitReady(ctx, ""))
+				if !direct {
+					ds.demux = nil // rawStorage then leaves every watch to the etcd client
+				}
+				store := configMapStorageB(b, ds)
+				created := &corev1.ConfigMap{}
+				require.NoError(b, store.Create(ctx, "/core/configmaps/wds/default/first", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "first", Namespace: "default"}}, created, 0))
+
+				before, goroutines := heapAndStacks(), runtime.NumGoroutine()
+				var watches []watch.Interface
+				for i := range n {
+					w, err := store.Watch(ctx, fmt.Sprintf("/core/configmaps/mailbox-%05d/", i),
+						apiserverstorage.ListOptions{ResourceVersion: created.ResourceVersion, Recursive: true, Predicate: apiserverstorage.Everything})
+					require.NoError(b, err)
+					watches = append(watches, w)
+				}
+				target, err := store.Watch(ctx, "/core/configmaps/wds/", apiserverstorage.ListOptions{ResourceVersion: created.ResourceVersion, Recursive: true, Predicate: apiserverstorage.Everything})
+				require.NoError(b, err)
+				// Every watch has started once the target sees a create.
+				require.NoError(b, store.Create(ctx, "/core/configmaps/wds/default/second", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "second", Namespace: "default"}}, nil, 0))
+				<-target.ResultChan()
+				perWatch := float64(runtime.NumGoroutine()-goroutines) / float64(n)
+				bytesPerWatch := float64(heapAndStacks()-before) / float64(n)
+
+				b.ResetTimer()
+				for i := range b.N {
+					name := fmt.Sprintf("cm-%d", i)
+					if err := store.Create(ctx, "/core/configmaps/wds/default/"+name, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}, nil, 0); err != nil {
+						b.Fatal(err)
+					}
+					for ev := range target.ResultChan() {
+						if cm, ok := ev.Object.(*corev1.ConfigMap); ok && cm.Name == name {
+							break
+						}
+					}
+				}
+				b.StopTimer()
+				// After the loop: ResetTimer drops the metrics reported
+				// before it.
+				b.ReportMetric(perWatch, "goroutines/watch")
+				b.ReportMetric(bytesPerWatch, "B/watch")
+				target.Stop()
+				for _, w := range watches {
+					w.Stop()
+				}
+			})
+		}
+	}
+}
+
+// heapAndStacks is the heap in use and the goroutines' stacks, after a
+// collection.
+func heapAndStacks() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse + m.StackInuse
+}
+
+// configMapStorageB is configMapStorage for a benchmark.
+func configMapStorageB(b *testing.B, ds *Datastore) apiserverstorage.Interface {
+	b.Helper()
+	store, destroy, err := ds.rawStorage(configMapConfig(ds), func() k8sruntime.Object { return &corev1.ConfigMap{} },
+		func() k8sruntime.Object { return &corev1.ConfigMapList{} }, "/core/configmaps")
+	require.NoError(b, err)
+	b.Cleanup(destroy)
+	return store
 }
