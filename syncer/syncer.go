@@ -941,7 +941,7 @@ func (s *Syncer) awaitHandover(ctx context.Context, gr schema.GroupResource) {
 // removals happen: what the saved state held but the mailbox no longer does
 // is removed, and the initial count is reported.
 func (s *Syncer) awaitFirstSync(ctx context.Context) {
-	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+	err := pollGrowing(ctx, 100*time.Millisecond, func() (bool, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.config == nil || s.configInf == nil || !s.configInf.synced() || (s.crds != nil && !s.crds.synced()) {
@@ -978,7 +978,7 @@ func (s *Syncer) awaitFirstSync(ctx context.Context) {
 		return
 	}
 	// Report once the first pass is through.
-	_ = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+	_ = pollGrowing(ctx, 200*time.Millisecond, func() (bool, error) {
 		if s.downQ.Len() > 0 {
 			return false, nil
 		}
@@ -990,6 +990,34 @@ func (s *Syncer) awaitFirstSync(ctx context.Context) {
 		s.progress("%d objects synced to the edge cluster (%d with problems)", len(s.inStep), len(s.problems))
 		return true, nil
 	})
+}
+
+// pollCeiling is the longest pollGrowing waits between two looks.
+const pollCeiling = time.Second
+
+// pollGrowing calls cond at once and then again after first, each wait
+// half as long again as the last, up to pollCeiling, until cond is done,
+// fails or ctx is. A syncer waits so for its first read of the mailbox
+// while a busy server answers it: at a steady 100 ms, thousands of
+// syncers waiting in one process (make bench's simulated edges) woke
+// tens of thousands of times a second between them, a tenth of the
+// process's CPU while the server was slow.
+func pollGrowing(ctx context.Context, first time.Duration, cond func() (bool, error)) error {
+	interval := first
+	for {
+		done, err := cond()
+		if err != nil || done {
+			return err
+		}
+		timer := time.NewTimer(interval)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-timer.C:
+		}
+		interval = min(interval*3/2, pollCeiling)
+	}
 }
 
 // saveLoop saves the desired state at most once a second while it changes.
