@@ -62,61 +62,33 @@ func podStore(t *testing.T) (context.Context, apiserverstorage.Interface, *Datas
 // conformance tests of its etcd3 storage's watches: initial events,
 // resource versions, filtering, bookmarks, errors, compaction.
 func TestDirectWatchesConform(t *testing.T) {
-	for name, run := range map[string]func(context.Context, *testing.T, apiserverstorage.Interface, *Datastore){
-		"Watch": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface, _ *Datastore) {
-			storagetesting.RunTestWatch(ctx, t, s)
-		},
-		"ClusterScopedWatch": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface, _ *Datastore) {
-			storagetesting.RunTestClusterScopedWatch(ctx, t, s)
-		},
-		"NamespaceScopedWatch": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface, _ *Datastore) {
-			storagetesting.RunTestNamespaceScopedWatch(ctx, t, s)
-		},
-		"DeleteTriggerWatch": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface, _ *Datastore) {
-			storagetesting.RunTestDeleteTriggerWatch(ctx, t, s)
-		},
-		"WatchFromNonZero": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface, _ *Datastore) {
-			storagetesting.RunTestWatchFromNonZero(ctx, t, s)
-		},
-		"DelayedWatchDelivery": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface, _ *Datastore) {
-			storagetesting.RunTestDelayedWatchDelivery(ctx, t, s)
-		},
-		"WatchContextCancel": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface, _ *Datastore) {
-			storagetesting.RunTestWatchContextCancel(ctx, t, s)
-		},
-		"WatcherTimeout": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface, _ *Datastore) {
-			storagetesting.RunTestWatcherTimeout(ctx, t, s)
-		},
-		"DeleteEventHasLatestRV": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface, _ *Datastore) {
-			storagetesting.RunTestWatchDeleteEventObjectHaveLatestRV(ctx, t, s)
-		},
-		"InitializationSignal": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface, _ *Datastore) {
-			storagetesting.RunTestWatchInitializationSignal(ctx, t, s)
-		},
-		"NoBookmarksUnasked": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface, _ *Datastore) {
+	for name, run := range map[string]func(context.Context, *testing.T, apiserverstorage.Interface){
+		"Watch":                   storagetesting.RunTestWatch,
+		"ClusterScopedWatch":      storagetesting.RunTestClusterScopedWatch,
+		"NamespaceScopedWatch":    storagetesting.RunTestNamespaceScopedWatch,
+		"DeleteTriggerWatch":      storagetesting.RunTestDeleteTriggerWatch,
+		"WatchFromNonZero":        storagetesting.RunTestWatchFromNonZero,
+		"DelayedWatchDelivery":    storagetesting.RunTestDelayedWatchDelivery,
+		"WatchContextCancel":      storagetesting.RunTestWatchContextCancel,
+		"WatcherTimeout":          storagetesting.RunTestWatcherTimeout,
+		"DeleteEventHasLatestRV":  storagetesting.RunTestWatchDeleteEventObjectHaveLatestRV,
+		"InitializationSignal":    storagetesting.RunTestWatchInitializationSignal,
+		"InitialEventsCompatible": storagetesting.RunSendInitialEventsBackwardCompatibility,
+		"WatchSemantics":          storagetesting.RunWatchSemantics,
+		"InitialEventsExtended":   storagetesting.RunWatchSemanticInitialEventsExtended,
+		"WatchListMatchSingle":    storagetesting.RunWatchListMatchSingle,
+		"NoBookmarksUnasked": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface) {
 			storagetesting.RunTestWatchDispatchBookmarkEvents(ctx, t, s, false)
-		},
-		"InitialEventsCompatible": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface, _ *Datastore) {
-			storagetesting.RunSendInitialEventsBackwardCompatibility(ctx, t, s)
-		},
-		"WatchSemantics": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface, _ *Datastore) {
-			storagetesting.RunWatchSemantics(ctx, t, s)
-		},
-		"InitialEventsExtended": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface, _ *Datastore) {
-			storagetesting.RunWatchSemanticInitialEventsExtended(ctx, t, s)
-		},
-		"WatchListMatchSingle": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface, _ *Datastore) {
-			storagetesting.RunWatchListMatchSingle(ctx, t, s)
 		},
 		// Up to the compaction: kine keeps at least the last revision,
 		// which the test compacts to (TestDirectWatchFromCompacted).
-		"WatchFromZero": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface, _ *Datastore) {
+		"WatchFromZero": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface) {
 			storagetesting.RunTestWatchFromZero(ctx, t, s, nil)
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ctx, store, ds := podStore(t)
-			run(ctx, t, store, ds)
+			ctx, store, _ := podStore(t)
+			run(ctx, t, store)
 		})
 	}
 }
