@@ -12,32 +12,37 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// pollGrowing looks at once, then at growing intervals that stop growing
-// at pollCeiling, and stops at the first done, error or end of ctx.
-func TestPollGrowing(t *testing.T) {
-	var at []time.Time
-	start := time.Now()
-	err := pollGrowing(context.Background(), 100*time.Millisecond, func() (bool, error) {
-		at = append(at, time.Now())
-		return len(at) == 8, nil
-	})
-	require.NoError(t, err)
-	require.Len(t, at, 8)
-	require.Less(t, at[0].Sub(start), 50*time.Millisecond, "the first look is at once")
-	var gaps []time.Duration
-	for i := 1; i < len(at); i++ {
-		gaps = append(gaps, at[i].Sub(at[i-1]))
+// pollGrowing's waits grow by half each time and stop growing at
+// pollCeiling.
+func TestGrowingBackoff(t *testing.T) {
+	next := growingBackoff(100 * time.Millisecond).DelayFunc()
+	var got []time.Duration
+	for range 9 {
+		got = append(got, next())
 	}
-	// 100, 150, 225, 337, 506, 759, then the ceiling.
-	require.GreaterOrEqual(t, gaps[0], 100*time.Millisecond)
-	require.Greater(t, gaps[4], 2*gaps[0], "the waits grow")
-	require.GreaterOrEqual(t, gaps[6], pollCeiling)
-	require.Less(t, gaps[6], pollCeiling+500*time.Millisecond, "up to the ceiling, not past it")
+	require.Equal(t, []time.Duration{100 * time.Millisecond, 150 * time.Millisecond, 225 * time.Millisecond, 337500 * time.Microsecond,
+		506250 * time.Microsecond, 759375 * time.Microsecond, pollCeiling, pollCeiling, pollCeiling}, got)
+}
+
+// pollGrowing looks at once, and stops at the first done, error or end of
+// its context.
+func TestPollGrowing(t *testing.T) {
+	// A first wait of an hour: only a look at once returns within the
+	// guard's 10 s.
+	guard, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	looks := 0
+	require.NoError(t, pollGrowing(guard, time.Hour, func() (bool, error) { looks++; return true, nil }))
+	require.Equal(t, 1, looks)
 
 	failed := errors.New("broken")
-	require.ErrorIs(t, pollGrowing(context.Background(), time.Millisecond, func() (bool, error) { return false, failed }), failed)
+	require.ErrorIs(t, pollGrowing(guard, time.Millisecond, func() (bool, error) { return false, failed }), failed)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	require.ErrorIs(t, pollGrowing(ctx, time.Millisecond, func() (bool, error) { return false, nil }), context.DeadlineExceeded)
+	looks = 0
+	require.NoError(t, pollGrowing(guard, time.Millisecond, func() (bool, error) { looks++; return looks == 5, nil }))
+	require.Equal(t, 5, looks)
+
+	ctx, stop := context.WithCancel(context.Background())
+	stop()
+	require.ErrorIs(t, pollGrowing(ctx, time.Hour, func() (bool, error) { return false, nil }), context.Canceled)
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -1003,21 +1004,13 @@ const pollCeiling = time.Second
 // tens of thousands of times a second between them, a tenth of the
 // process's CPU while the server was slow.
 func pollGrowing(ctx context.Context, first time.Duration, cond func() (bool, error)) error {
-	interval := first
-	for {
-		done, err := cond()
-		if err != nil || done {
-			return err
-		}
-		timer := time.NewTimer(interval)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return ctx.Err()
-		case <-timer.C:
-		}
-		interval = min(interval*3/2, pollCeiling)
-	}
+	return growingBackoff(first).DelayFunc().Until(ctx, true, true, func(context.Context) (bool, error) { return cond() })
+}
+
+// growingBackoff is pollGrowing's waits: from first, half as long again
+// each time, then pollCeiling from when they reach it on.
+func growingBackoff(first time.Duration) wait.Backoff {
+	return wait.Backoff{Duration: first, Factor: 1.5, Cap: pollCeiling, Steps: math.MaxInt32}
 }
 
 // saveLoop saves the desired state at most once a second while it changes.
