@@ -24,6 +24,8 @@ import (
 	apiserverstorage "k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	storagetesting "k8s.io/apiserver/pkg/storage/testing"
+
+	"github.com/kubestellar/kubestellar/test/harness/databases"
 )
 
 // exampleScheme holds the example Pods of kube-apiserver's storage tests.
@@ -41,9 +43,15 @@ var exampleScheme = func() *k8sruntime.Scheme {
 // its last writes.
 func podStore(t *testing.T) (context.Context, apiserverstorage.Interface, *Datastore) {
 	t.Helper()
+	return podStoreOn(t, "")
+}
+
+// podStoreOn is podStore on a kine endpoint ("": SQLite).
+func podStoreOn(t *testing.T, endpoint string) (context.Context, apiserverstorage.Interface, *Datastore) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	ds, err := Start(ctx, Config{DataDir: t.TempDir(), CompactMinRetain: 1})
+	ds, err := Start(ctx, Config{Endpoint: endpoint, DataDir: t.TempDir(), CompactMinRetain: 1})
 	require.NoError(t, err)
 	t.Cleanup(ds.Stop)
 	require.NoError(t, ds.WaitReady(ctx, ""))
@@ -62,35 +70,62 @@ func podStore(t *testing.T) (context.Context, apiserverstorage.Interface, *Datas
 // conformance tests of its etcd3 storage's watches: initial events,
 // resource versions, filtering, bookmarks, errors, compaction.
 func TestDirectWatchesConform(t *testing.T) {
-	for name, run := range map[string]func(context.Context, *testing.T, apiserverstorage.Interface){
-		"Watch":                   storagetesting.RunTestWatch,
-		"ClusterScopedWatch":      storagetesting.RunTestClusterScopedWatch,
-		"NamespaceScopedWatch":    storagetesting.RunTestNamespaceScopedWatch,
-		"DeleteTriggerWatch":      storagetesting.RunTestDeleteTriggerWatch,
-		"WatchFromNonZero":        storagetesting.RunTestWatchFromNonZero,
-		"DelayedWatchDelivery":    storagetesting.RunTestDelayedWatchDelivery,
-		"WatchContextCancel":      storagetesting.RunTestWatchContextCancel,
-		"WatcherTimeout":          storagetesting.RunTestWatcherTimeout,
-		"DeleteEventHasLatestRV":  storagetesting.RunTestWatchDeleteEventObjectHaveLatestRV,
-		"InitializationSignal":    storagetesting.RunTestWatchInitializationSignal,
-		"InitialEventsCompatible": storagetesting.RunSendInitialEventsBackwardCompatibility,
-		"WatchSemantics":          storagetesting.RunWatchSemantics,
-		"InitialEventsExtended":   storagetesting.RunWatchSemanticInitialEventsExtended,
-		"WatchListMatchSingle":    storagetesting.RunWatchListMatchSingle,
-		"NoBookmarksUnasked": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface) {
-			storagetesting.RunTestWatchDispatchBookmarkEvents(ctx, t, s, false)
-		},
-		// Up to the compaction: kine keeps at least the last revision,
-		// which the test compacts to (TestDirectWatchFromCompacted).
-		"WatchFromZero": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface) {
-			storagetesting.RunTestWatchFromZero(ctx, t, s, nil)
-		},
-	} {
+	for name, run := range watchConformance {
 		t.Run(name, func(t *testing.T) {
 			ctx, store, _ := podStore(t)
 			run(ctx, t, store)
 		})
 	}
+}
+
+// On PostgreSQL too, where kine polls the database for what other
+// servers wrote: each test on a database of its own.
+func TestDirectWatchesConformOnPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts PostgreSQL")
+	}
+	pg := databases.StartPostgres(t)
+	i := 0
+	for name, run := range watchConformance {
+		t.Run(name, func(t *testing.T) {
+			i++
+			dsn, err := pg.CreateDatabase(fmt.Sprintf("conform%d", i))
+			require.NoError(t, err)
+			ctx, store, _ := podStoreOn(t, dsn)
+			w, err := store.Watch(ctx, "/pods/", apiserverstorage.ListOptions{ResourceVersion: "1", Recursive: true, Predicate: apiserverstorage.Everything})
+			require.NoError(t, err)
+			require.IsType(t, &directWatch{}, w, "served from the demultiplexer")
+			w.Stop()
+			run(ctx, t, store)
+		})
+	}
+}
+
+// watchConformance are kube-apiserver's tests of its etcd3 watches that
+// the direct watches pass.
+var watchConformance = map[string]func(context.Context, *testing.T, apiserverstorage.Interface){
+	"Watch":                   storagetesting.RunTestWatch,
+	"ClusterScopedWatch":      storagetesting.RunTestClusterScopedWatch,
+	"NamespaceScopedWatch":    storagetesting.RunTestNamespaceScopedWatch,
+	"DeleteTriggerWatch":      storagetesting.RunTestDeleteTriggerWatch,
+	"WatchFromNonZero":        storagetesting.RunTestWatchFromNonZero,
+	"DelayedWatchDelivery":    storagetesting.RunTestDelayedWatchDelivery,
+	"WatchContextCancel":      storagetesting.RunTestWatchContextCancel,
+	"WatcherTimeout":          storagetesting.RunTestWatcherTimeout,
+	"DeleteEventHasLatestRV":  storagetesting.RunTestWatchDeleteEventObjectHaveLatestRV,
+	"InitializationSignal":    storagetesting.RunTestWatchInitializationSignal,
+	"InitialEventsCompatible": storagetesting.RunSendInitialEventsBackwardCompatibility,
+	"WatchSemantics":          storagetesting.RunWatchSemantics,
+	"InitialEventsExtended":   storagetesting.RunWatchSemanticInitialEventsExtended,
+	"WatchListMatchSingle":    storagetesting.RunWatchListMatchSingle,
+	"NoBookmarksUnasked": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface) {
+		storagetesting.RunTestWatchDispatchBookmarkEvents(ctx, t, s, false)
+	},
+	// Up to the compaction: kine keeps at least the last revision,
+	// which the test compacts to (TestDirectWatchFromCompacted).
+	"WatchFromZero": func(ctx context.Context, t *testing.T, s apiserverstorage.Interface) {
+		storagetesting.RunTestWatchFromZero(ctx, t, s, nil)
+	},
 }
 
 // A watch of the storage on SQLite is served from the demultiplexer, by

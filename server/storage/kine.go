@@ -79,7 +79,8 @@ type Datastore struct {
 	// an etcd cluster (see listen).
 	local *clientv3.Client
 	// demux serves the watches of the in-process client on SQLite, and
-	// the storage's own (directWatches); nil on other datastores.
+	// the storage's own (directWatches) on every datastore kine serves;
+	// nil on an etcd cluster.
 	demux *demuxLog
 	// usage reaches kine in-process for Usage, without the mailboxes'
 	// events until usageMailboxes is on; nil for an etcd cluster.

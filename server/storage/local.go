@@ -69,7 +69,8 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 	var backend server.Backend
 	// On SQLite the in-process client's watches are served by our own
 	// watch server over the demultiplexer (watchServer); on the other
-	// backends by kine's.
+	// backends by kine's. On every backend of kine's the storage's plain
+	// watches are served by the demultiplexer (directWatches).
 	var watches *watchServer
 	var demux *demuxLog
 	if strings.HasPrefix(cfg.Endpoint, "sqlite://") {
@@ -79,6 +80,11 @@ func listen(ctx context.Context, wg *sync.WaitGroup, socket string, cfg *drivers
 		}
 	} else {
 		_, backend, err = drivers.New(backendCtx, wg, cfg)
+		if log, ok := logOf(backend); ok {
+			demux = newDemuxLog(backendCtx, log)
+		} else if backend != nil {
+			klog.FromContext(ctx).Info("kine's log could not be reached: every watch is served by kine's watch server", "backend", fmt.Sprintf("%T", backend))
+		}
 	}
 	if err != nil {
 		return nil, err
