@@ -29,6 +29,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
@@ -91,7 +92,12 @@ func NewClients(root *rest.Config) (*Clients, error) {
 	}
 	scoped := spaces.ScopedConfig(root)
 	scoped.QPS, scoped.Burst = 2000, 4000
-	c, err := client.NewWithWatch(scoped, client.Options{Scheme: scheme})
+	// The client's logger is klog's, as the server's is: left unset, it
+	// would be controller-runtime's global one, which nothing sets, and
+	// a server that starts the controllers more than 30 s after its own
+	// start (a survivor that takes over the lead) would print a stack
+	// trace saying so.
+	c, err := client.NewWithWatch(scoped, client.Options{Scheme: scheme, Log: klog.Background().WithName("controller-client")})
 	if err != nil {
 		return nil, fmt.Errorf("controller client: %w", err)
 	}
