@@ -125,6 +125,10 @@ type simSpec struct {
 type simEdge struct {
 	Name  string `json:"name"`
 	Token string `json:"token"`
+	// Server is the servers this edge's syncer is given, in its order
+	// (--server a,b,c), when not the spec's: the HA section gives each
+	// edge the cluster's servers beginning with another.
+	Server string `json:"server,omitempty"`
 }
 
 // simReport is a line the simulator prints every second.
@@ -266,6 +270,9 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 		clusters[i] = c
 		o := syncer.NewOptions()
 		o.Server, o.Token, o.SyncTarget = spec.Server, e.Token, e.Name
+		if e.Server != "" {
+			o.Server = e.Server
+		}
 		o.DataDir = filepath.Join(spec.DataDir, e.Name)
 		o.EdgeConfig, o.EdgeQPS = c.Config(), -1
 		// A small edge's syncer: two objects in step at a time rather than
@@ -657,8 +664,11 @@ func (sim *simulator) alive() error {
 // Locations and join tokens, and the simulator processes running their
 // syncers.
 type liveFleet struct {
-	s   *server
-	sim simFleet
+	s *server
+	// servers are every server of the fleet's cluster, s first: one, or
+	// the HA section's servers on one datastore.
+	servers []*server
+	sim     simFleet
 	// inv is the inventory space's client.
 	inv dynamic.Interface
 	// connected is how long the syncers took to connect, and
@@ -666,6 +676,10 @@ type liveFleet struct {
 	connected    time.Duration
 	began        time.Time
 	conditionsAt time.Time
+	// mailboxes is how long the SyncTargets took from the first create
+	// until every mailbox was ready (the creates, their Locations and
+	// tokens included).
+	mailboxes time.Duration
 	// profiles is where the server's and a simulator's profiles go ("":
 	// none).
 	profiles string
@@ -676,17 +690,26 @@ type liveFleet struct {
 // liveInv, the WDS liveWDS, and the syncers of the SyncTargets,
 // simulated, and waits for them to connect. stop ends it all; explain
 // adds the server's and the simulator's logs to an error.
-func startLiveFleet(ctx context.Context, bin string, o liveOptions, progress func(string, ...any)) (_ *liveFleet, err error) {
-	n, profiles := o.edges, o.profiles
+func startLiveFleet(ctx context.Context, bin string, o liveOptions, progress func(string, ...any)) (*liveFleet, error) {
 	// The limit is the server's: each simulator process needs fewer.
-	if err := raiseFileLimit(serverFilesPerEdge*n + 1024); err != nil {
-		return nil, fmt.Errorf("%d live edges: the server holds %d sockets per edge: %w", n, serverFilesPerEdge, err)
+	if err := raiseFileLimit(serverFilesPerEdge*o.edges + 1024); err != nil {
+		return nil, fmt.Errorf("%d live edges: the server holds %d sockets per edge: %w", o.edges, serverFilesPerEdge, err)
 	}
 	s, err := start(ctx, bin, "")
 	if err != nil {
 		return nil, err
 	}
-	f := &liveFleet{s: s, profiles: profiles}
+	return fleetOn(ctx, bin, []*server{s}, o, progress)
+}
+
+// fleetOn makes the live fleet's spaces, SyncTargets and tokens through
+// servers[0] and starts the syncers, each given every server beginning
+// with servers[i % len(servers)], so that each server holds its share of
+// the tunnels. The fleet owns the servers: stop, or an error, stops them.
+func fleetOn(ctx context.Context, bin string, servers []*server, o liveOptions, progress func(string, ...any)) (_ *liveFleet, err error) {
+	n, profiles := o.edges, o.profiles
+	s := servers[0]
+	f := &liveFleet{s: s, servers: servers, profiles: profiles}
 	defer func() {
 		if err != nil {
 			err = f.explain(ctx, err)
@@ -703,10 +726,11 @@ func startLiveFleet(ctx context.Context, bin string, o liveOptions, progress fun
 		return nil, err
 	}
 	progress("creating %d SyncTargets, their Locations and join tokens", n)
-	spec := simSpec{Server: fmt.Sprintf("https://127.0.0.1:%d", s.port), DataDir: filepath.Join(s.dataDir, "edges"), Edges: make([]simEdge, n), Pprof: true}
+	spec := simSpec{Server: s.url(), DataDir: filepath.Join(s.dataDir, "edges"), Edges: make([]simEdge, n), Pprof: true}
 	f.inv = dynamic.NewForConfigOrDie(s.config(liveInv))
 	root := kubernetes.NewForConfigOrDie(s.config(spaces.Root))
 	var made atomic.Int64
+	creating := time.Now()
 	if _, err := parallel(16, n, func(i int) error {
 		name := simulatedName(i)
 		created, err := f.inv.Resource(stGVR).Create(ctx, obj("SyncTarget", name, map[string]any{"env": "live", "name": name, "ring": ringOf(i, n)}, nil), metav1.CreateOptions{})
@@ -726,6 +750,9 @@ func startLiveFleet(ctx context.Context, bin string, o liveOptions, progress fun
 			return err
 		}
 		spec.Edges[i] = simEdge{Name: name, Token: tok.String()}
+		if len(servers) > 1 {
+			spec.Edges[i].Server = serverList(servers, i)
+		}
 		if k := made.Add(1); k%500 == 0 || k == int64(n) {
 			progress("%d of %d SyncTargets", k, n)
 		}
@@ -736,6 +763,7 @@ func startLiveFleet(ctx context.Context, bin string, o liveOptions, progress fun
 	if err := mailboxesReady(ctx, dynamic.NewForConfigOrDie(s.config(spaces.Root)), n); err != nil {
 		return nil, err
 	}
+	f.mailboxes = time.Since(creating)
 
 	progress("starting %d syncers, each with an edge cluster in memory", n)
 	// Where the connect's requests went, printed when it ends (or
@@ -785,6 +813,17 @@ func startLiveFleet(ctx context.Context, bin string, o liveOptions, progress fun
 	return f, nil
 }
 
+// serverList is edge i's --server: every server, beginning with the
+// i-th (modulo their number), so that each holds its share of the edges
+// while all can reach it.
+func serverList(servers []*server, i int) string {
+	urls := make([]string, len(servers))
+	for j := range servers {
+		urls[j] = servers[(i+j)%len(servers)].url()
+	}
+	return strings.Join(urls, ",")
+}
+
 // connectLimit is how long n syncers may take to connect: 10 minutes, or
 // 100 ms an edge for a larger fleet (10,000 edges: 16 min 40 s), so that a
 // fleet that connects slowly is measured rather than failed.
@@ -802,21 +841,32 @@ func (f *liveFleet) explain(ctx context.Context, err error) error {
 		tailFile(filepath.Join(f.s.dataDir, "server.log"), 3000), tailFile(filepath.Join(f.s.dataDir, "simulated-edges-0.log"), 2000), f.keepLogs())
 }
 
-// keepLogs copies the server's and the simulators' logs out of the data
-// directory, which stop removes, and says where.
+// keepLogs copies the servers' and the simulators' logs out of the data
+// directories, which stop removes, and says where. The first server's
+// keep their names; another server's are prefixed with its index
+// (1-server.log).
 func (f *liveFleet) keepLogs() string {
-	logs, _ := filepath.Glob(filepath.Join(f.s.dataDir, "*.log"))
-	if len(logs) == 0 {
-		return ""
-	}
-	dir, err := os.MkdirTemp("", "kubestellar-bench-logs-")
-	if err != nil {
-		return ""
-	}
-	for _, l := range logs {
-		if data, err := os.ReadFile(l); err == nil {
-			_ = os.WriteFile(filepath.Join(dir, filepath.Base(l)), data, 0o644)
+	dir := ""
+	for i, s := range f.servers {
+		logs, _ := filepath.Glob(filepath.Join(s.dataDir, "*.log"))
+		for _, l := range logs {
+			if dir == "" {
+				var err error
+				if dir, err = os.MkdirTemp("", "kubestellar-bench-logs-"); err != nil {
+					return ""
+				}
+			}
+			name := filepath.Base(l)
+			if i > 0 {
+				name = fmt.Sprintf("%d-%s", i, name)
+			}
+			if data, err := os.ReadFile(l); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, name), data, 0o644)
+			}
 		}
+	}
+	if dir == "" {
+		return ""
 	}
 	return "\n--- the logs are kept in " + dir + " ---"
 }
@@ -875,11 +925,13 @@ func markedLines(r io.Reader, marks []string, few int) (int, []string) {
 	return n, first
 }
 
-// stop ends the simulators and the server, and removes the server's data.
+// stop ends the simulators and the servers, and removes the servers' data.
 func (f *liveFleet) stop() {
 	f.sim.stop()
-	f.s.stop()
-	os.RemoveAll(f.s.dataDir)
+	for _, s := range f.servers {
+		s.stop()
+		os.RemoveAll(s.dataDir)
+	}
 }
 
 // ringOf is edge i's ring of n, for rollouts' waves: canary (1 %), early
@@ -1016,13 +1068,7 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 	if err != nil {
 		return nil, err
 	}
-	ep := placementObject("live", map[string]string{"env": "live"},
-		edgev2alpha1.DownsyncClause{APIGroup: ptr.To(""), Resources: []string{"configmaps"}, Namespaces: []string{liveNamespace}})
-	u, err := toUnstructured(ep)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := dynamic.NewForConfigOrDie(s.config(liveWDS)).Resource(epGVR).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+	if err := placeLive(ctx, s); err != nil {
 		return nil, err
 	}
 	if err := sim.wait(ctx, 30*time.Minute, fmt.Sprintf("%d ConfigMaps in the edge clusters", m*n), progress,
@@ -1115,6 +1161,18 @@ func createLiveObjects(ctx context.Context, wds kubernetes.Interface, ns string,
 		}
 	}
 	return nil
+}
+
+// placeLive places the live namespace's ConfigMaps on every live edge.
+func placeLive(ctx context.Context, s *server) error {
+	ep := placementObject("live", map[string]string{"env": "live"},
+		edgev2alpha1.DownsyncClause{APIGroup: ptr.To(""), Resources: []string{"configmaps"}, Namespaces: []string{liveNamespace}})
+	u, err := toUnstructured(ep)
+	if err != nil {
+		return err
+	}
+	_, err = dynamic.NewForConfigOrDie(s.config(liveWDS)).Resource(epGVR).Create(ctx, u, metav1.CreateOptions{})
+	return err
 }
 
 // liveRestNote says how a figure at rest was measured.

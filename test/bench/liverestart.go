@@ -59,7 +59,7 @@ func liveRestart(ctx context.Context, bin string, f *liveFleet, n int, progress 
 	if err != nil {
 		return nil, err
 	}
-	f.s, f.inv = s2, dynamic.NewForConfigOrDie(s2.config(liveInv))
+	f.s, f.servers[0], f.inv = s2, s2, dynamic.NewForConfigOrDie(s2.config(liveInv))
 	ready := time.Now()
 
 	// The change every watch must bring: made at once.
@@ -73,15 +73,8 @@ func liveRestart(ctx context.Context, bin string, f *liveFleet, n int, progress 
 		return nil, err
 	}
 
-	sampleCtx, stopSampling := context.WithCancel(ctx)
-	shown := &disconnectedSamples{}
-	var sampling sync.WaitGroup
-	sampling.Add(1)
-	go func() {
-		defer sampling.Done()
-		shown.run(sampleCtx, f.inv, sigterm)
-	}()
-	defer func() { stopSampling(); sampling.Wait() }()
+	shown := sampleDisconnected(ctx, f.inv, sigterm)
+	defer shown.stop()
 
 	tunnelsBack, err := edgesAnswer(ctx, s2, n, sigterm, progress)
 	if err != nil {
@@ -92,16 +85,9 @@ func liveRestart(ctx context.Context, bin string, f *liveFleet, n int, progress 
 		return nil, err
 	}
 	watchesBack := time.Since(sigterm)
-	// A last look, for an edge shown disconnected once all are back.
-	if err := sleep(ctx, 5*time.Second); err != nil {
+	most, lastNote, err := shown.finish(ctx, "SIGTERM")
+	if err != nil {
 		return nil, err
-	}
-	stopSampling()
-	sampling.Wait()
-	most, last := shown.result()
-	lastNote := "none at any sample"
-	if most > 0 {
-		lastNote = fmt.Sprintf("the last shown %s after SIGTERM", long(last))
 	}
 	what := fmt.Sprintf("restart with %d live edges", n)
 	return []row{
@@ -151,6 +137,44 @@ func edgesAnswer(ctx context.Context, s *server, n int, since time.Time, progres
 		return 0, err
 	}
 	return last.Sub(since), nil
+}
+
+// disconnectedSampling is disconnectedSamples running in the background.
+type disconnectedSampling struct {
+	disconnectedSamples
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// sampleDisconnected samples inv's SyncTargets each second from now
+// (disconnectedSamples), timing the last one shown from since, until
+// finish or stop.
+func sampleDisconnected(ctx context.Context, inv dynamic.Interface, since time.Time) *disconnectedSampling {
+	s := &disconnectedSampling{}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.wg.Go(func() { s.run(ctx, inv, since) })
+	return s
+}
+
+// stop ends the sampling and waits for it.
+func (s *disconnectedSampling) stop() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// finish takes a last look 5 s on, for an edge shown disconnected once
+// all are back, and stops: the most shown at any sample, and a note of
+// when the last was shown, after what since was.
+func (s *disconnectedSampling) finish(ctx context.Context, after string) (int, string, error) {
+	if err := sleep(ctx, 5*time.Second); err != nil {
+		return 0, "", err
+	}
+	s.stop()
+	most, last := s.result()
+	if most == 0 {
+		return 0, "none at any sample", nil
+	}
+	return most, fmt.Sprintf("the last shown %s after %s", long(last), after), nil
 }
 
 // disconnectedSamples counts, each second, the SyncTargets shown

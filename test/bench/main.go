@@ -43,7 +43,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -68,6 +67,7 @@ import (
 	tenancyv1alpha1 "github.com/kubestellar/kubestellar/apis/tenancy/v1alpha1"
 	"github.com/kubestellar/kubestellar/spaces"
 	"github.com/kubestellar/kubestellar/test/harness"
+	"github.com/kubestellar/kubestellar/test/harness/databases"
 )
 
 type options struct {
@@ -95,6 +95,7 @@ type options struct {
 	dashboard        dashboardOptions
 	live             liveOptions
 	rolloutEdges     int
+	haEdges          int
 	crds             crdOptions
 	// repeat is how many times the figures whose goals sit at the
 	// machine's noise are measured (repeat.go).
@@ -118,6 +119,14 @@ type options struct {
 func (o options) rollouts() liveOptions {
 	r := o.live
 	r.edges = o.rolloutEdges
+	return r
+}
+
+// ha is the HA section's fleet: -ha-edges live edges with -live-objects
+// ConfigMaps each.
+func (o options) ha() liveOptions {
+	r := o.live
+	r.edges = o.haEdges
 	return r
 }
 
@@ -163,6 +172,7 @@ func main() {
 	flag.DurationVar(&o.live.rest, "live-rest", time.Minute, "live edges: how long the fleet is watched at rest, sampling whether any edge is shown disconnected")
 	flag.StringVar(&o.live.profiles, "profiles", "", "a directory to write the server's profiles into (pprof), for what it spends its CPU and memory on: the live edges' heap at rest (live-rest-heap.pb.gz, after a collection), the rollouts' CPU over the first 30 s of each measured change, and the fan-out's over the first 30 s of its mailboxes' making")
 	flag.IntVar(&o.rolloutEdges, "rollout-edges", 1000, "rollouts: live edges (as -live-edges) on which -live-objects ConfigMaps are placed and one updated, with strategy All and then Progressive in 5 waves, for what a Progressive rollout costs the server (rollouts.go; 0 skips)")
+	flag.IntVar(&o.haEdges, "ha-edges", 0, "HA: live edges (as -live-edges) spread over 3 servers sharing one PostgreSQL, with -live-objects ConfigMaps each; the leading server is killed with SIGKILL and its edges' move to the others and every mailbox's exactness are timed (ha.go; 0 skips)")
 	flag.IntVar(&o.crds.spaces, "crd-spaces", 1000, "CRDs: spaces that each install the same 10 CRDs, bound (--crds-per-space=false) and then per space (the default), each on a fresh server, for the memory per space (0 skips the section)")
 	flag.IntVar(&o.crds.own, "crd-own-spaces", 100, "CRDs: spaces that each install 10 CRDs of their own, in each layout")
 	flag.IntVar(&o.crds.objects, "crd-objects", 200, "CRDs: custom resources created one by one and listed in one space, in each layout")
@@ -417,6 +427,7 @@ func runSections(ctx context.Context, bin string, o options, progress func(strin
 	}{
 		{liveSection(o.live), o.live.edges > 0, func() ([]row, error) { return liveEdgesBench(ctx, bin, o.live, progress) }},
 		{rolloutsSection(o.rollouts()), o.rolloutEdges > 0, func() ([]row, error) { return rolloutsBench(ctx, bin, o.rollouts(), o.repeat, progress) }},
+		{haSection(o.ha()), o.haEdges > 0, func() ([]row, error) { return haBench(ctx, bin, o.ha(), progress) }},
 		{"tunnels", o.tunnel.tunnels > 0, func() ([]row, error) { return tunnelsBench(ctx, bin, o.tunnel.tunnels, progress) }},
 		{"forwarding", o.tunnel.requests > 0, func() ([]row, error) { return forwardBench(ctx, bin, o.tunnel, progress) }},
 		{"tenants", o.tenants.samples > 0, func() ([]row, error) { return tenantsBench(ctx, bin, o.tenants, progress) }},
@@ -601,6 +612,10 @@ func (s *server) rss() int64 {
 	return 0
 }
 
+// url is the server's base URL, as a syncer is given it and as the
+// server names itself (a SyncTarget's tunnelServer).
+func (s *server) url() string { return fmt.Sprintf("https://127.0.0.1:%d", s.port) }
+
 func (s *server) config(space string) *rest.Config {
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(s.dataDir, "admin.kubeconfig"))
 	if err != nil {
@@ -760,11 +775,4 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Micros
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return databases.FreeLoopbackPort() }

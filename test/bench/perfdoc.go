@@ -127,6 +127,8 @@ var goals = []goal{
 		bound: "Every copy is a create in its mailbox, an event on its syncer's watch of the mailbox (served from the datastore's demultiplexer, apart from the watch caches') and the syncer's apply at its edge; the simulated syncers share the two cores with the server."},
 	{section: "live edges", metric: "one update → all ", goal: "p50 ≤ 10 s, p99 ≤ 30 s for 10,000 live edges"},
 	{section: "live edges", metric: "restart with ", goal: "≤ 60 s SIGTERM → every tunnel and watch back, for 10,000 live edges; none shown disconnected for longer than the restart"},
+	{section: "HA, 3 servers on PostgreSQL", metric: "SIGKILL of the leading server", goal: "≤ 2 min to every edge on a survivor and every mailbox exact, for 10,000 live edges on 3 servers",
+		bound: "The new leader's start (its Lease runs out 10 s after the last renewal; its controllers list every space before they reconcile each mailbox again), and the moved syncers' watches, which read their ranges' history since the revisions they had reached, served from the demultiplexer."},
 	{section: "rollouts", metric: "server CPU per copy placed, Progressive ÷ All", goal: "≤ 1.10×",
 		bound: "The syncer's report rides the SyncTarget status write its heartbeat makes anyway once the copies are applied; beyond All's, the rollout's looks over every destination, the placement's status as the waves move and the record in each mailbox's SyncerConfig, written with its resources."},
 	{section: "rollouts", metric: "one ConfigMap updated → canary wave", goal: "≤ 1 s"},

@@ -137,7 +137,7 @@ func TestMergeReport(t *testing.T) {
 func TestGoalsNameSections(t *testing.T) {
 	sections := map[string]bool{"cold start": true, "one server": true, "fan-out": true, "syncer": true, "tunnels": true, "forwarding": true,
 		"tenants": true, "flood": true, "churn": true, "datastores": true, "stock kube-apiserver side by side": true, "dashboard": true, "live edges": true, "rollouts": true, "CRDs bound and per space": true,
-		"soak": true, "chaos": true}
+		"soak": true, "chaos": true, haSection(liveOptions{edges: 1000, objects: 10}): true}
 	for _, g := range goals {
 		require.True(t, sections[g.section], "goal %q names section %q, which the bench does not run", g.metric, g.section)
 		require.NotEmpty(t, g.goal+g.bound, "goal %q/%q says nothing", g.section, g.metric)

@@ -20,7 +20,7 @@ import (
 // kine (built the same way, with cgo) for the stock section, konnectivity
 // (built the same way) for the forwarding section, and
 // PostgreSQL, MariaDB and etcd, each started once and stopped, for the
-// datastore section.
+// datastore section (PostgreSQL for the HA section too).
 // `make bench` installs them first (hack/bench-deps.sh).
 func prerequisites(ctx context.Context, o options, progress func(string, ...any)) error {
 	var errs []error
@@ -44,15 +44,18 @@ func prerequisites(ctx context.Context, o options, progress func(string, ...any)
 			errs = append(errs, fmt.Errorf("konnectivity (for -forward-requests; -forward-konnectivity=false measures without it): %w", err))
 		}
 	}
-	if o.datastoreN > 0 {
+	if o.datastoreN > 0 || o.haEdges > 0 {
 		for _, ext := range externals {
+			if o.datastoreN == 0 && ext.name != "PostgreSQL" {
+				continue // the HA section needs PostgreSQL alone
+			}
 			if ext.name == "etcd" && !binaries {
 				continue // its binary is one of those, missing
 			}
 			progress("prerequisites: starting %s once", ext.name)
 			_, stop, err := ext.start(ctx, progress)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("%s (for -datastore-objects): %w", ext.name, err))
+				errs = append(errs, fmt.Errorf("%s (for -datastore-objects or -ha-edges): %w", ext.name, err))
 				continue
 			}
 			stop()

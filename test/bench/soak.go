@@ -344,7 +344,7 @@ func setUpSoak(ctx context.Context, bin string, s *server, o soakOptions, progre
 		return nil, errors.New("the server's CA certificate is not PEM")
 	}
 	w := &soakWorld{counters: &syncerCounters{}, churn: c, logFile: logFile}
-	baseURL := fmt.Sprintf("https://127.0.0.1:%d", s.port)
+	baseURL := s.url()
 	progress("starting %d simulated syncers", o.syncers)
 	for i := range o.syncers {
 		y := &soakSyncer{name: simulatedName(i), mailbox: mailboxes[i], bearer: bearers[i], serverURL: baseURL,

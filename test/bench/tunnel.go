@@ -127,7 +127,7 @@ func tunnelsBench(ctx context.Context, bin string, n int, progress func(string, 
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, errors.New("the server's CA certificate is not PEM")
 	}
-	baseURL := fmt.Sprintf("https://127.0.0.1:%d", s.port)
+	baseURL := s.url()
 	progress("opening %d tunnels", n)
 	began := time.Now()
 	syncers := startSimulatedSyncers(klog.NewContext(ctx, klog.Logger{}), baseURL,
