@@ -485,6 +485,7 @@ func (c *Config) configureFairness(core *genericapiserver.RecommendedConfig) err
 	core.FlowControl = fairness.New(core.SharedInformerFactory, loopback.FlowcontrolV1(), o.MaxRequestsInFlight+o.MaxMutatingRequestsInFlight, spaces.SpaceOrRoot)
 	c.flowcontrol = loopback.FlowcontrolV1()
 	c.syncerConnected = syncerconnected.New(o.SelfURL(), c.syncers.SyncTargets.Get)
+	c.syncers.SyncTargetHandlers = append(c.syncers.SyncTargetHandlers, c.syncerConnected.SyncTargetHandler())
 	return nil
 }
 

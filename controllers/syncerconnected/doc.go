@@ -9,7 +9,9 @@
 // server tells it when a SyncTarget's first tunnel opens or its last one
 // closes (Changed), and its workers write what the tunnel server says now,
 // so that a change that came and went before its write is never written
-// out of order. A server that stops says its tunnels are closing while its
+// out of order. It also hears the server's cache of SyncTargets
+// (SyncTargetHandler) and writes again a record that disagrees with the
+// tunnels held here, whoever wrote it. A server that stops says its tunnels are closing while its
 // API still serves (Closing); one that was killed cannot, so:
 //
 //   - a server that starts again looks, once its syncers have had time to

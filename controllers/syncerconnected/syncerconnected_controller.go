@@ -13,12 +13,16 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
 	"github.com/kubestellar/kubestellar/internal/worker"
+	"github.com/kubestellar/kubestellar/spaces"
 )
 
 // Name is the controller's name, in its queue's metrics and its logs.
@@ -57,6 +61,13 @@ type Controller struct {
 	clients   Clients
 	connected func(inv, st string) bool
 	logger    klog.Logger
+	// swept is set once the start-up sweep has run: from then on a record
+	// said open here without a tunnel is corrected as soon as it is seen.
+	swept atomic.Bool
+	// closing is set by Closing: the server is stopping, and every tunnel
+	// it holds is recorded closed, as the tunnel server's count may not
+	// say yet.
+	closing atomic.Bool
 }
 
 // maxRetryDelay bounds the wait before a failed write is tried again.
@@ -103,6 +114,7 @@ func (c *Controller) Run(ctx context.Context, workers int, clients Clients, conn
 		if err := c.sweep(ctx, clients, connected); err != nil && ctx.Err() == nil {
 			c.logger.Error(err, "cannot check which SyncTargets lost their tunnel while the server was down")
 		}
+		c.swept.Store(true)
 	})
 	defer sweep.Stop()
 	loop := worker.Loop[key]{Name: Name, Queue: c.queue, Failure: "cannot record the tunnel on the SyncTarget; will retry",
@@ -110,7 +122,7 @@ func (c *Controller) Run(ctx context.Context, workers int, clients Clients, conn
 			c.mu.Lock()
 			delete(c.pending, k)
 			c.mu.Unlock()
-			err := writeCondition(ctx, clients, c.cached, c.self, c.started, k.inv, k.st, connected(k.inv, k.st))
+			err := writeCondition(ctx, clients, c.cached, c.self, c.started, k.inv, k.st, c.holds(k.inv, k.st))
 			if err != nil {
 				c.mu.Lock()
 				c.pending[k] = true
@@ -134,6 +146,12 @@ func (c *Controller) Run(ctx context.Context, workers int, clients Clients, conn
 	wg.Wait() // Run shut the queue down: each worker ends after its key
 }
 
+// holds says whether a SyncTarget's tunnel is to be recorded open here:
+// held, and the server not stopping.
+func (c *Controller) holds(inv, st string) bool {
+	return !c.closing.Load() && c.connected(inv, st)
+}
+
 // sweep queues the SyncTargets that say SyncerConnected=True, with their
 // tunnel on this server (or on no server named), but have no tunnel to it.
 func (c *Controller) sweep(ctx context.Context, clients Clients, connected func(inv, st string) bool) error {
@@ -147,6 +165,69 @@ func (c *Controller) sweep(ctx context.Context, clients Clients, connected func(
 		}
 	}
 	return nil
+}
+
+// SyncTargetHandler hears the server's cache of SyncTargets, so that what
+// they record follows the tunnels held here, whoever wrote it last: a
+// SyncTarget whose tunnel is held here but is recorded closed (or on no
+// server) is queued, and so is one recorded open here without a tunnel
+// here, once the start-up sweep has run (before, its syncer may be on its
+// way back). A record that another server holds the tunnel is left alone:
+// that server says so because it holds one too, and it records the close
+// when its tunnel drops, if ever. What is written is still what the tunnel
+// server says when a worker gets to it, and a record that agrees queues
+// nothing, so a heartbeat costs one lookup.
+//
+// Without it, a record written over the server's would stand until the
+// tunnel next changed: the leader's sweep of dead servers judges a server
+// by its Lease, and a server too busy to renew it in time is alive and
+// holding its tunnels.
+func (c *Controller) SyncTargetHandler() cache.ResourceEventHandler {
+	observe := func(obj any) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		c.mu.Lock()
+		running := c.connected != nil
+		c.mu.Unlock()
+		if !running {
+			return // before Run: the tunnels' changes are queued
+		}
+		k, err := spaces.KeyFunc(u)
+		if err != nil {
+			return
+		}
+		inv, _, name, err := spaces.SplitKey(k)
+		if err != nil {
+			return
+		}
+		open, server := recorded(u)
+		held := c.holds(inv, name)
+		switch {
+		case held && (!open || server == ""),
+			!held && open && server == c.self && c.swept.Load():
+			c.queue.Add(key{inv, name})
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { observe(obj) },
+		UpdateFunc: func(_, obj any) { observe(obj) },
+	}
+}
+
+// recorded reads what a SyncTarget records of its tunnel: whether
+// SyncerConnected is True, and the tunnel server.
+func recorded(u *unstructured.Unstructured) (open bool, server string) {
+	server, _, _ = unstructured.NestedString(u.Object, "status", "tunnelServer")
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if ok && m["type"] == edgev2alpha1.SyncTargetSyncerConnected {
+			return m["status"] == string(metav1.ConditionTrue), server
+		}
+	}
+	return false, server
 }
 
 // closingWriters is how many closings a stopping server writes at once.
@@ -167,6 +248,7 @@ const closingBudget = 500 * time.Millisecond
 // closingBudget at most. Before Run it has nothing to write with, and
 // writes nothing.
 func (c *Controller) Closing(open []string) error {
+	c.closing.Store(true)
 	c.mu.Lock()
 	clients, logger := c.clients, c.logger
 	keys := map[key]bool{}

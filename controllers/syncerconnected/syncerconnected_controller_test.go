@@ -223,3 +223,82 @@ func TestKeepServerLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int32(serverLeaseTTL.Seconds()), *l.Spec.LeaseDurationSeconds)
 }
+
+// TestRecordedStateFollowsTheTunnel: the condition is level-based. When
+// another writer records a tunnel this server holds as closed (the
+// leader's sweep, judging this server dead while it was only slow to renew
+// its Lease), the server says it is open again; when the record says open
+// here with no tunnel here, once the start-up sweep has run, it says
+// closed. It never fights another server that says it holds the tunnel,
+// nor its own record of closing as it stops.
+func TestRecordedStateFollowsTheTunnel(t *testing.T) {
+	clients := newFakeClients(t,
+		named(t, "held", true, selfURL),
+		named(t, "moved", true, "https://server-b:6443"),
+		named(t, "gone", false, ""))
+	tn := &tunnels{open: map[string]bool{"held": true, "moved": true}}
+	c := New(selfURL, nil)
+	handler := c.SyncTargetHandler()
+	observe := func(name string) {
+		u, err := clients.dyn.Resource(syncTargets).Get(t.Context(), name, metav1.GetOptions{})
+		require.NoError(t, err)
+		u.SetAnnotations(map[string]string{spaces.Annotation: "inv1"})
+		handler.OnUpdate(u, u)
+	}
+	// Before Run, nothing is known of the tunnels: nothing is queued.
+	observe("held")
+	require.Zero(t, c.queue.Len())
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx, 2, clients, tn.connected, 50*time.Millisecond)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	// The dead-server sweep's write, about a server that is alive.
+	require.NoError(t, writeCondition(t.Context(), clients, nil, selfURL, time.Time{}, "inv1", "held", false))
+	cond, _ := state(t, clients, "held")
+	require.Equal(t, "False/TunnelClosed", cond)
+	eventually(t, "the tunnel held here said open again", func() bool {
+		observe("held") // again: Run may not have started
+		cond, server := state(t, clients, "held")
+		return cond == "True/TunnelOpen" && server == selfURL
+	})
+
+	// Another server says it holds the tunnel too (the syncer moved, this
+	// server's tunnel is not dropped yet): that record is left alone.
+	writes := func() int {
+		n := 0
+		for _, a := range clients.dyn.Actions() {
+			if a.GetVerb() == "patch" {
+				n++
+			}
+		}
+		return n
+	}
+	before := writes()
+	observe("moved")
+	// A record said open here without a tunnel, once the start-up sweep
+	// has run (so not by it), is said closed.
+	eventually(t, "the start-up sweep to have run", c.swept.Load)
+	require.NoError(t, writeCondition(t.Context(), clients, nil, selfURL, time.Time{}, "inv1", "gone", true))
+	observe("gone")
+	eventually(t, "the tunnel not held here said closed", func() bool {
+		cond, server := state(t, clients, "gone")
+		return cond == "False/TunnelClosed" && server == ""
+	})
+	cond, server := state(t, clients, "moved")
+	require.Equal(t, []string{"True/TunnelOpen", "https://server-b:6443"}, []string{cond, server})
+	require.Equal(t, before+2, writes(), "one write for gone (made by the test, then by the controller); none for moved")
+
+	// A stopping server records its tunnels closed while they are still
+	// counted open: it does not then say them open again.
+	require.NoError(t, c.Closing([]string{"inv1/held"}))
+	cond, _ = state(t, clients, "held")
+	require.Equal(t, "False/TunnelClosed", cond)
+	observe("held")
+	require.Zero(t, c.queue.Len(), "a stopping server queued a tunnel it is closing")
+	require.False(t, c.holds("inv1", "held"))
+}

@@ -43,6 +43,9 @@ type Syncers struct {
 	// Requests ends syncers' requests (tunnels, watches) when their token
 	// stops authenticating; WithSyncerRequests registers them.
 	Requests *Revoker
+	// SyncTargetHandlers also hear the SyncTarget cache's changes; set
+	// them before Start.
+	SyncTargetHandlers []cache.ResourceEventHandler
 }
 
 // NewSyncers returns them for the server whose CA certificate is caPEM.
@@ -86,7 +89,8 @@ func (s *Syncers) Start(ctx context.Context, loopback *rest.Config) error {
 	// Of each SyncTarget the cache keeps what its readers read: the UID
 	// and mailbox (tokens), the tunnel's condition and server (the tunnel's
 	// first guess before it patches them).
-	indexer, controller := spaces.NewInformerWithOptions(lw, &unstructured.Unstructured{}, s.Requests.SyncTargetHandler(),
+	indexer, controller := spaces.NewInformerWithOptions(lw, &unstructured.Unstructured{},
+		handlers(append([]cache.ResourceEventHandler{s.Requests.SyncTargetHandler()}, s.SyncTargetHandlers...)),
 		spaces.InformerOptions{Transform: spaces.KeepOnly(CachedSyncTargetFields...)})
 	go controller.RunWithContext(ctx)
 	go s.Requests.Run(ctx)
@@ -99,6 +103,27 @@ func (s *Syncers) Start(ctx context.Context, loopback *rest.Config) error {
 	s.Tokens.SetSecrets(secrets.Lister().Secrets(TokenNamespace))
 	klog.FromContext(ctx).V(2).Info("syncer tokens are served")
 	return nil
+}
+
+// handlers is one handler that passes each change to all of hs, in order.
+type handlers []cache.ResourceEventHandler
+
+func (hs handlers) OnAdd(obj any, initial bool) {
+	for _, h := range hs {
+		h.OnAdd(obj, initial)
+	}
+}
+
+func (hs handlers) OnUpdate(old, obj any) {
+	for _, h := range hs {
+		h.OnUpdate(old, obj)
+	}
+}
+
+func (hs handlers) OnDelete(obj any) {
+	for _, h := range hs {
+		h.OnDelete(obj)
+	}
 }
 
 // CachedSyncTargetFields are the fields of a SyncTarget, besides its

@@ -35,8 +35,17 @@ func TestTunnel(t *testing.T) {
 	syncer := harness.StartSyncer(t, join, c.KubeconfigPath, "")
 	syncer.WaitLog(t, "tunnel open", time.Minute)
 	require.Contains(t, syncer.Log(), "stream=true", "the tunnel is a stream of the syncer's HTTP/2 connection, not a connection of its own")
-	poll(t, k, equals("True TunnelOpen"), "SyncerConnected to follow the tunnel", "--context", "inv1", "get", "synctarget", "edge1",
-		"-o", `jsonpath={.status.conditions[?(@.type=="SyncerConnected")].status} {.status.conditions[?(@.type=="SyncerConnected")].reason}`)
+	recorded := `jsonpath={.status.conditions[?(@.type=="SyncerConnected")].status} {.status.conditions[?(@.type=="SyncerConnected")].reason} {.status.tunnelServer}`
+	poll(t, k, equals("True TunnelOpen "+srv.BaseURL()), "SyncerConnected to follow the tunnel", "--context", "inv1", "get", "synctarget", "edge1",
+		"-o", recorded)
+	// The record follows the tunnel whoever wrote it last: written closed
+	// while the tunnel is open (as the leader's sweep of dead servers does
+	// when a busy server is late renewing its Lease), it is said open again.
+	now := time.Now().UTC().Format(time.RFC3339)
+	k.MustRun(t, "--context", "inv1", "patch", "synctarget", "edge1", "--subresource=status", "--type=merge", "-p",
+		`{"status":{"tunnelServer":null,"conditions":[{"type":"SyncerConnected","status":"False","reason":"TunnelClosed","message":"written by the test","lastTransitionTime":"`+now+`"}]}}`)
+	poll(t, k, equals("True TunnelOpen "+srv.BaseURL()), "SyncerConnected said open again after a write that said closed",
+		"--context", "inv1", "get", "synctarget", "edge1", "-o", recorded)
 
 	// kubectl on the edge cluster, through the center.
 	viaCenter := harness.Kubectl{Kubeconfig: filepath.Join(t.TempDir(), "edge1.kubeconfig")}
