@@ -179,8 +179,12 @@ func haMeasure(ctx context.Context, f *liveFleet, o liveOptions, progress func(s
 
 	if o.profiles != "" {
 		// The survivors taking over: 30 s from 15 s after the kill, when
-		// one of them leads and their controllers start.
+		// one of them leads and their controllers start. The section
+		// waits for them before it stops the servers.
+		profiled := make(chan struct{})
+		defer func() { <-profiled }()
 		go func() {
+			defer close(profiled)
 			if sleep(ctx, 15*time.Second) != nil {
 				return
 			}
@@ -203,7 +207,7 @@ func haMeasure(ctx context.Context, f *liveFleet, o liveOptions, progress func(s
 	var exactCounts mailboxCounts
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return everySecond(gctx, limit, "a survivor to lead", func(ctx context.Context) (bool, error) {
+		return pollPaced(gctx, limit, "a survivor to lead", func(ctx context.Context) (bool, error) {
 			h, err := leaseHolder(ctx, survivor)
 			if err != nil {
 				return false, nil
@@ -217,7 +221,7 @@ func haMeasure(ctx context.Context, f *liveFleet, o liveOptions, progress func(s
 	})
 	g.Go(func() error {
 		var last string
-		err := everySecond(gctx, limit, "every edge connected to a survivor", func(ctx context.Context) (bool, error) {
+		err := pollPaced(gctx, limit, "every edge connected to a survivor", func(ctx context.Context) (bool, error) {
 			now, err := tunnelServers(ctx, inv)
 			if err != nil {
 				return false, nil
@@ -252,7 +256,7 @@ func haMeasure(ctx context.Context, f *liveFleet, o liveOptions, progress func(s
 	g.Go(func() error {
 		x := exactness{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, inventory: liveInv, wds: liveWDS}
 		var checkErr error
-		err := everySecond(gctx, limit, "every mailbox exact", func(ctx context.Context) (bool, error) {
+		err := pollPaced(gctx, limit, "every mailbox exact", func(ctx context.Context) (bool, error) {
 			exactFindings, exactCounts, checkErr = x.check(ctx, survivor)
 			if checkErr != nil {
 				return false, nil
@@ -381,11 +385,15 @@ func retryFor(ctx context.Context, d time.Duration, fn func() error) (time.Durat
 	}
 }
 
-// everySecond calls ok once a second until it says true, for at most
-// limit.
-func everySecond(ctx context.Context, limit time.Duration, what string, ok func(context.Context) (bool, error)) error {
+// pollPaced calls ok until it says true, for at most limit: once a second, or
+// after twice as long as ok itself took, whichever is longer. A poll that
+// lists every SyncTarget or every copy costs the server it asks; paced so,
+// it keeps that server busy for a third of one client's time at most, while
+// the server recovers, rather than a client's whole time.
+func pollPaced(ctx context.Context, limit time.Duration, what string, ok func(context.Context) (bool, error)) error {
 	deadline := time.Now().Add(limit)
 	for {
+		start := time.Now()
 		done, err := ok(ctx)
 		if err != nil || done {
 			return err
@@ -393,8 +401,13 @@ func everySecond(ctx context.Context, limit time.Duration, what string, ok func(
 		if time.Now().After(deadline) {
 			return fmt.Errorf("waiting for %s: not after %s", what, limit)
 		}
-		if err := sleep(ctx, time.Second); err != nil {
+		if err := sleep(ctx, pause(time.Since(start))); err != nil {
 			return err
 		}
 	}
+}
+
+// pause is how long pollPaced waits after a poll that took took.
+func pause(took time.Duration) time.Duration {
+	return max(time.Second, 2*took)
 }

@@ -5,6 +5,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -33,4 +34,15 @@ func TestSplitLeaderMatchesTheWholePort(t *testing.T) {
 	leader, others = splitLeader("edge-host_https://127.0.0.1:9999_x7k2q9", servers)
 	require.Nil(t, leader)
 	require.Len(t, others, 3)
+}
+
+// TestPauseKeepsPollsToAThird: the HA section's polls wait a second, or
+// twice what the poll took, so that a poll of a busy server takes a third
+// of the time at most.
+func TestPauseKeepsPollsToAThird(t *testing.T) {
+	for took, want := range map[time.Duration]time.Duration{
+		0: time.Second, 300 * time.Millisecond: time.Second, 2 * time.Second: 4 * time.Second, 7 * time.Second: 14 * time.Second,
+	} {
+		require.Equal(t, want, pause(took), "after a poll of %s", took)
+	}
 }
