@@ -124,6 +124,21 @@ type Config struct {
 	CompactMinRetain int64
 }
 
+// compactTimeout bounds each of kine's compaction transactions (of
+// CompactBatchSize revisions) on PostgreSQL and MySQL. kine's default is
+// 5 s (sqliteCompactTimeout), but kine v0.17.5 ends the process
+// (logrus.Fatal) when a compaction's commit fails, and a deadline that
+// passes after the delete and before the commit fails it: one of three
+// servers on PostgreSQL, sharing two cores with a fan-out of 30,000
+// copies, exited so. A batch normally takes milliseconds; a minute leaves
+// a starved server that margin, at the cost of the compact_rev_key row
+// staying locked longer for the other servers' compactors when the
+// database is that slow.
+const (
+	compactTimeout       = time.Minute
+	sqliteCompactTimeout = 5 * time.Second
+)
+
 // DefaultEndpoint returns the SQLite endpoint in dataDir.
 func DefaultEndpoint(dataDir string) string {
 	return "sqlite://" + filepath.Join(dataDir, "db", "state.db") + "?" + SQLiteParams
@@ -160,11 +175,13 @@ func Start(ctx context.Context, cfg Config) (*Datastore, error) {
 		}
 	}
 	logger.Info("starting datastore", "endpoint", Redact(endpointURL), "compactInterval", compactInterval, "compactMinRetain", minRetain)
-	kineCompactInterval := compactInterval
+	kineCompactInterval, kineCompactTimeout := compactInterval, compactTimeout
 	if path != "" {
 		// Compaction runs in maintainer, followed by reclaim and checkpoint;
-		// kine compacts on request when its own compactor is off.
-		kineCompactInterval = 0
+		// kine compacts on request when its own compactor is off. SQLite
+		// has one writer: a compaction that runs long holds up every
+		// write, so it keeps kine's own timeout.
+		kineCompactInterval, kineCompactTimeout = 0, sqliteCompactTimeout
 	}
 	kineCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	wg := &sync.WaitGroup{}
@@ -174,7 +191,7 @@ func Start(ctx context.Context, cfg Config) (*Datastore, error) {
 		// kine's own defaults (its command's flags), with compaction on as
 		// k3s runs it (for SQLite, on request from maintainer).
 		CompactInterval:  kineCompactInterval,
-		CompactTimeout:   5 * time.Second,
+		CompactTimeout:   kineCompactTimeout,
 		CompactMinRetain: minRetain,
 		CompactBatchSize: 1000,
 		PollBatchSize:    500,
