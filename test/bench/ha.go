@@ -131,6 +131,17 @@ func haMeasure(ctx context.Context, f *liveFleet, o liveOptions, progress func(s
 	if err := sleep(ctx, 10*time.Second); err != nil {
 		return nil, err
 	}
+	// A server that died under the load is not the one killed: say so,
+	// with what it last logged (a 3,000-edge run lost one to kine's
+	// compaction, which exits the process when a commit fails).
+	for i, s := range f.servers {
+		select {
+		case <-s.done:
+			return nil, fmt.Errorf("server %c (%s) exited before the kill: %v\n--- end of its log ---\n%s",
+				'a'+i, s.url(), s.cmd.ProcessState, tailFile(filepath.Join(s.dataDir, "server.log"), 2000))
+		default:
+		}
+	}
 	var rss []string
 	var rssSum int64
 	for _, s := range f.servers {
