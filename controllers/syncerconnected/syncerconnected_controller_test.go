@@ -89,6 +89,18 @@ func (tn *tunnels) connected(_, st string) bool {
 	return tn.open[st]
 }
 
+// run runs c with two workers and a start-up sweep after 50 ms until the
+// test ends.
+func run(t *testing.T, c *Controller, clients fakeClients, tn *tunnels) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx, 2, clients, tn.connected, 50*time.Millisecond)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	require.Eventually(t, cond, 10*time.Second, 10*time.Millisecond, what)
@@ -116,13 +128,7 @@ func TestRunWritesWhatTheTunnelSaysNow(t *testing.T) {
 	c.Changed(t.Context(), "inv1", "edge2", true)
 	c.Changed(t.Context(), "inv1", "edge2", false)
 
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx, 2, clients, tn.connected, 50*time.Millisecond)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	run(t, c, clients, tn)
 
 	eventually(t, "edge1 said open here", func() bool {
 		cond, server := state(t, clients, "edge1")
@@ -249,13 +255,7 @@ func TestRecordedStateFollowsTheTunnel(t *testing.T) {
 	observe("held")
 	require.Zero(t, c.queue.Len())
 
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c.Run(ctx, 2, clients, tn.connected, 50*time.Millisecond)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	run(t, c, clients, tn)
 
 	// The dead-server sweep's write, about a server that is alive.
 	require.NoError(t, writeCondition(t.Context(), clients, nil, selfURL, time.Time{}, "inv1", "held", false))
