@@ -42,8 +42,9 @@ func TestTunnel(t *testing.T) {
 	// while the tunnel is open (as the leader's sweep of dead servers does
 	// when a busy server is late renewing its Lease), it is said open again.
 	now := time.Now().UTC().Format(time.RFC3339)
-	k.MustRun(t, "--context", "inv1", "patch", "synctarget", "edge1", "--subresource=status", "--type=merge", "-p",
+	patched := k.MustRun(t, "--context", "inv1", "patch", "synctarget", "edge1", "--subresource=status", "--type=merge", "-p",
 		`{"status":{"tunnelServer":null,"conditions":[{"type":"SyncerConnected","status":"False","reason":"TunnelClosed","message":"written by the test","lastTransitionTime":"`+now+`"}]}}`)
+	require.Equal(t, "synctarget.edge.kubestellar.io/edge1 patched", strings.TrimSpace(patched), "the record written closed (not a no-op)")
 	poll(t, k, equals("True TunnelOpen "+srv.BaseURL()), "SyncerConnected said open again after a write that said closed",
 		"--context", "inv1", "get", "synctarget", "edge1", "-o", recorded)
 
