@@ -158,6 +158,12 @@ type simReport struct {
 	// waited for a core, in a process whose thousands of edges share
 	// what the server leaves them.
 	Lag time.Duration `json:",omitempty"`
+	// Deployments is how many Deployments of liveStatusNamespace the edge
+	// clusters hold; StatusSet how many of them the simulator has given
+	// an available status (statusPlayer), StatusAt when it last finished
+	// (Unix ns) and StatusError why it could not.
+	Deployments, StatusSet, StatusAt int64  `json:",omitempty"`
+	StatusError                      string `json:",omitempty"`
 }
 
 // lagProbe measures how late a process runs what is due: a goroutine
@@ -237,10 +243,13 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 		errs          []string
 		clusters      = make([]*memedge.Cluster, len(spec.Edges))
 		wg            sync.WaitGroup
+		player        = &statusPlayer{clusters: clusters}
+		statusErr     atomic.Value
 	)
 	for i, e := range spec.Edges {
 		c := memedge.New()
 		c.OnChange = func(gvr schema.GroupVersionResource, typ watch.EventType, obj *unstructured.Unstructured) {
+			player.onChange(gvr, typ, obj)
 			ns := obj.GetNamespace()
 			if gvr != cmGVR || !strings.HasPrefix(ns, liveNamespace) {
 				return
@@ -303,6 +312,8 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 			}
 		}()
 	}
+	// The bench's lines: play the edges' controllers (statusPlayer).
+	go player.serve(ctx, os.Stdin, func(err error) { statusErr.Store(err.Error()) })
 	enc := json.NewEncoder(os.Stdout)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -317,6 +328,8 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 		for _, c := range clusters {
 			r.Requests += c.Counts.Requests.Load()
 		}
+		r.Deployments, r.StatusSet, r.StatusAt = player.held.Load(), player.set.Load(), player.doneAt.Load()
+		r.StatusError, _ = statusErr.Load().(string)
 		mu.Lock()
 		r.Errors = slices.Clone(errs)
 		maps.Copy(r.Objects, objects)
@@ -366,6 +379,7 @@ func probeKey(namespace, v string) string { return namespace + "=" + v }
 // simulator is the simulator process as the section sees it.
 type simulator struct {
 	cmd    *exec.Cmd
+	stdin  io.WriteCloser
 	done   chan struct{}
 	log    string
 	mu     sync.Mutex
@@ -421,10 +435,14 @@ func startSimulator(ctx context.Context, specPath, log string, nice int) (*simul
 	if err != nil {
 		return nil, err
 	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	sim := &simulator{cmd: cmd, done: make(chan struct{}), log: log, arrive: map[string][]int64{}}
+	sim := &simulator{cmd: cmd, stdin: stdin, done: make(chan struct{}), log: log, arrive: map[string][]int64{}}
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -500,8 +518,24 @@ func (f simFleet) report() simReport {
 		}
 		out.Errors = append(out.Errors, r.Errors...)
 		out.Lag = max(out.Lag, r.Lag)
+		out.Deployments += r.Deployments
+		out.StatusSet += r.StatusSet
+		out.StatusAt = max(out.StatusAt, r.StatusAt)
+		if out.StatusError == "" {
+			out.StatusError = r.StatusError
+		}
 	}
 	return out
+}
+
+// tell writes line to every simulator's standard input.
+func (f simFleet) tell(line string) error {
+	for i, sim := range f {
+		if _, err := io.WriteString(sim.stdin, line+"\n"); err != nil {
+			return fmt.Errorf("telling simulator %d %q: %w", i, line, err)
+		}
+	}
+	return nil
 }
 
 // takeLag is how late the simulators ran what was due, at worst, since
@@ -654,8 +688,12 @@ func (sim *simulator) alive() error {
 		return fmt.Errorf("the simulator exited: %v\n%s", sim.err, tailFile(sim.log, 3000))
 	default:
 	}
-	if r := sim.report(); r.Failed > 0 {
+	r := sim.report()
+	if r.Failed > 0 {
 		return fmt.Errorf("%d simulated syncers failed: %v", r.Failed, r.Errors)
+	}
+	if r.StatusError != "" {
+		return fmt.Errorf("the simulator could not play its edges' controllers: %s", r.StatusError)
 	}
 	return nil
 }
@@ -1123,6 +1161,11 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 	if err != nil {
 		return nil, err
 	}
+	status, err := liveStatusMeasure(ctx, f, o, progress)
+	if err != nil {
+		return nil, err
+	}
+	restart = append(restart, status...)
 	return append([]row{
 		{fmt.Sprintf("%d syncers started → all connected", n), long(f.connected), who},
 		{fmt.Sprintf("%d syncers started → all SyncTargets SyncerConnected", n), long(f.conditionsAt.Sub(f.began)), "the server writes the condition when a syncer's tunnel opens"},

@@ -54,7 +54,8 @@ func TestLiveEdges(t *testing.T) {
 	if v := got["edges shown disconnected, 4 live edges at rest"]; v != "0" {
 		t.Errorf("edges shown disconnected at rest: %q, want 0 (rows: %v)", v, rows)
 	}
-	for _, metric := range []string{"4 syncers started → all connected", "fan-out: 5 ConfigMaps × 4 live edges", "one update → all 4 live edges, max"} {
+	for _, metric := range []string{"4 syncers started → all connected", "fan-out: 5 ConfigMaps × 4 live edges", "one update → all 4 live edges, max",
+		"status: every edge reports its 5 objects once → every CombinedStatus final"} {
 		if v := got[metric]; v == "" || strings.HasPrefix(v, "-") {
 			t.Errorf("%s: %q, want a duration (rows: %v)", metric, v, rows)
 		}
