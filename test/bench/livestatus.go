@@ -302,9 +302,9 @@ func liveStatusMeasure(ctx context.Context, f *liveFleet, o liveOptions, progres
 		return nil, fmt.Errorf("the simulators gave %d Deployments a status, want %d", r.StatusSet, m*n)
 	}
 	wrote := time.Unix(0, r.StatusAt).Sub(began)
-	note := fmt.Sprintf("%d statuses written at the edges (the simulators playing the edge clusters' controllers) in %s; "+
+	note := fmt.Sprintf("%d statuses written at the edges (the simulators playing the edge clusters' controllers) in %s, the last summary final %s after the last of them; "+
 		"until each Deployment's CombinedStatus counts all %d edges available; the simulated edges ran up to %s late; target ≤ 2 min for 100 objects × 10,000 live edges",
-		m*n, long(wrote), n, long(lag))
+		m*n, long(wrote), long(took-wrote), n, long(lag))
 	if !settled {
 		note += "; the server had not settled under 10 % of a core after 2 min"
 	}
