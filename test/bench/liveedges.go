@@ -90,6 +90,10 @@ type liveOptions struct {
 	// nice is the simulators' niceness (nice(1)); below 0, niceFor
 	// chooses it by the fleet's size.
 	nice int
+	// startRate is how many syncers a second the fleet starts, as a fleet
+	// comes online; 0 starts them all at once, a storm (as after the
+	// server's restart, which liveRestart measures either way).
+	startRate float64
 	// profiles, when set, is the directory the live edges section writes
 	// the server's heap profile at rest into, and the rollouts section
 	// its CPU profile of each measured change.
@@ -120,6 +124,9 @@ type simSpec struct {
 	// Pprof has the simulator serve its profiles on a loopback port,
 	// which it reports (simReport.Pprof).
 	Pprof bool `json:"pprof,omitempty"`
+	// StartEvery is how long the simulator waits between starting one of
+	// its syncers and the next (0: it starts them all at once).
+	StartEvery time.Duration `json:"startEvery,omitempty"`
 }
 
 type simEdge struct {
@@ -296,6 +303,9 @@ func runSimulatedEdges(ctx context.Context, specPath string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if sleep(ctx, startDelay(i, spec.StartEvery)) != nil {
+				return
+			}
 			ctx := ctx
 			if i < 10 {
 				// A few edges' logs, in detail, in the simulator's log:
@@ -478,11 +488,13 @@ type simFleet []*simulator
 
 // startSimulators starts the simulator processes of spec's edges, at most
 // simEdgesPerProcess each, with their specs and logs in dir.
-func startSimulators(ctx context.Context, spec simSpec, dir string, nice int) (simFleet, error) {
+func startSimulators(ctx context.Context, spec simSpec, dir string, nice int, rate float64) (simFleet, error) {
 	var fleet simFleet
-	for i := 0; i*simEdgesPerProcess < len(spec.Edges); i++ {
+	processes := (len(spec.Edges) + simEdgesPerProcess - 1) / simEdgesPerProcess
+	for i := 0; i < processes; i++ {
 		part := spec
 		part.Edges = spec.Edges[i*simEdgesPerProcess : min(len(spec.Edges), (i+1)*simEdgesPerProcess)]
+		part.StartEvery = startEvery(rate, processes)
 		specPath := filepath.Join(dir, fmt.Sprintf("simulated-edges-%d.json", i))
 		data, err := json.Marshal(part)
 		if err == nil {
@@ -499,6 +511,20 @@ func startSimulators(ctx context.Context, spec simSpec, dir string, nice int) (s
 		fleet = append(fleet, sim)
 	}
 	return fleet, nil
+}
+
+// startEvery is the pause between two starts in one of processes
+// simulators that together start rate syncers a second (0: none).
+func startEvery(rate float64, processes int) time.Duration {
+	if rate <= 0 {
+		return 0
+	}
+	return time.Duration(float64(processes) * float64(time.Second) / rate)
+}
+
+// startDelay is when, after its simulator began, the i-th syncer starts.
+func startDelay(i int, every time.Duration) time.Duration {
+	return time.Duration(i) * every
 }
 
 // report sums the processes' last reports.
@@ -811,7 +837,7 @@ func fleetOn(ctx context.Context, bin string, servers []*server, o liveOptions, 
 		return nil, err
 	}
 	f.began = time.Now()
-	if f.sim, err = startSimulators(ctx, spec, s.dataDir, o.niceFor(n)); err != nil {
+	if f.sim, err = startSimulators(ctx, spec, s.dataDir, o.niceFor(n), o.startRate); err != nil {
 		return nil, err
 	}
 	go f.dumpOnDrop(ctx, progress)
@@ -832,7 +858,7 @@ func fleetOn(ctx context.Context, bin string, servers []*server, o liveOptions, 
 	} else {
 		close(profiled)
 	}
-	if err := f.sim.wait(ctx, connectLimit(n), fmt.Sprintf("%d syncers connected", n), progress, func(r simReport) int { return r.Ready }, n); err != nil {
+	if err := f.sim.wait(ctx, connectLimit(n, o.startRate), fmt.Sprintf("%d syncers connected", n), progress, func(r simReport) int { return r.Ready }, n); err != nil {
 		printRequests("the unfinished connect")
 		return nil, err
 	}
@@ -862,11 +888,17 @@ func serverList(servers []*server, i int) string {
 	return strings.Join(urls, ",")
 }
 
-// connectLimit is how long n syncers may take to connect: 10 minutes, or
-// 100 ms an edge for a larger fleet (10,000 edges: 16 min 40 s), so that a
-// fleet that connects slowly is measured rather than failed.
-func connectLimit(n int) time.Duration {
-	return max(10*time.Minute, time.Duration(n)*100*time.Millisecond)
+// connectLimit is how long n syncers started rate a second (0: at once)
+// may take to connect: 10 minutes, or 100 ms an edge for a larger fleet
+// (10,000 edges: 16 min 40 s), so that a fleet that connects slowly is
+// measured rather than failed; after the last one starts, if that is
+// later.
+func connectLimit(n int, rate float64) time.Duration {
+	limit := max(10*time.Minute, time.Duration(n)*100*time.Millisecond)
+	if rate > 0 {
+		limit = max(limit, time.Duration(float64(n)*float64(time.Second)/rate)+5*time.Minute)
+	}
+	return limit
 }
 
 // explain adds the end of the server's log and of the first simulator's
@@ -1156,6 +1188,9 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 		processes = fmt.Sprintf("%d simulator processes", len(sim))
 	}
 	who := fmt.Sprintf("%d live edges: the real syncer (--workers %d) against an edge cluster in memory, in %s at nice %d", n, simWorkers, processes, o.niceFor(n))
+	if o.startRate > 0 {
+		who += fmt.Sprintf(", started %g a second (the last %s after the first)", o.startRate, long(time.Duration(float64(n-1)*float64(time.Second)/o.startRate)))
+	}
 	stopFleet() // its watch ends with the server
 	restart, err := liveRestart(ctx, bin, f, n, progress)
 	if err != nil {

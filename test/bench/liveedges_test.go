@@ -63,11 +63,26 @@ func TestLiveEdges(t *testing.T) {
 }
 
 // TestConnectLimit: a fleet has 10 minutes to connect, a larger one 100 ms
-// an edge.
+// an edge, and a slow start 5 minutes after its last syncer started.
 func TestConnectLimit(t *testing.T) {
-	require.Equal(t, 10*time.Minute, connectLimit(1000))
-	require.Equal(t, 10*time.Minute, connectLimit(6000))
-	require.Equal(t, 16*time.Minute+40*time.Second, connectLimit(10000))
+	require.Equal(t, 10*time.Minute, connectLimit(1000, 0))
+	require.Equal(t, 10*time.Minute, connectLimit(6000, 0))
+	require.Equal(t, 16*time.Minute+40*time.Second, connectLimit(10000, 0))
+	require.Equal(t, 16*time.Minute+40*time.Second, connectLimit(10000, 100))
+	require.Equal(t, 21*time.Minute+40*time.Second, connectLimit(10000, 10))
+}
+
+// TestStartPacing: the simulators together start the fleet at the rate
+// asked, each starting its own share in turn.
+func TestStartPacing(t *testing.T) {
+	require.Zero(t, startEvery(0, 4), "0: all at once")
+	// 4 simulators at 200 a second: each starts one every 20 ms.
+	every := startEvery(200, 4)
+	require.Equal(t, 20*time.Millisecond, every)
+	require.Zero(t, startDelay(0, every))
+	// A simulator's 2,500th edge starts 50 s in: 10,000 in 50 s, 200 a second.
+	require.Equal(t, 49980*time.Millisecond, startDelay(2499, every))
+	require.Equal(t, time.Second, startEvery(1, 1))
 }
 
 func TestMarkedLines(t *testing.T) {

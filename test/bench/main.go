@@ -169,6 +169,7 @@ func main() {
 	flag.IntVar(&o.dashboard.renders, "dashboard-renders", 5, "loads of the fleet view timed in chromium")
 	flag.IntVar(&o.live.edges, "live-edges", 1000, "live edges: simulated edges, each the real syncer against an edge cluster in memory, run in a process of their own (liveedges.go), for the server with a live fleet: connect, at rest, fan-out, one update (0 skips)")
 	flag.IntVar(&o.live.objects, "live-objects", 10, "live edges: ConfigMaps placed on every edge")
+	flag.Float64Var(&o.live.startRate, "live-start-rate", 0, "live edges, rollouts and HA: how many syncers a second the fleet starts, as a fleet comes online (0: all at once, a storm; the restart is a storm either way)")
 	flag.DurationVar(&o.live.rest, "live-rest", time.Minute, "live edges: how long the fleet is watched at rest, sampling whether any edge is shown disconnected")
 	flag.StringVar(&o.live.profiles, "profiles", "", "a directory to write the server's profiles into (pprof), for what it spends its CPU and memory on: the live edges' heap at rest (live-rest-heap.pb.gz, after a collection), the rollouts' CPU over the first 30 s of each measured change, and the fan-out's over the first 30 s of its mailboxes' making")
 	flag.IntVar(&o.rolloutEdges, "rollout-edges", 1000, "rollouts: live edges (as -live-edges) on which -live-objects ConfigMaps are placed and one updated, with strategy All and then Progressive in 5 waves, for what a Progressive rollout costs the server (rollouts.go; 0 skips)")
@@ -220,6 +221,10 @@ func main() {
 	}
 	if o.syncer.objects > 0 && o.syncer.rate <= 0 {
 		fmt.Fprintln(os.Stderr, "bench: -syncer-rate must be positive")
+		os.Exit(2)
+	}
+	if o.live.startRate < 0 {
+		fmt.Fprintln(os.Stderr, "bench: -live-start-rate must be 0 (all at once) or positive")
 		os.Exit(2)
 	}
 	if o.tunnel.requests > 0 && o.tunnel.workers <= 0 {
