@@ -33,7 +33,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	edgev2alpha1 "github.com/kubestellar/kubestellar/apis/edge/v2alpha1"
@@ -210,20 +212,32 @@ func availableCount(u *unstructured.Unstructured) (int64, bool) {
 	return 0, false
 }
 
-// summariesAt counts the CombinedStatuses of liveStatusPlacement in the
-// WDS whose count is want.
-func summariesAt(ctx context.Context, dyn dynamic.Interface, want int64) (int, error) {
-	list, err := dyn.Resource(combinedStatusGVR).Namespace(liveStatusNamespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, err
+// summaries is the bench's watch of the CombinedStatuses of
+// liveStatusPlacement in the WDS, as a user's kubectl get -w would hold
+// it: waiting on it costs the measured server an event per summary
+// written, where a LIST each poll would cost it every summary each time.
+type summaries struct{ store cache.Store }
+
+func watchSummaries(ctx context.Context, dyn dynamic.Interface) (*summaries, error) {
+	inf := dynamicinformer.NewFilteredDynamicInformer(dyn, combinedStatusGVR, liveStatusNamespace, 0, cache.Indexers{}, nil).Informer()
+	go inf.Run(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return nil, fmt.Errorf("watching the CombinedStatuses: %w", ctx.Err())
 	}
+	return &summaries{store: inf.GetStore()}, nil
+}
+
+// at counts the summaries whose count is want.
+func (s *summaries) at(want int64) int {
 	final := 0
-	for i := range list.Items {
-		if n, ok := availableCount(&list.Items[i]); ok && n == want {
-			final++
+	for _, obj := range s.store.List() {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			if n, ok := availableCount(u); ok && n == want {
+				final++
+			}
 		}
 	}
-	return final, nil
+	return final
 }
 
 // liveStatusMeasure is the status measurement on the live fleet: the
@@ -246,11 +260,17 @@ func liveStatusMeasure(ctx context.Context, f *liveFleet, o liveOptions, progres
 		return nil, err
 	}
 	placeTook := time.Since(placed)
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	sums, err := watchSummaries(wctx, dyn)
+	if err != nil {
+		return nil, err
+	}
 	// Each Deployment's summary, counting no edge: none has a status at
 	// its edge yet. Then the server at rest, so that what follows is the
 	// reports' alone.
 	if err := pollProgress(ctx, 10*time.Minute, fmt.Sprintf("%d CombinedStatuses counting no edge", m), progress,
-		func(ctx context.Context) (int, error) { return summariesAt(ctx, dyn, 0) }, m); err != nil {
+		func(context.Context) (int, error) { return sums.at(0), nil }, m); err != nil {
 		return nil, err
 	}
 	settled, err := settle(ctx, pid, 2*time.Minute)
@@ -285,7 +305,7 @@ func liveStatusMeasure(ctx context.Context, f *liveFleet, o liveOptions, progres
 			if err := sim.alive(); err != nil {
 				return 0, err
 			}
-			return summariesAt(ctx, dyn, int64(n))
+			return sums.at(int64(n)), nil
 		}, m); err != nil {
 		printRequests("the unfinished reports")
 		return nil, err
