@@ -41,21 +41,32 @@ func requestsSince(ctx context.Context, s *server, progress func(string, ...any)
 
 // requestCounts reads the server's apiserver_request_total, summed by
 // verb, resource and code (what the server was asked to do), the time it
-// took over them (by verb and resource), and its work queues' adds and
-// working time: for the sections that explain
+// took over them (by verb and resource), the requests each priority level
+// refused and why, and its work queues' adds and working time: for the
+// sections that explain
 // where a figure's time went.
 func requestCounts(ctx context.Context, s *server) (map[string]float64, error) {
 	data, err := kubernetes.NewForConfigOrDie(s.config(spaces.Root)).CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the server's metrics: %w", err)
 	}
+	return countsOf(data)
+}
+
+// countedMetrics are the metrics requestCounts reads.
+var countedMetrics = []string{"apiserver_request_total", "apiserver_request_duration_seconds_sum", "apiserver_flowcontrol_request_wait_duration_seconds_sum",
+	"apiserver_flowcontrol_rejected_requests_total", "workqueue_adds_total", "workqueue_work_duration_seconds_sum"}
+
+// countsOf sums a Prometheus text exposition's countedMetrics as
+// requestCounts says.
+func countsOf(data []byte) (map[string]float64, error) {
 	counts := map[string]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	for sc.Scan() {
 		line := sc.Text()
 		metric, rest, ok := strings.Cut(line, "{")
-		if !ok || !slices.Contains([]string{"apiserver_request_total", "apiserver_request_duration_seconds_sum", "apiserver_flowcontrol_request_wait_duration_seconds_sum", "workqueue_adds_total", "workqueue_work_duration_seconds_sum"}, metric) {
+		if !ok || !slices.Contains(countedMetrics, metric) {
 			continue
 		}
 		end := strings.LastIndexByte(rest, '}')
@@ -73,6 +84,12 @@ func requestCounts(ctx context.Context, s *server) (map[string]float64, error) {
 		switch metric {
 		case "workqueue_adds_total":
 			counts["queued "+labels["name"]] += v
+			continue
+		case "apiserver_flowcontrol_rejected_requests_total":
+			// Why a level refused (429): its queues full (queue-full),
+			// a request queued past its time (time-out), or its
+			// concurrency shrunk under it (concurrency-limit).
+			counts["refused by priority level "+labels["priority_level"]+": "+labels["reason"]] += v
 			continue
 		case "apiserver_flowcontrol_request_wait_duration_seconds_sum":
 			counts["ms waiting in priority level "+labels["priority_level"]] += 1000 * v
