@@ -1191,17 +1191,7 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 	if o.startRate > 0 {
 		who += fmt.Sprintf(", started %g a second (the last %s after the first)", o.startRate, long(time.Duration(float64(n-1)*float64(time.Second)/o.startRate)))
 	}
-	stopFleet() // its watch ends with the server
-	restart, err := liveRestart(ctx, bin, f, n, progress)
-	if err != nil {
-		return nil, err
-	}
-	status, err := liveStatusMeasure(ctx, f, o, progress)
-	if err != nil {
-		return nil, err
-	}
-	restart = append(restart, status...)
-	return append([]row{
+	measured := []row{
 		{fmt.Sprintf("%d syncers started → all connected", n), long(f.connected), who},
 		{fmt.Sprintf("%d syncers started → all SyncTargets SyncerConnected", n), long(f.conditionsAt.Sub(f.began)), "the server writes the condition when a syncer's tunnel opens"},
 		{fmt.Sprintf("edges shown disconnected, %d live edges at rest", n), strconv.Itoa(worst),
@@ -1219,7 +1209,30 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 		{fmt.Sprintf("one update → all %d live edges, p50", n), long(percentile(lat, 50)), "from the WDS update to each edge cluster's write; target ≤ 10 s for 10,000"},
 		{fmt.Sprintf("one update → all %d live edges, p99", n), long(percentile(lat, 99)), "target ≤ 30 s for 10,000"},
 		{fmt.Sprintf("one update → all %d live edges, max", n), long(lat[len(lat)-1]), ""},
-	}, restart...), nil
+	}
+	stopFleet() // its watch ends with the server
+	restart, err := liveRestart(ctx, bin, f, n, progress)
+	if err != nil {
+		printMeasured(progress, measured)
+		return nil, err
+	}
+	measured = append(measured, restart...)
+	status, err := liveStatusMeasure(ctx, f, o, progress)
+	if err != nil {
+		printMeasured(progress, measured)
+		return nil, err
+	}
+	return append(measured, status...), nil
+}
+
+// printMeasured prints, through progress, the rows a section measured before
+// a later measurement failed: a large fleet's run is long, and what it
+// measured stands even when the section fails.
+func printMeasured(progress func(string, ...any), rows []row) {
+	progress("measured before the failure:")
+	for _, r := range rows {
+		progress("  %s: %s (%s)", r.metric, r.value, r.note)
+	}
 }
 
 // createLiveObjects creates namespace in the WDS and m ConfigMaps in it,
