@@ -204,8 +204,9 @@ func (c *Controller) newReconciler() *reconciler {
 			if inf == nil {
 				return nil
 			}
-			raw, _ := inf.ByIndex(bySource, sourceKey(key.wds, key.namespace, key.name))
-			return c.placedCopies(key.gvr, raw)
+			// The records, not expanded: a reconcile reads the status and
+			// a few annotations of every copy (one per SyncTarget).
+			return c.placedCopies(key.gvr, crossspace.ByIndexRecords(inf, bySource, sourceKey(key.wds, key.namespace, key.name)))
 		},
 		combinedIn: func(wds string) []*edgev2alpha1.CombinedStatus {
 			return crossspace.InSpace[*edgev2alpha1.CombinedStatus](c.combined, wds)
@@ -288,16 +289,12 @@ func applyConfiguration(obj *unstructured.Unstructured) *unstructured.Unstructur
 
 // placedCopies keeps the cached copies that are in a SyncTarget's
 // mailbox, sorted by mailbox.
-func (c *Controller) placedCopies(gvr schema.GroupVersionResource, raw []any) []placedCopy {
+func (c *Controller) placedCopies(gvr schema.GroupVersionResource, records []metav1.Object) []placedCopy {
 	var out []placedCopy
-	for _, item := range raw {
-		u, ok := item.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
-		space := crossspace.SpaceOf(u)
+	for _, obj := range records {
+		space := crossspace.SpaceOf(obj)
 		if st, ok := crossspace.SyncTargetOfMailbox(c.syncTargets, space); ok {
-			out = append(out, placedCopy{gvr: gvr, mailbox: space, syncTarget: st.Name, obj: u})
+			out = append(out, placedCopy{gvr: gvr, mailbox: space, syncTarget: st.Name, obj: obj})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].mailbox < out[j].mailbox })

@@ -153,14 +153,25 @@ func (r *reconciler) reconcile(ctx context.Context, key objectKey) (requeue bool
 
 // rowsOf is what the StatusCollectors see of each copy. An annotation that
 // does not decode counts as absent here; reconcilePlacement reports it.
+//
+// A row's Status and Associated are shared (with the cache, and between
+// rows whose copies carry the same annotation, decoded once): readers must
+// not change them.
 func rowsOf(copies []placedCopy) []row {
 	rows := make([]row, 0, len(copies))
+	decoded := map[string]map[string]any{}
 	for _, cp := range copies {
 		r := row{Inventory: cp.syncTarget}
 		if s, ok := crossspace.StatusOf(cp.obj).(map[string]any); ok && len(s) > 0 {
 			r.Status = s
 		}
-		r.Associated, _ = associatedState(cp.obj)
+		text := crossspace.Annotation(cp.obj, edgev2alpha1.AssociatedStateAnnotation)
+		associated, ok := decoded[text]
+		if !ok {
+			associated, _ = decodeAssociatedState(text)
+			decoded[text] = associated
+		}
+		r.Associated = associated
 		rows = append(rows, r)
 	}
 	return rows
@@ -169,7 +180,12 @@ func rowsOf(copies []placedCopy) []row {
 // associatedState decodes the associated-state annotation a syncer
 // writes (nil when absent).
 func associatedState(obj metav1.Object) (map[string]any, error) {
-	a := crossspace.Annotation(obj, edgev2alpha1.AssociatedStateAnnotation)
+	return decodeAssociatedState(crossspace.Annotation(obj, edgev2alpha1.AssociatedStateAnnotation))
+}
+
+// decodeAssociatedState decodes the text of an associated-state
+// annotation (nil when empty).
+func decodeAssociatedState(a string) (map[string]any, error) {
 	if a == "" {
 		return nil, nil
 	}
@@ -183,7 +199,12 @@ func associatedState(obj metav1.Object) (map[string]any, error) {
 // statusCollectors decodes the status-collectors annotation the placement
 // translator writes: placement -> StatusCollector names.
 func statusCollectors(obj metav1.Object) (map[string][]string, error) {
-	a := crossspace.Annotation(obj, edgev2alpha1.StatusCollectorsAnnotation)
+	return decodeStatusCollectors(crossspace.Annotation(obj, edgev2alpha1.StatusCollectorsAnnotation))
+}
+
+// decodeStatusCollectors decodes the text of a status-collectors
+// annotation.
+func decodeStatusCollectors(a string) (map[string][]string, error) {
 	if a == "" {
 		return nil, nil
 	}
@@ -341,8 +362,16 @@ func refused(err error) bool {
 func (r *reconciler) writeCombined(ctx context.Context, key objectKey, obj *unstructured.Unstructured, copies []placedCopy, rows []row) ([]problem, error) {
 	wanted := map[string][]string{} // placement -> collectors
 	rowsOf := map[string][]row{}    // placement -> its destinations' rows
+	// The copies of one object on every SyncTarget mostly carry the same
+	// annotation: each text is decoded once.
+	decoded := map[string]map[string][]string{}
 	for i, cp := range copies {
-		byPlacement, _ := statusCollectors(cp.obj) // reconcilePlacement reports a bad one
+		text := crossspace.Annotation(cp.obj, edgev2alpha1.StatusCollectorsAnnotation)
+		byPlacement, ok := decoded[text]
+		if !ok {
+			byPlacement, _ = decodeStatusCollectors(text) // reconcilePlacement reports a bad one
+			decoded[text] = byPlacement
+		}
 		for ep, names := range byPlacement {
 			for _, n := range names {
 				if !slices.Contains(wanted[ep], n) {

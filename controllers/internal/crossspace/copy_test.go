@@ -168,6 +168,21 @@ func TestSharedDynamicExpandsCopies(t *testing.T) {
 	require.Equal(t, "wds", Annotation(rec, edgev2alpha1.SourceSpaceAnnotation))
 	require.Equal(t, map[string]any{"phase": "reported"}, StatusOf(rec))
 	require.Equal(t, map[string]any{"phase": "reported"}, StatusOf(got))
+	// ByIndexRecords: an index's objects as the cache holds them, the
+	// copy in the mailbox as its record and the object outside as it is.
+	indexed := ByIndexRecords(inf, "source", "wds")
+	require.Len(t, indexed, 2)
+	var indexedCopies []*Copy
+	for _, obj := range indexed {
+		if c, ok := obj.(*Copy); ok {
+			indexedCopies = append(indexedCopies, c)
+		} else {
+			require.Same(t, whole, obj, "an object outside the mailboxes as it is cached")
+		}
+	}
+	require.Len(t, indexedCopies, 1)
+	require.Equal(t, "mb", SpaceOf(indexedCopies[0]))
+	require.Equal(t, map[string]any{"phase": "reported"}, StatusOf(indexedCopies[0]))
 	wdsRecords := InSpaceRecords(inf, "wds")
 	require.Len(t, wdsRecords, 1)
 	require.Same(t, whole, wdsRecords[0], "an object outside the mailboxes as it is cached")

@@ -444,6 +444,26 @@ func InSpaceRecords(inf *Informer, space string) []metav1.Object {
 	return out
 }
 
+// ByIndexRecords returns the cached objects an index gives for value as
+// the cache holds them (a copy as its Copy record, see InSpaceRecords): for
+// a reader of a few fields of each of an object's copies on every
+// SyncTarget, which expanding each into an unstructured object would cost
+// more than the reading.
+func ByIndexRecords(inf *Informer, index, value string) []metav1.Object {
+	indexer := inf.Indexer
+	if e, ok := indexer.(expanding); ok {
+		indexer = e.Indexer
+	}
+	objs, _ := indexer.ByIndex(index, value)
+	out := make([]metav1.Object, 0, len(objs))
+	for _, obj := range objs {
+		if m, ok := obj.(metav1.Object); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // GetRecord returns one cached object as the cache holds it (a copy as its
 // Copy record, see InSpaceRecords).
 func GetRecord(inf *Informer, space, namespace, name string) (metav1.Object, bool) {
