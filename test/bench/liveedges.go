@@ -1069,6 +1069,12 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 		return nil, err
 	}
 	sim.takeLag()
+	// What a fleet at rest asks of the server: its watches' renewals, its
+	// heartbeats' writes.
+	printRestRequests, err := requestsSince(ctx, s, progress)
+	if err != nil {
+		return nil, err
+	}
 	restBegan := time.Now()
 	fleet.reset()
 	if o.profiles != "" {
@@ -1091,6 +1097,7 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 	}
 	worst := fleet.worst()
 	restTook := time.Since(restBegan)
+	printRestRequests("the rest")
 	restLag := sim.takeLag()
 	cpu1, err := procCPU(pid)
 	if err != nil {

@@ -105,8 +105,12 @@ func countsOf(data []byte) (map[string]float64, error) {
 		if metric == "apiserver_request_duration_seconds_sum" {
 			// How long the server took over them, in ms (all codes):
 			// with the queues' working time, whether a controller's
-			// time went in its requests or in waiting for them.
-			counts["ms serving "+key] += 1000 * v
+			// time went in its requests or in waiting for them. Not a
+			// watch's: that is how long it was held, not worked on, and
+			// it would crowd every count out of the busiest.
+			if labels["verb"] != "WATCH" {
+				counts["ms serving "+key] += 1000 * v
+			}
 			continue
 		}
 		counts[key+" "+labels["code"]] += v
