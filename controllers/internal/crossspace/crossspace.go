@@ -430,18 +430,7 @@ func StatusOf(obj metav1.Object) any {
 // else as it is. For readers of a few fields of many copies (Label,
 // Annotation, StatusOf): the record is read in place.
 func InSpaceRecords(inf *Informer, space string) []metav1.Object {
-	indexer := inf.Indexer
-	if e, ok := indexer.(expanding); ok {
-		indexer = e.Indexer
-	}
-	objs, _ := indexer.ByIndex(BySpace, space)
-	out := make([]metav1.Object, 0, len(objs))
-	for _, obj := range objs {
-		if m, ok := obj.(metav1.Object); ok {
-			out = append(out, m)
-		}
-	}
-	return out
+	return ByIndexRecords(inf, BySpace, space)
 }
 
 // ByIndexRecords returns the cached objects an index gives for value as
