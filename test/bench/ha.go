@@ -104,7 +104,7 @@ func haBench(ctx context.Context, bin string, o liveOptions, progress func(strin
 		{fmt.Sprintf("%d SyncTargets created → their mailboxes ready", n), long(f.mailboxes),
 			fmt.Sprintf("through one server, with a Location and a join token each; %d servers on PostgreSQL 15 (fsync off), the controllers on one", haServers)},
 		{fmt.Sprintf("%d syncers started → all connected", n), long(f.connected),
-			fmt.Sprintf("each syncer given the %d servers, beginning with another; the simulators at nice %d", haServers, o.niceFor(n))},
+			fmt.Sprintf("each syncer given the %d servers, beginning with another; the simulators at nice %d", haServers, o.niceFor(n)) + o.startedNote(n)},
 	}, rows...), nil
 }
 

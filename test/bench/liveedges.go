@@ -513,6 +513,15 @@ func startSimulators(ctx context.Context, spec simSpec, dir string, nice int, ra
 	return fleet, nil
 }
 
+// startedNote is what a connect row adds when n syncers were started at
+// a pace: "" when they all started at once.
+func (o liveOptions) startedNote(n int) string {
+	if o.startRate <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", started %g a second (the last %s after the first)", o.startRate, long(time.Duration(float64(n-1)*float64(time.Second)/o.startRate)))
+}
+
 // startEvery is the pause between two starts in one of processes
 // simulators that together start rate syncers a second (0: none).
 func startEvery(rate float64, processes int) time.Duration {
@@ -1195,9 +1204,7 @@ func liveEdgesMeasure(ctx context.Context, bin string, f *liveFleet, o liveOptio
 		processes = fmt.Sprintf("%d simulator processes", len(sim))
 	}
 	who := fmt.Sprintf("%d live edges: the real syncer (--workers %d) against an edge cluster in memory, in %s at nice %d", n, simWorkers, processes, o.niceFor(n))
-	if o.startRate > 0 {
-		who += fmt.Sprintf(", started %g a second (the last %s after the first)", o.startRate, long(time.Duration(float64(n-1)*float64(time.Second)/o.startRate)))
-	}
+	who += o.startedNote(n)
 	measured := []row{
 		{fmt.Sprintf("%d syncers started → all connected", n), long(f.connected), who},
 		{fmt.Sprintf("%d syncers started → all SyncTargets SyncerConnected", n), long(f.conditionsAt.Sub(f.began)), "the server writes the condition when a syncer's tunnel opens"},

@@ -83,6 +83,10 @@ func TestStartPacing(t *testing.T) {
 	// A simulator's 2,500th edge starts 50 s in: 10,000 in 50 s, 200 a second.
 	require.Equal(t, 49980*time.Millisecond, startDelay(2499, every))
 	require.Equal(t, time.Second, startEvery(1, 1))
+
+	// The connect rows say the pace, and nothing when all start at once.
+	require.Empty(t, liveOptions{}.startedNote(10000))
+	require.Equal(t, ", started 15 a second (the last 666.6 s after the first)", liveOptions{startRate: 15}.startedNote(10000))
 }
 
 func TestMarkedLines(t *testing.T) {
