@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -160,6 +162,7 @@ func TestACacheBehindIsNotAChange(t *testing.T) {
 
 	// The server says it missed the heartbeats: the next one says otherwise.
 	missed := writes[1].DeepCopy()
+	missed.ResourceVersion = "8" // the server's write is a new version
 	missed.Status.Conditions = []metav1.Condition{{Type: edgev2alpha1.SyncTargetHeartbeat, Status: metav1.ConditionFalse, Reason: "HeartbeatMissed"}}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(missed)
 	require.NoError(t, err)
@@ -173,6 +176,57 @@ func TestACacheBehindIsNotAChange(t *testing.T) {
 	served.Store(again)
 	heartbeat()
 	require.Len(t, writes, 4, "a SyncTarget made again is reported to")
+}
+
+// TestReadSelfConvertsAVersionOnce: the heartbeat converts a version of
+// the SyncTarget once, and each read hands out a copy of its own; a new
+// version, or a SyncTarget made again, is read anew.
+func TestReadSelfConvertsAVersionOnce(t *testing.T) {
+	first := syncTargetObject("edge1", "1")
+	require.NoError(t, unstructured.SetNestedField(first.Object, int64(3), "status", "syncedObjects"))
+	var served atomic.Pointer[unstructured.Unstructured]
+	served.Store(first)
+	inv := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{syncTargetsGVR: "SyncTargetList"})
+	inv.PrependReactor("get", "synctargets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, served.Load(), nil // as a cache hands it out: not a copy
+	})
+	s := &Syncer{inventory: inv, id: Identity{SyncTarget: "edge1"}}
+	ctx := context.Background()
+	read := func() (*edgev2alpha1.SyncTarget, []byte) {
+		t.Helper()
+		st, key, err := s.readSelf(ctx, false)
+		require.NoError(t, err)
+		return st, key
+	}
+
+	a, keyA := read()
+	require.EqualValues(t, 3, a.Status.SyncedObjects)
+	a.Status.SyncedObjects = 99 // the heartbeat builds its status in what it read
+	b, keyB := read()
+	require.EqualValues(t, 3, b.Status.SyncedObjects, "each read is a copy of its own")
+	require.NotSame(t, a, b)
+	require.Equal(t, keyA, keyB)
+	converted := s.lastRead.st
+	read()
+	require.Same(t, converted, s.lastRead.st, "the same version is not converted again")
+
+	second := first.DeepCopy()
+	second.SetResourceVersion("2")
+	require.NoError(t, unstructured.SetNestedField(second.Object, int64(4), "status", "syncedObjects"))
+	served.Store(second)
+	c, keyC := read()
+	require.EqualValues(t, 4, c.Status.SyncedObjects, "a new version is read")
+	require.NotEqual(t, keyA, keyC)
+
+	again := second.DeepCopy()
+	again.SetUID("another")
+	require.NoError(t, unstructured.SetNestedField(again.Object, int64(0), "status", "syncedObjects"))
+	served.Store(again)
+	d, _ := read()
+	require.Equal(t, types.UID("another"), d.UID, "a SyncTarget made again under its name is read")
+	require.Zero(t, d.Status.SyncedObjects)
+	require.EqualValues(t, 3, first.Object["status"].(map[string]any)["syncedObjects"], "the served object is left as it was")
 }
 
 // TestHeartbeatReadsItsCache: at a connect, the first heartbeat waits for
@@ -300,4 +354,46 @@ func syncTargetObject(name, rv string) *unstructured.Unstructured {
 	u.SetName(name)
 	u.SetResourceVersion(rv)
 	return u
+}
+
+// BenchmarkQuietHeartbeat is a heartbeat with nothing to say, as nearly
+// every heartbeat of a fleet at rest is: the SyncTarget read from the
+// cache as the last heartbeat read it.
+func BenchmarkQuietHeartbeat(b *testing.B) {
+	var served atomic.Pointer[unstructured.Unstructured]
+	served.Store(syncTargetObject("edge1", "1"))
+	inv := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{syncTargetsGVR: "SyncTargetList"})
+	inv.PrependReactor("get", "synctargets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, served.Load(), nil
+	})
+	writes := 0
+	inv.PrependReactor("update", "synctargets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		writes++
+		u := a.(clienttesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
+		u.SetResourceVersion(strconv.Itoa(writes + 1))
+		served.Store(u)
+		return true, u, nil
+	})
+	s := &Syncer{opts: NewOptions(), out: &bytes.Buffer{}, inventory: inv, id: Identity{SyncTarget: "edge1"},
+		problems: map[objKey]problem{}, inStep: map[objKey]bool{}, now: time.Now}
+	for i := range 20 {
+		s.inStep[objKey{GVR: podsGVR, Namespace: "ns", Name: strconv.Itoa(i)}] = true
+	}
+	s.tunnelOpen.Store(true)
+	ctx := context.Background()
+	if _, err := s.writeStatus(ctx, false, false); err != nil || writes != 1 {
+		b.Fatalf("the first heartbeat: %d writes, %v", writes, err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := s.writeStatus(ctx, false, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if writes != 1 {
+		b.Fatalf("%d writes of a status with nothing new", writes)
+	}
 }

@@ -6,6 +6,7 @@ package syncer
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -431,6 +432,7 @@ func TestRolloutReportsRideTheHeartbeat(t *testing.T) {
 				st := &edgev2alpha1.SyncTarget{}
 				require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, st))
 				written = append(written, st.Status)
+				u.SetResourceVersion(strconv.Itoa(len(written) + 1)) // a write is a new version
 				if older {
 					// Pruned, as a schema without the fields does.
 					unstructured.RemoveNestedField(u.Object, "status", "reportsRollouts")

@@ -86,8 +86,12 @@ type Syncer struct {
 	lastStatusWrite time.Time
 	wroteAt         atomic.Int64
 	lastReport      lastReport
-	announced       bool // readiness was announced
-	health          *health
+	// lastRead is the SyncTarget the heartbeat last read, and host the
+	// name of the host it reports (the heartbeat's alone, as above).
+	lastRead  lastRead
+	host      string
+	announced bool // readiness was announced
+	health    *health
 	// mayI asks the edge what the syncer may do (permissions.go).
 	mayI accessCheck
 	// inCluster: the syncer runs in a pod of its edge cluster, named
