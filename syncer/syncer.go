@@ -120,7 +120,9 @@ type Syncer struct {
 	desired  map[objKey]*desired
 	live     bool            // the mailbox has been read: removals may be carried out
 	deferred map[objKey]bool // removals waiting for the mailbox to be read
-	dirty    bool            // desired changed since it was saved
+	dirty    bool            // desired changed since it was saved (markDirtyLocked)
+	// saveSoon wakes the save loop when desired changes.
+	saveSoon chan struct{}
 	inStep   map[objKey]bool
 	problems map[objKey]problem
 	// handover are the objects of a resource the SyncerConfig now wants in
@@ -339,8 +341,8 @@ func newSyncer(o *Options, out io.Writer, tok jointoken.Token, edgeCfg *rest.Con
 			workqueue.TypedRateLimitingQueueConfig[string]{}),
 		desired: map[objKey]*desired{}, deferred: map[objKey]bool{}, handover: map[objKey]bool{}, inStep: map[objKey]bool{}, problems: map[objKey]problem{}, awaiting: map[string]map[objKey]bool{},
 		applied: map[objKey]*applied{}, statusNow: make(chan struct{}, 1), heldBack: map[objKey]bool{},
-		windowsChanged: make(chan struct{}, 1),
-		copies:         map[schema.GroupVersionResource]*running{}, upsynced: map[schema.GroupVersionResource]*running{},
+		windowsChanged: make(chan struct{}, 1), saveSoon: make(chan struct{}, 1),
+		copies: map[schema.GroupVersionResource]*running{}, upsynced: map[schema.GroupVersionResource]*running{},
 		upsyncGVRs: map[schema.GroupVersionResource]bool{}, edgeObjs: map[schema.GroupVersionResource]*running{},
 		workloadUID: map[string]objKey{},
 		removing:    map[objKey]time.Time{}, contents: newEdgeContents(disc, md), now: time.Now,
@@ -770,7 +772,7 @@ func (s *Syncer) onConfig(ctx context.Context, obj any) {
 				continue
 			}
 			delete(s.desired, k)
-			s.dirty = true
+			s.markDirtyLocked()
 			s.handover[k] = true
 			n++
 		}
@@ -903,7 +905,7 @@ func (s *Syncer) setDesiredLocked(d *desired) {
 		return
 	}
 	s.desired[d.Key] = d
-	s.dirty = true
+	s.markDirtyLocked()
 	s.downQ.Add(d.Key)
 }
 
@@ -912,7 +914,7 @@ func (s *Syncer) removeDesiredLocked(k objKey) {
 		return
 	}
 	delete(s.desired, k)
-	s.dirty = true
+	s.markDirtyLocked()
 	if isContainer(k.GVR) {
 		// Its grace period starts now, again if it left and came back.
 		s.removing[k] = s.now()
@@ -1062,20 +1064,41 @@ func (s *Syncer) saveLoop(ctx context.Context) {
 		if err := saveState(s.opts.DataDir, id, objs); err != nil {
 			klog.FromContext(ctx).Error(err, "cannot save the desired state", "dataDir", s.opts.DataDir)
 			s.mu.Lock()
-			s.dirty = true
+			s.markDirtyLocked() // tried again in a second
 			s.mu.Unlock()
 		}
 	}
-	ticker := time.NewTicker(time.Second)
-	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			save()
 			return
-		case <-ticker.C:
-			save()
+		case <-s.saveSoon:
 		}
+		// A change seldom comes alone (a mailbox read, a fan-out): the
+		// state is saved a second after the first, with what followed.
+		select {
+		case <-ctx.Done():
+			save()
+			return
+		case <-time.After(saveDelay):
+		}
+		save()
+	}
+}
+
+// saveDelay is how long after a change of the desired state it is saved.
+// The loop sleeps while nothing changes: a ticker per syncer was a
+// thousand wakeups a second in a simulator of a thousand syncers at rest.
+const saveDelay = time.Second
+
+// markDirtyLocked says desired changed since it was saved, and wakes the
+// save loop. s.mu is held.
+func (s *Syncer) markDirtyLocked() {
+	s.dirty = true
+	select {
+	case s.saveSoon <- struct{}{}:
+	default:
 	}
 }
 
