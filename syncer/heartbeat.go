@@ -151,7 +151,7 @@ func (s *Syncer) heartbeat(ctx context.Context, force bool) error {
 // awaitSelf waits, within ctx, until the cache of the SyncTarget has
 // synced and cond accepts what it holds, looking every selfPoll.
 func (s *Syncer) awaitSelf(ctx context.Context, cond func(*unstructured.Unstructured) bool) bool {
-	err := wait.PollUntilContextCancel(ctx, selfPoll, true, func(context.Context) (bool, error) {
+	look := func(context.Context) (bool, error) {
 		s.mu.Lock()
 		self := s.self
 		s.mu.Unlock()
@@ -164,8 +164,12 @@ func (s *Syncer) awaitSelf(ctx context.Context, cond func(*unstructured.Unstruct
 		obj, ok, _ := self.store().GetByKey(s.id.SyncTarget)
 		u, _ := obj.(*unstructured.Unstructured)
 		return cond(u) || !ok, nil
-	})
-	return err == nil
+	}
+	// Nearly always so at once: a look costs no poll's timer.
+	if done, err := look(ctx); done || err != nil {
+		return err == nil
+	}
+	return wait.PollUntilContextCancel(ctx, selfPoll, false, look) == nil
 }
 
 // selfPoll is how often a heartbeat looks at a cache it waits for: a
