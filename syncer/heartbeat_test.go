@@ -397,3 +397,46 @@ func BenchmarkQuietHeartbeat(b *testing.B) {
 		b.Fatalf("%d writes of a status with nothing new", writes)
 	}
 }
+
+// TestQuietHeartbeatRefreshes: with the tunnel open and nothing new, the
+// status is written again once StatusRefresh has passed since the last
+// write, as the server's verdict expects; not before.
+func TestQuietHeartbeatRefreshes(t *testing.T) {
+	var served atomic.Pointer[unstructured.Unstructured]
+	served.Store(syncTargetObject("edge1", "1"))
+	inv := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{syncTargetsGVR: "SyncTargetList"})
+	inv.PrependReactor("get", "synctargets", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, served.Load(), nil
+	})
+	writes := 0
+	inv.PrependReactor("update", "synctargets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		writes++
+		u := a.(clienttesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
+		u.SetResourceVersion(strconv.Itoa(writes + 1))
+		served.Store(u)
+		return true, u, nil
+	})
+	now := time.Unix(1000, 0)
+	s := &Syncer{opts: NewOptions(), out: &bytes.Buffer{}, inventory: inv, id: Identity{SyncTarget: "edge1"},
+		problems: map[objKey]problem{}, inStep: map[objKey]bool{}, now: func() time.Time { return now }}
+	s.tunnelOpen.Store(true)
+	ctx := context.Background()
+	heartbeat := func() {
+		t.Helper()
+		_, err := s.writeStatus(ctx, false, false)
+		require.NoError(t, err)
+	}
+	heartbeat()
+	require.Equal(t, 1, writes)
+	for now.Sub(time.Unix(1000, 0)) < s.opts.StatusRefresh-s.opts.HeartbeatInterval {
+		now = now.Add(s.opts.HeartbeatInterval)
+		heartbeat()
+	}
+	require.Equal(t, 1, writes, "nothing new within the refresh")
+	now = now.Add(2 * s.opts.HeartbeatInterval)
+	heartbeat()
+	require.Equal(t, 2, writes, "written again after the refresh")
+	heartbeat()
+	require.Equal(t, 2, writes)
+}
