@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -136,16 +137,8 @@ func TestACacheBehindIsNotAChange(t *testing.T) {
 		return true, u, nil
 	})
 	now := time.Unix(1000, 0)
-	s := &Syncer{opts: NewOptions(), out: &bytes.Buffer{}, inventory: inv, id: Identity{SyncTarget: "edge1"},
-		problems: map[objKey]problem{}, inStep: map[objKey]bool{}, now: func() time.Time { return now }}
-	s.tunnelOpen.Store(true)
-	ctx := context.Background()
-	heartbeat := func() {
-		t.Helper()
-		_, err := s.writeStatus(ctx, false, false)
-		require.NoError(t, err)
-		now = now.Add(s.opts.HeartbeatInterval)
-	}
+	s := tunnelledSyncer(inv, func() time.Time { return now })
+	heartbeat := heartbeats(t, s, &now)
 
 	heartbeat()
 	require.Len(t, writes, 1, "the first heartbeat reports the syncer")
@@ -356,10 +349,29 @@ func syncTargetObject(name, rv string) *unstructured.Unstructured {
 	return u
 }
 
-// BenchmarkQuietHeartbeat is a heartbeat with nothing to say, as nearly
-// every heartbeat of a fleet at rest is: the SyncTarget read from the
-// cache as the last heartbeat read it.
-func BenchmarkQuietHeartbeat(b *testing.B) {
+// tunnelledSyncer is a syncer of SyncTarget edge1 whose tunnel is open,
+// with nothing to report, on the clock now.
+func tunnelledSyncer(inv dynamic.Interface, now func() time.Time) *Syncer {
+	s := &Syncer{opts: NewOptions(), out: &bytes.Buffer{}, inventory: inv, id: Identity{SyncTarget: "edge1"},
+		problems: map[objKey]problem{}, inStep: map[objKey]bool{}, now: now}
+	s.tunnelOpen.Store(true)
+	return s
+}
+
+// heartbeats returns what runs s's heartbeat once, then moves the clock
+// now on by the heartbeat's interval.
+func heartbeats(t *testing.T, s *Syncer, now *time.Time) func() {
+	return func() {
+		t.Helper()
+		_, err := s.writeStatus(context.Background(), false, false)
+		require.NoError(t, err)
+		*now = now.Add(s.opts.HeartbeatInterval)
+	}
+}
+
+// versionedSyncTarget serves one SyncTarget as a cache does (not a copy),
+// each write a new version, and counts the writes.
+func versionedSyncTarget() (*dynamicfake.FakeDynamicClient, *int) {
 	var served atomic.Pointer[unstructured.Unstructured]
 	served.Store(syncTargetObject("edge1", "1"))
 	inv := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
@@ -367,23 +379,29 @@ func BenchmarkQuietHeartbeat(b *testing.B) {
 	inv.PrependReactor("get", "synctargets", func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, served.Load(), nil
 	})
-	writes := 0
+	writes := new(int)
 	inv.PrependReactor("update", "synctargets", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		writes++
+		*writes++
 		u := a.(clienttesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
-		u.SetResourceVersion(strconv.Itoa(writes + 1))
+		u.SetResourceVersion(strconv.Itoa(*writes + 1))
 		served.Store(u)
 		return true, u, nil
 	})
-	s := &Syncer{opts: NewOptions(), out: &bytes.Buffer{}, inventory: inv, id: Identity{SyncTarget: "edge1"},
-		problems: map[objKey]problem{}, inStep: map[objKey]bool{}, now: time.Now}
+	return inv, writes
+}
+
+// BenchmarkQuietHeartbeat is a heartbeat with nothing to say, as nearly
+// every heartbeat of a fleet at rest is: the SyncTarget read from the
+// cache as the last heartbeat read it.
+func BenchmarkQuietHeartbeat(b *testing.B) {
+	inv, writes := versionedSyncTarget()
+	s := tunnelledSyncer(inv, time.Now)
 	for i := range 20 {
 		s.inStep[objKey{GVR: podsGVR, Namespace: "ns", Name: strconv.Itoa(i)}] = true
 	}
-	s.tunnelOpen.Store(true)
 	ctx := context.Background()
-	if _, err := s.writeStatus(ctx, false, false); err != nil || writes != 1 {
-		b.Fatalf("the first heartbeat: %d writes, %v", writes, err)
+	if _, err := s.writeStatus(ctx, false, false); err != nil || *writes != 1 {
+		b.Fatalf("the first heartbeat: %d writes, %v", *writes, err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -393,8 +411,8 @@ func BenchmarkQuietHeartbeat(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	if writes != 1 {
-		b.Fatalf("%d writes of a status with nothing new", writes)
+	if *writes != 1 {
+		b.Fatalf("%d writes of a status with nothing new", *writes)
 	}
 }
 
@@ -402,41 +420,19 @@ func BenchmarkQuietHeartbeat(b *testing.B) {
 // status is written again once StatusRefresh has passed since the last
 // write, as the server's verdict expects; not before.
 func TestQuietHeartbeatRefreshes(t *testing.T) {
-	var served atomic.Pointer[unstructured.Unstructured]
-	served.Store(syncTargetObject("edge1", "1"))
-	inv := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{syncTargetsGVR: "SyncTargetList"})
-	inv.PrependReactor("get", "synctargets", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, served.Load(), nil
-	})
-	writes := 0
-	inv.PrependReactor("update", "synctargets", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		writes++
-		u := a.(clienttesting.UpdateAction).GetObject().(*unstructured.Unstructured).DeepCopy()
-		u.SetResourceVersion(strconv.Itoa(writes + 1))
-		served.Store(u)
-		return true, u, nil
-	})
-	now := time.Unix(1000, 0)
-	s := &Syncer{opts: NewOptions(), out: &bytes.Buffer{}, inventory: inv, id: Identity{SyncTarget: "edge1"},
-		problems: map[objKey]problem{}, inStep: map[objKey]bool{}, now: func() time.Time { return now }}
-	s.tunnelOpen.Store(true)
-	ctx := context.Background()
-	heartbeat := func() {
-		t.Helper()
-		_, err := s.writeStatus(ctx, false, false)
-		require.NoError(t, err)
-	}
+	inv, writes := versionedSyncTarget()
+	start := time.Unix(1000, 0)
+	now := start
+	s := tunnelledSyncer(inv, func() time.Time { return now })
+	heartbeat := heartbeats(t, s, &now)
 	heartbeat()
-	require.Equal(t, 1, writes)
-	for now.Sub(time.Unix(1000, 0)) < s.opts.StatusRefresh-s.opts.HeartbeatInterval {
-		now = now.Add(s.opts.HeartbeatInterval)
+	require.Equal(t, 1, *writes)
+	for now.Sub(start) < s.opts.StatusRefresh {
 		heartbeat()
 	}
-	require.Equal(t, 1, writes, "nothing new within the refresh")
-	now = now.Add(2 * s.opts.HeartbeatInterval)
+	require.Equal(t, 1, *writes, "nothing new within the refresh")
 	heartbeat()
-	require.Equal(t, 2, writes, "written again after the refresh")
+	require.Equal(t, 2, *writes, "written again after the refresh")
 	heartbeat()
-	require.Equal(t, 2, writes)
+	require.Equal(t, 2, *writes)
 }
