@@ -668,10 +668,10 @@ func startInformer(ctx context.Context, client dynamic.Interface, gvr schema.Gro
 // watch of its SyncTarget and one of its SyncerConfig, and one more per
 // resource placed in its mailbox: 1,000 edges had renewed 965 watches
 // about 9.5 minutes after they connected, and 10,000 with one resource
-// placed would renew about 70 a second. 30 to 60 minutes is what the API server gives a watch that
-// names no timeout (--min-request-timeout); the tunnel's pings and the
-// HTTP/2 connection's health check, not the watch's end, are what find a
-// dead server.
+// placed would renew about 70 a second. 30 to 60 minutes is what the API
+// server gives a watch that names no timeout (--min-request-timeout); the
+// tunnel's pings and the HTTP/2 connection's health check, not the
+// watch's end, are what find a dead server.
 const watchTimeoutFactor = 6
 
 // longWatches is tweak, and a watch's timeout (client-go's reflector sets
