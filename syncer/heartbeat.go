@@ -327,9 +327,18 @@ func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) (string, er
 	drift := s.drift.apply(&st.Status)
 	rollouts := s.rollouts
 	s.mu.Unlock()
-	reportRollouts := rollouts.set && !s.reportsInConfig.Load()
+	// The status says the syncer reports its rollouts there from its
+	// first write; the reports themselves once computed in this run (the
+	// status keeps those it holds until then). Said only with the
+	// reports, it was a second write of every SyncTarget at a connect, a
+	// second after the first.
+	inStatus := !s.reportsInConfig.Load()
+	reportRollouts := rollouts.set && inStatus
+	if inStatus {
+		st.Status.ReportsRollouts = true
+	}
 	if reportRollouts {
-		st.Status.ReportsRollouts, st.Status.Rollouts = true, rollouts.reports
+		st.Status.Rollouts = rollouts.reports
 	}
 	sort.Slice(problems, func(i, j int) bool {
 		a, b := problems[i], problems[j]
@@ -381,6 +390,10 @@ func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) (string, er
 		}
 		return read, nil
 	}
+	if logger := klog.FromContext(ctx).V(4); logger.Enabled() {
+		logger.Info("heartbeat: writing the status", "forced", force, "tunnelOpen", s.tunnelOpen.Load(),
+			"lastWrite", s.lastStatusWrite, "changed", changedFields(beforeKey, after))
+	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(st)
 	if err != nil {
 		return read, err
@@ -389,17 +402,17 @@ func (s *Syncer) writeStatus(ctx context.Context, force, fresh bool) (string, er
 	if err != nil {
 		return read, err
 	}
-	if reportRollouts {
-		if kept, _, _ := unstructured.NestedBool(written.Object, "status", "reportsRollouts"); kept {
-			s.mu.Lock()
-			s.reported = rollouts
-			s.mu.Unlock()
-		} else {
+	if inStatus {
+		if kept, _, _ := unstructured.NestedBool(written.Object, "status", "reportsRollouts"); !kept {
 			// A server before these reports dropped them: they go in the
 			// SyncerConfig's status from now on.
 			klog.FromContext(ctx).Info("the center keeps no rollout reports in the SyncTarget's status: reporting in the SyncerConfig's")
 			s.reportsInConfig.Store(true)
 			s.rolloutsSoon()
+		} else if reportRollouts {
+			s.mu.Lock()
+			s.reported = rollouts
+			s.mu.Unlock()
 		}
 	}
 	s.lastStatusWrite = s.now()
@@ -425,6 +438,28 @@ func statusKey(st *edgev2alpha1.SyncTargetStatus) ([]byte, error) {
 	c := *st // shallow: only the copy's own field is changed
 	c.LastSyncerHeartbeatTime = nil
 	return json.Marshal(&c)
+}
+
+// changedFields names the fields of a status that differ between two
+// statusKeys, for the log of a write.
+func changedFields(before, after []byte) []string {
+	var a, b map[string]json.RawMessage
+	if json.Unmarshal(before, &a) != nil || json.Unmarshal(after, &b) != nil {
+		return nil
+	}
+	var out []string
+	for k, v := range b {
+		if !bytes.Equal(a[k], v) {
+			out = append(out, k)
+		}
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // syncerReport is the part of a SyncTarget's status the syncer reports

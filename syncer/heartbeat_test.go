@@ -436,3 +436,52 @@ func TestQuietHeartbeatRefreshes(t *testing.T) {
 	heartbeat()
 	require.Equal(t, 2, *writes)
 }
+
+// TestChangedFields names what a write changes, for its log.
+func TestChangedFields(t *testing.T) {
+	before, err := statusKey(&edgev2alpha1.SyncTargetStatus{SyncedObjects: 3, SyncerVersion: "v1"})
+	require.NoError(t, err)
+	after, err := statusKey(&edgev2alpha1.SyncTargetStatus{SyncedObjects: 4, ReportsRollouts: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"reportsRollouts", "syncedObjects", "syncerVersion"}, changedFields(before, after))
+	require.Empty(t, changedFields(after, after))
+	require.Nil(t, changedFields([]byte("{not json"), after))
+}
+
+// TestFirstWriteSaysItReportsRollouts: a syncer's first write of its
+// status says it reports its rollouts there, before it has computed any;
+// computed, no reports cost no second write, and a report is written.
+func TestFirstWriteSaysItReportsRollouts(t *testing.T) {
+	inv, writes := versionedSyncTarget()
+	now := time.Unix(1000, 0)
+	s := tunnelledSyncer(inv, func() time.Time { return now })
+	heartbeat := heartbeats(t, s, &now)
+	status := func() *edgev2alpha1.SyncTargetStatus {
+		t.Helper()
+		u, err := inv.Resource(syncTargetsGVR).Get(context.Background(), "edge1", metav1.GetOptions{})
+		require.NoError(t, err)
+		st := &edgev2alpha1.SyncTarget{}
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, st))
+		return &st.Status
+	}
+
+	heartbeat()
+	require.Equal(t, 1, *writes)
+	require.True(t, status().ReportsRollouts, "said with the first write")
+	require.Empty(t, status().Rollouts)
+
+	s.mu.Lock()
+	s.rollouts = heartbeatReports{set: true} // computed: none
+	s.mu.Unlock()
+	heartbeat()
+	require.Equal(t, 1, *writes, "no report: nothing new to write")
+	require.True(t, s.reported.set, "the status holds the reports")
+
+	report := edgev2alpha1.RolloutReport{Placement: "wds1/web", Revision: "r1", Applied: true}
+	s.mu.Lock()
+	s.rollouts = heartbeatReports{set: true, reports: []edgev2alpha1.RolloutReport{report}}
+	s.mu.Unlock()
+	heartbeat()
+	require.Equal(t, 2, *writes)
+	require.Equal(t, []edgev2alpha1.RolloutReport{report}, status().Rollouts)
+}
